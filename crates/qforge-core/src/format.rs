@@ -1,0 +1,243 @@
+//! The format contract: [`BlockFormat`] (what a format crate implements) and [`Format`] (the
+//! object-safe row-level view every other layer uses).
+
+use crate::dtype::{Elem, OutRow};
+use crate::error::QuantError;
+use bytemuck::Pod;
+use half::{bf16, f16};
+use std::marker::PhantomData;
+
+/// What a format is for.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Role {
+    /// A weight format (has a ggml `to_float` where ggml defines it).
+    Weight,
+    /// An activation format used on the other side of integer dot products (q8_1, q8_k).
+    /// ggml has no `to_float` for these; qforge dequantizes them all the same.
+    Activation,
+}
+
+/// The slot for a format's CUDA device code (filled by the CUDA issue; `None` until then).
+///
+/// The header is `__host__ __device__` C++ that the kernel templates in `kernels-cuda/`
+/// include; the same header is compiled for the host and checked against the Rust reference.
+#[derive(Clone, Copy, Debug)]
+pub struct CudaDeviceCode {
+    /// Source of the header (usually `include_str!("../cuda/<family>.cuh")`).
+    pub header: &'static str,
+    /// C type name of the block struct in that header.
+    pub block_type: &'static str,
+    /// Device function decoding one block to floats: `void f(const block_t*, float* out)`.
+    pub decode_fn: &'static str,
+    /// Device function for the dot product of one block with its activation block, if any.
+    pub dot_fn: Option<&'static str>,
+}
+
+/// Static facts about a format.
+#[derive(Clone, Copy, Debug)]
+pub struct FormatDesc {
+    /// Lower-case name: the GGML name for GGUF types (`q4_0`, `q4_k`), else the project's own.
+    pub name: &'static str,
+    /// The family crate it belongs to (`legacy`, `k`, …).
+    pub family: &'static str,
+    /// GGML type id (`enum ggml_type`), if ggml defines the format.
+    pub ggml_type: Option<u32>,
+    /// Logical elements per block.
+    pub block_size: usize,
+    /// Bytes per block (= `size_of::<Block>()`).
+    pub block_bytes: usize,
+    pub role: Role,
+    /// Name of the activation format ggml's `vec_dot` pairs with this one (`q8_0`, `q8_1`,
+    /// `q8_k`), if any.
+    pub dot_type: Option<&'static str>,
+    /// One-line description for `qforge formats`.
+    pub summary: &'static str,
+    /// CUDA device code slot.
+    pub cuda: Option<CudaDeviceCode>,
+}
+
+impl FormatDesc {
+    /// Storage bits per logical weight.
+    pub fn bits_per_weight(&self) -> f64 {
+        (self.block_bytes * 8) as f64 / self.block_size as f64
+    }
+
+    /// Number of blocks needed for a row of `cols` elements (rows are padded to whole blocks).
+    pub fn blocks_per_row(&self, cols: usize) -> usize {
+        cols.div_ceil(self.block_size)
+    }
+
+    /// Row length padded up to whole blocks.
+    pub fn padded_cols(&self, cols: usize) -> Result<usize, QuantError> {
+        self.blocks_per_row(cols)
+            .checked_mul(self.block_size)
+            .ok_or(QuantError::Overflow { what: "padded row length" })
+    }
+
+    /// Bytes of one row of `cols` logical elements.
+    pub fn row_bytes(&self, cols: usize) -> Result<usize, QuantError> {
+        self.blocks_per_row(cols)
+            .checked_mul(self.block_bytes)
+            .ok_or(QuantError::Overflow { what: "row size in bytes" })
+    }
+}
+
+/// What a format crate implements for each format: layout, descriptor, reference codec.
+///
+/// # Partial blocks (padding)
+/// A row whose length is not a multiple of the block size ends in a partial block. `encode`
+/// receives only the real elements (`x.len() < BLOCK_SIZE`); it must compute every scale and
+/// minimum from those alone, and encode the padded positions with the code nearest 0 under
+/// those scales. `decode` always writes a whole block; callers drop the padded positions.
+pub trait BlockFormat: Send + Sync + 'static {
+    /// The on-disk block, `#[repr(C)]`, alignment 1, exactly `DESC.block_bytes` bytes.
+    type Block: Pod;
+    const DESC: FormatDesc;
+
+    /// Reference decode of one block into `out` (`out.len() == DESC.block_size`). Each value
+    /// is computed in f32 exactly as ggml's `to_float`, then converted with `O::from_f32`.
+    fn decode<O: Elem>(block: &Self::Block, out: &mut [O]);
+
+    /// Reference encode of one block from finite `x` (`1 <= x.len() <= DESC.block_size`),
+    /// with optional importance weights (`weights.len() == x.len()`, finite, >= 0).
+    fn encode(x: &[f32], weights: Option<&[f32]>, out: &mut Self::Block);
+
+    /// Decode a row of blocks into `out` (`out.len()` logical elements, at most
+    /// `blocks.len() * BLOCK_SIZE`). Override with a fast path; the default loops over blocks.
+    fn decode_row<O: Elem>(blocks: &[Self::Block], out: &mut [O]) {
+        let bs = Self::DESC.block_size;
+        let mut chunks = out.chunks_exact_mut(bs);
+        let mut used = 0;
+        for (block, dst) in blocks.iter().zip(&mut chunks) {
+            Self::decode(block, dst);
+            used += 1;
+        }
+        let tail = chunks.into_remainder();
+        if !tail.is_empty() {
+            if let Some(block) = blocks.get(used) {
+                let mut scratch = vec![O::default(); bs];
+                Self::decode(block, &mut scratch);
+                tail.copy_from_slice(&scratch[..tail.len()]);
+            }
+        }
+    }
+
+    /// Encode a row (`blocks.len() == ceil(x.len() / BLOCK_SIZE)`). Override with a fast path.
+    fn encode_row(x: &[f32], weights: Option<&[f32]>, blocks: &mut [Self::Block]) {
+        let bs = Self::DESC.block_size;
+        for (i, (xs, block)) in x.chunks(bs).zip(blocks.iter_mut()).enumerate() {
+            let w = weights.map(|w| &w[i * bs..i * bs + xs.len()]);
+            Self::encode(xs, w, block);
+        }
+    }
+}
+
+/// The object-safe, row-level view of a format. Obtain one for a [`BlockFormat`] with
+/// [`Registered`]; the validation of lengths, finiteness and weights lives here, once.
+pub trait Format: Send + Sync + 'static {
+    fn desc(&self) -> &'static FormatDesc;
+
+    /// Bytes of one quantized row holding `cols` logical elements.
+    fn row_bytes(&self, cols: usize) -> Result<usize, QuantError> {
+        self.desc().row_bytes(cols)
+    }
+
+    /// Dequantize one row (`row.len() == row_bytes(out.len())`) into f32, f16 or bf16.
+    fn dequant_row(&self, row: &[u8], out: OutRow<'_>) -> Result<(), QuantError>;
+
+    /// Quantize one row of finite values, with optional per-element importance weights.
+    fn quantize_row(&self, x: &[f32], weights: Option<&[f32]>, out: &mut [u8]) -> Result<(), QuantError>;
+}
+
+impl std::fmt::Debug for dyn Format {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.desc().name)
+    }
+}
+
+/// Adapter that makes a [`BlockFormat`] a registrable `&'static dyn Format`:
+/// `pub static FORMATS: &[&dyn Format] = &[&Registered::<Q4_0>::NEW];`
+pub struct Registered<F>(PhantomData<fn() -> F>);
+
+impl<F: BlockFormat> Registered<F> {
+    /// The adapter. Evaluating it checks at compile time that the block layout matches the
+    /// descriptor (size, alignment 1, non-zero block size).
+    pub const NEW: Self = {
+        assert!(std::mem::size_of::<F::Block>() == F::DESC.block_bytes, "block struct size != DESC.block_bytes");
+        assert!(std::mem::align_of::<F::Block>() == 1, "block struct must have alignment 1 (use qforge_core::le)");
+        assert!(F::DESC.block_size > 0 && F::DESC.block_bytes > 0);
+        Registered(PhantomData)
+    };
+}
+
+impl<F: BlockFormat> Registered<F> {
+    fn blocks<'a>(&self, row: &'a [u8], cols: usize) -> Result<&'a [F::Block], QuantError> {
+        let d = &F::DESC;
+        if row.len() % d.block_bytes != 0 {
+            return Err(QuantError::NotWholeBlocks {
+                what: "quantized row",
+                format: d.name,
+                len: row.len(),
+                block_bytes: d.block_bytes,
+            });
+        }
+        let want = d.row_bytes(cols)?;
+        if row.len() != want {
+            return Err(QuantError::ShapeMismatch { what: "quantized row bytes", expected: want, actual: row.len() });
+        }
+        // Blocks are align(1) and Pod, so the cast cannot fail on alignment or size.
+        bytemuck::try_cast_slice(row).map_err(|_| QuantError::NotWholeBlocks {
+            what: "quantized row",
+            format: d.name,
+            len: row.len(),
+            block_bytes: d.block_bytes,
+        })
+    }
+}
+
+impl<F: BlockFormat> Format for Registered<F> {
+    fn desc(&self) -> &'static FormatDesc {
+        &F::DESC
+    }
+
+    fn dequant_row(&self, row: &[u8], out: OutRow<'_>) -> Result<(), QuantError> {
+        let blocks = self.blocks(row, out.len())?;
+        match out {
+            OutRow::F32(o) => F::decode_row::<f32>(blocks, o),
+            OutRow::F16(o) => F::decode_row::<f16>(blocks, o),
+            OutRow::Bf16(o) => F::decode_row::<bf16>(blocks, o),
+        }
+        Ok(())
+    }
+
+    fn quantize_row(&self, x: &[f32], weights: Option<&[f32]>, out: &mut [u8]) -> Result<(), QuantError> {
+        let d = &F::DESC;
+        let want = d.row_bytes(x.len())?;
+        if out.len() != want {
+            return Err(QuantError::ShapeMismatch { what: "quantized row bytes", expected: want, actual: out.len() });
+        }
+        if let Some(index) = x.iter().position(|v| !v.is_finite()) {
+            return Err(QuantError::NonFinite { index, value: x[index] });
+        }
+        if let Some(w) = weights {
+            if w.len() != x.len() {
+                return Err(QuantError::InvalidImatrix {
+                    reason: format!("{} weights for a row of {} elements", w.len(), x.len()),
+                });
+            }
+            if let Some(i) = w.iter().position(|v| !(v.is_finite() && *v >= 0.0)) {
+                return Err(QuantError::InvalidImatrix {
+                    reason: format!("weight {} at column {i} is not a finite non-negative number", w[i]),
+                });
+            }
+        }
+        let blocks: &mut [F::Block] = bytemuck::try_cast_slice_mut(out).map_err(|_| QuantError::NotWholeBlocks {
+            what: "quantized output",
+            format: d.name,
+            len: want,
+            block_bytes: d.block_bytes,
+        })?;
+        F::encode_row(x, weights, blocks);
+        Ok(())
+    }
+}

@@ -1,0 +1,41 @@
+//! qforge-formats: the default [`Registry`] holding every format family qforge ships.
+//!
+//! Adding a family is one line in [`FAMILIES`] (and a dependency); adding a format to a family
+//! is one line in that family's `FORMATS`. Everything else — the CPU kernels, the CLI, the
+//! test matrix — enumerates this registry.
+
+pub use qforge_core::{Format, QuantError, Registry};
+use std::sync::OnceLock;
+
+/// Every family's format list, in display order.
+pub static FAMILIES: &[&[&dyn Format]] = &[qforge_legacy::FORMATS, qforge_k::FORMATS];
+
+/// The registry of every format qforge ships.
+pub fn registry() -> &'static Registry {
+    static REG: OnceLock<Registry> = OnceLock::new();
+    REG.get_or_init(|| {
+        let mut r = Registry::new();
+        for fam in FAMILIES {
+            // The families are fixed at compile time and checked by the test below, so a
+            // conflict here is a programming error caught by `cargo test`.
+            if let Err(e) = r.register_all(fam) {
+                panic!("qforge format registry is inconsistent: {e}");
+            }
+        }
+        r
+    })
+}
+
+/// Look a format up by name, case-insensitively.
+pub fn get(name: &str) -> Result<&'static dyn Format, QuantError> {
+    registry().get(name)
+}
+
+#[cfg(test)]
+mod tests {
+    #[test]
+    fn registry_builds_with_unique_names_and_ids() {
+        let r = super::registry();
+        assert!(r.iter().all(|f| super::get(&f.desc().name.to_ascii_uppercase()).is_ok()));
+    }
+}

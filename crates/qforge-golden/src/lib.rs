@@ -1,0 +1,117 @@
+//! qforge-golden: test support that loads the golden vectors produced by ggml's own C code
+//! (`tests/golden/gen.py`, committed under `tests/golden/`) and compares results against them.
+//!
+//! Only tests depend on this crate; it panics with a clear message if a golden file is
+//! missing, because that is a broken checkout, not user input.
+
+use serde::Deserialize;
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+/// One input dataset: `rows` rows of `Manifest::cols` values in `inputs.f32`.
+#[derive(Debug, Clone, Deserialize)]
+pub struct Dataset {
+    pub name: String,
+    pub rows: usize,
+}
+
+/// What the generator recorded for one format.
+#[derive(Debug, Clone, Deserialize)]
+pub struct FormatEntry {
+    pub ggml_type: u32,
+    pub block_size: usize,
+    pub block_bytes: usize,
+    pub random_blocks: usize,
+    pub has_to_float: bool,
+    pub quant_files: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct Manifest {
+    pub generator: String,
+    pub cols: usize,
+    pub datasets: Vec<Dataset>,
+    pub formats: BTreeMap<String, FormatEntry>,
+}
+
+/// `tests/golden/` of the workspace.
+pub fn dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/golden")
+}
+
+fn read(rel: &str) -> Vec<u8> {
+    let p = dir().join(rel);
+    std::fs::read(&p).unwrap_or_else(|e| panic!("golden file {} unreadable: {e}", p.display()))
+}
+
+fn to_f32(bytes: &[u8]) -> Vec<f32> {
+    bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+pub fn manifest() -> Manifest {
+    serde_json::from_slice(&read("manifest.json")).expect("tests/golden/manifest.json is malformed")
+}
+
+/// The manifest entry of `fmt`; panics if the generator did not cover it.
+pub fn entry(fmt: &str) -> FormatEntry {
+    manifest().formats.get(fmt).cloned().unwrap_or_else(|| panic!("no golden vectors for format {fmt}"))
+}
+
+/// Every dataset's rows concatenated, `Manifest::cols` values per row.
+pub fn inputs() -> Vec<f32> {
+    to_f32(&read("inputs.f32"))
+}
+
+/// The importance matrix used for `quant_imatrix.bin` (one weight per column).
+pub fn imatrix() -> Vec<f32> {
+    to_f32(&read("imatrix.f32"))
+}
+
+/// Random block bytes for `fmt`.
+pub fn random_blocks(fmt: &str) -> Vec<u8> {
+    read(&format!("{fmt}/random.bin"))
+}
+
+/// ggml's to_float of [`random_blocks`], if ggml has a to_float for `fmt`.
+pub fn random_f32(fmt: &str) -> Option<Vec<f32>> {
+    entry(fmt).has_to_float.then(|| to_f32(&read(&format!("{fmt}/random.f32"))))
+}
+
+/// ggml's quantization of [`inputs`] (with [`imatrix`] when `with_imatrix`), if generated.
+pub fn quant(fmt: &str, with_imatrix: bool) -> Option<Vec<u8>> {
+    let f = if with_imatrix { "quant_imatrix.bin" } else { "quant.bin" };
+    entry(fmt).quant_files.iter().any(|q| q == f).then(|| read(&format!("{fmt}/{f}")))
+}
+
+/// Bit-identical, or both NaN (ggml's NaN payloads are not part of the contract).
+pub fn same_f32(a: f32, b: f32) -> bool {
+    a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())
+}
+
+/// Index and values of the first element where `got` and `want` differ per [`same_f32`].
+pub fn first_mismatch(got: &[f32], want: &[f32]) -> Option<(usize, f32, f32)> {
+    assert_eq!(got.len(), want.len(), "length mismatch");
+    got.iter().zip(want).position(|(g, w)| !same_f32(*g, *w)).map(|i| (i, got[i], want[i]))
+}
+
+/// Root-mean-square error between two equally long slices (f64 accumulation).
+pub fn rmse(a: &[f32], b: &[f32]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    if a.is_empty() {
+        return 0.0;
+    }
+    let s: f64 = a.iter().zip(b).map(|(x, y)| (*x as f64 - *y as f64).powi(2)).sum();
+    (s / a.len() as f64).sqrt()
+}
+
+/// Importance-weighted RMSE: sqrt(sum w (a-b)^2 / sum w), `w` repeating per row.
+pub fn weighted_rmse(a: &[f32], b: &[f32], w: &[f32]) -> f64 {
+    assert_eq!(a.len(), b.len());
+    let (mut s, mut ws) = (0f64, 0f64);
+    for (i, (x, y)) in a.iter().zip(b).enumerate() {
+        let wi = w[i % w.len()] as f64;
+        s += wi * (*x as f64 - *y as f64).powi(2);
+        ws += wi;
+    }
+    if ws == 0.0 { 0.0 } else { (s / ws).sqrt() }
+}
