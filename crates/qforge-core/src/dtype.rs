@@ -61,10 +61,15 @@ pub trait Elem: Copy + Default + Send + Sync + PartialEq + fmt::Debug + 'static 
     fn to_f32(self) -> f32;
     /// Little-endian bytes of one element appended to `out`.
     fn write_le(self, out: &mut Vec<u8>);
+    /// View a slice of this type as the dtype-tagged [`OutRow`] a [`crate::Format`] takes.
+    fn out_row(slice: &mut [Self]) -> OutRow<'_>;
 }
 
 impl Elem for f32 {
     const DTYPE: DType = DType::F32;
+    fn out_row(slice: &mut [Self]) -> OutRow<'_> {
+        OutRow::F32(slice)
+    }
     #[inline(always)]
     fn from_f32(v: f32) -> Self {
         v
@@ -80,6 +85,9 @@ impl Elem for f32 {
 
 impl Elem for f16 {
     const DTYPE: DType = DType::F16;
+    fn out_row(slice: &mut [Self]) -> OutRow<'_> {
+        OutRow::F16(slice)
+    }
     #[inline(always)]
     fn from_f32(v: f32) -> Self {
         f16::from_f32(v)
@@ -95,6 +103,9 @@ impl Elem for f16 {
 
 impl Elem for bf16 {
     const DTYPE: DType = DType::Bf16;
+    fn out_row(slice: &mut [Self]) -> OutRow<'_> {
+        OutRow::Bf16(slice)
+    }
     #[inline(always)]
     fn from_f32(v: f32) -> Self {
         bf16::from_f32(v)

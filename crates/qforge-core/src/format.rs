@@ -69,9 +69,7 @@ impl FormatDesc {
 
     /// Row length padded up to whole blocks.
     pub fn padded_cols(&self, cols: usize) -> Result<usize, QuantError> {
-        self.blocks_per_row(cols)
-            .checked_mul(self.block_size)
-            .ok_or(QuantError::Overflow { what: "padded row length" })
+        self.blocks_per_row(cols).checked_mul(self.block_size).ok_or(QuantError::Overflow { what: "padded row length" })
     }
 
     /// Bytes of one row of `cols` logical elements.

@@ -20,9 +20,7 @@ impl Shape {
         if let Some(i) = dims.iter().position(|&d| d == 0) {
             return Err(QuantError::shape(format!("dimension {i} of {dims:?} is zero")));
         }
-        dims.iter()
-            .try_fold(1usize, |a, &d| a.checked_mul(d))
-            .ok_or(QuantError::Overflow { what: "element count" })?;
+        dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).ok_or(QuantError::Overflow { what: "element count" })?;
         Ok(Shape(dims))
     }
 
@@ -121,7 +119,12 @@ impl<'a> QuantTensor<'a> {
         self.data.chunks_exact(self.row_bytes.max(1))
     }
     pub fn into_owned(self) -> QuantTensor<'static> {
-        QuantTensor { format: self.format, shape: self.shape, row_bytes: self.row_bytes, data: Cow::Owned(self.data.into_owned()) }
+        QuantTensor {
+            format: self.format,
+            shape: self.shape,
+            row_bytes: self.row_bytes,
+            data: Cow::Owned(self.data.into_owned()),
+        }
     }
     pub fn into_bytes(self) -> Vec<u8> {
         self.data.into_owned()

@@ -1,0 +1,119 @@
+//! qforge-cpu: CPU kernels over any registered format — dequantize a [`QuantTensor`] to
+//! f32 / f16 / bf16 and quantize f32 data into one, rows in parallel with rayon.
+//!
+//! The per-row work goes through [`qforge_core::Format`], i.e. the format crate's
+//! `decode_row` / `encode_row`: that is where a format's SIMD fast path plugs in, without
+//! any change here. Output of every dtype is written directly (no f32 buffer for f16/bf16).
+
+use qforge_core::{DType, Elem, Format, QuantError, QuantTensor, Shape, bf16, f16};
+use rayon::prelude::*;
+
+/// Rows smaller than this many elements are grouped so each rayon task does real work.
+const MIN_ELEMS_PER_TASK: usize = 16 * 1024;
+
+fn rows_per_task(cols: usize) -> usize {
+    (MIN_ELEMS_PER_TASK / cols.max(1)).max(1)
+}
+
+/// Dequantize `t` into `out` (`out.len()` == the tensor's logical element count).
+pub fn dequantize_into<O: Elem>(t: &QuantTensor<'_>, out: &mut [O]) -> Result<(), QuantError> {
+    let (cols, rows) = (t.cols(), t.rows());
+    if out.len() != t.shape().numel() {
+        return Err(QuantError::ShapeMismatch {
+            what: "dequantize output elements",
+            expected: t.shape().numel(),
+            actual: out.len(),
+        });
+    }
+    let fmt = t.format();
+    let rb = t.row_bytes();
+    let per = rows_per_task(cols);
+    debug_assert_eq!(t.data().len(), rows * rb);
+    out.par_chunks_mut(cols * per).zip(t.data().par_chunks(rb * per)).try_for_each(|(o, src)| {
+        o.chunks_exact_mut(cols).zip(src.chunks_exact(rb)).try_for_each(|(o, s)| fmt.dequant_row(s, O::out_row(o)))
+    })
+}
+
+/// Dequantize `t` into a new vector.
+pub fn dequantize<O: Elem>(t: &QuantTensor<'_>) -> Result<Vec<O>, QuantError> {
+    let mut out = vec![O::default(); t.shape().numel()];
+    dequantize_into(t, &mut out)?;
+    Ok(out)
+}
+
+/// Dequantize `t` to little-endian bytes of `dtype` (what the CLI writes to raw files).
+pub fn dequantize_to_bytes(t: &QuantTensor<'_>, dtype: DType) -> Result<Vec<u8>, QuantError> {
+    fn bytes<O: Elem + bytemuck::Pod>(t: &QuantTensor<'_>) -> Result<Vec<u8>, QuantError> {
+        let v = dequantize::<O>(t)?;
+        if cfg!(target_endian = "little") {
+            Ok(bytemuck::cast_slice(&v).to_vec())
+        } else {
+            let mut out = Vec::with_capacity(v.len() * std::mem::size_of::<O>());
+            v.iter().for_each(|e| e.write_le(&mut out));
+            Ok(out)
+        }
+    }
+    match dtype {
+        DType::F32 => bytes::<f32>(t),
+        DType::F16 => bytes::<f16>(t),
+        DType::Bf16 => bytes::<bf16>(t),
+    }
+}
+
+/// Quantize row-major `x` of logical `shape` into `out` (`rows * format.row_bytes(cols)` bytes).
+///
+/// `imatrix`, if given, holds one importance weight per column (llama.cpp's imatrix layout).
+/// A non-finite input is reported with its element index in `x`.
+pub fn quantize_into(
+    format: &'static dyn Format,
+    shape: &Shape,
+    x: &[f32],
+    imatrix: Option<&[f32]>,
+    out: &mut [u8],
+) -> Result<(), QuantError> {
+    let (rows, cols) = (shape.rows(), shape.cols());
+    if x.len() != shape.numel() {
+        return Err(QuantError::ShapeMismatch {
+            what: "input elements for the shape",
+            expected: shape.numel(),
+            actual: x.len(),
+        });
+    }
+    if let Some(w) = imatrix {
+        if w.len() != cols {
+            return Err(QuantError::InvalidImatrix {
+                reason: format!("{} weights given for {cols} columns (one per column expected)", w.len()),
+            });
+        }
+    }
+    let rb = format.row_bytes(cols)?;
+    let want = rb.checked_mul(rows).ok_or(QuantError::Overflow { what: "tensor size in bytes" })?;
+    if out.len() != want {
+        return Err(QuantError::ShapeMismatch { what: "quantized output bytes", expected: want, actual: out.len() });
+    }
+    let per = rows_per_task(cols);
+    out.par_chunks_mut(rb * per).zip(x.par_chunks(cols * per)).enumerate().try_for_each(|(task, (o, src))| {
+        o.chunks_exact_mut(rb).zip(src.chunks_exact(cols)).enumerate().try_for_each(|(r, (o, s))| {
+            format.quantize_row(s, imatrix, o).map_err(|e| match e {
+                QuantError::NonFinite { index, value } => {
+                    QuantError::NonFinite { index: (task * per + r) * cols + index, value }
+                }
+                e => e,
+            })
+        })
+    })
+}
+
+/// Quantize row-major `x` of logical `shape` into a new owned [`QuantTensor`].
+pub fn quantize(
+    format: &'static dyn Format,
+    shape: Shape,
+    x: &[f32],
+    imatrix: Option<&[f32]>,
+) -> Result<QuantTensor<'static>, QuantError> {
+    let rb = format.row_bytes(shape.cols())?;
+    let n = rb.checked_mul(shape.rows()).ok_or(QuantError::Overflow { what: "tensor size in bytes" })?;
+    let mut out = vec![0u8; n];
+    quantize_into(format, &shape, x, imatrix, &mut out)?;
+    QuantTensor::new(format, shape, out)
+}
