@@ -139,7 +139,7 @@ pub fn dequant(
         .ok()
         .and_then(|rb| rb.checked_mul(shape.rows()))
         .ok_or_else(|| bad_input(format!("--shape {shape}: tensor size overflows")))?;
-    let data = files::read_exact_size(input, expected, "quantized input")?;
+    let data = files::read_blocks(input, expected, "quantized input", (f.desc().name, f.desc().block_bytes))?;
     let t = QuantTensor::new(f, shape, data).input()?;
     let bytes = qforge_cpu::dequantize_to_bytes(&t, dtype).input()?;
     files::write_atomic(output, &bytes)

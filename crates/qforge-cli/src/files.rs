@@ -8,9 +8,28 @@ use std::path::Path;
 /// Read a whole file after checking its size is exactly `expected` bytes (so a wrong shape
 /// or a truncated file is reported before any large allocation).
 pub fn read_exact_size(path: &Path, expected: usize, what: &str) -> CliResult<Vec<u8>> {
+    read_checked(path, expected, what, None)
+}
+
+/// Like [`read_exact_size`] for a quantized file of `(format name, bytes per block)`: a size
+/// that is not a whole number of blocks is reported as such.
+pub fn read_blocks(path: &Path, expected: usize, what: &str, block: (&str, usize)) -> CliResult<Vec<u8>> {
+    read_checked(path, expected, what, Some(block))
+}
+
+fn read_checked(path: &Path, expected: usize, what: &str, block: Option<(&str, usize)>) -> CliResult<Vec<u8>> {
     let meta = std::fs::metadata(path).with_context(|| format!("cannot open {what} {}", path.display())).input()?;
     if !meta.is_file() {
         return Err(bad_input(format!("{what} {} is not a regular file", path.display())));
+    }
+    if let Some((name, bb)) = block {
+        if meta.len() % bb as u64 != 0 {
+            return Err(bad_input(format!(
+                "{what} {} has {} bytes, not a whole number of {name} blocks ({bb} bytes each)",
+                path.display(),
+                meta.len()
+            )));
+        }
     }
     if meta.len() != expected as u64 {
         return Err(bad_input(format!(

@@ -1,0 +1,83 @@
+//! The parallel tensor paths agree with the formats' row references, for every format.
+
+use qforge_core::{Format, OutRow, QuantError, QuantTensor, Shape, bf16, f16};
+
+fn data(n: usize, seed: u32) -> Vec<f32> {
+    let mut s = seed.wrapping_mul(2654435761).max(1);
+    (0..n)
+        .map(|_| {
+            s ^= s << 13;
+            s ^= s >> 17;
+            s ^= s << 5;
+            (s as f32 / u32::MAX as f32 - 0.5) * 4.0
+        })
+        .collect()
+}
+
+fn formats() -> Vec<&'static dyn Format> {
+    let v: Vec<_> = qforge_formats::registry().iter().collect();
+    assert!(v.len() >= 12, "the registry lost formats: {}", v.len());
+    v
+}
+
+#[test]
+fn parallel_tensor_paths_equal_row_references() {
+    // 130 rows of 300 columns: several rayon tasks, and a partial last block in every row.
+    let (rows, cols) = (130, 300);
+    let x = data(rows * cols, 7);
+    for f in formats() {
+        let t = qforge_cpu::quantize(f, Shape::new([rows, cols]).unwrap(), &x, None).unwrap();
+        let rb = f.row_bytes(cols).unwrap();
+        let mut row = vec![0u8; rb];
+        for r in 0..rows {
+            f.quantize_row(&x[r * cols..(r + 1) * cols], None, &mut row).unwrap();
+            assert_eq!(t.row(r).unwrap(), &row[..], "{} row {r}", f.desc().name);
+        }
+        let y32 = qforge_cpu::dequantize::<f32>(&t).unwrap();
+        let y16 = qforge_cpu::dequantize::<f16>(&t).unwrap();
+        let yb = qforge_cpu::dequantize::<bf16>(&t).unwrap();
+        let mut one = vec![0f32; cols];
+        for r in 0..rows {
+            f.dequant_row(t.row(r).unwrap(), OutRow::F32(&mut one)).unwrap();
+            assert_eq!(&y32[r * cols..(r + 1) * cols], &one[..], "{}", f.desc().name);
+        }
+        for i in 0..y32.len() {
+            assert_eq!(y16[i].to_bits(), f16::from_f32(y32[i]).to_bits(), "{} f16 {i}", f.desc().name);
+            assert_eq!(yb[i].to_bits(), bf16::from_f32(y32[i]).to_bits(), "{} bf16 {i}", f.desc().name);
+        }
+        let bytes = qforge_cpu::dequantize_to_bytes(&t, qforge_core::DType::F16).unwrap();
+        assert_eq!(bytes.len(), rows * cols * 2);
+    }
+}
+
+#[test]
+fn non_finite_input_reports_its_global_index() {
+    let (rows, cols) = (64, 256);
+    let mut x = data(rows * cols, 3);
+    let at = 41 * cols + 77;
+    x[at] = f32::INFINITY;
+    for f in formats() {
+        let e = qforge_cpu::quantize(f, Shape::new([rows, cols]).unwrap(), &x, None).unwrap_err();
+        assert_eq!(e, QuantError::NonFinite { index: at, value: f32::INFINITY }, "{}", f.desc().name);
+    }
+}
+
+#[test]
+fn wrong_sizes_are_typed_errors() {
+    let f = qforge_formats::get("q4_0").unwrap();
+    let s = Shape::new([2, 64]).unwrap();
+    assert!(matches!(
+        qforge_cpu::quantize(f, s.clone(), &[0.0; 100], None),
+        Err(QuantError::ShapeMismatch { .. })
+    ));
+    assert!(matches!(
+        qforge_cpu::quantize(f, s.clone(), &[0.0; 128], Some(&[1.0; 63])),
+        Err(QuantError::InvalidImatrix { .. })
+    ));
+    assert!(matches!(QuantTensor::new(f, s.clone(), vec![0u8; 71]), Err(QuantError::NotWholeBlocks { .. })));
+    assert!(matches!(QuantTensor::new(f, s.clone(), vec![0u8; 54]), Err(QuantError::ShapeMismatch { .. })));
+    let t = QuantTensor::new(f, s, vec![0u8; 72]).unwrap();
+    let mut small = vec![0f32; 10];
+    assert!(matches!(qforge_cpu::dequantize_into(&t, &mut small), Err(QuantError::ShapeMismatch { .. })));
+    assert_eq!(qforge_cpu::dequantize::<f32>(&t).unwrap(), vec![0.0; 128]);
+}
