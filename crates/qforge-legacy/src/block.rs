@@ -1,0 +1,286 @@
+//! Block layouts of the legacy formats (identical to ggml's `block_q*` structs) and the
+//! packing of their integer quants.
+//!
+//! Every struct is `#[repr(C)]` over byte arrays and [`F16Le`], so it has alignment 1 and can
+//! be viewed in place in any byte buffer. Quants are exchanged with the codec as `i32` values
+//! in the *decode domain*: `x = q·d` for the symmetric formats (q signed) and `x = q·d + m` for
+//! the affine ones (q unsigned).
+
+use bytemuck::{Pod, Zeroable};
+use qforge_core::le::F16Le;
+
+/// Elements per block, for every legacy format.
+pub const QK: usize = 32;
+
+/// How a format maps its integer quant `q` back to a value.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum Kind {
+    /// `x = q·d` with `q` in `[-2^(bits-1), 2^(bits-1))`, stored as `q + 2^(bits-1)` (q4_0,
+    /// q5_0) or directly as an `i8` (q8_0, q8_1).
+    Symmetric,
+    /// `x = q·d + m` with `q` in `[0, 2^bits)` (q4_1, q5_1).
+    Affine,
+}
+
+/// What the generic codec needs from a block layout.
+pub(crate) trait LegacyBlock: Pod {
+    const KIND: Kind;
+    /// Bits per quant: 4, 5 or 8.
+    const BITS: u32;
+    /// Whether quantization uses importance weights (ggml ignores them for q8_0 and q8_1).
+    const USES_WEIGHTS: bool;
+
+    /// The scale `d`, widened from f16.
+    fn d(&self) -> f32;
+    /// The offset `m` (0 for symmetric formats, which never add it).
+    fn m(&self) -> f32;
+    /// The 32 quants in the decode domain.
+    fn quants(&self) -> [i32; QK];
+    /// Store the f32 scale / offset (rounded to f16 here, as ggml does) and the quants.
+    fn store(&mut self, d: f32, m: f32, q: &[i32; QK]);
+}
+
+/// Low nibbles hold elements 0..16, high nibbles elements 16..32 (ggml's order).
+fn unpack_nibbles(qs: &[u8; 16]) -> [u8; QK] {
+    let mut c = [0u8; QK];
+    for (j, &b) in qs.iter().enumerate() {
+        c[j] = b & 0x0F;
+        c[j + 16] = b >> 4;
+    }
+    c
+}
+
+fn pack_nibbles(codes: &[u8; QK]) -> [u8; 16] {
+    let mut qs = [0u8; 16];
+    for (j, b) in qs.iter_mut().enumerate() {
+        *b = (codes[j] & 0x0F) | ((codes[j + 16] & 0x0F) << 4);
+    }
+    qs
+}
+
+/// Bit `j` of the little-endian `qh` word is bit 4 of element `j`.
+fn unpack_high(qh: [u8; 4], codes: &mut [u8; QK]) {
+    let h = u32::from_le_bytes(qh);
+    for (j, c) in codes.iter_mut().enumerate() {
+        *c |= (((h >> j) & 1) as u8) << 4;
+    }
+}
+
+fn pack_high(codes: &[u8; QK]) -> [u8; 4] {
+    let h = codes.iter().enumerate().fold(0u32, |h, (j, &c)| h | (u32::from((c >> 4) & 1) << j));
+    h.to_le_bytes()
+}
+
+/// Codes (`0..2^bits`) from quants, with the symmetric offset removed / added.
+fn to_codes(q: &[i32; QK], offset: i32) -> [u8; QK] {
+    q.map(|v| (v + offset) as u8)
+}
+
+fn from_codes(c: &[u8; QK], offset: i32) -> [i32; QK] {
+    c.map(|v| i32::from(v) - offset)
+}
+
+/// q4_0: `d: f16, qs: [u8; 16]` — 18 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct BlockQ4_0 {
+    pub d: F16Le,
+    pub qs: [u8; 16],
+}
+
+/// q4_1: `d: f16, m: f16, qs: [u8; 16]` — 20 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct BlockQ4_1 {
+    pub d: F16Le,
+    pub m: F16Le,
+    pub qs: [u8; 16],
+}
+
+/// q5_0: `d: f16, qh: [u8; 4], qs: [u8; 16]` — 22 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct BlockQ5_0 {
+    pub d: F16Le,
+    pub qh: [u8; 4],
+    pub qs: [u8; 16],
+}
+
+/// q5_1: `d: f16, m: f16, qh: [u8; 4], qs: [u8; 16]` — 24 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct BlockQ5_1 {
+    pub d: F16Le,
+    pub m: F16Le,
+    pub qh: [u8; 4],
+    pub qs: [u8; 16],
+}
+
+/// q8_0: `d: f16, qs: [i8; 32]` — 34 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct BlockQ8_0 {
+    pub d: F16Le,
+    pub qs: [i8; QK],
+}
+
+/// q8_1: `d: f16, s: f16 (= d·Σq), qs: [i8; 32]` — 36 bytes.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+pub struct BlockQ8_1 {
+    pub d: F16Le,
+    pub s: F16Le,
+    pub qs: [i8; QK],
+}
+
+impl LegacyBlock for BlockQ4_0 {
+    const KIND: Kind = Kind::Symmetric;
+    const BITS: u32 = 4;
+    const USES_WEIGHTS: bool = true;
+    fn d(&self) -> f32 {
+        self.d.get()
+    }
+    fn m(&self) -> f32 {
+        0.0
+    }
+    fn quants(&self) -> [i32; QK] {
+        from_codes(&unpack_nibbles(&self.qs), 8)
+    }
+    fn store(&mut self, d: f32, _m: f32, q: &[i32; QK]) {
+        self.d = F16Le::from_f32(d);
+        self.qs = pack_nibbles(&to_codes(q, 8));
+    }
+}
+
+impl LegacyBlock for BlockQ4_1 {
+    const KIND: Kind = Kind::Affine;
+    const BITS: u32 = 4;
+    const USES_WEIGHTS: bool = true;
+    fn d(&self) -> f32 {
+        self.d.get()
+    }
+    fn m(&self) -> f32 {
+        self.m.get()
+    }
+    fn quants(&self) -> [i32; QK] {
+        from_codes(&unpack_nibbles(&self.qs), 0)
+    }
+    fn store(&mut self, d: f32, m: f32, q: &[i32; QK]) {
+        self.d = F16Le::from_f32(d);
+        self.m = F16Le::from_f32(m);
+        self.qs = pack_nibbles(&to_codes(q, 0));
+    }
+}
+
+impl LegacyBlock for BlockQ5_0 {
+    const KIND: Kind = Kind::Symmetric;
+    const BITS: u32 = 5;
+    const USES_WEIGHTS: bool = true;
+    fn d(&self) -> f32 {
+        self.d.get()
+    }
+    fn m(&self) -> f32 {
+        0.0
+    }
+    fn quants(&self) -> [i32; QK] {
+        let mut c = unpack_nibbles(&self.qs);
+        unpack_high(self.qh, &mut c);
+        from_codes(&c, 16)
+    }
+    fn store(&mut self, d: f32, _m: f32, q: &[i32; QK]) {
+        let c = to_codes(q, 16);
+        self.d = F16Le::from_f32(d);
+        self.qh = pack_high(&c);
+        self.qs = pack_nibbles(&c);
+    }
+}
+
+impl LegacyBlock for BlockQ5_1 {
+    const KIND: Kind = Kind::Affine;
+    const BITS: u32 = 5;
+    const USES_WEIGHTS: bool = true;
+    fn d(&self) -> f32 {
+        self.d.get()
+    }
+    fn m(&self) -> f32 {
+        self.m.get()
+    }
+    fn quants(&self) -> [i32; QK] {
+        let mut c = unpack_nibbles(&self.qs);
+        unpack_high(self.qh, &mut c);
+        from_codes(&c, 0)
+    }
+    fn store(&mut self, d: f32, m: f32, q: &[i32; QK]) {
+        let c = to_codes(q, 0);
+        self.d = F16Le::from_f32(d);
+        self.m = F16Le::from_f32(m);
+        self.qh = pack_high(&c);
+        self.qs = pack_nibbles(&c);
+    }
+}
+
+impl LegacyBlock for BlockQ8_0 {
+    const KIND: Kind = Kind::Symmetric;
+    const BITS: u32 = 8;
+    const USES_WEIGHTS: bool = false;
+    fn d(&self) -> f32 {
+        self.d.get()
+    }
+    fn m(&self) -> f32 {
+        0.0
+    }
+    fn quants(&self) -> [i32; QK] {
+        self.qs.map(i32::from)
+    }
+    fn store(&mut self, d: f32, _m: f32, q: &[i32; QK]) {
+        self.d = F16Le::from_f32(d);
+        self.qs = q.map(|v| v as i8);
+    }
+}
+
+impl LegacyBlock for BlockQ8_1 {
+    const KIND: Kind = Kind::Symmetric;
+    const BITS: u32 = 8;
+    const USES_WEIGHTS: bool = false;
+    fn d(&self) -> f32 {
+        self.d.get()
+    }
+    fn m(&self) -> f32 {
+        0.0
+    }
+    fn quants(&self) -> [i32; QK] {
+        self.qs.map(i32::from)
+    }
+    /// `s` is the f16 of `Σq · d` with the f32 `d` (ggml's `quantize_row_q8_1_ref`).
+    fn store(&mut self, d: f32, _m: f32, q: &[i32; QK]) {
+        let qs = q.map(|v| v as i8);
+        let sum: i32 = qs.iter().map(|&v| i32::from(v)).sum();
+        self.d = F16Le::from_f32(d);
+        self.s = F16Le::from_f32(sum as f32 * d);
+        self.qs = qs;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn q5_packing_round_trips_every_code() {
+        let q: [i32; QK] = std::array::from_fn(|i| (i as i32) - 16);
+        let mut b = BlockQ5_0::zeroed();
+        b.store(1.0, 0.0, &q);
+        assert_eq!(b.quants(), q);
+        // Element 0 is code 0 (q = -16): low nibble 0 and no high bit; element 31 is code 31.
+        assert_eq!(b.qs[0] & 0x0F, 0);
+        assert_eq!(u32::from_le_bytes(b.qh), 0xFFFF_0000);
+    }
+
+    #[test]
+    fn q4_nibble_order_matches_ggml() {
+        let q: [i32; QK] = std::array::from_fn(|i| if i < 16 { 1 } else { 2 });
+        let mut b = BlockQ4_1::zeroed();
+        b.store(1.0, 0.0, &q);
+        assert!(b.qs.iter().all(|&v| v == 0x21));
+    }
+}
