@@ -197,3 +197,55 @@ pub(crate) fn encode<B: LegacyBlock>(x: &[f32], weights: Option<&[f32]>, out: &m
     let s2 = if weights.is_some() && B::USES_WEIGHTS { sigma2(&x[..x.len().min(QK)]) } else { 0.0 };
     encode_block(x, weights.map(|w| (w, s2)), out);
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::block::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
+    use bytemuck::Zeroable;
+    use proptest::prelude::*;
+
+    /// With importance weights, a partial block of `n` real elements encodes exactly like the
+    /// full block padded with copies of `x[0]` of weight 0 under the same `sigma2`, except
+    /// that the padded quants are the ones nearest 0.
+    fn check<B: LegacyBlock + PartialEq + std::fmt::Debug>(x: &[f32], w: &[f32], n: usize) -> Result<(), TestCaseError> {
+        let s2 = sigma2(&x[..n]);
+        let mut part = B::zeroed();
+        encode_block(&x[..n], Some((&w[..n], s2)), &mut part);
+        let (mut xf, mut wf) = ([x[0]; QK], [0f32; QK]);
+        xf[..n].copy_from_slice(&x[..n]);
+        wf[..n].copy_from_slice(&w[..n]);
+        let mut full = B::zeroed();
+        encode_block(&xf, Some((&wf, s2)), &mut full);
+        prop_assert_eq!(part.d().to_bits(), full.d().to_bits());
+        prop_assert_eq!(part.m().to_bits(), full.m().to_bits());
+        prop_assert_eq!(&part.quants()[..n], &full.quants()[..n]);
+        let pad = match B::KIND {
+            Kind::Symmetric => 0,
+            Kind::Affine => affine_zero_code(part.d(), part.m(), (1 << B::BITS) - 1),
+        };
+        prop_assert!(part.quants()[n..].iter().all(|&q| q == pad));
+        Ok(())
+    }
+
+    proptest! {
+        #[test]
+        fn weighted_partial_blocks_use_real_elements_only(
+            x in prop::collection::vec(-3f32..3.0, 32), w in prop::collection::vec(0f32..5.0, 32), n in 1usize..=32,
+        ) {
+            check::<BlockQ4_0>(&x, &w, n)?;
+            check::<BlockQ4_1>(&x, &w, n)?;
+            check::<BlockQ5_0>(&x, &w, n)?;
+            check::<BlockQ5_1>(&x, &w, n)?;
+        }
+    }
+
+    #[test]
+    fn c_trunc_mimics_x86_conversion() {
+        assert_eq!(c_trunc(8.99), 8);
+        assert_eq!(c_trunc(-0.7), 0);
+        assert_eq!(c_trunc(f32::NAN), i32::MIN);
+        assert_eq!(c_trunc(3e9), i32::MIN);
+        assert_eq!(c_trunc(-3e9), i32::MIN);
+    }
+}
