@@ -1,5 +1,61 @@
-//! qforge k formats (stub, being written).
-use qforge_core::Format;
+//! qforge-k: the GGML K-quant formats q2_k, q3_k, q4_k, q5_k, q6_k and q8_k (256-element
+//! super-blocks), bit-exact with ggml.
+//!
+//! Each format is a [`BlockFormat`](qforge_core::BlockFormat) with ggml's `#[repr(C)]` block
+//! layout (alignment 1, viewable in place in any byte buffer) and a scalar reference codec:
+//!
+//! * `decode` reproduces ggml's `dequantize_row_q*_K` bit for bit in f32 (NaN where ggml gives
+//!   NaN) and rounds that value once to f16 / bf16 for the other output types;
+//! * `encode` follows ggml's quantizers: `quantize_row_q*_K_ref` without importance weights,
+//!   `quantize_row_q*_K_impl` with them (the per-column weights ggml's `quantize_q*_K` receives
+//!   as its imatrix), so the bytes match ggml's for whole blocks. A partial block (fewer than
+//!   256 real elements) takes its scales from the real elements only and stores the code
+//!   nearest 0 in the padded positions.
+//!
+//! [`FORMATS`] registers them all. The layouts and algorithms are described in
+//! `docs/formats/k.md`.
+#![forbid(unsafe_code)]
 
-/// Every format of this family, for the registry.
-pub static FORMATS: &[&dyn Format] = &[];
+mod affine;
+mod decode;
+mod pack;
+mod q2k;
+mod q3k;
+mod q4k;
+mod q6k;
+mod q8k;
+mod search;
+mod symmetric;
+
+pub use q2k::{BlockQ2K, Q2K};
+pub use q3k::{BlockQ3K, Q3K};
+pub use q4k::{BlockQ4K, BlockQ5K, Q4K, Q5K};
+pub use q6k::{BlockQ6K, Q6K};
+pub use q8k::{BlockQ8K, Q8K};
+
+use qforge_core::{Format, Registered};
+
+/// Elements per K-quant super-block (ggml's `QK_K`).
+pub const QK_K: usize = 256;
+
+/// The activation format every K-quant weight format is dotted with.
+const K_DOT: Option<&str> = Some("q8_k");
+
+/// Every format of this family, in GGML type order, for the registry.
+pub static FORMATS: &[&dyn Format] = &[
+    &Registered::<Q2K>::NEW,
+    &Registered::<Q3K>::NEW,
+    &Registered::<Q4K>::NEW,
+    &Registered::<Q5K>::NEW,
+    &Registered::<Q6K>::NEW,
+    &Registered::<Q8K>::NEW,
+];
+
+/// The block's real elements followed by zeros (at most [`QK_K`] elements are used).
+#[inline]
+fn padded(x: &[f32]) -> [f32; QK_K] {
+    let mut xs = [0.0f32; QK_K];
+    let n = x.len().min(QK_K);
+    xs[..n].copy_from_slice(&x[..n]);
+    xs
+}

@@ -1,0 +1,75 @@
+//! q2_k: 2-bit codes, sixteen 16-element sub-blocks with 4-bit scales and mins.
+
+use crate::affine::{self, AffineSpec, RefWeights};
+use crate::decode::emit;
+use crate::pack::{get_2bit, pack_2bit};
+use crate::search::AffineSearch;
+use crate::{K_DOT, QK_K};
+use bytemuck::{Pod, Zeroable};
+use qforge_core::le::F16Le;
+use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
+
+/// ggml's `block_q2_K` (84 bytes): `x = d * (scales[j] & 0xF) * q - dmin * (scales[j] >> 4)`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockQ2K {
+    /// Per 16-element sub-block: scale code in the low nibble, min code in the high nibble.
+    pub scales: [u8; QK_K / 16],
+    /// 2-bit codes, see [`crate::pack`].
+    pub qs: [u8; QK_K / 4],
+    pub d: F16Le,
+    pub dmin: F16Le,
+}
+
+/// The q2_k format (GGML type 10).
+pub struct Q2K;
+
+impl AffineSpec for Q2K {
+    const SUB: usize = 16;
+    const NMAX: i32 = 3;
+    const SCALE_MAX: i32 = 15;
+    const REF_WEIGHTS: RefWeights = RefWeights::Abs;
+    const REF_SEARCH: AffineSearch = AffineSearch { rmin: -0.5, rdelta: 0.1, nstep: 15, use_mad: true };
+    const REF_CAP: u8 = u8::MAX;
+    const WEIGHTED_CAP: u8 = u8::MAX;
+    const SIGMA_FACTOR: f32 = 1.0;
+    type Scales = [u8; 16];
+
+    fn pack_scales(sc: &[u8; 16], m: &[u8; 16]) -> [u8; 16] {
+        std::array::from_fn(|j| sc[j] | m[j] << 4)
+    }
+
+    fn scale_min(s: &[u8; 16], j: usize) -> (u8, u8) {
+        (s[j] & 0xF, s[j] >> 4)
+    }
+}
+
+impl BlockFormat for Q2K {
+    type Block = BlockQ2K;
+    const DESC: FormatDesc = FormatDesc {
+        name: "q2_k",
+        family: "k",
+        ggml_type: Some(10),
+        block_size: QK_K,
+        block_bytes: 84,
+        role: Role::Weight,
+        dot_type: K_DOT,
+        summary: "2.625 bpw K-quant: 2-bit codes, 16x16 sub-blocks with 4-bit scales and mins",
+        cuda: None,
+    };
+
+    fn decode<O: Elem>(b: &BlockQ2K, out: &mut [O]) {
+        let (d, dmin) = (b.d.get(), b.dmin.get());
+        let dl: [f32; 16] = std::array::from_fn(|j| d * (b.scales[j] & 0xF) as f32);
+        let ml: [f32; 16] = std::array::from_fn(|j| dmin * (b.scales[j] >> 4) as f32);
+        emit(out, 16, &dl, &ml, |i| get_2bit(&b.qs, i) as i32);
+    }
+
+    fn encode(x: &[f32], weights: Option<&[f32]>, out: &mut BlockQ2K) {
+        let a = affine::encode::<Self>(x, weights);
+        out.scales = a.scales;
+        out.d = a.d;
+        out.dmin = a.dmin;
+        pack_2bit(&a.codes, &mut out.qs);
+    }
+}

@@ -1,0 +1,96 @@
+//! q3_k: 3-bit codes (2 low bits + a high-bit mask), sixteen 16-element sub-blocks with signed
+//! 6-bit scales packed into 12 bytes ([`crate::pack::pack_scales_q3`]).
+
+use crate::affine::{importance, sigma2};
+use crate::decode::emit;
+use crate::pack::{get_2bit, high_bit, pack_2bit, pack_scales_q3, scale_q3, split_high_bit};
+use crate::search::{SymWeights, make_q3_quants, make_qx_quants, nearest_int};
+use crate::symmetric::{NSUB, SUB, max_abs_scale, requantize, sub_block_scales};
+use crate::{K_DOT, QK_K, padded};
+use bytemuck::{Pod, Zeroable};
+use qforge_core::le::F16Le;
+use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
+
+/// ggml's `block_q3_K` (110 bytes): `x = d * (sc[j] - 32) * (q - 4)`, `q in 0..8`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockQ3K {
+    /// Third code bit of element `i` at bit `i / 32` of byte `i % 32`.
+    pub hmask: [u8; QK_K / 8],
+    /// Low 2 bits of the codes, see [`crate::pack`].
+    pub qs: [u8; QK_K / 4],
+    /// Sixteen 6-bit scales, biased by 32.
+    pub scales: [u8; 12],
+    pub d: F16Le,
+}
+
+/// The q3_k format (GGML type 11).
+pub struct Q3K;
+
+/// Code of the value 0.
+const ZERO: i32 = 4;
+
+impl BlockFormat for Q3K {
+    type Block = BlockQ3K;
+    const DESC: FormatDesc = FormatDesc {
+        name: "q3_k",
+        family: "k",
+        ggml_type: Some(11),
+        block_size: QK_K,
+        block_bytes: 110,
+        role: Role::Weight,
+        dot_type: K_DOT,
+        summary: "3.4375 bpw K-quant: 3-bit codes, 16x16 sub-blocks with signed 6-bit scales",
+        cuda: None,
+    };
+
+    fn decode<O: Elem>(b: &BlockQ3K, out: &mut [O]) {
+        let d = b.d.get();
+        let dl: [f32; NSUB] = std::array::from_fn(|j| d * (scale_q3(j, &b.scales) as i32 - 32) as f32);
+        let code = |i| get_2bit(&b.qs, i) as i32 - if high_bit(&b.hmask, i) { 0 } else { 4 };
+        emit(out, SUB, &dl, &[0.0; NSUB], code);
+    }
+
+    fn encode(x: &[f32], weights: Option<&[f32]>, out: &mut BlockQ3K) {
+        let n = x.len().min(QK_K);
+        let xs = padded(x);
+        let mut codes = [ZERO as i8; QK_K];
+        let (d, sc6) = match weights {
+            // quantize_row_q3_K_ref: make_q3_quants per sub-block, scales relative to the
+            // largest-magnitude one.
+            None => {
+                let scales = sub_block_scales(&xs, n, &mut codes, |xj, lj, _| make_q3_quants(xj, ZERO, lj));
+                let (max_scale, _) = max_abs_scale(&scales);
+                if max_scale != 0.0 {
+                    let iscale = -32.0f32 / max_scale;
+                    let sc6 = scales.map(|s| ((nearest_int(iscale * s) as i8).clamp(-32, 31) + 32) as u8);
+                    (F16Le::from_f32(1.0 / iscale), sc6)
+                } else {
+                    (F16Le::from_f32(0.0), [0u8; NSUB])
+                }
+            }
+            // quantize_row_q3_K_impl: weighted make_qx_quants per sub-block, then the scales
+            // themselves with make_qx_quants weighted by each sub-block's total weight.
+            Some(qw) => {
+                let sigma2 = sigma2(&xs[..n], 2.0);
+                let mut sw = [0.0f32; NSUB];
+                let mut w = [0.0f32; SUB];
+                let scales = sub_block_scales(&xs, n, &mut codes, |xj, lj, j| {
+                    let wj = &mut w[..xj.len()];
+                    sw[j] = importance(xj, &qw[SUB * j..SUB * j + xj.len()], sigma2, wj);
+                    make_qx_quants(xj, ZERO, lj, SymWeights::Given(wj))
+                });
+                let mut ls = [0i8; NSUB];
+                let d_block = make_qx_quants(&scales, 32, &mut ls, SymWeights::Given(&sw));
+                (F16Le::from_f32(d_block), ls.map(|l| l as u8))
+            }
+        };
+        out.scales = pack_scales_q3(&sc6);
+        out.d = d;
+        let sc: [i32; NSUB] = std::array::from_fn(|j| scale_q3(j, &out.scales) as i32 - 32);
+        requantize(&xs, d.get(), &sc, ZERO, &mut codes);
+        let mut codes = codes.map(|c| c as u8);
+        split_high_bit(&mut codes, 2, &mut out.hmask);
+        pack_2bit(&codes, &mut out.qs);
+    }
+}

@@ -1,0 +1,132 @@
+//! q4_k and q5_k: 4-bit / 5-bit codes, eight 32-element sub-blocks with 6-bit scales and mins
+//! packed into 12 bytes ([`crate::pack::pack_scale_min_k4`]).
+
+use crate::affine::{self, AffineSpec, RefWeights};
+use crate::decode::emit;
+use crate::pack::{get_4bit, high_bit, pack_4bit, pack_scale_min_k4, scale_min_k4, split_high_bit};
+use crate::search::AffineSearch;
+use crate::{K_DOT, QK_K};
+use bytemuck::{Pod, Zeroable};
+use qforge_core::le::F16Le;
+use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
+
+/// ggml's `block_q4_K` (144 bytes): `x = d * sc[j] * q - dmin * m[j]`, `q in 0..16`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockQ4K {
+    pub d: F16Le,
+    pub dmin: F16Le,
+    /// Eight 6-bit scales and eight 6-bit mins.
+    pub scales: [u8; 12],
+    /// 4-bit codes, see [`crate::pack`].
+    pub qs: [u8; QK_K / 2],
+}
+
+/// ggml's `block_q5_K` (176 bytes): as q4_k with a fifth code bit in `qh`, `q in 0..32`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockQ5K {
+    pub d: F16Le,
+    pub dmin: F16Le,
+    /// Eight 6-bit scales and eight 6-bit mins.
+    pub scales: [u8; 12],
+    /// Fifth bit of element `i` at bit `i / 32` of byte `i % 32`.
+    pub qh: [u8; QK_K / 8],
+    /// Low 4 bits of the codes, laid out as q4_k's.
+    pub qs: [u8; QK_K / 2],
+}
+
+/// The q4_k format (GGML type 12).
+pub struct Q4K;
+/// The q5_k format (GGML type 13).
+pub struct Q5K;
+
+macro_rules! k4_spec {
+    ($t:ty, $nmax:expr, $search:expr, $weighted_cap:expr) => {
+        impl AffineSpec for $t {
+            const SUB: usize = 32;
+            const NMAX: i32 = $nmax;
+            const SCALE_MAX: i32 = 63;
+            const REF_WEIGHTS: RefWeights = RefWeights::RmsPlusAbs;
+            const REF_SEARCH: AffineSearch = $search;
+            const REF_CAP: u8 = 63;
+            const WEIGHTED_CAP: u8 = $weighted_cap;
+            const SIGMA_FACTOR: f32 = 2.0;
+            type Scales = [u8; 12];
+
+            fn pack_scales(sc: &[u8; 16], m: &[u8; 16]) -> [u8; 12] {
+                let first8 = |a: &[u8; 16]| std::array::from_fn(|j| a[j]);
+                pack_scale_min_k4(&first8(sc), &first8(m))
+            }
+
+            fn scale_min(s: &[u8; 12], j: usize) -> (u8, u8) {
+                scale_min_k4(j, s)
+            }
+        }
+    };
+}
+
+// ggml caps the weighted scale codes at 63 for q5_k only (they never exceed it in practice).
+k4_spec!(Q4K, 15, AffineSearch { rmin: -1.0, rdelta: 0.1, nstep: 20, use_mad: false }, u8::MAX);
+k4_spec!(Q5K, 31, AffineSearch { rmin: -0.5, rdelta: 0.1, nstep: 15, use_mad: false }, 63);
+
+/// Per-sub-block `d * sc` and `dmin * m` of a q4_k / q5_k block.
+fn sub_scales(d: F16Le, dmin: F16Le, scales: &[u8; 12]) -> ([f32; 8], [f32; 8]) {
+    let (d, dmin) = (d.get(), dmin.get());
+    let dl = std::array::from_fn(|j| d * scale_min_k4(j, scales).0 as f32);
+    let ml = std::array::from_fn(|j| dmin * scale_min_k4(j, scales).1 as f32);
+    (dl, ml)
+}
+
+impl BlockFormat for Q4K {
+    type Block = BlockQ4K;
+    const DESC: FormatDesc = FormatDesc {
+        name: "q4_k",
+        family: "k",
+        ggml_type: Some(12),
+        block_size: QK_K,
+        block_bytes: 144,
+        role: Role::Weight,
+        dot_type: K_DOT,
+        summary: "4.5 bpw K-quant: 4-bit codes, 8x32 sub-blocks with 6-bit scales and mins",
+        cuda: None,
+    };
+
+    fn decode<O: Elem>(b: &BlockQ4K, out: &mut [O]) {
+        let (dl, ml) = sub_scales(b.d, b.dmin, &b.scales);
+        emit(out, 32, &dl, &ml, |i| get_4bit(&b.qs, i) as i32);
+    }
+
+    fn encode(x: &[f32], weights: Option<&[f32]>, out: &mut BlockQ4K) {
+        let a = affine::encode::<Self>(x, weights);
+        (out.d, out.dmin, out.scales) = (a.d, a.dmin, a.scales);
+        pack_4bit(&a.codes, &mut out.qs);
+    }
+}
+
+impl BlockFormat for Q5K {
+    type Block = BlockQ5K;
+    const DESC: FormatDesc = FormatDesc {
+        name: "q5_k",
+        family: "k",
+        ggml_type: Some(13),
+        block_size: QK_K,
+        block_bytes: 176,
+        role: Role::Weight,
+        dot_type: K_DOT,
+        summary: "5.5 bpw K-quant: 5-bit codes, 8x32 sub-blocks with 6-bit scales and mins",
+        cuda: None,
+    };
+
+    fn decode<O: Elem>(b: &BlockQ5K, out: &mut [O]) {
+        let (dl, ml) = sub_scales(b.d, b.dmin, &b.scales);
+        emit(out, 32, &dl, &ml, |i| get_4bit(&b.qs, i) as i32 + if high_bit(&b.qh, i) { 16 } else { 0 });
+    }
+
+    fn encode(x: &[f32], weights: Option<&[f32]>, out: &mut BlockQ5K) {
+        let mut a = affine::encode::<Self>(x, weights);
+        (out.d, out.dmin, out.scales) = (a.d, a.dmin, a.scales);
+        split_high_bit(&mut a.codes, 4, &mut out.qh);
+        pack_4bit(&a.codes, &mut out.qs);
+    }
+}

@@ -1,0 +1,56 @@
+//! q8_k: the 8-bit activation format K-quant dot products pair with (f32 scale, 16 sums).
+
+use crate::decode::emit;
+use crate::search::{nearest_int, signed_absmax};
+use crate::{QK_K, padded};
+use bytemuck::{Pod, Zeroable};
+use qforge_core::le::{F32Le, I16Le};
+use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
+
+/// ggml's `block_q8_K` (292 bytes): `x = d * qs[i]`; `bsums[j]` is the sum of `qs` over
+/// elements `16j..16j+16`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockQ8K {
+    pub d: F32Le,
+    pub qs: [i8; QK_K],
+    pub bsums: [I16Le; QK_K / 16],
+}
+
+/// The q8_k format (GGML type 15).
+pub struct Q8K;
+
+impl BlockFormat for Q8K {
+    type Block = BlockQ8K;
+    const DESC: FormatDesc = FormatDesc {
+        name: "q8_k",
+        family: "k",
+        ggml_type: Some(15),
+        block_size: QK_K,
+        block_bytes: 292,
+        role: Role::Activation,
+        dot_type: None,
+        summary: "9.125 bpw K-quant activations: int8 codes, f32 scale, 16-element code sums",
+        cuda: None,
+    };
+
+    fn decode<O: Elem>(b: &BlockQ8K, out: &mut [O]) {
+        emit(out, QK_K, &[b.d.get()], &[0.0], |i| b.qs[i] as i32);
+    }
+
+    /// ggml's `quantize_row_q8_K_ref`; importance weights do not apply to activations.
+    fn encode(x: &[f32], _weights: Option<&[f32]>, out: &mut BlockQ8K) {
+        let xs = padded(x);
+        let (amax, max) = signed_absmax(&xs);
+        if amax == 0.0 {
+            *out = BlockQ8K::zeroed();
+            return;
+        }
+        let iscale = -127.0f32 / max;
+        out.qs = xs.map(|v| nearest_int(iscale * v).min(127) as i8);
+        for (s, q) in out.bsums.iter_mut().zip(out.qs.chunks_exact(16)) {
+            *s = I16Le::new(q.iter().map(|&v| v as i16).sum());
+        }
+        out.d = F32Le::new(1.0 / iscale);
+    }
+}
