@@ -281,7 +281,8 @@ fn quantize_cell(f: &'static dyn Format, dev: &dyn Backend) -> Cell {
                 // No ggml quantizer: the error must at least be below the signal's RMS.
                 None => rmse_f32(xs, &vec![0.0; xs.len()], w),
             };
-            if !(e_ours <= e_ref * (1.0 + 1e-6) + 1e-30) {
+            let no_worse = e_ours <= e_ref * (1.0 + 1e-6) + 1e-30; // false for NaN too
+            if !no_worse {
                 let tag = if with_im { " (imatrix)" } else { "" };
                 worse.push(format!("{}{tag}: {e_ours:.4e} vs {e_ref:.4e}", ds.name));
             }

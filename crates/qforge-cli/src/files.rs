@@ -23,7 +23,7 @@ fn read_checked(path: &Path, expected: usize, what: &str, block: Option<(&str, u
         return Err(bad_input(format!("{what} {} is not a regular file", path.display())));
     }
     if let Some((name, bb)) = block {
-        if meta.len() % bb as u64 != 0 {
+        if !meta.len().is_multiple_of(bb as u64) {
             return Err(bad_input(format!(
                 "{what} {} has {} bytes, not a whole number of {name} blocks ({bb} bytes each)",
                 path.display(),

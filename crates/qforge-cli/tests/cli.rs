@@ -84,7 +84,8 @@ fn quantize_dequant_round_trip_every_format_and_dtype() {
         let name = f["name"].as_str().unwrap();
         let upper = name.to_uppercase(); // names are case-insensitive
         let q = t.s(&format!("{name}.bin"));
-        let out = qforge(&["quantize", "--format", &upper, "--input", &t.s("x.f32"), "--shape", &shape, "--output", &q]);
+        let out =
+            qforge(&["quantize", "--format", &upper, "--input", &t.s("x.f32"), "--shape", &shape, "--output", &q]);
         assert!(out.status.success(), "{name}: {}", String::from_utf8_lossy(&out.stderr));
         let bs = f["block_size"].as_u64().unwrap() as usize;
         let bb = f["block_bytes"].as_u64().unwrap() as usize;
@@ -98,7 +99,8 @@ fn quantize_dequant_round_trip_every_format_and_dtype() {
         assert!(rms < 0.5, "{name}: rms error {rms}");
         for dt in ["f16", "bf16"] {
             let h = t.s(&format!("{name}.{dt}"));
-            let out = qforge(&["dequant", "--format", name, "--input", &q, "--shape", &shape, "--output", &h, "--dtype", dt]);
+            let out =
+                qforge(&["dequant", "--format", name, "--input", &q, "--shape", &shape, "--output", &h, "--dtype", dt]);
             assert!(out.status.success());
             let bytes = std::fs::read(&h).unwrap();
             assert_eq!(bytes.len(), rows * cols * 2);
@@ -122,7 +124,19 @@ fn imatrix_is_read_and_checked() {
     write_f32(&t.path("im.f32"), &(0..256).map(|i| 1.0 + i as f32).collect::<Vec<_>>());
     write_f32(&t.path("short.f32"), &[1.0; 10]);
     let args = |im: &str| {
-        qforge(&["quantize", "--format", "q4_k", "--input", &t.s("x.f32"), "--shape", "2,256", "--output", &t.s("q"), "--imatrix", im])
+        qforge(&[
+            "quantize",
+            "--format",
+            "q4_k",
+            "--input",
+            &t.s("x.f32"),
+            "--shape",
+            "2,256",
+            "--output",
+            &t.s("q"),
+            "--imatrix",
+            im,
+        ])
     };
     assert!(args(&t.s("im.f32")).status.success());
     assert_fails(&args(&t.s("short.f32")), 2, "imatrix");
@@ -160,13 +174,59 @@ fn bad_input_exits_2_with_one_line_and_never_panics() {
     assert_fails(&deq("q4_0", &t.s("q36.bin"), "1,32"), 2, "bytes");
     assert_fails(&deq("q4_0", &t.s("empty"), "1,32"), 2, "bytes");
     assert!(deq("q4_0", &t.s("q36.bin"), "2,32").status.success());
-    let o = qforge(&["dequant", "--format", "q4_0", "--input", &t.s("q36.bin"), "--shape", "2,32", "--output", &t.s("o"), "--dtype", "f64"]);
+    let o = qforge(&[
+        "dequant",
+        "--format",
+        "q4_0",
+        "--input",
+        &t.s("q36.bin"),
+        "--shape",
+        "2,32",
+        "--output",
+        &t.s("o"),
+        "--dtype",
+        "f64",
+    ]);
     assert_fails(&o, 2, "dtype");
-    let o = qforge(&["dequant", "--format", "q4_0", "--input", &t.s("q36.bin"), "--shape", "2,32", "--output", &t.s("o"), "--device", "tpu"]);
+    let o = qforge(&[
+        "dequant",
+        "--format",
+        "q4_0",
+        "--input",
+        &t.s("q36.bin"),
+        "--shape",
+        "2,32",
+        "--output",
+        &t.s("o"),
+        "--device",
+        "tpu",
+    ]);
     assert_fails(&o, 2, "device");
-    let o = qforge(&["dequant", "--format", "q4_0", "--input", &t.s("q36.bin"), "--shape", "2,32", "--output", &t.s("o"), "--group-size", "64"]);
+    let o = qforge(&[
+        "dequant",
+        "--format",
+        "q4_0",
+        "--input",
+        &t.s("q36.bin"),
+        "--shape",
+        "2,32",
+        "--output",
+        &t.s("o"),
+        "--group-size",
+        "64",
+    ]);
     assert_fails(&o, 2, "group");
-    let o = qforge(&["dequant", "--format", "q4_0", "--input", &t.s("q36.bin"), "--shape", "2,32", "--output", &t.s("q36.bin")]);
+    let o = qforge(&[
+        "dequant",
+        "--format",
+        "q4_0",
+        "--input",
+        &t.s("q36.bin"),
+        "--shape",
+        "2,32",
+        "--output",
+        &t.s("q36.bin"),
+    ]);
     assert_fails(&o, 2, "overwrite");
     assert_eq!(std::fs::read(t.path("q36.bin")).unwrap(), vec![0u8; 36], "input left intact");
     let o = qforge(&["quantize", "--format", "q4_0"]);
@@ -178,7 +238,17 @@ fn failed_output_write_exits_1_and_leaves_nothing() {
     let t = Tmp::new("w");
     write_f32(&t.path("x.f32"), &[0.5; 32]);
     let bad = t.path("no-such-dir").join("out.bin");
-    let o = qforge(&["quantize", "--format", "q8_0", "--input", &t.s("x.f32"), "--shape", "1,32", "--output", &bad.to_string_lossy()]);
+    let o = qforge(&[
+        "quantize",
+        "--format",
+        "q8_0",
+        "--input",
+        &t.s("x.f32"),
+        "--shape",
+        "1,32",
+        "--output",
+        &bad.to_string_lossy(),
+    ]);
     assert_fails(&o, 1, "cannot create");
     assert!(!bad.exists());
 }

@@ -111,8 +111,14 @@ pub trait BlockFormat: Send + Sync + 'static {
             used += 1;
         }
         let tail = chunks.into_remainder();
-        if !tail.is_empty() {
-            if let Some(block) = blocks.get(used) {
+        if let (false, Some(block)) = (tail.is_empty(), blocks.get(used)) {
+            // A partial last block: decode whole, keep the real elements.
+            const STACK: usize = 256;
+            if bs <= STACK {
+                let mut scratch = [O::default(); STACK];
+                Self::decode(block, &mut scratch[..bs]);
+                tail.copy_from_slice(&scratch[..tail.len()]);
+            } else {
                 let mut scratch = vec![O::default(); bs];
                 Self::decode(block, &mut scratch);
                 tail.copy_from_slice(&scratch[..tail.len()]);
@@ -171,7 +177,7 @@ impl<F: BlockFormat> Registered<F> {
 impl<F: BlockFormat> Registered<F> {
     fn blocks<'a>(&self, row: &'a [u8], cols: usize) -> Result<&'a [F::Block], QuantError> {
         let d = &F::DESC;
-        if row.len() % d.block_bytes != 0 {
+        if !row.len().is_multiple_of(d.block_bytes) {
             return Err(QuantError::NotWholeBlocks {
                 what: "quantized row",
                 format: d.name,

@@ -69,7 +69,7 @@ impl<'a> QuantTensor<'a> {
         let d = format.desc();
         let row_bytes = format.row_bytes(shape.cols())?;
         let want = row_bytes.checked_mul(shape.rows()).ok_or(QuantError::Overflow { what: "tensor size in bytes" })?;
-        if data.len() % d.block_bytes != 0 {
+        if !data.len().is_multiple_of(d.block_bytes) {
             return Err(QuantError::NotWholeBlocks {
                 what: "tensor data",
                 format: d.name,

@@ -79,12 +79,10 @@ pub fn quantize_into(
             actual: x.len(),
         });
     }
-    if let Some(w) = imatrix {
-        if w.len() != cols {
-            return Err(QuantError::InvalidImatrix {
-                reason: format!("{} weights given for {cols} columns (one per column expected)", w.len()),
-            });
-        }
+    if let Some(w) = imatrix.filter(|w| w.len() != cols) {
+        return Err(QuantError::InvalidImatrix {
+            reason: format!("{} weights given for {cols} columns (one per column expected)", w.len()),
+        });
     }
     let rb = format.row_bytes(cols)?;
     let want = rb.checked_mul(rows).ok_or(QuantError::Overflow { what: "tensor size in bytes" })?;

@@ -66,10 +66,7 @@ fn non_finite_input_reports_its_global_index() {
 fn wrong_sizes_are_typed_errors() {
     let f = qforge_formats::get("q4_0").unwrap();
     let s = Shape::new([2, 64]).unwrap();
-    assert!(matches!(
-        qforge_cpu::quantize(f, s.clone(), &[0.0; 100], None),
-        Err(QuantError::ShapeMismatch { .. })
-    ));
+    assert!(matches!(qforge_cpu::quantize(f, s.clone(), &[0.0; 100], None), Err(QuantError::ShapeMismatch { .. })));
     assert!(matches!(
         qforge_cpu::quantize(f, s.clone(), &[0.0; 128], Some(&[1.0; 63])),
         Err(QuantError::InvalidImatrix { .. })
