@@ -22,14 +22,12 @@ fn read_checked(path: &Path, expected: usize, what: &str, block: Option<(&str, u
     if !meta.is_file() {
         return Err(bad_input(format!("{what} {} is not a regular file", path.display())));
     }
-    if let Some((name, bb)) = block {
-        if !meta.len().is_multiple_of(bb as u64) {
-            return Err(bad_input(format!(
-                "{what} {} has {} bytes, not a whole number of {name} blocks ({bb} bytes each)",
-                path.display(),
-                meta.len()
-            )));
-        }
+    if let Some((name, bb)) = block.filter(|(_, bb)| !meta.len().is_multiple_of(*bb as u64)) {
+        return Err(bad_input(format!(
+            "{what} {} has {} bytes, not a whole number of {name} blocks ({bb} bytes each)",
+            path.display(),
+            meta.len()
+        )));
     }
     if meta.len() != expected as u64 {
         return Err(bad_input(format!(
