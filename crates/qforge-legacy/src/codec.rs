@@ -202,13 +202,16 @@ pub(crate) fn encode<B: LegacyBlock>(x: &[f32], weights: Option<&[f32]>, out: &m
 mod tests {
     use super::*;
     use crate::block::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1};
-    use bytemuck::Zeroable;
     use proptest::prelude::*;
 
     /// With importance weights, a partial block of `n` real elements encodes exactly like the
     /// full block padded with copies of `x[0]` of weight 0 under the same `sigma2`, except
     /// that the padded quants are the ones nearest 0.
-    fn check<B: LegacyBlock + PartialEq + std::fmt::Debug>(x: &[f32], w: &[f32], n: usize) -> Result<(), TestCaseError> {
+    fn check<B: LegacyBlock + PartialEq + std::fmt::Debug>(
+        x: &[f32],
+        w: &[f32],
+        n: usize,
+    ) -> Result<(), TestCaseError> {
         let s2 = sigma2(&x[..n]);
         let mut part = B::zeroed();
         encode_block(&x[..n], Some((&w[..n], s2)), &mut part);

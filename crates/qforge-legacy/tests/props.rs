@@ -3,7 +3,7 @@
 
 use bytemuck::Zeroable;
 use proptest::prelude::*;
-use qforge_core::{BlockFormat, Format, OutRow, QuantError, bf16, f16};
+use qforge_core::{BlockFormat, OutRow, QuantError, bf16, f16};
 use qforge_legacy::*;
 
 /// The f16 scale `d` every legacy block starts with, and the f16 `m` of the affine ones.
@@ -196,13 +196,8 @@ proptest! {
 /// Extreme but finite input (overflowing `max - min`, subnormal scales) never panics.
 #[test]
 fn extreme_finite_input_does_not_panic() {
-    let cases: [&[f32]; 5] = [
-        &[f32::MAX, -f32::MAX, 1.0],
-        &[1e-45, -1e-45, 0.0, 3e-39],
-        &[0.0; 32],
-        &[-0.0; 7],
-        &[65504.0 * 300.0; 32],
-    ];
+    let cases: [&[f32]; 5] =
+        [&[f32::MAX, -f32::MAX, 1.0], &[1e-45, -1e-45, 0.0, 3e-39], &[0.0; 32], &[-0.0; 7], &[65504.0 * 300.0; 32]];
     for x in cases {
         for f in FORMATS {
             let mut q = vec![0u8; f.row_bytes(x.len()).unwrap()];
