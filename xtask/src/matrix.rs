@@ -182,13 +182,19 @@ fn dequant_cell(f: &'static dyn Format, dev: &dyn Backend, r: &DecodeRef, dtype:
                 (qforge_golden::same_f32(g, want), g)
             }
             DType::F16 => {
-                let g = u16::from_le_bytes([got[2 * i], got[2 * i + 1]]);
-                (half_bits_equal(g, f16::from_f32(want).to_bits(), 0x7c00, 0x03ff), f16::from_bits(g).to_f32())
+                let (g, w) = (u16::from_le_bytes([got[2 * i], got[2 * i + 1]]), f16::from_f32(want));
+                (half_bits_equal(g, w.to_bits(), 0x7c00, 0x03ff), f16::from_bits(g).to_f32())
             }
             DType::Bf16 => {
-                let g = u16::from_le_bytes([got[2 * i], got[2 * i + 1]]);
-                (half_bits_equal(g, bf16::from_f32(want).to_bits(), 0x7f80, 0x007f), bf16::from_bits(g).to_f32())
+                let (g, w) = (u16::from_le_bytes([got[2 * i], got[2 * i + 1]]), bf16::from_f32(want));
+                (half_bits_equal(g, w.to_bits(), 0x7f80, 0x007f), bf16::from_bits(g).to_f32())
             }
+        };
+        // Errors are measured against the reference in the cell's own dtype.
+        let want = match dtype {
+            DType::F32 => want,
+            DType::F16 => f16::from_f32(want).to_f32(),
+            DType::Bf16 => bf16::from_f32(want).to_f32(),
         };
         if !ok {
             mismatches += 1;
