@@ -148,8 +148,8 @@ mod tests {
         split_high_bit(&mut split, 4, &mut mask);
         let mut q4 = [0u8; QK_K / 2];
         pack_4bit(&split, &mut q4);
-        for i in 0..QK_K {
-            assert_eq!(get_4bit(&q4, i) | (high_bit(&mask, i) as u8) << 4, codes[i]);
+        for (i, &c) in codes.iter().enumerate() {
+            assert_eq!(get_4bit(&q4, i) | (high_bit(&mask, i) as u8) << 4, c);
         }
         let two: [u8; QK_K] = std::array::from_fn(|i| (i * 5 % 4) as u8);
         let mut q2 = [0u8; QK_K / 4];
