@@ -1,7 +1,7 @@
 //! q2_k: 2-bit codes, sixteen 16-element sub-blocks with 4-bit scales and mins.
 
 use crate::affine::{self, AffineSpec, RefWeights};
-use crate::decode::emit;
+use crate::decode::{self, emit};
 use crate::pack::{get_2bit, pack_2bit};
 use crate::search::AffineSearch;
 use crate::{K_DOT, QK_K};
@@ -63,6 +63,10 @@ impl BlockFormat for Q2K {
         let dl: [f32; 16] = std::array::from_fn(|j| d * (b.scales[j] & 0xF) as f32);
         let ml: [f32; 16] = std::array::from_fn(|j| dmin * (b.scales[j] >> 4) as f32);
         emit(out, 16, &dl, &ml, |i| get_2bit(&b.qs, i) as i32);
+    }
+
+    fn decode_row<O: Elem>(blocks: &[BlockQ2K], out: &mut [O]) {
+        decode::decode_row::<Self, O>(blocks, out);
     }
 
     fn encode(x: &[f32], weights: Option<&[f32]>, out: &mut BlockQ2K) {

@@ -2,7 +2,7 @@
 //! 6-bit scales packed into 12 bytes ([`crate::pack::pack_scales_q3`]).
 
 use crate::affine::{importance, sigma2};
-use crate::decode::emit;
+use crate::decode::{self, emit};
 use crate::pack::{get_2bit, high_bit, pack_2bit, pack_scales_q3, scale_q3, split_high_bit};
 use crate::search::{SymWeights, make_q3_quants, make_qx_quants, nearest_int};
 use crate::symmetric::{NSUB, SUB, max_abs_scale, requantize, sub_block_scales};
@@ -49,6 +49,10 @@ impl BlockFormat for Q3K {
         let dl: [f32; NSUB] = std::array::from_fn(|j| d * (scale_q3(j, &b.scales) as i32 - 32) as f32);
         let code = |i| get_2bit(&b.qs, i) as i32 - if high_bit(&b.hmask, i) { 0 } else { 4 };
         emit(out, SUB, &dl, &[0.0; NSUB], code);
+    }
+
+    fn decode_row<O: Elem>(blocks: &[BlockQ3K], out: &mut [O]) {
+        decode::decode_row::<Self, O>(blocks, out);
     }
 
     fn encode(x: &[f32], weights: Option<&[f32]>, out: &mut BlockQ3K) {

@@ -2,7 +2,7 @@
 //! packed into 12 bytes ([`crate::pack::pack_scale_min_k4`]).
 
 use crate::affine::{self, AffineSpec, RefWeights};
-use crate::decode::emit;
+use crate::decode::{self, emit};
 use crate::pack::{get_4bit, high_bit, pack_4bit, pack_scale_min_k4, scale_min_k4, split_high_bit};
 use crate::search::AffineSearch;
 use crate::{K_DOT, QK_K};
@@ -97,6 +97,10 @@ impl BlockFormat for Q4K {
         emit(out, 32, &dl, &ml, |i| get_4bit(&b.qs, i) as i32);
     }
 
+    fn decode_row<O: Elem>(blocks: &[BlockQ4K], out: &mut [O]) {
+        decode::decode_row::<Self, O>(blocks, out);
+    }
+
     fn encode(x: &[f32], weights: Option<&[f32]>, out: &mut BlockQ4K) {
         let a = affine::encode::<Self>(x, weights);
         (out.d, out.dmin, out.scales) = (a.d, a.dmin, a.scales);
@@ -121,6 +125,10 @@ impl BlockFormat for Q5K {
     fn decode<O: Elem>(b: &BlockQ5K, out: &mut [O]) {
         let (dl, ml) = sub_scales(b.d, b.dmin, &b.scales);
         emit(out, 32, &dl, &ml, |i| get_4bit(&b.qs, i) as i32 + if high_bit(&b.qh, i) { 16 } else { 0 });
+    }
+
+    fn decode_row<O: Elem>(blocks: &[BlockQ5K], out: &mut [O]) {
+        decode::decode_row::<Self, O>(blocks, out);
     }
 
     fn encode(x: &[f32], weights: Option<&[f32]>, out: &mut BlockQ5K) {

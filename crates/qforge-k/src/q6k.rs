@@ -1,7 +1,7 @@
 //! q6_k: 6-bit codes (4 low bits + 2 high bits), sixteen 16-element sub-blocks with int8
 //! scales.
 
-use crate::decode::emit;
+use crate::decode::{self, emit};
 use crate::search::{GROUP_MAX_EPS, make_qx_quants, nearest_int};
 use crate::symmetric::{NSUB, SUB, max_abs_scale, requantize, sub_block_scales, sub_weights};
 use crate::{K_DOT, QK_K, padded};
@@ -65,6 +65,10 @@ impl BlockFormat for Q6K {
         let d = b.d.get();
         let dl: [f32; NSUB] = std::array::from_fn(|j| d * b.scales[j] as f32);
         emit(out, SUB, &dl, &[0.0; NSUB], |i| code(b, i) - ZERO);
+    }
+
+    fn decode_row<O: Elem>(blocks: &[BlockQ6K], out: &mut [O]) {
+        decode::decode_row::<Self, O>(blocks, out);
     }
 
     /// ggml's `quantize_row_q6_K_ref` / `_impl` (which use the raw importance weights).

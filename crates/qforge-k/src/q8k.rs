@@ -1,6 +1,6 @@
 //! q8_k: the 8-bit activation format K-quant dot products pair with (f32 scale, 16 sums).
 
-use crate::decode::emit;
+use crate::decode::{self, emit};
 use crate::search::{nearest_int, signed_absmax};
 use crate::{QK_K, padded};
 use bytemuck::{Pod, Zeroable};
@@ -36,6 +36,10 @@ impl BlockFormat for Q8K {
 
     fn decode<O: Elem>(b: &BlockQ8K, out: &mut [O]) {
         emit(out, QK_K, &[b.d.get()], &[0.0], |i| b.qs[i] as i32);
+    }
+
+    fn decode_row<O: Elem>(blocks: &[BlockQ8K], out: &mut [O]) {
+        decode::decode_row::<Self, O>(blocks, out);
     }
 
     /// ggml's `quantize_row_q8_K_ref`; importance weights do not apply to activations.

@@ -39,7 +39,7 @@ fn dequantize(f: &dyn Format, q: &[u8], n: usize) -> Vec<f32> {
     y
 }
 
-/// Values of one of several shapes, scaled so that the largest magnitude is exactly `scale`
+/// Values of one of several shapes, scaled so that the largest magnitude of every block is `scale`
 /// (0.1 ..= 1000: well inside the range where the f16 super-block scales are precise).
 fn block_values(max_len: usize) -> impl Strategy<Value = Vec<f32>> {
     let shape = prop_oneof![
@@ -50,12 +50,15 @@ fn block_values(max_len: usize) -> impl Strategy<Value = Vec<f32>> {
         prop::collection::vec(prop_oneof![-1.0f64..1.0, Just(0.0)], 1..=max_len),
     ];
     (shape, -1.0f64..3.0).prop_map(|(u, e)| {
-        let m = u.iter().fold(0f64, |m, v| m.max(v.abs()));
-        let m = if m == 0.0 { 1.0 } else { m };
         let scale = 10f64.powf(e);
-        let mut x: Vec<f32> = u.iter().map(|v| (v / m * scale) as f32).collect();
-        if x.iter().all(|v| *v == 0.0) {
-            x[0] = scale as f32;
+        let mut x = Vec::with_capacity(u.len());
+        for block in u.chunks(QK_K) {
+            let m = block.iter().fold(0f64, |m, v| m.max(v.abs()));
+            let start = x.len();
+            x.extend(block.iter().map(|v| if m == 0.0 { 0.0 } else { (v / m * scale) as f32 }));
+            if m == 0.0 {
+                x[start] = scale as f32;
+            }
         }
         x
     })
@@ -151,6 +154,10 @@ proptest! {
             let q = &bytes[..2 * bb];
             let n = 2 * QK_K - cut;
             let y = dequantize(*f, q, n);
+            let whole = dequantize(*f, q, 2 * QK_K);
+            for i in 0..n {
+                prop_assert!(qforge_golden::same_f32(y[i], whole[i]), "partial row differs at {}", i);
+            }
             let mut h = vec![f16::ZERO; n];
             f.dequant_row(q, OutRow::F16(&mut h)).unwrap();
             let mut b = vec![bf16::ZERO; n];
