@@ -3,7 +3,10 @@
 //! * `test-matrix [--device cpu|cuda|all] [--json]`: every registered format × device × op,
 //!   each cell checked against its reference (ggml golden vectors where ggml defines the
 //!   format); exits non-zero on any `fail` or `missing` cell.
+//! * `bench [--formats a,b] [--n N] [--json]`: qforge's CPU quantize / dequantize throughput
+//!   next to ggml's (PyPI ggml-py), measured in the same run, as ratios.
 
+mod bench;
 mod matrix;
 
 use clap::{Parser, Subcommand};
@@ -27,17 +30,30 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// qforge CPU throughput vs ggml's C code on this machine, as ratios.
+    Bench {
+        /// Comma-separated format names (default: every registered format).
+        #[arg(long)]
+        formats: Option<String>,
+        /// Elements per measurement (a multiple of 4096).
+        #[arg(long, default_value_t = 1 << 22)]
+        n: usize,
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> ExitCode {
-    match Cli::parse().cmd {
-        Cmd::TestMatrix { device, json } => match matrix::run(&device, json) {
-            Ok(true) => ExitCode::SUCCESS,
-            Ok(false) => ExitCode::from(1),
-            Err(e) => {
-                eprintln!("xtask: error: {e:#}");
-                ExitCode::from(2)
-            }
-        },
+    let result = match Cli::parse().cmd {
+        Cmd::TestMatrix { device, json } => matrix::run(&device, json),
+        Cmd::Bench { formats, n, json } => bench::run(formats.as_deref(), n, json),
+    };
+    match result {
+        Ok(true) => ExitCode::SUCCESS,
+        Ok(false) => ExitCode::from(1),
+        Err(e) => {
+            eprintln!("xtask: error: {e:#}");
+            ExitCode::from(2)
+        }
     }
 }

@@ -3,6 +3,7 @@
 //! Exit codes: 0 success, 1 failed operation, 2 bad usage or bad input, with one line on
 //! stderr. The spellings of commands and flags are a contract (docs/cli.md).
 
+mod bench;
 mod commands;
 mod exit;
 mod files;
@@ -67,6 +68,28 @@ enum Cmd {
         #[arg(long)]
         group_size: Option<usize>,
     },
+    /// Measure the throughput of one op on one format (elements/s and bytes/s).
+    Bench {
+        #[arg(long)]
+        format: String,
+        /// dequant or quantize (matvec / matmul arrive with the mat-mul issue).
+        #[arg(long)]
+        op: String,
+        /// Number of elements (a multiple of 4096; rows of 4096). Default 4194304.
+        #[arg(long)]
+        n: Option<usize>,
+        /// Shape N,K instead of --n.
+        #[arg(long)]
+        shape: Option<String>,
+        /// Worker threads (default: all cores).
+        #[arg(long)]
+        threads: Option<usize>,
+        #[arg(long, default_value = "cpu")]
+        device: String,
+        /// One JSON object instead of a line of text.
+        #[arg(long)]
+        json: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -79,6 +102,15 @@ fn main() -> ExitCode {
         Cmd::Dequant { format, input, shape, output, dtype, device, group_size } => {
             commands::dequant(&format, &input, &shape, &output, &dtype, &device, group_size)
         }
+        Cmd::Bench { format, op, n, shape, threads, device, json } => bench::bench(bench::BenchArgs {
+            format: &format,
+            op: &op,
+            n,
+            shape: shape.as_deref(),
+            threads,
+            device: &device,
+            json,
+        }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,107 @@
+//! `qforge bench`: throughput of one op on one format, in elements/s and bytes/s.
+
+use crate::exit::{Classify, CliResult, bad_input, failed};
+use qforge_core::{Format, Shape};
+use std::time::{Duration, Instant};
+
+pub struct BenchArgs<'a> {
+    pub format: &'a str,
+    pub op: &'a str,
+    pub n: Option<usize>,
+    pub shape: Option<&'a str>,
+    pub threads: Option<usize>,
+    pub device: &'a str,
+    pub json: bool,
+}
+
+/// Deterministic gaussian-ish test data (sum of uniforms), no RNG dependency.
+fn data(n: usize) -> Vec<f32> {
+    let mut s = 0x2545_f491_4f6c_dd1du64;
+    let mut u = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        (s >> 40) as f32 / (1u64 << 24) as f32
+    };
+    (0..n).map(|_| (u() + u() + u() + u() - 2.0) * 1.7).collect()
+}
+
+/// Run `f` repeatedly for at least `min` (and at least 3 times); the median time per run.
+fn time(min: Duration, mut f: impl FnMut() -> CliResult<()>) -> CliResult<(f64, usize)> {
+    f()?; // warm-up
+    let mut times = Vec::new();
+    let start = Instant::now();
+    while times.len() < 3 || (start.elapsed() < min && times.len() < 1000) {
+        let t = Instant::now();
+        f()?;
+        times.push(t.elapsed().as_secs_f64());
+    }
+    times.sort_by(f64::total_cmp);
+    Ok((times[times.len() / 2], times.len()))
+}
+
+pub fn bench(a: BenchArgs<'_>) -> CliResult<()> {
+    let f: &'static dyn Format = qforge_formats::get(a.format).input()?;
+    match a.device.to_ascii_lowercase().as_str() {
+        "cpu" => {}
+        "cuda" => return Err(failed("this build of qforge has no CUDA backend; use --device cpu")),
+        d => return Err(bad_input(format!("--device '{d}': expected cpu or cuda"))),
+    }
+    let shape = match (a.shape, a.n) {
+        (Some(_), Some(_)) => return Err(bad_input("give --n or --shape, not both")),
+        (Some(s), None) => crate::commands::parse_shape(s)?,
+        (None, n) => {
+            let n = n.unwrap_or(1 << 22);
+            let cols = 4096.min(n);
+            if n % cols != 0 {
+                return Err(bad_input(format!("--n {n}: use a multiple of 4096 (or --shape ROWS,COLS)")));
+            }
+            Shape::new([n / cols, cols]).input()?
+        }
+    };
+    let n = shape.numel();
+    let threads = a.threads.unwrap_or_else(|| std::thread::available_parallelism().map_or(1, |p| p.get()));
+    if threads == 0 {
+        return Err(bad_input("--threads must be at least 1"));
+    }
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(threads).build().failed()?;
+    let x = data(n);
+    let q = qforge_cpu::quantize(f, shape.clone(), &x, None).input()?;
+    let qbytes = q.data().len();
+    let min = Duration::from_millis(700);
+    let (secs, runs) = match a.op {
+        "dequant" => {
+            let mut out = vec![0f32; n];
+            pool.install(|| time(min, || qforge_cpu::dequantize_into(&q, &mut out).input()))?
+        }
+        "quantize" => {
+            let mut out = vec![0u8; qbytes];
+            pool.install(|| time(min, || qforge_cpu::quantize_into(f, &shape, &x, None, &mut out).input()))?
+        }
+        "matvec" | "matmul" => {
+            return Err(failed(format!("--op {}: mat-vec / mat-mul arrive with the CPU mat-mul issue", a.op)));
+        }
+        op => return Err(bad_input(format!("--op '{op}': expected dequant, quantize, matvec or matmul"))),
+    };
+    let elems = n as f64 / secs;
+    // Bytes moved: quantized bytes plus the f32 side.
+    let bytes = (qbytes + 4 * n) as f64 / secs;
+    if a.json {
+        let v = serde_json::json!({
+            "format": f.desc().name, "op": a.op, "device": "cpu", "n": n, "shape": shape.dims(),
+            "threads": threads, "runs": runs, "seconds": secs,
+            "elements_per_s": elems, "bytes_per_s": bytes, "quantized_bytes": qbytes,
+        });
+        println!("{v}");
+    } else {
+        println!(
+            "{} {} cpu threads={threads} n={n}: {:.3} ms/run, {:.3} Gelem/s, {:.3} GB/s ({runs} runs)",
+            f.desc().name,
+            a.op,
+            secs * 1e3,
+            elems / 1e9,
+            bytes / 1e9
+        );
+    }
+    Ok(())
+}

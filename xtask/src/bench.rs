@@ -1,0 +1,126 @@
+//! `cargo xtask bench`: qforge's CPU throughput next to ggml's, measured in one run on the
+//! same machine, as ratios.
+//!
+//! qforge is measured with the release `qforge bench --json`; ggml with its own C functions
+//! (`quantize_<type>`, `dequantize_row_<type>`) from PyPI `ggml-py` through
+//! `xtask/scripts/ggml_bench.py`. Both single-threaded (ggml's row functions are), plus
+//! qforge on all cores.
+
+use anyhow::{Context, Result, bail};
+use std::path::{Path, PathBuf};
+use std::process::Command;
+
+fn root() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
+}
+
+/// A Python that can `import ggml`: the system one, or `.venv/` (created on demand).
+fn python() -> Result<PathBuf> {
+    let ok = |py: &Path| {
+        Command::new(py).args(["-c", "import ggml, numpy"]).output().map(|o| o.status.success()).unwrap_or(false)
+    };
+    let sys = PathBuf::from("python3");
+    if ok(&sys) {
+        return Ok(sys);
+    }
+    let venv = root().join(".venv");
+    let py = venv.join("bin/python3");
+    if !ok(&py) {
+        eprintln!("xtask: installing ggml-py==0.10.1 and numpy into {} (git-ignored)", venv.display());
+        let st = Command::new("python3").arg("-m").arg("venv").arg(&venv).status().context("python3 -m venv")?;
+        if !st.success() {
+            bail!("could not create {}", venv.display());
+        }
+        let st = Command::new(venv.join("bin/pip"))
+            .args(["install", "-q", "ggml-py==0.10.1", "numpy"])
+            .status()
+            .context("pip install ggml-py")?;
+        if !st.success() || !ok(&py) {
+            bail!("could not install ggml-py into {}", venv.display());
+        }
+    }
+    Ok(py)
+}
+
+fn json_of(mut cmd: Command) -> Result<serde_json::Value> {
+    let out = cmd.output().with_context(|| format!("running {cmd:?}"))?;
+    if !out.status.success() {
+        bail!("{cmd:?} failed: {}", String::from_utf8_lossy(&out.stderr).trim());
+    }
+    let line = String::from_utf8_lossy(&out.stdout);
+    serde_json::from_str(line.trim()).with_context(|| format!("parsing output of {cmd:?}: {line}"))
+}
+
+pub fn run(formats: Option<&str>, n: usize, json: bool) -> Result<bool> {
+    let st = Command::new(env!("CARGO"))
+        .args(["build", "--quiet", "--release", "-p", "qforge-cli"])
+        .current_dir(root())
+        .status()
+        .context("cargo build --release -p qforge-cli")?;
+    if !st.success() {
+        bail!("building the qforge CLI failed");
+    }
+    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target"));
+    let qforge = target.join("release/qforge");
+    let py = python()?;
+    let names: Vec<String> = match formats {
+        Some(list) => list.split(',').map(|s| s.trim().to_ascii_lowercase()).collect(),
+        None => qforge_formats::registry().iter().map(|f| f.desc().name.to_string()).collect(),
+    };
+    let cores = std::thread::available_parallelism().map_or(1, |p| p.get());
+    let mut rows = Vec::new();
+    if !json {
+        println!(
+            "{:<8} {:<9} {:>13} {:>13} {:>8} {:>15} {:>9}",
+            "format",
+            "op",
+            "qforge Gel/s",
+            "ggml Gel/s",
+            "ratio",
+            format!("qforge {cores}T"),
+            "ratio"
+        );
+    }
+    for name in &names {
+        for op in ["dequant", "quantize"] {
+            let q = |threads: usize| {
+                let mut c = Command::new(&qforge);
+                c.args(["bench", "--format", name, "--op", op, "--n", &n.to_string(), "--json"]);
+                c.args(["--threads", &threads.to_string()]);
+                json_of(c)
+            };
+            let q1 = q(1)?;
+            let qn = q(cores)?;
+            let mut c = Command::new(&py);
+            c.arg(root().join("xtask/scripts/ggml_bench.py")).args([name, op, &n.to_string()]);
+            let g = json_of(c)?;
+            let rate = |v: &serde_json::Value| v["elements_per_s"].as_f64();
+            let (r1, rn, rg) = (rate(&q1), rate(&qn), rate(&g));
+            let ratio = |a: Option<f64>| a.zip(rg).map(|(a, g)| a / g);
+            if json {
+                rows.push(serde_json::json!({
+                    "format": name, "op": op, "n": n, "qforge_1t_elements_per_s": r1,
+                    "qforge_all_elements_per_s": rn, "threads": cores, "ggml_elements_per_s": rg,
+                    "ratio_1t": ratio(r1), "ratio_all": ratio(rn),
+                }));
+            } else {
+                let f = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.4}", v / 1e9));
+                let fr = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2}x"));
+                println!(
+                    "{:<8} {:<9} {:>13} {:>13} {:>8} {:>15} {:>9}",
+                    name,
+                    op,
+                    f(r1),
+                    f(rg),
+                    fr(ratio(r1)),
+                    f(rn),
+                    fr(ratio(rn))
+                );
+            }
+        }
+    }
+    if json {
+        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "results": rows }))?);
+    }
+    Ok(true)
+}
