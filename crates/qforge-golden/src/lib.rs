@@ -24,6 +24,10 @@ pub struct FormatEntry {
     pub random_blocks: usize,
     pub has_to_float: bool,
     pub quant_files: Vec<String>,
+    /// ggml refuses this format without an importance matrix: `quant.bin` was made with an
+    /// all-ones imatrix (uniform weights).
+    #[serde(default)]
+    pub uniform_imatrix: bool,
 }
 
 #[derive(Debug, Clone, Deserialize)]
