@@ -8,7 +8,11 @@ For every format listed in FORMATS this writes, under tests/golden/<format>/:
   random.bin         random bytes, a whole number of blocks (NaN / Inf scales included)
   random.f32         ggml's dequantize_row_<type> of random.bin (formats with a to_float)
   quant.bin          ggml's quantizer applied to inputs.f32 (every dataset, rows in order)
-  quant_imatrix.bin  the same with imatrix.f32 as importance weights (quantizers taking one)
+  quant_imatrix.bin  the same with imatrix.f32 as importance weights (only for quantizers
+                     whose output depends on the imatrix)
+For the formats ggml refuses to quantize without an importance matrix (iq2_xxs, iq2_xs,
+iq1_s), quant.bin is ggml's quantization with uniform weights (an all-ones imatrix): the
+reference for qforge's quantization without one. The manifest says so ("uniform_imatrix").
 and tests/golden/manifest.json describing datasets and formats. ggml's RMSE per dataset is
 not stored: tests decode quant.bin with qforge's decoder (itself checked bit-exact above).
 Everything is deterministic (fixed seeds), so re-running reproduces the committed files.
@@ -40,6 +44,19 @@ FORMATS = {
     "q5_k": (13, 256, 176, 24, "chunk"),
     "q6_k": (14, 256, 210, 24, "chunk"),
     "q8_k": (15, 256, 292, 24, "ref"),
+    "iq2_xxs": (16, 256, 66, 24, "chunk"),
+    "iq2_xs": (17, 256, 74, 24, "chunk"),
+    "iq2_s": (22, 256, 82, 24, "chunk"),
+    "iq3_xxs": (18, 256, 98, 24, "chunk"),
+    "iq3_s": (21, 256, 110, 24, "chunk"),
+    "iq1_s": (19, 256, 50, 24, "chunk"),
+    "iq1_m": (29, 256, 56, 24, "chunk"),
+    "iq4_nl": (20, 32, 18, 64, "chunk"),
+    "iq4_xs": (23, 256, 136, 24, "chunk"),
+    "tq1_0": (34, 256, 54, 24, "chunk"),
+    "tq2_0": (35, 256, 66, 24, "chunk"),
+    "mxfp4": (39, 32, 17, 64, "chunk"),
+    "nvfp4": (40, 64, 36, 48, "chunk"),
 }
 # ggml has no dequantize_row for q8_1 (it is only ever a vec_dot operand).
 NO_TO_FLOAT = {"q8_1"}
@@ -90,6 +107,8 @@ def main():
         "formats": {},
     }
     fp = ctypes.POINTER(ctypes.c_float)
+    lib.ggml_quantize_requires_imatrix.restype = ctypes.c_bool
+    ones = np.ones(COLS, dtype=np.float32)
     for fmt, (tid, bs, bb, nrand, kind) in FORMATS.items():
         d = os.path.join(HERE, fmt)
         os.makedirs(d, exist_ok=True)
@@ -109,9 +128,13 @@ def main():
             entry["has_to_float"] = False
 
         row_bytes = COLS // bs * bb
-        variants = [("quant.bin", None)]
-        if kind == "chunk" and fmt != "q8_0":
+        lib.ggml_quantize_init(ctypes.c_int(tid))  # builds the IQ grids' search maps
+        needs_im = kind == "chunk" and bool(lib.ggml_quantize_requires_imatrix(ctypes.c_int(tid)))
+        entry["uniform_imatrix"] = needs_im
+        variants = [("quant.bin", ones if needs_im else None)]
+        if kind == "chunk":
             variants.append(("quant_imatrix.bin", imatrix))
+        written = []
         for fname, im in variants:
             out = np.zeros(inputs.shape[0] * row_bytes, dtype=np.uint8)
             if kind == "chunk":
@@ -125,8 +148,16 @@ def main():
                 q = getattr(lib, f"quantize_row_{gname}_ref")
                 q.restype = None
                 q(inputs.ctypes.data_as(fp), out.ctypes.data_as(ctypes.c_void_p), ctypes.c_int64(inputs.size))
+            if fname == "quant_imatrix.bin" and not needs_im:
+                plain = np.fromfile(os.path.join(d, "quant.bin"), dtype=np.uint8)
+                if np.array_equal(plain, out):
+                    continue  # this quantizer ignores importance weights
             out.tofile(os.path.join(d, fname))
-        entry["quant_files"] = [f for f, _ in variants]
+            written.append(fname)
+        stale = os.path.join(d, "quant_imatrix.bin")
+        if "quant_imatrix.bin" not in written and os.path.exists(stale):
+            os.remove(stale)
+        entry["quant_files"] = written
         manifest["formats"][fmt] = entry
         print(f"{fmt}: ok", file=sys.stderr)
 

@@ -8,7 +8,8 @@ pub use qforge_core::{Format, QuantError, Registry};
 use std::sync::OnceLock;
 
 /// Every family's format list, in display order.
-pub static FAMILIES: &[&[&dyn Format]] = &[qforge_legacy::FORMATS, qforge_k::FORMATS];
+pub static FAMILIES: &[&[&dyn Format]] =
+    &[qforge_legacy::FORMATS, qforge_k::FORMATS, qforge_iq::FORMATS, qforge_tq::FORMATS, qforge_fp4::FORMATS];
 
 /// The registry of every format qforge ships.
 pub fn registry() -> &'static Registry {
