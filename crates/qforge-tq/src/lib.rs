@@ -1,5 +1,64 @@
-//! qforge tq formats (stub, being written).
-use qforge_core::Format;
+//! qforge-tq: ggml's ternary block formats tq1_0 and tq2_0 (BitNet b1.58 / TriLM weights) as
+//! qforge [`BlockFormat`](qforge_core::BlockFormat)s, bit-exact with ggml.
+//!
+//! Both store 256 values as `x = t·d` with `t ∈ {-1, 0, 1}` and one f16 scale `d` per block;
+//! they differ only in packing:
+//!
+//! * **tq1_0** (GGML type 34, 54 bytes, 1.6875 bits per weight): five codes per byte as a
+//!   base-3 number scaled to the byte range (four codes in the last four bytes).
+//! * **tq2_0** (GGML type 35, 66 bytes, 2.0625 bits per weight): four 2-bit codes per byte.
+//!
+//! Decoding reproduces ggml's `dequantize_row_tq1_0` / `tq2_0` for every byte pattern and
+//! converts each f32 value once to f16 / bf16. Encoding is ggml's `quantize_row_tq*_ref`
+//! (`d = amax`, `t = round(x / d)`), so rows match ggml's bytes; the two formats therefore
+//! always decode the same input to the same values. ggml ignores importance weights here;
+//! given weights, qforge also tries smaller scales (thresholded least squares) and keeps one
+//! only if it lowers the weighted squared error. A partial block takes its scale from its real
+//! elements; padded positions get the zero code.
+//!
+//! Layouts and algorithms: `docs/formats/tq.md`. Register with [`FORMATS`].
+#![forbid(unsafe_code)]
 
-/// Every format of this family, for the registry.
-pub static FORMATS: &[&dyn Format] = &[];
+mod ternary;
+mod tq1;
+mod tq2;
+
+pub use tq1::{BlockTq1_0, Tq1_0};
+pub use tq2::{BlockTq2_0, Tq2_0};
+
+use qforge_core::{BlockFormat, Elem, Format, Registered};
+
+/// Elements per ternary block (ggml's `QK_K`).
+pub const QK_K: usize = 256;
+
+/// Every format of this family, in GGML type order, for the registry.
+pub static FORMATS: &[&dyn Format] = &[&Registered::<Tq1_0>::NEW, &Registered::<Tq2_0>::NEW];
+
+/// Decodes a row without a scratch block: each `decode` writes only as many elements as its
+/// output slice holds, so a partial last block decodes straight into the row's tail.
+#[inline]
+fn decode_row<F: BlockFormat, O: Elem>(blocks: &[F::Block], out: &mut [O]) {
+    for (b, dst) in blocks.iter().zip(out.chunks_mut(QK_K)) {
+        F::decode(b, dst);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use qforge_core::Role;
+
+    #[test]
+    fn descriptors_match_ggml() {
+        let want = [("tq1_0", 34, 54), ("tq2_0", 35, 66)];
+        assert_eq!(FORMATS.len(), want.len());
+        let mut reg = qforge_core::Registry::new();
+        reg.register_all(FORMATS).unwrap();
+        for (f, (name, id, bytes)) in FORMATS.iter().zip(want) {
+            let d = f.desc();
+            assert_eq!((d.name, d.ggml_type, d.block_size, d.block_bytes), (name, Some(id), QK_K, bytes));
+            assert_eq!((d.family, d.role, d.dot_type), ("tq", Role::Weight, Some("q8_k")));
+            assert!(d.cuda.is_none() && !d.summary.is_empty() && !d.summary.contains('\n'));
+        }
+    }
+}

@@ -1,0 +1,123 @@
+//! tq1_0: 1.6875 bits per weight — five ternary codes per byte in base 3.
+
+use crate::ternary::{self, levels};
+use crate::{QK_K, decode_row};
+use bytemuck::{Pod, Zeroable};
+use qforge_core::le::F16Le;
+use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
+
+/// ggml's `block_tq1_0` (54 bytes): 48 bytes of five codes each, 4 bytes of four codes each,
+/// then the f16 scale `d`. See [`GROUPS`] for which byte holds which element.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub struct BlockTq1_0 {
+    pub qs: [u8; 48],
+    pub qh: [u8; 4],
+    pub d: F16Le,
+}
+
+/// How the 256 codes are spread over the 52 code bytes (`qs` then `qh`): group
+/// `(first byte, bytes, codes per byte, first element)` stores code `n` of its byte `m` for
+/// element `first element + m + bytes·n`.
+const GROUPS: [(usize, usize, usize, usize); 3] = [(0, 32, 5, 0), (32, 16, 5, 160), (48, 4, 4, 240)];
+
+/// `pow3[n]`: multiplying a packed byte by `3^n` (mod 256) brings code `n` to the top.
+const POW3: [u8; 5] = [1, 3, 9, 27, 81];
+
+/// Code `n` (0 = most significant) of a packed byte, as ggml's `dequantize_row_tq1_0`
+/// extracts it: `q = byte·3^n mod 256`, `t = (3q) >> 8`. Any byte gives `t ∈ {0, 1, 2}`.
+#[inline(always)]
+fn unpack(byte: u8, n: usize) -> usize {
+    (usize::from(byte.wrapping_mul(POW3[n])) * 3) >> 8
+}
+
+/// Packs up to five codes, first one most significant, missing low codes 0, and maps the
+/// base-3 number `q < 243` to `ceil(q·256 / 243)` so that [`unpack`] recovers every code.
+#[inline]
+fn pack(codes: impl Iterator<Item = u8>, count: usize) -> u8 {
+    let q = codes.take(count).fold(0u16, |q, t| q * 3 + u16::from(t)) * 3u16.pow(5 - count as u32);
+    (q * 256).div_ceil(243) as u8
+}
+
+/// The tq1_0 format (GGML type 34).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Tq1_0;
+
+impl BlockFormat for Tq1_0 {
+    type Block = BlockTq1_0;
+    const DESC: FormatDesc = FormatDesc {
+        name: "tq1_0",
+        family: "tq",
+        ggml_type: Some(34),
+        block_size: QK_K,
+        block_bytes: 54,
+        role: Role::Weight,
+        dot_type: Some("q8_k"),
+        summary: "1.6875 bpw ternary (BitNet b1.58 / TriLM): x = t*d, t in {-1,0,1}, 5 codes per byte",
+        cuda: None,
+    };
+
+    /// ggml's `dequantize_row_tq1_0`: `x = (float)(t - 1) · d`. Writes at most `out.len()`.
+    fn decode<O: Elem>(b: &BlockTq1_0, out: &mut [O]) {
+        let lut: [O; 3] = levels(b.d.get());
+        let bytes = |i: usize| if i < 48 { b.qs[i] } else { b.qh[i - 48] };
+        for (first, nbytes, count, elem0) in GROUPS {
+            for n in 0..count {
+                for m in 0..nbytes {
+                    if let Some(o) = out.get_mut(elem0 + m + nbytes * n) {
+                        *o = lut[unpack(bytes(first + m), n)];
+                    }
+                }
+            }
+        }
+    }
+
+    /// ggml's `quantize_row_tq1_0_ref` (importance weights: see the crate docs).
+    fn encode(x: &[f32], weights: Option<&[f32]>, out: &mut BlockTq1_0) {
+        let q = ternary::quantize(x, weights);
+        let mut code_bytes = [0u8; 52];
+        for (first, nbytes, count, elem0) in GROUPS {
+            for m in 0..nbytes {
+                code_bytes[first + m] = pack((0..count).map(|n| q.t[elem0 + m + nbytes * n]), count);
+            }
+        }
+        out.qs.copy_from_slice(&code_bytes[..48]);
+        out.qh.copy_from_slice(&code_bytes[48..]);
+        out.d = q.d;
+    }
+
+    fn decode_row<O: Elem>(blocks: &[BlockTq1_0], out: &mut [O]) {
+        decode_row::<Self, O>(blocks, out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_tuple_round_trips() {
+        for count in [4, 5] {
+            for v in 0..3u32.pow(count as u32) {
+                let codes: Vec<u8> = (0..count).rev().map(|i| (v / 3u32.pow(i as u32) % 3) as u8).collect();
+                let b = pack(codes.iter().copied(), count);
+                let back: Vec<u8> = (0..count).map(|n| unpack(b, n) as u8).collect();
+                assert_eq!(back, codes, "count {count} value {v}");
+            }
+        }
+    }
+
+    #[test]
+    fn groups_cover_every_element_once() {
+        let mut seen = [0u8; QK_K];
+        for (first, nbytes, count, elem0) in GROUPS {
+            assert!(first + nbytes <= 52);
+            for n in 0..count {
+                for m in 0..nbytes {
+                    seen[elem0 + m + nbytes * n] += 1;
+                }
+            }
+        }
+        assert!(seen.iter().all(|&c| c == 1));
+    }
+}

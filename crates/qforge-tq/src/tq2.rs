@@ -1,0 +1,85 @@
+//! tq2_0: 2.0625 bits per weight — four 2-bit ternary codes per byte.
+
+use crate::ternary::{self, levels};
+use crate::{QK_K, decode_row};
+use bytemuck::{Pod, Zeroable};
+use qforge_core::le::F16Le;
+use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
+
+/// ggml's `block_tq2_0` (66 bytes): 64 code bytes, then the f16 scale `d`. Bits `2l..2l+2` of
+/// byte `32h + m` hold the code of element `128h + 32l + m`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+pub struct BlockTq2_0 {
+    pub qs: [u8; QK_K / 4],
+    pub d: F16Le,
+}
+
+/// Byte and bit shift of element `i`'s 2-bit code.
+#[inline(always)]
+fn slot(i: usize) -> (usize, usize) {
+    (32 * (i / 128) + i % 32, 2 * ((i % 128) / 32))
+}
+
+/// The tq2_0 format (GGML type 35).
+#[derive(Clone, Copy, Debug, Default)]
+pub struct Tq2_0;
+
+impl BlockFormat for Tq2_0 {
+    type Block = BlockTq2_0;
+    const DESC: FormatDesc = FormatDesc {
+        name: "tq2_0",
+        family: "tq",
+        ggml_type: Some(35),
+        block_size: QK_K,
+        block_bytes: 66,
+        role: Role::Weight,
+        dot_type: Some("q8_k"),
+        summary: "2.0625 bpw ternary (BitNet b1.58 / TriLM): x = t*d, t in {-1,0,1}, 2 bits per code",
+        cuda: None,
+    };
+
+    /// ggml's `dequantize_row_tq2_0`: `x = (float)(q - 1) · d` for the 2-bit field `q` (the
+    /// unused `q = 3` decodes to `2d`). Writes at most `out.len()` elements.
+    fn decode<O: Elem>(b: &BlockTq2_0, out: &mut [O]) {
+        let lut: [O; 4] = levels(b.d.get());
+        for (i, o) in out.iter_mut().take(QK_K).enumerate() {
+            let (byte, shift) = slot(i);
+            *o = lut[usize::from((b.qs[byte] >> shift) & 3)];
+        }
+    }
+
+    /// ggml's `quantize_row_tq2_0_ref` (importance weights: see the crate docs).
+    fn encode(x: &[f32], weights: Option<&[f32]>, out: &mut BlockTq2_0) {
+        let q = ternary::quantize(x, weights);
+        out.qs = [0; QK_K / 4];
+        for (i, &t) in q.t.iter().enumerate() {
+            let (byte, shift) = slot(i);
+            out.qs[byte] |= (t & 3) << shift;
+        }
+        out.d = q.d;
+    }
+
+    fn decode_row<O: Elem>(blocks: &[BlockTq2_0], out: &mut [O]) {
+        decode_row::<Self, O>(blocks, out);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn slots_cover_every_bit_pair_once() {
+        let mut seen = [0u8; QK_K];
+        for i in 0..QK_K {
+            let (byte, shift) = slot(i);
+            seen[byte * 4 + shift / 2] += 1;
+        }
+        assert!(seen.iter().all(|&c| c == 1));
+        assert_eq!(slot(0), (0, 0));
+        assert_eq!(slot(32), (0, 2));
+        assert_eq!(slot(127), (31, 6));
+        assert_eq!(slot(128), (32, 0));
+    }
+}
