@@ -1,0 +1,417 @@
+//! The ternary grid formats iq1_s and iq1_m: 256-value super-blocks whose values are
+//! `dl * (g + delta)`, `g in {-1, 0, 1}` an 8-value point of a 2048-entry grid, `delta` a
+//! per-group shift of `±1/8` and `dl` an odd 3-bit multiple of the block scale.
+//!
+//! The encoders are ggml's `quantize_row_iq1_s_impl` / `quantize_row_iq1_m_impl`: per
+//! sub-block, the values are sorted and every split of them into the three levels is scored
+//! exactly (weighted least squares with the best scale), for each shift; groups whose level
+//! pattern is not a grid point move to the best of their precomputed neighbours.
+
+use crate::common::{NoImatrix, QK_K, c_max, nearest_int, padded, search_weights, sigma2};
+use crate::lattice::{Lattice, levels_of};
+use crate::tables::{IQ1M_DELTA, IQ1S_DELTA, IQ1S_GRID, grid_byte};
+use bytemuck::{Pod, Zeroable};
+use qforge_core::le::F16Le;
+use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
+use std::sync::OnceLock;
+
+/// The quantizer's iq1 grid (levels 0, 1, 2 for -1, 0, 1), shared by iq1_s and iq1_m.
+fn lattice() -> &'static Lattice<8> {
+    static LAT: OnceLock<Lattice<8>> = OnceLock::new();
+    LAT.get_or_init(|| Lattice::new(&levels_of(IQ1S_GRID.iter().copied(), |b| (b as i8 + 1) as u8), 2, 43692, 3))
+}
+
+/// Writes the 8 values `dl * (g[j] + delta)` of grid point `idx`.
+#[inline(always)]
+fn emit8<'a, O: Elem>(out: &mut impl Iterator<Item = &'a mut O>, dl: f32, idx: usize, delta: f32) {
+    let grid = IQ1S_GRID[idx & 2047];
+    for j in 0..8 {
+        if let Some(o) = out.next() {
+            *o = O::from_f32(dl * (grid_byte(grid, j) as i8 as f32 + delta));
+        }
+    }
+}
+
+/// The three level values with a positive (`.0`) and a negative (`.1`) shift.
+const fn shifted(delta: f32) -> ([f32; 3], [f32; 3]) {
+    ([-1.0 + delta, delta, 1.0 + delta], [-1.0 - delta, -delta, 1.0 - delta])
+}
+
+/// Indices of `x` in ascending order of value, stable (ggml's `qsort` of (value, index)
+/// pairs; glibc's merge sort keeps equal values in index order).
+fn sorted_order<const N: usize>(x: &[f32]) -> [u8; N] {
+    let mut idx: [u8; N] = std::array::from_fn(|i| i as u8);
+    for i in 1..N {
+        let cur = idx[i];
+        let mut j = i;
+        while j > 0 && x[cur as usize] < x[idx[j - 1] as usize] {
+            idx[j] = idx[j - 1];
+            j -= 1;
+        }
+        idx[j] = cur;
+    }
+    idx
+}
+
+/// Levels from the best split: sorted positions `< i1` get 0, `< i2` get 1, the rest 2.
+fn split_levels(order: &[u8], i1: usize, i2: usize, l: &mut [i8]) {
+    for (j, &i) in order.iter().enumerate() {
+        l[i as usize] = if j < i1 {
+            0
+        } else if j < i2 {
+            1
+        } else {
+            2
+        };
+    }
+}
+
+/// ggml's `iq1_find_best_neighbour2`: the neighbour of off-grid `key` minimizing
+/// `sum w (scale * xg[l] - x)^2`. Writes its levels to `l`, returns its index.
+fn best_neighbour2(
+    lat: &Lattice<8>,
+    key: usize,
+    x: &[f32],
+    w: &[f32],
+    scale: f32,
+    xg: &[f32; 3],
+    l: &mut [i8],
+) -> usize {
+    let list = lat.neighbours(key);
+    let mut best = (f32::MAX, list.first().map_or(0, |&j| j as usize));
+    for &j in list {
+        let g = &lat.grid[j as usize];
+        let mut d2 = 0.0f32;
+        for i in 0..8 {
+            let diff = scale * xg[((g[i] - 1) / 2) as usize] - x[i];
+            d2 += w[i] * diff * diff;
+        }
+        if d2 < best.0 {
+            best = (d2, j as usize);
+        }
+    }
+    lat.levels_into(best.1, l);
+    best.1
+}
+
+/// Grid indices of the groups of `l` (off-grid groups move to their best neighbour with
+/// group `k` valued by `xg(k)`), and the least-squares scale re-fitted if any group moved.
+fn grid_indices<const K: usize>(
+    xb: &[f32],
+    w: &[f32],
+    l: &mut [i8],
+    mut scale: f32,
+    xg: impl Fn(usize) -> &'static [f32; 3],
+) -> ([usize; K], f32) {
+    let lat = lattice();
+    let mut index = [0usize; K];
+    let mut all_on_grid = true;
+    for (k, ix) in index.iter_mut().enumerate() {
+        let r = 8 * k..8 * k + 8;
+        let key = lat.key(&l[r.clone()]);
+        *ix = match lat.index(key) {
+            Some(j) => j,
+            None => {
+                all_on_grid = false;
+                best_neighbour2(lat, key, &xb[r.clone()], &w[r.clone()], scale, xg(k), &mut l[r])
+            }
+        };
+    }
+    if !all_on_grid {
+        let (mut sumqx, mut sumq2) = (0.0f32, 0.0f32);
+        for (k, &ix) in index.iter().enumerate() {
+            let g = &lat.grid[ix];
+            for j in 0..8 {
+                let (wj, q) = (w[8 * k + j], xg(k)[((g[j] - 1) / 2) as usize]);
+                sumqx += wj * q * xb[8 * k + j];
+                sumq2 += wj * q * q;
+            }
+        }
+        if sumqx > 0.0 && sumq2 > 0.0 {
+            scale = sumqx / sumq2;
+        }
+    }
+    (index, scale)
+}
+
+static IQ1S_SHIFTS: ([f32; 3], [f32; 3]) = shifted(IQ1S_DELTA);
+static IQ1M_SHIFTS: ([f32; 3], [f32; 3]) = shifted(IQ1M_DELTA);
+
+/// ggml's `block_iq1_s` (50 bytes, 1.5625 bpw).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockIq1S {
+    pub d: F16Le,
+    /// Low 8 bits of the 32 grid indices (one per 8 values).
+    pub qs: [u8; 32],
+    /// Per 32 values a LE `u16`: 3 high bits of each of its 4 grid indices (bits 0..12), the
+    /// 3-bit scale (bits 12..15) and the sign of the shift (bit 15).
+    pub qh: [u8; 16],
+}
+
+/// The iq1_s format (GGML type 19).
+pub struct Iq1S;
+
+impl BlockFormat for Iq1S {
+    type Block = BlockIq1S;
+    const DESC: FormatDesc = FormatDesc {
+        name: "iq1_s",
+        family: "iq",
+        ggml_type: Some(19),
+        block_size: QK_K,
+        block_bytes: 50,
+        role: Role::Weight,
+        dot_type: Some("q8_k"),
+        summary: "1.56 bpw ternary grid quant: 2048-entry {-1,0,1} grid shifted by 1/8, 3-bit scales per 32",
+        cuda: None,
+    };
+
+    fn decode<O: Elem>(b: &BlockIq1S, out: &mut [O]) {
+        let d = b.d.get();
+        let mut it = out.iter_mut();
+        for ib in 0..QK_K / 32 {
+            let qh = u16::from_le_bytes([b.qh[2 * ib], b.qh[2 * ib + 1]]) as usize;
+            let dl = d * (2 * ((qh >> 12) & 7) + 1) as f32;
+            let delta = if qh & 0x8000 != 0 { -IQ1S_DELTA } else { IQ1S_DELTA };
+            for l in 0..4 {
+                emit8(&mut it, dl, b.qs[4 * ib + l] as usize | ((qh >> (3 * l)) & 7) << 8, delta);
+            }
+        }
+    }
+
+    fn encode(x: &[f32], weights: Option<&[f32]>, out: &mut BlockIq1S) {
+        const BS: usize = 32;
+        let (xp, xm) = (&IQ1S_SHIFTS.0, &IQ1S_SHIFTS.1);
+        let (xs, n) = padded::<QK_K>(x);
+        let s2 = sigma2(&xs, n, 2.0);
+        let mut w = [0.0f32; QK_K];
+        search_weights(&xs, n, weights, s2, NoImatrix::Uniform, &mut w);
+        *out = Zeroable::zeroed();
+        let mut scales = [0.0f32; QK_K / BS];
+        let mut shifts = [1i8; QK_K / BS];
+        let mut max_scale = 0.0f32;
+        for ib in 0..QK_K / BS {
+            let (xb, wb) = (&xs[BS * ib..BS * (ib + 1)], &w[BS * ib..BS * (ib + 1)]);
+            let max = xb[1..].iter().fold(xb[0].abs(), |m, &v| c_max(m, v.abs()));
+            if max < 1e-12 {
+                continue;
+            }
+            let order = sorted_order::<BS>(xb);
+            let (mut sumx, mut sumw) = ([0.0f32; BS + 1], [0.0f32; BS + 1]);
+            for (j, &i) in order.iter().enumerate() {
+                sumx[j + 1] = sumx[j] + wb[i as usize] * xb[i as usize];
+                sumw[j + 1] = sumw[j] + wb[i as usize];
+            }
+            let (mut best_score, mut scale) = (-f32::MAX, max);
+            let mut best: Option<(usize, usize, i8)> = None;
+            for i1 in 0..=BS {
+                for i2 in i1..=BS {
+                    for (v, shift) in [(xp, 1i8), (xm, -1i8)] {
+                        let sumqx =
+                            (sumx[i1] - sumx[0]) * v[0] + (sumx[i2] - sumx[i1]) * v[1] + (sumx[BS] - sumx[i2]) * v[2];
+                        let sumq2 = (sumw[i1] - sumw[0]) * v[0] * v[0]
+                            + (sumw[i2] - sumw[i1]) * v[1] * v[1]
+                            + (sumw[BS] - sumw[i2]) * v[2] * v[2];
+                        if sumq2 > 0.0 && sumqx * sumqx > best_score * sumq2 {
+                            scale = sumqx / sumq2;
+                            best_score = scale * sumqx;
+                            best = Some((i1, i2, shift));
+                        }
+                    }
+                }
+            }
+            let Some((i1, i2, mut shift)) = best else { continue };
+            let mut l = [0i8; BS];
+            split_levels(&order, i1, i2, &mut l);
+            if scale < 0.0 {
+                l.iter_mut().for_each(|v| *v = 2 - *v);
+                scale = -scale;
+                shift = -shift;
+            }
+            let xx = if shift == 1 { xp } else { xm };
+            let (index, scale) = grid_indices::<4>(xb, wb, &mut l, scale, |_| xx);
+            let mut h = 0u16;
+            for (k, &ix) in index.iter().enumerate() {
+                out.qs[4 * ib + k] = ix as u8;
+                h |= ((ix >> 8) as u16) << (3 * k);
+            }
+            out.qh[2 * ib..2 * ib + 2].copy_from_slice(&h.to_le_bytes());
+            scales[ib] = scale;
+            shifts[ib] = shift;
+            max_scale = c_max(max_scale, scale);
+        }
+        if max_scale == 0.0 {
+            return;
+        }
+        let d = max_scale / 15.0;
+        out.d = F16Le::from_f32(d * 1.125f32);
+        let id = 1.0 / d;
+        for ib in 0..QK_K / BS {
+            let mut l = nearest_int(0.5f32 * (id * scales[ib] - 1.0)).clamp(0, 7) as u16;
+            if shifts[ib] == -1 {
+                l |= 8;
+            }
+            out.qh[2 * ib + 1] |= (l << 4) as u8;
+        }
+    }
+}
+
+/// ggml's `block_iq1_m` (56 bytes, 1.75 bpw).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockIq1M {
+    /// Low 8 bits of the 32 grid indices (one per 8 values).
+    pub qs: [u8; 32],
+    /// Per 8 values a nibble: 3 high index bits and the sign of the shift (bit 3).
+    pub qh: [u8; 16],
+    /// Four LE `u16`: 3-bit scales per 16 values (bits 0..12) and, in the top nibbles,
+    /// the f16 super-block scale.
+    pub scales: [u8; 8],
+}
+
+/// The iq1_m format (GGML type 29).
+pub struct Iq1M;
+
+impl BlockFormat for Iq1M {
+    type Block = BlockIq1M;
+    const DESC: FormatDesc = FormatDesc {
+        name: "iq1_m",
+        family: "iq",
+        ggml_type: Some(29),
+        block_size: QK_K,
+        block_bytes: 56,
+        role: Role::Weight,
+        dot_type: Some("q8_k"),
+        summary: "1.75 bpw ternary grid quant: 2048-entry {-1,0,1} grid, shift per 8, 3-bit scales per 16",
+        cuda: None,
+    };
+
+    fn decode<O: Elem>(b: &BlockIq1M, out: &mut [O]) {
+        let sc: [u16; 4] = std::array::from_fn(|i| u16::from_le_bytes([b.scales[2 * i], b.scales[2 * i + 1]]));
+        let bits = (sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000);
+        let d = F16Le(bits.to_le_bytes()).get();
+        let mut it = out.iter_mut();
+        for ib in 0..QK_K / 32 {
+            let s = sc[ib / 2] as usize;
+            let dl1 = d * (2 * ((s >> (6 * (ib % 2))) & 7) + 1) as f32;
+            let dl2 = d * (2 * ((s >> (6 * (ib % 2) + 3)) & 7) + 1) as f32;
+            let (qs, qh) = (&b.qs[4 * ib..4 * ib + 4], &b.qh[2 * ib..2 * ib + 2]);
+            for l in 0..4 {
+                let h = qh[l / 2] as usize;
+                let idx = qs[l] as usize | ((h << (8 - 4 * (l % 2))) & 0x700);
+                let delta = if h & (0x08 << (4 * (l % 2))) != 0 { -IQ1S_DELTA } else { IQ1S_DELTA };
+                emit8(&mut it, if l < 2 { dl1 } else { dl2 }, idx, delta);
+            }
+        }
+    }
+
+    fn encode(x: &[f32], weights: Option<&[f32]>, out: &mut BlockIq1M) {
+        const BS: usize = 16;
+        const MASKS: [u8; 4] = [0x00, 0x80, 0x08, 0x88];
+        let (xp, xm) = (&IQ1M_SHIFTS.0, &IQ1M_SHIFTS.1);
+        // Shift pattern k: bit 1 = first group negative, bit 0 = second group negative.
+        let group_values = |k: usize, g: usize| {
+            let positive = if g == 0 { k < 2 } else { k.is_multiple_of(2) };
+            if positive { xp } else { xm }
+        };
+        let (xs, n) = padded::<QK_K>(x);
+        let s2 = sigma2(&xs, n, 2.0);
+        let mut w = [0.0f32; QK_K];
+        search_weights(&xs, n, weights, s2, NoImatrix::XSquared, &mut w);
+        *out = Zeroable::zeroed();
+        let mut scales = [0.0f32; QK_K / BS];
+        let mut shifts = [0usize; QK_K / BS];
+        let mut max_scale = 0.0f32;
+        for ib in 0..QK_K / BS {
+            let (xb, wb) = (&xs[BS * ib..BS * (ib + 1)], &w[BS * ib..BS * (ib + 1)]);
+            let max = xb[1..].iter().fold(xb[0].abs(), |m, &v| c_max(m, v.abs()));
+            if max < 1e-7 {
+                continue;
+            }
+            let order = sorted_order::<BS>(xb);
+            let (mut best_score, mut scale) = (-f32::MAX, max);
+            let mut best: Option<(usize, usize, usize)> = None;
+            for i1 in 0..=BS {
+                for i2 in i1..=BS {
+                    let (mut sumqx, mut sumq2) = ([0.0f32; 4], [0.0f32; 4]);
+                    for (j, &i) in order.iter().enumerate() {
+                        let (i, lev) = (
+                            i as usize,
+                            if j < i1 {
+                                0
+                            } else if j < i2 {
+                                1
+                            } else {
+                                2
+                            },
+                        );
+                        let g = i / (BS / 2);
+                        for k in 0..4 {
+                            let v = group_values(k, g)[lev];
+                            sumqx[k] += wb[i] * v * xb[i];
+                            sumq2[k] += wb[i] * v * v;
+                        }
+                    }
+                    for k in 0..4 {
+                        if sumq2[k] > 0.0 && sumqx[k] * sumqx[k] > best_score * sumq2[k] {
+                            scale = sumqx[k] / sumq2[k];
+                            best_score = scale * sumqx[k];
+                            best = Some((i1, i2, k));
+                        }
+                    }
+                }
+            }
+            let Some((i1, i2, mut k)) = best else { continue };
+            let mut l = [0i8; BS];
+            split_levels(&order, i1, i2, &mut l);
+            if scale < 0.0 {
+                l.iter_mut().for_each(|v| *v = 2 - *v);
+                scale = -scale;
+                k = 3 - k;
+            }
+            let (index, scale) = grid_indices::<2>(xb, wb, &mut l, scale, |g| group_values(k, g));
+            out.qs[2 * ib] = index[0] as u8;
+            out.qs[2 * ib + 1] = index[1] as u8;
+            out.qh[ib] = ((index[0] >> 8) | ((index[1] >> 8) << 4)) as u8;
+            scales[ib] = scale;
+            shifts[ib] = k;
+            max_scale = c_max(max_scale, scale);
+        }
+        if max_scale == 0.0 {
+            return;
+        }
+        let mut sc = [0u16; 4];
+        let mut d = max_scale / 15.0;
+        let id = 1.0 / d;
+        let (mut sumqx, mut sumq2) = (0.0f32, 0.0f32);
+        let lat = lattice();
+        for ib in 0..QK_K / BS {
+            let l = nearest_int(0.5f32 * (id * scales[ib] - 1.0)).clamp(0, 7);
+            sc[ib / 4] |= (l as u16) << (3 * (ib % 4));
+            out.qh[ib] |= MASKS[shifts[ib]];
+            let (xb, wb) = (&xs[BS * ib..BS * (ib + 1)], &w[BS * ib..BS * (ib + 1)]);
+            for g in 0..2 {
+                let xx = group_values(shifts[ib], g);
+                let idx = out.qs[2 * ib + g] as usize + (((out.qh[ib] as usize) << (8 - 4 * g)) & 0x700);
+                let pg = &lat.grid[idx];
+                for j in 0..8 {
+                    let wj = wb[8 * g + j];
+                    let q = xx[((pg[j] - 1) / 2) as usize] * (2 * l + 1) as f32;
+                    sumqx += wj * q * xb[8 * g + j];
+                    sumq2 += wj * q * q;
+                }
+            }
+        }
+        if sumq2 > 0.0 {
+            d = sumqx / sumq2;
+        }
+        let s = F16Le::from_f32(d * 1.1125f32).bits();
+        sc[0] |= (s & 0x000f) << 12;
+        sc[1] |= (s & 0x00f0) << 8;
+        sc[2] |= (s & 0x0f00) << 4;
+        sc[3] |= s & 0xf000;
+        for (dst, v) in out.scales.chunks_exact_mut(2).zip(sc) {
+            dst.copy_from_slice(&v.to_le_bytes());
+        }
+    }
+}

@@ -1,0 +1,256 @@
+//! The 2-bit grid formats iq2_xxs, iq2_xs and iq2_s: 256-value super-blocks whose values are
+//! `d * (0.5 + s) / 4 * g * sign`, with `g` an 8-value point of an E8-lattice-derived grid
+//! (values 8, 25, 43), a 4-bit sub-block scale `s` and a sign per value.
+
+use crate::common::{NoImatrix, QK_K};
+use crate::lattice::{Lattice, levels_of};
+use crate::search::{GridSearch, Refine, Signs, Start, block_weights, scale_code, search_sub_blocks};
+use crate::tables::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, KMASK_IQ2XS, KSIGNS_IQ2XS, grid_byte};
+use bytemuck::{Pod, Zeroable};
+use qforge_core::le::F16Le;
+use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
+use std::sync::OnceLock;
+
+/// Writes the 8 values `db * g[j] * (±1)` of grid word `grid` with sign bits `signs`.
+#[inline(always)]
+pub(crate) fn emit8<'a, O: Elem>(out: &mut impl Iterator<Item = &'a mut O>, db: f32, grid: u64, signs: u8) {
+    for (j, &mask) in KMASK_IQ2XS.iter().enumerate() {
+        let s = if signs & mask != 0 { -1.0f32 } else { 1.0f32 };
+        if let Some(o) = out.next() {
+            *o = O::from_f32(db * grid_byte(grid, j) as f32 * s);
+        }
+    }
+}
+
+#[inline(always)]
+pub(crate) fn u32_at(b: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes([b[at], b[at + 1], b[at + 2], b[at + 3]])
+}
+
+/// Level of an iq2 grid byte (8, 25, 43 -> 0, 1, 2).
+fn iq2_level(b: u8) -> u8 {
+    b.saturating_sub(8) / 17
+}
+
+fn lattice(cell: &'static OnceLock<Lattice<8>>, words: &[u64], nwant: usize) -> &'static Lattice<8> {
+    cell.get_or_init(|| Lattice::new(&levels_of(words.iter().copied(), iq2_level), 2, 43692, nwant))
+}
+
+/// The searches of the three formats (ggml's parameters).
+const XXS: GridSearch = GridSearch {
+    kmax_q: 3,
+    start: Start::QpQuants,
+    steps: 6,
+    step: 0.1,
+    refine: Refine::Always,
+    eps: Some(crate::common::GROUP_MAX_EPS),
+    initial_on_grid: true,
+    signs: Signs::EvenParity,
+};
+const XS: GridSearch = GridSearch { start: Start::Max, steps: 9, refine: Refine::OffGridOnly, ..XXS };
+const S: GridSearch = GridSearch { eps: Some(1e-8), signs: Signs::Full, ..XS };
+
+/// ggml's `block_iq2_xxs` (66 bytes, 2.0625 bpw).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockIq2Xxs {
+    pub d: F16Le,
+    /// Per 32 values two LE `u32`: four 8-bit grid indices; then four 7-bit sign groups
+    /// (bits 0..28) and the 4-bit scale (bits 28..32). ggml: `uint16_t qs[32]`.
+    pub qs: [u8; 64],
+}
+
+/// The iq2_xxs format (GGML type 16).
+pub struct Iq2Xxs;
+
+impl BlockFormat for Iq2Xxs {
+    type Block = BlockIq2Xxs;
+    const DESC: FormatDesc = FormatDesc {
+        name: "iq2_xxs",
+        family: "iq",
+        ggml_type: Some(16),
+        block_size: QK_K,
+        block_bytes: 66,
+        role: Role::Weight,
+        dot_type: Some("q8_k"),
+        summary: "2.06 bpw grid quant: 8-value points of a 256-entry E8 grid, 4-bit scales per 32",
+        cuda: None,
+    };
+
+    fn decode<O: Elem>(b: &BlockIq2Xxs, out: &mut [O]) {
+        let d = b.d.get();
+        let mut it = out.iter_mut();
+        for ib in 0..QK_K / 32 {
+            let (aux0, aux1) = (u32_at(&b.qs, 8 * ib), u32_at(&b.qs, 8 * ib + 4));
+            let db = d * (0.5f32 + (aux1 >> 28) as f32) * 0.25f32;
+            for l in 0..4 {
+                let grid = IQ2XXS_GRID[((aux0 >> (8 * l)) & 255) as usize];
+                emit8(&mut it, db, grid, KSIGNS_IQ2XS[((aux1 >> (7 * l)) & 127) as usize]);
+            }
+        }
+    }
+
+    fn encode(x: &[f32], weights: Option<&[f32]>, out: &mut BlockIq2Xxs) {
+        static LAT: OnceLock<Lattice<8>> = OnceLock::new();
+        let lat = lattice(&LAT, &IQ2XXS_GRID, 2);
+        let (xs, w) = block_weights(x, weights, 1.0, NoImatrix::Uniform);
+        let mut q2 = [0u32; 16];
+        let (scales, max_scale) = search_sub_blocks(lat, &XXS, &xs, &w, 32, |ib, l, signs| {
+            for k in 0..4 {
+                let idx = lat.index_or_nearest(&mut l[8 * k..8 * k + 8]) as u32;
+                q2[2 * ib] |= idx << (8 * k);
+                q2[2 * ib + 1] |= (signs[k] as u32) << (7 * k);
+            }
+        });
+        *out = Zeroable::zeroed();
+        if max_scale == 0.0 {
+            return;
+        }
+        let d = max_scale / 31.0;
+        out.d = F16Le::from_f32(d);
+        let id = 1.0 / d;
+        for (ib, &s) in scales.iter().take(8).enumerate() {
+            q2[2 * ib + 1] |= (scale_code(id, s) as u32) << 28;
+        }
+        for (dst, v) in out.qs.chunks_exact_mut(4).zip(q2) {
+            dst.copy_from_slice(&v.to_le_bytes());
+        }
+    }
+}
+
+/// ggml's `block_iq2_xs` (74 bytes, 2.3125 bpw).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockIq2Xs {
+    pub d: F16Le,
+    /// Per 8 values a LE `u16`: 9-bit grid index, 7 sign bits. ggml: `uint16_t qs[32]`.
+    pub qs: [u8; 64],
+    /// Two 4-bit scales per 32 values (one per 16).
+    pub scales: [u8; 8],
+}
+
+/// The iq2_xs format (GGML type 17).
+pub struct Iq2Xs;
+
+impl BlockFormat for Iq2Xs {
+    type Block = BlockIq2Xs;
+    const DESC: FormatDesc = FormatDesc {
+        name: "iq2_xs",
+        family: "iq",
+        ggml_type: Some(17),
+        block_size: QK_K,
+        block_bytes: 74,
+        role: Role::Weight,
+        dot_type: Some("q8_k"),
+        summary: "2.31 bpw grid quant: 8-value points of a 512-entry E8 grid, 4-bit scales per 16",
+        cuda: None,
+    };
+
+    fn decode<O: Elem>(b: &BlockIq2Xs, out: &mut [O]) {
+        let d = b.d.get();
+        let mut it = out.iter_mut();
+        for ib in 0..QK_K / 32 {
+            let sc = b.scales[ib];
+            let db = [d * (0.5f32 + (sc & 0xf) as f32) * 0.25f32, d * (0.5f32 + (sc >> 4) as f32) * 0.25f32];
+            for l in 0..4 {
+                let q = u16::from_le_bytes([b.qs[8 * ib + 2 * l], b.qs[8 * ib + 2 * l + 1]]);
+                emit8(&mut it, db[l / 2], IQ2XS_GRID[(q & 511) as usize], KSIGNS_IQ2XS[(q >> 9) as usize]);
+            }
+        }
+    }
+
+    fn encode(x: &[f32], weights: Option<&[f32]>, out: &mut BlockIq2Xs) {
+        static LAT: OnceLock<Lattice<8>> = OnceLock::new();
+        let lat = lattice(&LAT, &IQ2XS_GRID, 2);
+        let (xs, w) = block_weights(x, weights, 1.0, NoImatrix::Uniform);
+        let mut q2 = [0u16; 32];
+        let (scales, max_scale) = search_sub_blocks(lat, &XS, &xs, &w, 16, |ib, l, signs| {
+            for k in 0..2 {
+                let idx = lat.index_or_nearest(&mut l[8 * k..8 * k + 8]) as u16;
+                q2[2 * ib + k] = idx | (signs[k] as u16) << 9;
+            }
+        });
+        *out = Zeroable::zeroed();
+        if max_scale == 0.0 {
+            return;
+        }
+        let d = max_scale / 31.0;
+        out.d = F16Le::from_f32(d);
+        let id = 1.0 / d;
+        for (ib, &s) in scales.iter().enumerate() {
+            out.scales[ib / 2] |= scale_code(id, s) << (4 * (ib % 2));
+        }
+        for (dst, v) in out.qs.chunks_exact_mut(2).zip(q2) {
+            dst.copy_from_slice(&v.to_le_bytes());
+        }
+    }
+}
+
+/// ggml's `block_iq2_s` (82 bytes, 2.5625 bpw).
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Pod, Zeroable)]
+pub struct BlockIq2S {
+    pub d: F16Le,
+    /// Low 8 bits of the 32 grid indices, then the 32 sign bytes (one per 8 values).
+    pub qs: [u8; 64],
+    /// High 2 bits of the grid indices, four per byte.
+    pub qh: [u8; 8],
+    /// Two 4-bit scales per 32 values (one per 16).
+    pub scales: [u8; 8],
+}
+
+/// The iq2_s format (GGML type 22).
+pub struct Iq2S;
+
+impl BlockFormat for Iq2S {
+    type Block = BlockIq2S;
+    const DESC: FormatDesc = FormatDesc {
+        name: "iq2_s",
+        family: "iq",
+        ggml_type: Some(22),
+        block_size: QK_K,
+        block_bytes: 82,
+        role: Role::Weight,
+        dot_type: Some("q8_k"),
+        summary: "2.56 bpw grid quant: 1024-entry E8 grid, 8 sign bits per 8 values, 4-bit scales per 16",
+        cuda: None,
+    };
+
+    fn decode<O: Elem>(b: &BlockIq2S, out: &mut [O]) {
+        let d = b.d.get();
+        let mut it = out.iter_mut();
+        for ib in 0..QK_K / 32 {
+            let sc = b.scales[ib];
+            let db = [d * (0.5f32 + (sc & 0xf) as f32) * 0.25f32, d * (0.5f32 + (sc >> 4) as f32) * 0.25f32];
+            for l in 0..4 {
+                let idx = b.qs[4 * ib + l] as usize | ((b.qh[ib] as usize) << (8 - 2 * l) & 0x300);
+                emit8(&mut it, db[l / 2], IQ2S_GRID[idx], b.qs[QK_K / 8 + 4 * ib + l]);
+            }
+        }
+    }
+
+    fn encode(x: &[f32], weights: Option<&[f32]>, out: &mut BlockIq2S) {
+        static LAT: OnceLock<Lattice<8>> = OnceLock::new();
+        let lat = lattice(&LAT, &IQ2S_GRID, 1);
+        let (xs, w) = block_weights(x, weights, 2.0, NoImatrix::QuarterSigmaPlusXSquared);
+        *out = Zeroable::zeroed();
+        let (scales, max_scale) = search_sub_blocks(lat, &S, &xs, &w, 16, |ib, l, signs| {
+            for k in 0..2 {
+                let idx = lat.index_or_nearest(&mut l[8 * k..8 * k + 8]);
+                let i8 = 2 * ib + k;
+                out.qs[i8] = idx as u8;
+                out.qh[i8 / 4] |= ((idx >> 8) as u8) << (2 * (i8 % 4));
+                out.qs[QK_K / 8 + i8] = signs[k];
+            }
+        });
+        if max_scale == 0.0 {
+            return;
+        }
+        let d = max_scale / 31.0;
+        out.d = F16Le::from_f32(d * 0.9875f32);
+        let id = 1.0 / d;
+        for (ib, &s) in scales.iter().enumerate() {
+            out.scales[ib / 2] |= scale_code(id, s) << (4 * (ib % 2));
+        }
+    }
+}

@@ -1,0 +1,150 @@
+//! The quantizer's view of a grid: ggml's `iq2xs_init_impl` / `iq3xs_init_impl` data.
+//!
+//! The decode tables ([`crate::tables`]) store each grid point as bytes of the decoded
+//! magnitudes (e.g. 8, 25, 43 for iq2). The quantizers work with small integer levels
+//! instead: level `l` at each position, grid value `2l + 1`, and the point's *key* packs the
+//! levels, `bits` bits each. A [`Lattice`] holds, built once per process:
+//! * the grid points as `2l + 1` values (ggml's `kgrid_q2xs` / `kgrid_q3xs`),
+//! * a map from every key to its grid index or, for keys off the grid, to a list of the
+//!   grid points at the `nwant` smallest squared distances (ggml's `kmap` / `kneighbors`),
+//!   ordered by (distance, index) exactly as ggml's `qsort` orders them.
+
+/// Grid points of `G` values each, with ggml's neighbour lists.
+pub(crate) struct Lattice<const G: usize> {
+    /// Grid point `j` as `2l + 1` values.
+    pub grid: Vec<[i8; G]>,
+    bits: u32,
+    /// Per key: `>= 0` grid index, `< 0` `-(offset + 1)` of its list in `neighbours`.
+    map: Vec<i32>,
+    /// Lists `[n, j_1, ..., j_n]`.
+    neighbours: Vec<u16>,
+}
+
+impl<const G: usize> Lattice<G> {
+    /// Builds the lattice from the grid's levels (`levels[j][i]` in `0..2^bits`), with
+    /// `map_size` keys (ggml's `kmap_size`) and `nwant` distance shells per neighbour list.
+    pub(crate) fn new(levels: &[[u8; G]], bits: u32, map_size: usize, nwant: usize) -> Self {
+        let grid: Vec<[i8; G]> = levels.iter().map(|l| l.map(|v| 2 * v as i8 + 1)).collect();
+        let mut map = vec![-1i32; map_size];
+        for (j, l) in levels.iter().enumerate() {
+            map[Self::key_of(l, bits)] = j as i32;
+        }
+        let mask = (1usize << bits) - 1;
+        let mut neighbours = Vec::new();
+        let mut dist = vec![0u16; grid.len()];
+        #[allow(clippy::needless_range_loop)] // `map` is written at `key` inside the loop
+        for key in 0..map_size {
+            if map[key] >= 0 {
+                continue;
+            }
+            let pos: [i32; G] = std::array::from_fn(|i| 2 * ((key >> (bits as usize * i)) & mask) as i32 + 1);
+            // The nwant smallest distinct squared distances.
+            let mut shells: Vec<u16> = Vec::with_capacity(nwant + 1);
+            for (d, g) in dist.iter_mut().zip(&grid) {
+                let mut d2 = 0i32;
+                for i in 0..G {
+                    let diff = g[i] as i32 - pos[i];
+                    d2 += diff * diff;
+                }
+                *d = d2 as u16;
+                if let Err(at) = shells.binary_search(d)
+                    && at < nwant
+                {
+                    shells.insert(at, *d);
+                    shells.truncate(nwant);
+                }
+            }
+            let start = neighbours.len();
+            map[key] = -(start as i32 + 1);
+            neighbours.push(0);
+            for &s in &shells {
+                neighbours.extend(dist.iter().enumerate().filter(|&(_, &d)| d == s).map(|(j, _)| j as u16));
+            }
+            neighbours[start] = (neighbours.len() - start - 1) as u16;
+        }
+        Lattice { grid, bits, map, neighbours }
+    }
+
+    /// The key of a point given by its levels.
+    #[inline(always)]
+    pub(crate) fn key_of(levels: &[u8], bits: u32) -> usize {
+        levels.iter().enumerate().fold(0usize, |k, (i, &l)| k | (l as usize) << (bits as usize * i))
+    }
+
+    /// The key of a point given by `i8` levels (each in `0..2^bits`).
+    #[inline(always)]
+    pub(crate) fn key(&self, levels: &[i8]) -> usize {
+        levels.iter().enumerate().fold(0usize, |k, (i, &l)| k | (l as u8 as usize) << (self.bits as usize * i))
+    }
+
+    /// Grid index of `key`, if the key is a grid point.
+    #[inline(always)]
+    pub(crate) fn index(&self, key: usize) -> Option<usize> {
+        match self.map.get(key) {
+            Some(&m) if m >= 0 => Some(m as usize),
+            _ => None,
+        }
+    }
+
+    /// The neighbour list of an off-grid `key` (empty for grid points and impossible keys).
+    #[inline(always)]
+    pub(crate) fn neighbours(&self, key: usize) -> &[u16] {
+        match self.map.get(key) {
+            Some(&m) if m < 0 => {
+                let start = (-(m + 1)) as usize;
+                let n = self.neighbours[start] as usize;
+                &self.neighbours[start + 1..start + 1 + n]
+            }
+            _ => &[],
+        }
+    }
+
+    /// Writes the levels `(g - 1) / 2` of grid point `j` to `l`.
+    #[inline(always)]
+    pub(crate) fn levels_into(&self, j: usize, l: &mut [i8]) {
+        for (o, &g) in l.iter_mut().zip(&self.grid[j]) {
+            *o = (g - 1) / 2;
+        }
+    }
+
+    /// ggml's `iq2_find_best_neighbour` / `iq3_find_best_neighbour`: among the neighbours of
+    /// the off-grid `key`, the grid point minimizing `sum w (scale * g - x)^2` (the first one
+    /// on ties). Writes its levels to `l` and returns its index. Where ggml would abort (no
+    /// finite distance, only for non-finite intermediate values) it takes the first neighbour.
+    pub(crate) fn best_neighbour(&self, key: usize, x: &[f32], w: &[f32], scale: f32, l: &mut [i8]) -> usize {
+        let list = self.neighbours(key);
+        let mut best = (f32::MAX, list.first().map_or(0, |&j| j as usize));
+        for &j in list {
+            let g = &self.grid[j as usize];
+            let mut d2 = 0.0f32;
+            for i in 0..G {
+                let diff = scale * g[i] as f32 - x[i];
+                d2 += w[i] * diff * diff;
+            }
+            if d2 < best.0 {
+                best = (d2, j as usize);
+            }
+        }
+        self.levels_into(best.1, l);
+        best.1
+    }
+
+    /// The grid index of the levels `l`; for a point off the grid (only reachable from
+    /// non-finite intermediate values, where ggml aborts) its first neighbour, whose levels
+    /// then replace `l`.
+    #[inline]
+    pub(crate) fn index_or_nearest(&self, l: &mut [i8]) -> usize {
+        let key = self.key(l);
+        if let Some(j) = self.index(key) {
+            return j;
+        }
+        let j = self.neighbours(key).first().map_or(0, |&j| j as usize);
+        self.levels_into(j, l);
+        j
+    }
+}
+
+/// Levels of a decode-table grid: byte `i` of each word mapped through `level`.
+pub(crate) fn levels_of<const G: usize>(words: impl Iterator<Item = u64>, level: impl Fn(u8) -> u8) -> Vec<[u8; G]> {
+    words.map(|w| std::array::from_fn(|i| level(crate::tables::grid_byte(w, i)))).collect()
+}
