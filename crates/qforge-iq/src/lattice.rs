@@ -148,3 +148,83 @@ impl<const G: usize> Lattice<G> {
 pub(crate) fn levels_of<const G: usize>(words: impl Iterator<Item = u64>, level: impl Fn(u8) -> u8) -> Vec<[u8; G]> {
     words.map(|w| std::array::from_fn(|i| level(crate::tables::grid_byte(w, i)))).collect()
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tables::*;
+
+    fn keys<const G: usize>(levels: &[[u8; G]], bits: u32) -> Vec<usize> {
+        levels.iter().map(|l| Lattice::<G>::key_of(l, bits)).collect()
+    }
+
+    /// The quantizer grids derived from the decode tables are ggml's `kgrid_*` tables of
+    /// `iq2xs_init_impl` / `iq3xs_init_impl` (first and last entries as printed in
+    /// ggml-quants.c; every key is distinct and ascending there, as here).
+    #[test]
+    fn derived_grids_are_ggmls_kgrid_tables() {
+        let iq2 = |b: u8| b.saturating_sub(8) / 17;
+        let cases: [(Vec<usize>, &[usize], &[usize]); 6] = [
+            (
+                keys(&levels_of::<8>(IQ2XXS_GRID.iter().copied(), iq2), 2),
+                &[0, 2, 5, 8, 10, 17, 20, 32],
+                &[42008, 43088, 43268],
+            ),
+            (
+                keys(&levels_of::<8>(IQ2XS_GRID.iter().copied(), iq2), 2),
+                &[0, 2, 5, 8, 10, 17, 20, 22],
+                &[43562, 43665, 43690],
+            ),
+            (
+                keys(&levels_of::<8>(IQ2S_GRID.iter().copied(), iq2), 2),
+                &[0, 2, 5, 8, 10, 17, 20, 22, 25, 32],
+                &[43560, 43656, 43690],
+            ),
+            (
+                keys(&levels_of::<8>(IQ1S_GRID.iter().copied(), |b| (b as i8 + 1) as u8), 2),
+                &[0, 2, 5, 8, 10, 17, 21, 32],
+                &[43682, 43688, 43690],
+            ),
+            (
+                keys(&levels_of::<4>(IQ3XXS_GRID.iter().map(|&w| w as u64), |b| b / 8), 3),
+                &[0, 2, 4, 9, 11, 15, 16, 18],
+                &[3906, 3924, 3992],
+            ),
+            (
+                keys(&levels_of::<4>(IQ3S_GRID.iter().map(|&w| w as u64), |b| b / 2), 3),
+                &[0, 1, 2, 5, 7, 8, 9, 10],
+                &[3970, 3993, 4032],
+            ),
+        ];
+        for (k, head, tail) in cases {
+            assert_eq!(&k[..head.len()], head);
+            assert_eq!(&k[k.len() - tail.len()..], tail);
+            assert!(k.windows(2).all(|w| w[0] < w[1]), "keys ascending and distinct");
+        }
+    }
+
+    /// Neighbour lists: every off-grid key of a small lattice lists exactly the grid points in
+    /// its `nwant` nearest distance shells, ordered by (distance, index).
+    #[test]
+    fn neighbour_lists_follow_ggmls_order() {
+        let levels = levels_of::<4>(IQ3XXS_GRID.iter().map(|&w| w as u64), |b| b / 8);
+        let lat = Lattice::<4>::new(&levels, 3, 4096, 2);
+        let mut off = 0;
+        for key in 0..4096usize {
+            if lat.index(key).is_some() {
+                assert!(lat.neighbours(key).is_empty());
+                continue;
+            }
+            off += 1;
+            let pos: [i32; 4] = std::array::from_fn(|i| 2 * ((key >> (3 * i)) & 7) as i32 + 1);
+            let d2 = |j: usize| (0..4).map(|i| (lat.grid[j][i] as i32 - pos[i]).pow(2)).sum::<i32>();
+            let mut all: Vec<(i32, usize)> = (0..lat.grid.len()).map(|j| (d2(j), j)).collect();
+            all.sort();
+            let mut shells: Vec<i32> = all.iter().map(|p| p.0).collect();
+            shells.dedup();
+            let want: Vec<u16> = all.iter().filter(|p| p.0 <= shells[1]).map(|p| p.1 as u16).collect();
+            assert_eq!(lat.neighbours(key), &want[..], "key {key}");
+        }
+        assert_eq!(off, 4096 - 256);
+    }
+}
