@@ -41,20 +41,26 @@ pub fn c_header() -> String {
 }
 
 /// ggml's `best_index_mxfp4`: the code whose value `E2M1_X2[c] · d` is nearest to `x`, the
-/// first (lowest) code on ties. Every product is exact (a small integer times a scale with a
-/// short mantissa), and each error is rounded once in f32, exactly as in ggml.
+/// first (lowest) code on ties, with every error `|E2M1_X2[c]·d - x|` rounded once in f32 as
+/// in ggml (the products are exact: a small integer times a scale with a short mantissa).
+///
+/// Only the eight codes of `x`'s sign need scanning: for `x >= 0` a negative value's error
+/// `fl(|k|·d + x)` is never below code 0's error `x` (rounding is monotonic), so code 0 keeps
+/// it on the tie, and `-0` (code 8) ties with code 0 as well; for `x < 0` the errors of
+/// codes 9..=15 equal those of codes 1..=7 at `|x|` (negation is exact), in the same order.
+/// `d` is finite and non-negative (both scale decoders guarantee it).
 #[inline]
 pub(crate) fn best_index(x: f32, d: f32) -> u8 {
+    let a = x.abs();
     let mut best = 0u8;
-    let mut best_err = (f32::from(E2M1_X2[0]) * d - x).abs();
-    for (i, &k) in E2M1_X2.iter().enumerate().skip(1) {
-        let err = (f32::from(k) * d - x).abs();
-        if err < best_err {
-            best = i as u8;
-            best_err = err;
-        }
+    let mut best_err = a;
+    for (i, &k) in E2M1_X2[1..8].iter().enumerate() {
+        let err = (f32::from(k) * d - a).abs();
+        let better = err < best_err;
+        best = if better { i as u8 + 1 } else { best };
+        best_err = if better { err } else { best_err };
     }
-    best
+    if x < 0.0 && best != 0 { best | 8 } else { best }
 }
 
 /// Decodes a group of `2 · qs.len()` elements: byte `j` holds element `j` in its low nibble
@@ -79,11 +85,18 @@ pub(crate) fn decode_group<O: Elem>(qs: &[u8], d: f32, out: &mut [O]) {
 #[inline]
 pub(crate) fn encode_group(x: &[f32], d: f32, qs: &mut [u8]) {
     let half = qs.len();
-    let code = |i: usize| x.get(i).map_or(0, |&v| best_index(v, d));
-    for (j, q) in qs.iter_mut().enumerate() {
-        *q = code(j) | (code(j + half) << 4);
+    // Zero padding encodes to code 0 (`best_index(0, d) == 0`).
+    let mut xs = [0f32; 2 * MAX_HALF];
+    let n = x.len().min(2 * half).min(xs.len());
+    xs[..n].copy_from_slice(&x[..n]);
+    let (lo, hi) = xs.split_at(half.min(MAX_HALF));
+    for ((q, &a), &b) in qs.iter_mut().zip(lo).zip(hi) {
+        *q = best_index(a, d) | (best_index(b, d) << 4);
     }
 }
+
+/// The largest group half (mxfp4: 16 bytes for 32 elements).
+const MAX_HALF: usize = 16;
 
 /// The largest magnitude of the real elements (`fabsf` maximum, 0 when all are zero).
 #[inline]
@@ -124,6 +137,42 @@ mod tests {
         assert_eq!(best_index(-0.0, 0.0), 0);
         assert_eq!(best_index(100.0, 1.0), 7);
         assert_eq!(best_index(-100.0, 1.0), 15);
+    }
+
+    /// The sign-folded scan equals ggml's plain scan over all 16 codes, ties included.
+    #[test]
+    fn best_index_equals_the_full_scan() {
+        let full = |x: f32, d: f32| {
+            let mut best = 0u8;
+            let mut best_err = (f32::from(E2M1_X2[0]) * d - x).abs();
+            for (i, &k) in E2M1_X2.iter().enumerate().skip(1) {
+                let err = (f32::from(k) * d - x).abs();
+                if err < best_err {
+                    best = i as u8;
+                    best_err = err;
+                }
+            }
+            best
+        };
+        let mut s = 0x1234_5678u32;
+        for d in [0.0, 2f32.powi(-128), 0.25, 0.5, 1.0, 3.0 * 2f32.powi(-9), 2f32.powi(125), 2f32.powi(127)] {
+            for i in 0..20_000 {
+                s ^= s << 13;
+                s ^= s >> 17;
+                s ^= s << 5;
+                let x = match i % 3 {
+                    0 => f32::from_bits(s),
+                    1 => (s as i32 as f32) / 2f32.powi(27) * d,
+                    _ => {
+                        f32::from(E2M1_X2[(s % 16) as usize]) * d * 0.5
+                            + f32::from(E2M1_X2[(s / 16 % 16) as usize]) * d * 0.5
+                    }
+                };
+                if x.is_finite() {
+                    assert_eq!(best_index(x, d), full(x, d), "x = {x:e}, d = {d:e}");
+                }
+            }
+        }
     }
 
     #[test]

@@ -3,8 +3,8 @@
 //! The formats differ only in how the codes are packed.
 
 use crate::QK_K;
-use qforge_core::Elem;
 use qforge_core::le::F16Le;
+use qforge_core::{DType, Elem};
 
 /// The codes of one block (`t ∈ {0, 1, 2}`, value `t - 1`) and its scale as stored.
 pub(crate) struct Ternary {
@@ -12,23 +12,48 @@ pub(crate) struct Ternary {
     pub d: F16Le,
 }
 
-/// `O::from_f32((t - 1)·d)` for each code `t < N`, computed as ggml does:
-/// `(float)(t - 1) * d` (so `0·d` keeps the sign of `d`, and NaN / Inf scales propagate).
-#[inline]
-pub(crate) fn levels<O: Elem, const N: usize>(d: f32) -> [O; N] {
-    std::array::from_fn(|t| O::from_f32((t as f32 - 1.0) * d))
+/// The decoded value of each 2-bit code `t`: `O::from_f32((float)(t - 1) * d)`, as ggml
+/// computes it (so `0·d` keeps the sign of `d`, and NaN / Inf scales propagate). For f32 the
+/// product is computed in place (it vectorizes); other types look the rounded value up.
+pub(crate) struct Levels<O> {
+    d: f32,
+    lut: [O; 4],
+}
+
+impl<O: Elem> Levels<O> {
+    #[inline(always)]
+    pub fn new(d: f32) -> Self {
+        Levels { d, lut: std::array::from_fn(|t| O::from_f32((t as f32 - 1.0) * d)) }
+    }
+
+    #[inline(always)]
+    pub fn get(&self, t: u8) -> O {
+        if O::DTYPE == DType::F32 { O::from_f32((f32::from(t) - 1.0) * self.d) } else { self.lut[usize::from(t & 3)] }
+    }
+}
+
+/// Runs `decode` on a whole block of output: `out` itself when it holds a whole block, else a
+/// stack scratch block whose first `out.len()` values are copied out (a partial last block).
+#[inline(always)]
+pub(crate) fn with_whole_block<O: Elem>(out: &mut [O], decode: impl FnOnce(&mut [O; QK_K])) {
+    if let Some(full) = out.first_chunk_mut::<QK_K>() {
+        decode(full);
+    } else {
+        let mut scratch = [O::default(); QK_K];
+        decode(&mut scratch);
+        out.copy_from_slice(&scratch[..out.len()]);
+    }
 }
 
 /// ggml's `lroundf(v) + 1` as an `int`, for `|v|` at most about 1 (the code of `v` in units
 /// of the scale). A NaN or infinite `v` — only when `1/d` overflows for a tiny subnormal
 /// `amax` — makes x86's `lroundf` return `LONG_MIN`; `LONG_MIN + 1` truncated to `int` is 1,
 /// the zero code, reproduced here.
-#[inline]
+#[inline(always)]
 fn ggml_code(v: f32) -> u8 {
-    if !v.is_finite() {
-        return 1;
-    }
-    (v.round().clamp(-1.0, 1.0) + 1.0) as u8
+    // lroundf: +1 from 0.5 up, -1 from -0.5 down; NaN compares false either way.
+    let t = 1 + u8::from(v >= 0.5) - u8::from(v <= -0.5);
+    if v.is_infinite() { 1 } else { t }
 }
 
 /// ggml's ternary quantization of one block (`quantize_row_tq1_0_ref` / `tq2_0_ref`):

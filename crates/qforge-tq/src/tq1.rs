@@ -1,6 +1,6 @@
 //! tq1_0: 1.6875 bits per weight — five ternary codes per byte in base 3.
 
-use crate::ternary::{self, levels};
+use crate::ternary::{self, Levels, with_whole_block};
 use crate::{QK_K, decode_row};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
@@ -24,11 +24,12 @@ const GROUPS: [(usize, usize, usize, usize); 3] = [(0, 32, 5, 0), (32, 16, 5, 16
 /// `pow3[n]`: multiplying a packed byte by `3^n` (mod 256) brings code `n` to the top.
 const POW3: [u8; 5] = [1, 3, 9, 27, 81];
 
-/// Code `n` (0 = most significant) of a packed byte, as ggml's `dequantize_row_tq1_0`
-/// extracts it: `q = byte·3^n mod 256`, `t = (3q) >> 8`. Any byte gives `t ∈ {0, 1, 2}`.
+/// Code `n` (0 = most significant) of a packed byte, given `pow3 = 3^n`, as ggml's
+/// `dequantize_row_tq1_0` extracts it: `q = byte·3^n mod 256`, `t = (3q) >> 8`. Any byte gives
+/// `t ∈ {0, 1, 2}`.
 #[inline(always)]
-fn unpack(byte: u8, n: usize) -> usize {
-    (usize::from(byte.wrapping_mul(POW3[n])) * 3) >> 8
+fn unpack(byte: u8, pow3: u8) -> u8 {
+    ((u16::from(byte.wrapping_mul(pow3)) * 3) >> 8) as u8
 }
 
 /// Packs up to five codes, first one most significant, missing low codes 0, and maps the
@@ -59,17 +60,19 @@ impl BlockFormat for Tq1_0 {
 
     /// ggml's `dequantize_row_tq1_0`: `x = (float)(t - 1) · d`. Writes at most `out.len()`.
     fn decode<O: Elem>(b: &BlockTq1_0, out: &mut [O]) {
-        let lut: [O; 3] = levels(b.d.get());
-        let bytes = |i: usize| if i < 48 { b.qs[i] } else { b.qh[i - 48] };
-        for (first, nbytes, count, elem0) in GROUPS {
-            for n in 0..count {
-                for m in 0..nbytes {
-                    if let Some(o) = out.get_mut(elem0 + m + nbytes * n) {
-                        *o = lut[unpack(bytes(first + m), n)];
+        let levels = Levels::<O>::new(b.d.get());
+        let code_bytes = &bytemuck::bytes_of(b)[..52];
+        with_whole_block(out, |out| {
+            for (first, nbytes, count, elem0) in GROUPS {
+                let bytes = &code_bytes[first..first + nbytes];
+                let dst = &mut out[elem0..elem0 + nbytes * count];
+                for (chunk, &p) in dst.chunks_exact_mut(nbytes).zip(&POW3) {
+                    for (o, &byte) in chunk.iter_mut().zip(bytes) {
+                        *o = levels.get(unpack(byte, p));
                     }
                 }
             }
-        }
+        });
     }
 
     /// ggml's `quantize_row_tq1_0_ref` (importance weights: see the crate docs).
@@ -101,7 +104,7 @@ mod tests {
             for v in 0..3u32.pow(count as u32) {
                 let codes: Vec<u8> = (0..count).rev().map(|i| (v / 3u32.pow(i as u32) % 3) as u8).collect();
                 let b = pack(codes.iter().copied(), count);
-                let back: Vec<u8> = (0..count).map(|n| unpack(b, n) as u8).collect();
+                let back: Vec<u8> = POW3[..count].iter().map(|&p| unpack(b, p)).collect();
                 assert_eq!(back, codes, "count {count} value {v}");
             }
         }

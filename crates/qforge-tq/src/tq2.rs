@@ -1,6 +1,6 @@
 //! tq2_0: 2.0625 bits per weight — four 2-bit ternary codes per byte.
 
-use crate::ternary::{self, levels};
+use crate::ternary::{self, Levels, with_whole_block};
 use crate::{QK_K, decode_row};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
@@ -42,11 +42,16 @@ impl BlockFormat for Tq2_0 {
     /// ggml's `dequantize_row_tq2_0`: `x = (float)(q - 1) · d` for the 2-bit field `q` (the
     /// unused `q = 3` decodes to `2d`). Writes at most `out.len()` elements.
     fn decode<O: Elem>(b: &BlockTq2_0, out: &mut [O]) {
-        let lut: [O; 4] = levels(b.d.get());
-        for (i, o) in out.iter_mut().take(QK_K).enumerate() {
-            let (byte, shift) = slot(i);
-            *o = lut[usize::from((b.qs[byte] >> shift) & 3)];
-        }
+        let levels = Levels::<O>::new(b.d.get());
+        with_whole_block(out, |out| {
+            for (half, bytes) in out.chunks_exact_mut(128).zip(b.qs.chunks_exact(32)) {
+                for (l, chunk) in half.chunks_exact_mut(32).enumerate() {
+                    for (o, &byte) in chunk.iter_mut().zip(bytes) {
+                        *o = levels.get((byte >> (2 * l)) & 3);
+                    }
+                }
+            }
+        });
     }
 
     /// ggml's `quantize_row_tq2_0_ref` (importance weights: see the crate docs).
