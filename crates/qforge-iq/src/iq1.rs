@@ -9,7 +9,7 @@
 
 use crate::common::{NoImatrix, QK_K, c_max, nearest_int, padded, search_weights, sigma2};
 use crate::lattice::{Lattice, levels_of};
-use crate::tables::{IQ1M_DELTA, IQ1S_DELTA, IQ1S_GRID, grid_byte};
+use crate::tables::{IQ1M_DELTA, IQ1S_DELTA, IQ1S_GRID};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
@@ -21,13 +21,13 @@ fn lattice() -> &'static Lattice<8> {
     LAT.get_or_init(|| Lattice::new(&levels_of(IQ1S_GRID.iter().copied(), |b| (b as i8 + 1) as u8), 2, 43692, 3))
 }
 
-/// Writes the 8 values `dl * (g[j] + delta)` of grid point `idx`.
+/// Writes the 8 values `dl * (g[j] + delta)` of grid point `idx` to `dst` (8 elements).
 #[inline(always)]
-fn emit8<'a, O: Elem>(out: &mut impl Iterator<Item = &'a mut O>, dl: f32, idx: usize, delta: f32) {
-    let grid = IQ1S_GRID[idx & 2047];
-    for j in 0..8 {
-        if let Some(o) = out.next() {
-            *o = O::from_f32(dl * (grid_byte(grid, j) as i8 as f32 + delta));
+fn emit8<O: Elem>(dst: &mut [O], dl: f32, idx: usize, delta: f32) {
+    let g = IQ1S_GRID[idx & 2047].to_le_bytes();
+    if let Ok(dst) = <&mut [O; 8]>::try_from(dst) {
+        for (o, &b) in dst.iter_mut().zip(&g) {
+            *o = O::from_f32(dl * (b as i8 as f32 + delta));
         }
     }
 }
@@ -168,13 +168,12 @@ impl BlockFormat for Iq1S {
 
     fn decode<O: Elem>(b: &BlockIq1S, out: &mut [O]) {
         let d = b.d.get();
-        let mut it = out.iter_mut();
-        for ib in 0..QK_K / 32 {
-            let qh = u16::from_le_bytes([b.qh[2 * ib], b.qh[2 * ib + 1]]) as usize;
+        for ((sub, qh), qs) in out.chunks_exact_mut(32).zip(b.qh.chunks_exact(2)).zip(b.qs.chunks_exact(4)) {
+            let qh = u16::from_le_bytes([qh[0], qh[1]]) as usize;
             let dl = d * (2 * ((qh >> 12) & 7) + 1) as f32;
             let delta = if qh & 0x8000 != 0 { -IQ1S_DELTA } else { IQ1S_DELTA };
-            for l in 0..4 {
-                emit8(&mut it, dl, b.qs[4 * ib + l] as usize | ((qh >> (3 * l)) & 7) << 8, delta);
+            for (l, (dst, &q)) in sub.chunks_exact_mut(8).zip(qs).enumerate() {
+                emit8(dst, dl, q as usize | ((qh >> (3 * l)) & 7) << 8, delta);
             }
         }
     }
@@ -290,7 +289,7 @@ impl BlockFormat for Iq1M {
         let sc: [u16; 4] = std::array::from_fn(|i| u16::from_le_bytes([b.scales[2 * i], b.scales[2 * i + 1]]));
         let bits = (sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000);
         let d = F16Le(bits.to_le_bytes()).get();
-        let mut it = out.iter_mut();
+        let mut it = out.chunks_exact_mut(8);
         for ib in 0..QK_K / 32 {
             let s = sc[ib / 2] as usize;
             let dl1 = d * (2 * ((s >> (6 * (ib % 2))) & 7) + 1) as f32;
@@ -300,7 +299,9 @@ impl BlockFormat for Iq1M {
                 let h = qh[l / 2] as usize;
                 let idx = qs[l] as usize | ((h << (8 - 4 * (l % 2))) & 0x700);
                 let delta = if h & (0x08 << (4 * (l % 2))) != 0 { -IQ1S_DELTA } else { IQ1S_DELTA };
-                emit8(&mut it, if l < 2 { dl1 } else { dl2 }, idx, delta);
+                if let Some(dst) = it.next() {
+                    emit8(dst, if l < 2 { dl1 } else { dl2 }, idx, delta);
+                }
             }
         }
     }

@@ -5,21 +5,29 @@
 use crate::common::{NoImatrix, QK_K};
 use crate::lattice::{Lattice, levels_of};
 use crate::search::{GridSearch, Refine, Signs, Start, block_weights, scale_code, search_sub_blocks};
-use crate::tables::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, KMASK_IQ2XS, KSIGNS_IQ2XS, grid_byte};
+use crate::tables::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, KMASK_IQ2XS, KSIGNS_IQ2XS};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
 use std::sync::OnceLock;
 
-/// Writes the 8 values `db * g[j] * (±1)` of grid word `grid` with sign bits `signs`.
+/// Writes the 8 values `db * g[j] * (±1)` of grid word `grid` with sign bits `signs` to
+/// `dst` (8 elements).
 #[inline(always)]
-pub(crate) fn emit8<'a, O: Elem>(out: &mut impl Iterator<Item = &'a mut O>, db: f32, grid: u64, signs: u8) {
-    for (j, &mask) in KMASK_IQ2XS.iter().enumerate() {
-        let s = if signs & mask != 0 { -1.0f32 } else { 1.0f32 };
-        if let Some(o) = out.next() {
-            *o = O::from_f32(db * grid_byte(grid, j) as f32 * s);
+pub(crate) fn emit8<O: Elem>(dst: &mut [O], db: f32, grid: u64, signs: u8) {
+    let g = grid.to_le_bytes();
+    if let Ok(dst) = <&mut [O; 8]>::try_from(dst) {
+        for ((o, &mask), &b) in dst.iter_mut().zip(&KMASK_IQ2XS).zip(&g) {
+            let s = if signs & mask != 0 { -1.0f32 } else { 1.0f32 };
+            *o = O::from_f32(db * b as f32 * s);
         }
     }
+}
+
+/// `out` as groups of 8 values (a shorter `out` simply gets fewer groups).
+#[inline(always)]
+pub(crate) fn groups8<O>(out: &mut [O]) -> std::slice::ChunksExactMut<'_, O> {
+    out.chunks_exact_mut(8)
 }
 
 #[inline(always)]
@@ -79,13 +87,15 @@ impl BlockFormat for Iq2Xxs {
 
     fn decode<O: Elem>(b: &BlockIq2Xxs, out: &mut [O]) {
         let d = b.d.get();
-        let mut it = out.iter_mut();
+        let mut it = groups8(out);
         for ib in 0..QK_K / 32 {
             let (aux0, aux1) = (u32_at(&b.qs, 8 * ib), u32_at(&b.qs, 8 * ib + 4));
             let db = d * (0.5f32 + (aux1 >> 28) as f32) * 0.25f32;
             for l in 0..4 {
                 let grid = IQ2XXS_GRID[((aux0 >> (8 * l)) & 255) as usize];
-                emit8(&mut it, db, grid, KSIGNS_IQ2XS[((aux1 >> (7 * l)) & 127) as usize]);
+                if let Some(dst) = it.next() {
+                    emit8(dst, db, grid, KSIGNS_IQ2XS[((aux1 >> (7 * l)) & 127) as usize]);
+                }
             }
         }
     }
@@ -148,13 +158,15 @@ impl BlockFormat for Iq2Xs {
 
     fn decode<O: Elem>(b: &BlockIq2Xs, out: &mut [O]) {
         let d = b.d.get();
-        let mut it = out.iter_mut();
+        let mut it = groups8(out);
         for ib in 0..QK_K / 32 {
             let sc = b.scales[ib];
             let db = [d * (0.5f32 + (sc & 0xf) as f32) * 0.25f32, d * (0.5f32 + (sc >> 4) as f32) * 0.25f32];
             for l in 0..4 {
                 let q = u16::from_le_bytes([b.qs[8 * ib + 2 * l], b.qs[8 * ib + 2 * l + 1]]);
-                emit8(&mut it, db[l / 2], IQ2XS_GRID[(q & 511) as usize], KSIGNS_IQ2XS[(q >> 9) as usize]);
+                if let Some(dst) = it.next() {
+                    emit8(dst, db[l / 2], IQ2XS_GRID[(q & 511) as usize], KSIGNS_IQ2XS[(q >> 9) as usize]);
+                }
             }
         }
     }
@@ -218,13 +230,15 @@ impl BlockFormat for Iq2S {
 
     fn decode<O: Elem>(b: &BlockIq2S, out: &mut [O]) {
         let d = b.d.get();
-        let mut it = out.iter_mut();
+        let mut it = groups8(out);
         for ib in 0..QK_K / 32 {
             let sc = b.scales[ib];
             let db = [d * (0.5f32 + (sc & 0xf) as f32) * 0.25f32, d * (0.5f32 + (sc >> 4) as f32) * 0.25f32];
             for l in 0..4 {
                 let idx = b.qs[4 * ib + l] as usize | ((b.qh[ib] as usize) << (8 - 2 * l) & 0x300);
-                emit8(&mut it, db[l / 2], IQ2S_GRID[idx], b.qs[QK_K / 8 + 4 * ib + l]);
+                if let Some(dst) = it.next() {
+                    emit8(dst, db[l / 2], IQ2S_GRID[idx], b.qs[QK_K / 8 + 4 * ib + l]);
+                }
             }
         }
     }

@@ -2,7 +2,7 @@
 //! sub-block scale times `g * sign`, with `g` a 4-value point of a D4-lattice-derived grid.
 
 use crate::common::{NoImatrix, QK_K};
-use crate::iq2::{emit8, u32_at};
+use crate::iq2::{emit8, groups8, u32_at};
 use crate::lattice::{Lattice, levels_of};
 use crate::search::{GridSearch, Refine, Signs, Start, block_weights, scale_code, search_sub_blocks};
 use crate::tables::{IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS};
@@ -68,14 +68,16 @@ impl BlockFormat for Iq3Xxs {
 
     fn decode<O: Elem>(b: &BlockIq3Xxs, out: &mut [O]) {
         let d = b.d.get();
-        let mut it = out.iter_mut();
+        let mut it = groups8(out);
         for ib in 0..QK_K / 32 {
             let aux = u32_at(&b.qs, QK_K / 4 + 4 * ib);
             let db = d * (0.5f32 + (aux >> 28) as f32) * 0.5f32;
             for l in 0..4 {
                 let q = &b.qs[8 * ib + 2 * l..8 * ib + 2 * l + 2];
                 let grid = pair(IQ3XXS_GRID[q[0] as usize], IQ3XXS_GRID[q[1] as usize]);
-                emit8(&mut it, db, grid, KSIGNS_IQ2XS[((aux >> (7 * l)) & 127) as usize]);
+                if let Some(dst) = it.next() {
+                    emit8(dst, db, grid, KSIGNS_IQ2XS[((aux >> (7 * l)) & 127) as usize]);
+                }
             }
         }
     }
@@ -143,7 +145,7 @@ impl BlockFormat for Iq3S {
 
     fn decode<O: Elem>(b: &BlockIq3S, out: &mut [O]) {
         let d = b.d.get();
-        let mut it = out.iter_mut();
+        let mut it = groups8(out);
         for ib in 0..QK_K / 32 {
             let nib = (b.scales[ib / 2] >> (4 * (ib % 2))) & 0xf;
             let db = d * (1 + 2 * nib as i32) as f32;
@@ -152,7 +154,9 @@ impl BlockFormat for Iq3S {
                 let q = &b.qs[8 * ib + 2 * l..8 * ib + 2 * l + 2];
                 let g1 = IQ3S_GRID[q[0] as usize | ((qh << (8 - 2 * l)) & 256)];
                 let g2 = IQ3S_GRID[q[1] as usize | ((qh << (7 - 2 * l)) & 256)];
-                emit8(&mut it, db, pair(g1, g2), b.signs[4 * ib + l]);
+                if let Some(dst) = it.next() {
+                    emit8(dst, db, pair(g1, g2), b.signs[4 * ib + l]);
+                }
             }
         }
     }

@@ -8,15 +8,14 @@ use bytemuck::{Pod, Zeroable};
 use qforge_core::le::{F16Le, U16Le};
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
 
-/// Writes `dl * kvalues[q]` for the 32 values of the 16 bytes `qs` (low nibbles first).
+/// Writes `dl * kvalues[q]` for the 32 values of the 16 bytes `qs` (low nibbles, then high
+/// nibbles) to `dst` (32 elements).
 #[inline(always)]
-fn emit32<'a, O: Elem>(out: &mut impl Iterator<Item = &'a mut O>, dl: f32, qs: &[u8]) {
-    for shift in [0, 4] {
-        for &q in qs {
-            if let Some(o) = out.next() {
-                *o = O::from_f32(dl * KVALUES_IQ4NL[((q >> shift) & 0xf) as usize] as f32);
-            }
-        }
+fn emit32<O: Elem>(dst: &mut [O], dl: f32, qs: &[u8]) {
+    let (lo, hi) = dst.split_at_mut(16.min(dst.len()));
+    for ((l, h), &q) in lo.iter_mut().zip(hi.iter_mut()).zip(qs) {
+        *l = O::from_f32(dl * KVALUES_IQ4NL[(q & 0xf) as usize] as f32);
+        *h = O::from_f32(dl * KVALUES_IQ4NL[(q >> 4) as usize] as f32);
     }
 }
 
@@ -104,7 +103,9 @@ impl BlockFormat for Iq4Nl {
     };
 
     fn decode<O: Elem>(b: &BlockIq4Nl, out: &mut [O]) {
-        emit32(&mut out.iter_mut(), b.d.get(), &b.qs);
+        if let Some(dst) = out.chunks_exact_mut(32).next() {
+            emit32(dst, b.d.get(), &b.qs);
+        }
     }
 
     fn encode(x: &[f32], weights_in: Option<&[f32]>, out: &mut BlockIq4Nl) {
@@ -151,10 +152,9 @@ impl BlockFormat for Iq4Xs {
     fn decode<O: Elem>(b: &BlockIq4Xs, out: &mut [O]) {
         let d = b.d.get();
         let sh = b.scales_h.get() as i32;
-        let mut it = out.iter_mut();
-        for ib in 0..QK_K / 32 {
+        for (ib, dst) in out.chunks_exact_mut(32).enumerate().take(QK_K / 32) {
             let ls = ((b.scales_l[ib / 2] as i32 >> (4 * (ib % 2))) & 0xf) | (((sh >> (2 * ib)) & 3) << 4);
-            emit32(&mut it, d * (ls - 32) as f32, &b.qs[16 * ib..16 * ib + 16]);
+            emit32(dst, d * (ls - 32) as f32, &b.qs[16 * ib..16 * ib + 16]);
         }
     }
 
