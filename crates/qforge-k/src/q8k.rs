@@ -55,9 +55,15 @@ impl BlockFormat for Q8K {
             return;
         }
         let iscale = -127.0f32 / max;
-        out.qs = xs.map(|v| nearest_int(iscale * v).min(127) as i8);
+        for (q, &v) in out.qs.iter_mut().zip(&xs) {
+            *q = nearest_int(iscale * v).min(127) as i8;
+        }
         for (s, q) in out.bsums.iter_mut().zip(out.qs.chunks_exact(16)) {
-            *s = I16Le::new(q.iter().map(|&v| v as i16).sum());
+            let mut sum = 0i16;
+            for &v in q {
+                sum += i16::from(v);
+            }
+            *s = I16Le::new(sum);
         }
         out.d = F32Le::new(1.0 / iscale);
     }
