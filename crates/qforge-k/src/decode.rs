@@ -8,7 +8,6 @@
 //! the round-to-nearest-even of the f32 result, as [`Elem::from_f32`] defines.
 
 use crate::QK_K;
-use half::slice::HalfFloatSliceExt;
 use qforge_core::{BlockFormat, Elem, OutRow};
 
 /// A K-quant format's fast whole-block f32 decoder.
@@ -51,23 +50,13 @@ pub(crate) fn two_bit_planes(qs: &[u8; QK_K / 4], y: &mut [f32; QK_K], value: im
     }
 }
 
-/// Stores f32 values into `dst` (same length), rounding once to the output dtype.
-#[inline]
-fn store<O: Elem>(src: &[f32], dst: &mut [O]) {
-    match O::out_row(dst) {
-        OutRow::F32(d) => d.copy_from_slice(src),
-        OutRow::F16(d) => d.convert_from_f32_slice(src),
-        OutRow::Bf16(d) => d.convert_from_f32_slice(src),
-    }
-}
-
 /// `BlockFormat::decode`: the whole block, of which the first `out.len()` values are kept.
 #[inline]
 pub(crate) fn decode<F: DecodeBlock, O: Elem>(b: &F::Block, out: &mut [O]) {
     let mut y = [0.0f32; QK_K];
     F::decode_f32(b, &mut y);
     let n = out.len().min(QK_K);
-    store(&y[..n], &mut out[..n]);
+    O::from_f32_slice(&y[..n], &mut out[..n]);
 }
 
 /// Decodes a row of blocks into `out` (at most `blocks.len() * QK_K` elements): f32 output is

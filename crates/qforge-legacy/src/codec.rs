@@ -3,7 +3,6 @@
 
 use crate::block::{Kind, LegacyBlock, QK};
 use crate::search::{make_qkx3_quants, make_qx_quants, nearest_int};
-use half::slice::HalfFloatSliceExt;
 use qforge_core::le::F16Le;
 use qforge_core::{Elem, OutRow};
 
@@ -139,18 +138,7 @@ pub(crate) fn decode<B: LegacyBlock, O: Elem>(block: &B, out: &mut [O]) {
     let mut y = [0f32; QK];
     decode_f32(block, &mut y);
     let n = out.len().min(QK);
-    store(&y[..n], &mut out[..n]);
-}
-
-/// Stores f32 values into `dst` (same length), rounding once to the output dtype (batched
-/// conversions, F16C where the CPU has it).
-#[inline]
-fn store<O: Elem>(src: &[f32], dst: &mut [O]) {
-    match O::out_row(dst) {
-        OutRow::F32(d) => d.copy_from_slice(src),
-        OutRow::F16(d) => d.convert_from_f32_slice(src),
-        OutRow::Bf16(d) => d.convert_from_f32_slice(src),
-    }
+    O::from_f32_slice(&y[..n], &mut out[..n]);
 }
 
 /// Blocks decoded per batch before an f16 / bf16 conversion.
@@ -177,7 +165,7 @@ pub(crate) fn decode_row<B: LegacyBlock, O: Elem>(blocks: &[B], out: &mut [O]) {
         for (block, yb) in group.iter().zip(y.chunks_exact_mut(QK)) {
             decode_f32(block, yb.try_into().expect("chunks_exact yields whole blocks"));
         }
-        store(&y[..dst.len()], dst);
+        O::from_f32_slice(&y[..dst.len()], dst);
     }
 }
 
