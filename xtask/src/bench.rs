@@ -120,6 +120,10 @@ pub fn run(formats: Option<&str>, n: usize, json: bool) -> Result<bool> {
             let qn = q(cores)?;
             let mut c = Command::new(&py);
             c.arg(root().join("xtask/scripts/ggml_bench.py")).args([name, op, &n.to_string()]);
+            // numpy asks for transparent huge pages on its arrays and Rust's allocator does
+            // not; on this VM that alone moves memory-bound ratios by up to 2x. Measure both
+            // sides with ordinary pages.
+            c.env("NUMPY_MADVISE_HUGEPAGE", "0");
             let g = json_of(c)?;
             let rate = |v: &serde_json::Value| v["elements_per_s"].as_f64();
             let (r1, rn, rg) = (rate(&q1), rate(&qn), rate(&g));
