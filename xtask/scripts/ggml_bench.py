@@ -30,9 +30,14 @@ def main():
     fp = ctypes.POINTER(ctypes.c_float)
     xp, qp = x.ctypes.data_as(fp), q.ctypes.data_as(ctypes.c_void_p)
     if kind == "chunk":
+        lib.ggml_quantize_init(ctypes.c_int(tid))  # the IQ types' grid maps (not timed)
+        lib.ggml_quantize_requires_imatrix.restype = ctypes.c_bool
+        # ggml refuses some IQ types without an imatrix: uniform weights, like qforge's default.
+        ones = np.ones(COLS, dtype=np.float32)
+        imp = ones.ctypes.data_as(fp) if lib.ggml_quantize_requires_imatrix(ctypes.c_int(tid)) else None
         qf = getattr(lib, f"quantize_{g}")
         qf.restype = ctypes.c_size_t
-        quant = lambda: qf(xp, qp, ctypes.c_int64(rows), ctypes.c_int64(COLS), None)
+        quant = lambda: qf(xp, qp, ctypes.c_int64(rows), ctypes.c_int64(COLS), imp)
     else:
         qf = getattr(lib, f"quantize_row_{g}_ref")
         qf.restype = None

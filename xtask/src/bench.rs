@@ -5,6 +5,12 @@
 //! (`quantize_<type>`, `dequantize_row_<type>`) from PyPI `ggml-py` through
 //! `xtask/scripts/ggml_bench.py`. Both single-threaded (ggml's row functions are), plus
 //! qforge on all cores.
+//!
+//! Like for like: ggml-py builds its C library from source on the machine it is installed on,
+//! with the host's native CPU flags (AVX2 / F16C / FMA …). So the qforge binary measured here
+//! is built with `RUSTFLAGS=-C target-cpu=native` into its own target dir
+//! (`<target>/bench-native`), leaving the library itself and the normal builds portable.
+//! Native flags cannot change qforge's results: Rust never contracts `a*b+c` into an FMA.
 
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
@@ -51,17 +57,33 @@ fn json_of(mut cmd: Command) -> Result<serde_json::Value> {
     serde_json::from_str(line.trim()).with_context(|| format!("parsing output of {cmd:?}: {line}"))
 }
 
-pub fn run(formats: Option<&str>, n: usize, json: bool) -> Result<bool> {
+/// The rustc flags of the benchmarked build: the caller's `RUSTFLAGS` plus the host's CPU.
+const NATIVE: &str = "-C target-cpu=native";
+
+/// Builds the release CLI for the host CPU into `<target>/bench-native`; returns its path.
+fn build_native() -> Result<PathBuf> {
+    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target"));
+    let dir = target.join("bench-native");
+    let flags = match std::env::var("RUSTFLAGS") {
+        Ok(f) if !f.trim().is_empty() => format!("{f} {NATIVE}"),
+        _ => NATIVE.to_string(),
+    };
     let st = Command::new(env!("CARGO"))
-        .args(["build", "--quiet", "--release", "-p", "qforge-cli"])
+        .args(["build", "--quiet", "--release", "-p", "qforge-cli", "--target-dir"])
+        .arg(&dir)
+        .env("RUSTFLAGS", &flags)
+        .env_remove("CARGO_ENCODED_RUSTFLAGS")
         .current_dir(root())
         .status()
         .context("cargo build --release -p qforge-cli")?;
     if !st.success() {
-        bail!("building the qforge CLI failed");
+        bail!("building the qforge CLI (RUSTFLAGS='{flags}') failed");
     }
-    let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target"));
-    let qforge = target.join("release/qforge");
+    Ok(dir.join("release/qforge"))
+}
+
+pub fn run(formats: Option<&str>, n: usize, json: bool) -> Result<bool> {
+    let qforge = build_native()?;
     let py = python()?;
     let names: Vec<String> = match formats {
         Some(list) => list.split(',').map(|s| s.trim().to_ascii_lowercase()).collect(),
@@ -70,6 +92,11 @@ pub fn run(formats: Option<&str>, n: usize, json: bool) -> Result<bool> {
     let cores = std::thread::available_parallelism().map_or(1, |p| p.get());
     let mut rows = Vec::new();
     if !json {
+        println!(
+            "qforge: {} built with RUSTFLAGS='{NATIVE}' (as ggml-py's C library); ggml: PyPI ggml-py",
+            qforge.display()
+        );
+        println!("n = {n} elements; Gelem/s, median of runs; ratio = qforge / ggml (> 1: qforge faster)");
         println!(
             "{:<8} {:<9} {:>13} {:>13} {:>8} {:>15} {:>9}",
             "format",
@@ -93,6 +120,10 @@ pub fn run(formats: Option<&str>, n: usize, json: bool) -> Result<bool> {
             let qn = q(cores)?;
             let mut c = Command::new(&py);
             c.arg(root().join("xtask/scripts/ggml_bench.py")).args([name, op, &n.to_string()]);
+            // numpy asks for transparent huge pages on its arrays and Rust's allocator does
+            // not; on this VM that alone moves memory-bound ratios by up to 2x. Measure both
+            // sides with ordinary pages.
+            c.env("NUMPY_MADVISE_HUGEPAGE", "0");
             let g = json_of(c)?;
             let rate = |v: &serde_json::Value| v["elements_per_s"].as_f64();
             let (r1, rn, rg) = (rate(&q1), rate(&qn), rate(&g));
@@ -120,7 +151,8 @@ pub fn run(formats: Option<&str>, n: usize, json: bool) -> Result<bool> {
         }
     }
     if json {
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "results": rows }))?);
+        let v = serde_json::json!({ "qforge_rustflags": NATIVE, "results": rows });
+        println!("{}", serde_json::to_string_pretty(&v)?);
     }
     Ok(true)
 }

@@ -25,6 +25,18 @@ pub struct Cell {
     pub ref_rmse: Option<f64>,
     pub reference: String,
     pub detail: String,
+    /// Quantize cells: RMSE per golden dataset, ours and the reference's (no imatrix, then
+    /// with the imatrix as importance-weighted RMSE).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub datasets: Vec<DatasetErr>,
+}
+
+#[derive(Serialize, Clone)]
+pub struct DatasetErr {
+    pub name: String,
+    pub imatrix: bool,
+    pub rmse: f64,
+    pub ref_rmse: f64,
 }
 
 /// Why a backend could not produce a result for a cell.
@@ -129,6 +141,7 @@ fn cell(f: &dyn Format, dev: &dyn Backend, op: &'static str) -> Cell {
         ref_rmse: None,
         reference: String::new(),
         detail: String::new(),
+        datasets: Vec::new(),
     }
 }
 
@@ -240,7 +253,7 @@ fn quantize_cell(f: &'static dyn Format, dev: &dyn Backend) -> Cell {
     };
     let has_golden = m.formats.contains_key(name);
     let mut worse = Vec::new();
-    let (mut ours_all, mut ref_all, mut max_err) = (Vec::new(), Vec::new(), 0f64);
+    let (mut ours_all, mut ref_all, mut ours_im) = (Vec::new(), Vec::new(), None);
     for with_im in [false, true] {
         let golden = if has_golden { qforge_golden::quant(name, with_im) } else { None };
         if with_im && golden.is_none() {
@@ -278,37 +291,51 @@ fn quantize_cell(f: &'static dyn Format, dev: &dyn Backend) -> Cell {
             let span = row * cols..(row + ds.rows) * cols;
             row += ds.rows;
             let (xs, os) = (&x[span.clone()], &ours[span.clone()]);
-            for (a, b) in xs.iter().zip(os) {
-                max_err = max_err.max((*a as f64 - *b as f64).abs());
-            }
             let e_ours = rmse_f32(xs, os, w);
             let e_ref = match &reference {
                 Some(r) => rmse_f32(xs, &r[span], w),
                 // No ggml quantizer: the error must at least be below the signal's RMS.
                 None => rmse_f32(xs, &vec![0.0; xs.len()], w),
             };
+            c.datasets.push(DatasetErr { name: ds.name.clone(), imatrix: with_im, rmse: e_ours, ref_rmse: e_ref });
             let no_worse = e_ours <= e_ref * (1.0 + 1e-6) + 1e-30; // false for NaN too
             if !no_worse {
                 let tag = if with_im { " (imatrix)" } else { "" };
                 worse.push(format!("{}{tag}: {e_ours:.4e} vs {e_ref:.4e}", ds.name));
             }
         }
-        if !with_im {
+        if with_im {
+            ours_im = Some(ours);
+        } else {
             ours_all = ours;
             ref_all = reference.unwrap_or_default();
         }
     }
-    c.rmse = Some(qforge_golden::rmse(&x, &ours_all));
-    c.ref_rmse = (!ref_all.is_empty()).then(|| qforge_golden::rmse(&x, &ref_all));
+    // Where ggml's quantizer honours importance weights, ours must too: with the skewed
+    // golden imatrix, the weighted error must drop compared with quantizing without one.
+    let mut gain = String::new();
+    if let Some(with) = &ours_im {
+        let (e_with, e_without) = (rmse_f32(&x, with, Some(&im)), rmse_f32(&x, &ours_all, Some(&im)));
+        gain = format!("; imatrix: weighted RMSE x{:.3}", e_with / e_without);
+        if e_with >= e_without {
+            worse.push(format!("imatrix does not lower the weighted error ({e_with:.4e} vs {e_without:.4e} without)"));
+        }
+    }
+    // The table shows the first dataset (unit gaussian); --json has every dataset.
+    let first = 0..m.datasets.first().map_or(0, |d| d.rows * cols);
+    c.rmse = Some(qforge_golden::rmse(&x[first.clone()], &ours_all[first.clone()]));
+    c.ref_rmse = (!ref_all.is_empty()).then(|| qforge_golden::rmse(&x[first.clone()], &ref_all[first.clone()]));
+    let max_err =
+        x[first.clone()].iter().zip(&ours_all[first]).map(|(a, b)| (*a as f64 - *b as f64).abs()).fold(0f64, f64::max);
     c.max_abs_err = Some(max_err);
     c.reference = if has_golden {
-        "ggml quantizer RMSE per dataset (golden), with and without imatrix".into()
+        "ggml quantizer RMSE per dataset (golden), with and without imatrix; rmse columns: gaussian dataset".into()
     } else {
         "error below signal RMS (no ggml quantizer)".into()
     };
     if worse.is_empty() {
         c.status = "pass";
-        c.detail = format!("{} datasets no worse than reference", m.datasets.len());
+        c.detail = format!("{} datasets no worse than reference{gain}", m.datasets.len());
     } else {
         c.detail = format!("worse than reference on {}", worse.join(", "));
     }
@@ -355,6 +382,7 @@ pub fn run(device: &str, json: bool) -> Result<bool> {
                         ref_rmse: None,
                         reference: "golden vectors exist".into(),
                         detail: "ggml defines this format but no qforge format is registered for it".into(),
+                        datasets: Vec::new(),
                     });
                 }
             }

@@ -1,5 +1,6 @@
 //! Output element types of dequantization.
 
+use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 use std::fmt;
 use std::str::FromStr;
@@ -63,12 +64,20 @@ pub trait Elem: Copy + Default + Send + Sync + PartialEq + fmt::Debug + 'static 
     fn write_le(self, out: &mut Vec<u8>);
     /// View a slice of this type as the dtype-tagged [`OutRow`] a [`crate::Format`] takes.
     fn out_row(slice: &mut [Self]) -> OutRow<'_>;
+    /// Convert `src` into `dst` (same length), each value exactly as [`Elem::from_f32`]
+    /// would, but batched (F16C on CPUs that have it). Decoders that build a block in f32
+    /// registers / stack use this for the final store.
+    fn from_f32_slice(src: &[f32], dst: &mut [Self]);
 }
 
 impl Elem for f32 {
     const DTYPE: DType = DType::F32;
     fn out_row(slice: &mut [Self]) -> OutRow<'_> {
         OutRow::F32(slice)
+    }
+    #[inline]
+    fn from_f32_slice(src: &[f32], dst: &mut [Self]) {
+        dst.copy_from_slice(src);
     }
     #[inline(always)]
     fn from_f32(v: f32) -> Self {
@@ -88,6 +97,10 @@ impl Elem for f16 {
     fn out_row(slice: &mut [Self]) -> OutRow<'_> {
         OutRow::F16(slice)
     }
+    #[inline]
+    fn from_f32_slice(src: &[f32], dst: &mut [Self]) {
+        dst.convert_from_f32_slice(src);
+    }
     #[inline(always)]
     fn from_f32(v: f32) -> Self {
         f16::from_f32(v)
@@ -105,6 +118,10 @@ impl Elem for bf16 {
     const DTYPE: DType = DType::Bf16;
     fn out_row(slice: &mut [Self]) -> OutRow<'_> {
         OutRow::Bf16(slice)
+    }
+    #[inline]
+    fn from_f32_slice(src: &[f32], dst: &mut [Self]) {
+        dst.convert_from_f32_slice(src);
     }
     #[inline(always)]
     fn from_f32(v: f32) -> Self {
@@ -162,6 +179,23 @@ mod tests {
         assert_eq!(<bf16 as Elem>::from_f32(1.0 + 3.0 * f32::powi(2.0, -8)).to_bits(), 0x3f82);
         assert!(<bf16 as Elem>::from_f32(f32::NAN).to_f32().is_nan());
         assert!(<f16 as Elem>::from_f32(f32::NAN).to_f32().is_nan());
+    }
+
+    #[test]
+    fn slice_conversion_equals_scalar_conversion() {
+        let src: Vec<f32> = (0..1000u32)
+            .map(|i| f32::from_bits(i.wrapping_mul(2_654_435_761)))
+            .chain([f32::NAN, f32::INFINITY, -0.0, 65520.0, 1.0 + f32::powi(2.0, -11)])
+            .collect();
+        let mut h = vec![f16::ZERO; src.len()];
+        let mut b = vec![bf16::ZERO; src.len()];
+        f16::from_f32_slice(&src, &mut h);
+        bf16::from_f32_slice(&src, &mut b);
+        for (i, v) in src.iter().enumerate() {
+            let (eh, eb) = (<f16 as Elem>::from_f32(*v), <bf16 as Elem>::from_f32(*v));
+            assert!(h[i].to_bits() == eh.to_bits() || (h[i].is_nan() && eh.is_nan()), "f16 {v:e}");
+            assert!(b[i].to_bits() == eb.to_bits() || (b[i].is_nan() && eb.is_nan()), "bf16 {v:e}");
+        }
     }
 
     #[test]

@@ -220,7 +220,9 @@ impl<F: BlockFormat> Format for Registered<F> {
         if out.len() != want {
             return Err(QuantError::ShapeMismatch { what: "quantized row bytes", expected: want, actual: out.len() });
         }
-        if let Some(index) = x.iter().position(|v| !v.is_finite()) {
+        // A branch-free pass that vectorizes; the index is searched for only on failure.
+        if !x.iter().fold(true, |ok, v| ok & v.is_finite()) {
+            let index = x.iter().position(|v| !v.is_finite()).unwrap_or(0);
             return Err(QuantError::NonFinite { index, value: x[index] });
         }
         if let Some(w) = weights {

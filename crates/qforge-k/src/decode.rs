@@ -1,29 +1,83 @@
-//! The one decode loop every K-quant shares.
+//! The decode driver every K-quant shares.
 //!
-//! Every K-quant value is `dl[j] * q - ml[j]` for an integer code `q` of sub-block `j`, where
-//! `dl[j]` / `ml[j]` are f32 products ggml forms once per sub-block (`d * scale`,
-//! `dmin * min`). Symmetric formats pass `ml[j] = +0.0`: IEEE `v - (+0.0)` is `v` bit for
-//! bit (negative zero and NaN included), so the same loop reproduces ggml's `dl * q` exactly.
+//! Each format implements [`DecodeBlock::decode_f32`]: one whole block into a `[f32; QK_K]`
+//! with ggml's own loop structure (per-sub-block `dl = d * scale`, `ml = dmin * min` hoisted,
+//! then `dl * q - ml` over plain indexed loops the compiler vectorizes), reproducing ggml's
+//! `dequantize_row_q*_K` bit for bit. The driver writes f32 rows in place and converts f16 /
+//! bf16 output a whole block at a time (batched, F16C where the CPU has it): every value is
+//! the round-to-nearest-even of the f32 result, as [`Elem::from_f32`] defines.
 
 use crate::QK_K;
-use qforge_core::{BlockFormat, Elem};
+use qforge_core::{BlockFormat, Elem, OutRow};
 
-/// Writes `O::from_f32(dl[i / sub] * code(i) as f32 - ml[i / sub])` for each output element
-/// (at most [`QK_K`]). `dl` and `ml` hold `QK_K / sub` entries.
+/// A K-quant format's fast whole-block f32 decoder.
+pub(crate) trait DecodeBlock: BlockFormat {
+    /// Decodes `b` into `y`, exactly as ggml's `dequantize_row_q*_K` computes each value.
+    fn decode_f32(b: &Self::Block, y: &mut [f32; QK_K]);
+}
+
+/// The `decode` / `decode_row` of a `BlockFormat` impl whose format implements
+/// [`DecodeBlock`] for `$block`.
+macro_rules! block_decoders {
+    ($block:ty) => {
+        fn decode<O: qforge_core::Elem>(b: &$block, out: &mut [O]) {
+            $crate::decode::decode::<Self, O>(b, out);
+        }
+
+        fn decode_row<O: qforge_core::Elem>(blocks: &[$block], out: &mut [O]) {
+            $crate::decode::decode_row::<Self, O>(blocks, out);
+        }
+    };
+}
+pub(crate) use block_decoders;
+
+/// The traversal of a 2-bit code plane (q2_k, q3_k's low bits), ggml's loop order: element
+/// `128h + 32k + l` has code `qs[32h + l] >> 2k & 3` and lies in sub-block `8h + 2k + l / 16`.
+/// `value(sub_block, 4h + k, l, code)` gives its f32 value. The loop over `l` is innermost
+/// with the four planes unrolled (constant shifts), which is what lets it vectorize.
 #[inline(always)]
-pub(crate) fn emit<O: Elem>(out: &mut [O], sub: usize, dl: &[f32], ml: &[f32], code: impl Fn(usize) -> i32) {
-    for (i, o) in out.iter_mut().take(QK_K).enumerate() {
-        let j = i / sub;
-        *o = O::from_f32(dl[j] * code(i) as f32 - ml[j]);
+pub(crate) fn two_bit_planes(qs: &[u8; QK_K / 4], y: &mut [f32; QK_K], value: impl Fn(usize, usize, usize, u8) -> f32) {
+    for (h, yh) in y.chunks_exact_mut(128).enumerate() {
+        let q = &qs[32 * h..32 * h + 32];
+        for s in 0..2 {
+            for l in 16 * s..16 * s + 16 {
+                let c = [q[l] & 3, q[l] >> 2 & 3, q[l] >> 4 & 3, q[l] >> 6];
+                for k in 0..4 {
+                    yh[32 * k + l] = value(8 * h + 2 * k + s, 4 * h + k, l, c[k]);
+                }
+            }
+        }
     }
 }
 
-/// Decodes a row of blocks into `out` (at most `blocks.len() * QK_K` elements) without a heap
-/// scratch buffer: every K-quant `decode` writes only as many elements as `out` holds, so the
-/// partial last block decodes straight into the row's tail.
+/// `BlockFormat::decode`: the whole block, of which the first `out.len()` values are kept.
 #[inline]
-pub(crate) fn decode_row<F: BlockFormat, O: Elem>(blocks: &[F::Block], out: &mut [O]) {
-    for (block, dst) in blocks.iter().zip(out.chunks_mut(QK_K)) {
-        F::decode(block, dst);
+pub(crate) fn decode<F: DecodeBlock, O: Elem>(b: &F::Block, out: &mut [O]) {
+    let mut y = [0.0f32; QK_K];
+    F::decode_f32(b, &mut y);
+    let n = out.len().min(QK_K);
+    O::from_f32_slice(&y[..n], &mut out[..n]);
+}
+
+/// Decodes a row of blocks into `out` (at most `blocks.len() * QK_K` elements): f32 output is
+/// written in place, other dtypes go through one stack block; a partial last block keeps its
+/// real elements.
+pub(crate) fn decode_row<F: DecodeBlock, O: Elem>(blocks: &[F::Block], out: &mut [O]) {
+    if let OutRow::F32(o) = O::out_row(out) {
+        let mut chunks = o.chunks_exact_mut(QK_K);
+        let mut used = 0;
+        for (b, y) in blocks.iter().zip(&mut chunks) {
+            let y: &mut [f32; QK_K] = y.try_into().expect("chunks_exact yields whole blocks");
+            F::decode_f32(b, y);
+            used += 1;
+        }
+        let tail = chunks.into_remainder();
+        if let (false, Some(b)) = (tail.is_empty(), blocks.get(used)) {
+            decode::<F, f32>(b, tail);
+        }
+        return;
+    }
+    for (b, dst) in blocks.iter().zip(out.chunks_mut(QK_K)) {
+        decode::<F, O>(b, dst);
     }
 }

@@ -18,6 +18,7 @@ pub(crate) fn pack_2bit(codes: &[u8; QK_K], qs: &mut [u8; QK_K / 4]) {
 }
 
 /// The inverse of [`pack_2bit`] for element `i`.
+#[cfg(test)]
 #[inline(always)]
 pub(crate) fn get_2bit(qs: &[u8; QK_K / 4], i: usize) -> u8 {
     let (h, r) = (i / 128, i % 128);
@@ -35,6 +36,7 @@ pub(crate) fn pack_4bit(codes: &[u8; QK_K], qs: &mut [u8; QK_K / 2]) {
 }
 
 /// The inverse of [`pack_4bit`] for element `i`.
+#[cfg(test)]
 #[inline(always)]
 pub(crate) fn get_4bit(qs: &[u8; QK_K / 2], i: usize) -> u8 {
     let (p, r) = (i / 64, i % 64);
@@ -54,6 +56,7 @@ pub(crate) fn split_high_bit(codes: &mut [u8; QK_K], low_bits: u32, mask: &mut [
 }
 
 /// Whether the high bit of element `i` is set in a [`split_high_bit`] mask.
+#[cfg(test)]
 #[inline(always)]
 pub(crate) fn high_bit(mask: &[u8; QK_K / 8], i: usize) -> bool {
     mask[i % 32] >> (i / 32) & 1 != 0

@@ -1,13 +1,13 @@
 //! q2_k: 2-bit codes, sixteen 16-element sub-blocks with 4-bit scales and mins.
 
 use crate::affine::{self, AffineSpec, RefWeights};
-use crate::decode::{self, emit};
-use crate::pack::{get_2bit, pack_2bit};
+use crate::decode::{self, DecodeBlock};
+use crate::pack::pack_2bit;
 use crate::search::AffineSearch;
 use crate::{K_DOT, QK_K};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
-use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
+use qforge_core::{BlockFormat, FormatDesc, Role};
 
 /// ggml's `block_q2_K` (84 bytes): `x = d * (scales[j] & 0xF) * q - dmin * (scales[j] >> 4)`.
 #[repr(C)]
@@ -44,6 +44,16 @@ impl AffineSpec for Q2K {
     }
 }
 
+impl DecodeBlock for Q2K {
+    /// ggml's `dequantize_row_q2_K`: `d * sc * q - dmin * m` per 16-element sub-block.
+    fn decode_f32(b: &BlockQ2K, y: &mut [f32; QK_K]) {
+        let (d, dmin) = (b.d.get(), b.dmin.get());
+        let dl: [f32; 16] = std::array::from_fn(|j| d * (b.scales[j] & 0xF) as f32);
+        let ml: [f32; 16] = std::array::from_fn(|j| dmin * (b.scales[j] >> 4) as f32);
+        decode::two_bit_planes(&b.qs, y, |j, _, _, low| dl[j] * low as f32 - ml[j]);
+    }
+}
+
 impl BlockFormat for Q2K {
     type Block = BlockQ2K;
     const DESC: FormatDesc = FormatDesc {
@@ -58,16 +68,7 @@ impl BlockFormat for Q2K {
         cuda: None,
     };
 
-    fn decode<O: Elem>(b: &BlockQ2K, out: &mut [O]) {
-        let (d, dmin) = (b.d.get(), b.dmin.get());
-        let dl: [f32; 16] = std::array::from_fn(|j| d * (b.scales[j] & 0xF) as f32);
-        let ml: [f32; 16] = std::array::from_fn(|j| dmin * (b.scales[j] >> 4) as f32);
-        emit(out, 16, &dl, &ml, |i| get_2bit(&b.qs, i) as i32);
-    }
-
-    fn decode_row<O: Elem>(blocks: &[BlockQ2K], out: &mut [O]) {
-        decode::decode_row::<Self, O>(blocks, out);
-    }
+    crate::decode::block_decoders!(BlockQ2K);
 
     fn encode(x: &[f32], weights: Option<&[f32]>, out: &mut BlockQ2K) {
         let a = affine::encode::<Self>(x, weights);

@@ -2,14 +2,14 @@
 //! 6-bit scales packed into 12 bytes ([`crate::pack::pack_scales_q3`]).
 
 use crate::affine::{importance, sigma2};
-use crate::decode::{self, emit};
-use crate::pack::{get_2bit, high_bit, pack_2bit, pack_scales_q3, scale_q3, split_high_bit};
+use crate::decode::{self, DecodeBlock};
+use crate::pack::{pack_2bit, pack_scales_q3, scale_q3, split_high_bit};
 use crate::search::{SymWeights, make_q3_quants, make_qx_quants, nearest_int};
 use crate::symmetric::{NSUB, SUB, max_abs_scale, requantize, sub_block_scales};
 use crate::{K_DOT, QK_K, padded};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
-use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
+use qforge_core::{BlockFormat, FormatDesc, Role};
 
 /// ggml's `block_q3_K` (110 bytes): `x = d * (sc[j] - 32) * (q - 4)`, `q in 0..8`.
 #[repr(C)]
@@ -30,6 +30,19 @@ pub struct Q3K;
 /// Code of the value 0.
 const ZERO: i32 = 4;
 
+impl DecodeBlock for Q3K {
+    /// ggml's `dequantize_row_q3_K`: `d * (sc - 32) * (q - (high bit ? 0 : 4))`.
+    fn decode_f32(b: &BlockQ3K, y: &mut [f32; QK_K]) {
+        let d = b.d.get();
+        let dl: [f32; NSUB] = std::array::from_fn(|j| d * (scale_q3(j, &b.scales) as i32 - 32) as f32);
+        // The high bit of element 128h + 32k + l is bit 4h + k of hmask[l].
+        decode::two_bit_planes(&b.qs, y, |j, hk, l, low| {
+            let high = (b.hmask[l] >> hk & 1) as i32;
+            dl[j] * (low as i32 - 4 + 4 * high) as f32
+        });
+    }
+}
+
 impl BlockFormat for Q3K {
     type Block = BlockQ3K;
     const DESC: FormatDesc = FormatDesc {
@@ -44,16 +57,7 @@ impl BlockFormat for Q3K {
         cuda: None,
     };
 
-    fn decode<O: Elem>(b: &BlockQ3K, out: &mut [O]) {
-        let d = b.d.get();
-        let dl: [f32; NSUB] = std::array::from_fn(|j| d * (scale_q3(j, &b.scales) as i32 - 32) as f32);
-        let code = |i| get_2bit(&b.qs, i) as i32 - if high_bit(&b.hmask, i) { 0 } else { 4 };
-        emit(out, SUB, &dl, &[0.0; NSUB], code);
-    }
-
-    fn decode_row<O: Elem>(blocks: &[BlockQ3K], out: &mut [O]) {
-        decode::decode_row::<Self, O>(blocks, out);
-    }
+    crate::decode::block_decoders!(BlockQ3K);
 
     fn encode(x: &[f32], weights: Option<&[f32]>, out: &mut BlockQ3K) {
         let n = x.len().min(QK_K);

@@ -2,13 +2,13 @@
 //! packed into 12 bytes ([`crate::pack::pack_scale_min_k4`]).
 
 use crate::affine::{self, AffineSpec, RefWeights};
-use crate::decode::{self, emit};
-use crate::pack::{get_4bit, high_bit, pack_4bit, pack_scale_min_k4, scale_min_k4, split_high_bit};
+use crate::decode::DecodeBlock;
+use crate::pack::{pack_4bit, pack_scale_min_k4, scale_min_k4, split_high_bit};
 use crate::search::AffineSearch;
 use crate::{K_DOT, QK_K};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
-use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
+use qforge_core::{BlockFormat, FormatDesc, Role};
 
 /// ggml's `block_q4_K` (144 bytes): `x = d * sc[j] * q - dmin * m[j]`, `q in 0..16`.
 #[repr(C)]
@@ -70,12 +70,46 @@ macro_rules! k4_spec {
 k4_spec!(Q4K, 15, AffineSearch { rmin: -1.0, rdelta: 0.1, nstep: 20, use_mad: false }, u8::MAX);
 k4_spec!(Q5K, 31, AffineSearch { rmin: -0.5, rdelta: 0.1, nstep: 15, use_mad: false }, 63);
 
-/// Per-sub-block `d * sc` and `dmin * m` of a q4_k / q5_k block.
-fn sub_scales(d: F16Le, dmin: F16Le, scales: &[u8; 12]) -> ([f32; 8], [f32; 8]) {
+/// ggml's `dequantize_row_q4_K` / `q5_K`: `d * sc * q - dmin * m` per 32-element sub-block.
+/// Sub-block `j = 2p + s` takes its low 4 bits from byte `32p + l` of `qs` (low nibble for
+/// `s = 0`, high for `s = 1`) and its fifth bit, if `qh` is given, from bit `j` of `qh[l]`.
+#[inline(always)]
+fn decode_k4(
+    d: F16Le,
+    dmin: F16Le,
+    scales: &[u8; 12],
+    qs: &[u8; QK_K / 2],
+    qh: Option<&[u8; 32]>,
+    y: &mut [f32; QK_K],
+) {
     let (d, dmin) = (d.get(), dmin.get());
-    let dl = std::array::from_fn(|j| d * scale_min_k4(j, scales).0 as f32);
-    let ml = std::array::from_fn(|j| dmin * scale_min_k4(j, scales).1 as f32);
-    (dl, ml)
+    let zeros = [0u8; 32];
+    let qh = qh.unwrap_or(&zeros);
+    for (p, yp) in y.chunks_exact_mut(64).enumerate() {
+        let sm = [scale_min_k4(2 * p, scales), scale_min_k4(2 * p + 1, scales)];
+        let dl = sm.map(|(sc, _)| d * sc as f32);
+        let ml = sm.map(|(_, m)| dmin * m as f32);
+        let q = &qs[32 * p..32 * p + 32];
+        // Both nibbles per byte in one pass (constant shifts), as ggml's loop.
+        for l in 0..32 {
+            let c0 = (q[l] & 0xF) | (qh[l] >> (2 * p) & 1) << 4;
+            let c1 = (q[l] >> 4) | (qh[l] >> (2 * p + 1) & 1) << 4;
+            yp[l] = dl[0] * c0 as f32 - ml[0];
+            yp[l + 32] = dl[1] * c1 as f32 - ml[1];
+        }
+    }
+}
+
+impl DecodeBlock for Q4K {
+    fn decode_f32(b: &BlockQ4K, y: &mut [f32; QK_K]) {
+        decode_k4(b.d, b.dmin, &b.scales, &b.qs, None, y);
+    }
+}
+
+impl DecodeBlock for Q5K {
+    fn decode_f32(b: &BlockQ5K, y: &mut [f32; QK_K]) {
+        decode_k4(b.d, b.dmin, &b.scales, &b.qs, Some(&b.qh), y);
+    }
 }
 
 impl BlockFormat for Q4K {
@@ -92,14 +126,7 @@ impl BlockFormat for Q4K {
         cuda: None,
     };
 
-    fn decode<O: Elem>(b: &BlockQ4K, out: &mut [O]) {
-        let (dl, ml) = sub_scales(b.d, b.dmin, &b.scales);
-        emit(out, 32, &dl, &ml, |i| get_4bit(&b.qs, i) as i32);
-    }
-
-    fn decode_row<O: Elem>(blocks: &[BlockQ4K], out: &mut [O]) {
-        decode::decode_row::<Self, O>(blocks, out);
-    }
+    crate::decode::block_decoders!(BlockQ4K);
 
     fn encode(x: &[f32], weights: Option<&[f32]>, out: &mut BlockQ4K) {
         let a = affine::encode::<Self>(x, weights);
@@ -122,14 +149,7 @@ impl BlockFormat for Q5K {
         cuda: None,
     };
 
-    fn decode<O: Elem>(b: &BlockQ5K, out: &mut [O]) {
-        let (dl, ml) = sub_scales(b.d, b.dmin, &b.scales);
-        emit(out, 32, &dl, &ml, |i| get_4bit(&b.qs, i) as i32 + if high_bit(&b.qh, i) { 16 } else { 0 });
-    }
-
-    fn decode_row<O: Elem>(blocks: &[BlockQ5K], out: &mut [O]) {
-        decode::decode_row::<Self, O>(blocks, out);
-    }
+    crate::decode::block_decoders!(BlockQ5K);
 
     fn encode(x: &[f32], weights: Option<&[f32]>, out: &mut BlockQ5K) {
         let mut a = affine::encode::<Self>(x, weights);

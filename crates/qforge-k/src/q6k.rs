@@ -1,13 +1,13 @@
 //! q6_k: 6-bit codes (4 low bits + 2 high bits), sixteen 16-element sub-blocks with int8
 //! scales.
 
-use crate::decode::{self, emit};
+use crate::decode::DecodeBlock;
 use crate::search::{GROUP_MAX_EPS, make_qx_quants, nearest_int};
-use crate::symmetric::{NSUB, SUB, max_abs_scale, requantize, sub_block_scales, sub_weights};
+use crate::symmetric::{SUB, max_abs_scale, requantize, sub_block_scales, sub_weights};
 use crate::{K_DOT, QK_K, padded};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
-use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
+use qforge_core::{BlockFormat, FormatDesc, Role};
 
 /// ggml's `block_q6_K` (210 bytes): `x = d * scales[j] * (q - 32)`, `q in 0..64`.
 ///
@@ -29,12 +29,31 @@ pub struct Q6K;
 /// Code of the value 0.
 const ZERO: i32 = 32;
 
-#[inline(always)]
-fn code(b: &BlockQ6K, i: usize) -> i32 {
-    let (h, k, l) = (i / 128, i % 128 / 32, i % 32);
-    let low = b.ql[64 * h + 32 * (k % 2) + l] >> (4 * (k / 2)) & 0xF;
-    let high = b.qh[32 * h + l] >> (2 * k) & 3;
-    (low | high << 4) as i32
+impl DecodeBlock for Q6K {
+    /// ggml's `dequantize_row_q6_K`: `d * sc * (q - 32)` per 16-element sub-block.
+    fn decode_f32(b: &BlockQ6K, y: &mut [f32; QK_K]) {
+        let d = b.d.get();
+        // Element 128h + 32k + l (sub-block 8h + 2k + l / 16), as ggml's loop: the inner loop
+        // over l writes four planes with constant shifts, so it vectorizes.
+        for (h, yh) in y.chunks_exact_mut(128).enumerate() {
+            let ql = &b.ql[64 * h..64 * h + 64];
+            let qh = &b.qh[32 * h..32 * h + 32];
+            for s in 0..2 {
+                let dl: [f32; 4] = std::array::from_fn(|k| d * b.scales[8 * h + 2 * k + s] as f32);
+                for l in SUB * s..SUB * s + SUB {
+                    let c = [
+                        (ql[l] & 0xF) | (qh[l] & 3) << 4,
+                        (ql[l + 32] & 0xF) | (qh[l] >> 2 & 3) << 4,
+                        (ql[l] >> 4) | (qh[l] >> 4 & 3) << 4,
+                        (ql[l + 32] >> 4) | (qh[l] >> 6 & 3) << 4,
+                    ];
+                    for k in 0..4 {
+                        yh[32 * k + l] = dl[k] * (c[k] as i32 - ZERO) as f32;
+                    }
+                }
+            }
+        }
+    }
 }
 
 fn pack(codes: &[u8; QK_K], b: &mut BlockQ6K) {
@@ -61,15 +80,7 @@ impl BlockFormat for Q6K {
         cuda: None,
     };
 
-    fn decode<O: Elem>(b: &BlockQ6K, out: &mut [O]) {
-        let d = b.d.get();
-        let dl: [f32; NSUB] = std::array::from_fn(|j| d * b.scales[j] as f32);
-        emit(out, SUB, &dl, &[0.0; NSUB], |i| code(b, i) - ZERO);
-    }
-
-    fn decode_row<O: Elem>(blocks: &[BlockQ6K], out: &mut [O]) {
-        decode::decode_row::<Self, O>(blocks, out);
-    }
+    crate::decode::block_decoders!(BlockQ6K);
 
     /// ggml's `quantize_row_q6_K_ref` / `_impl` (which use the raw importance weights).
     fn encode(x: &[f32], weights: Option<&[f32]>, out: &mut BlockQ6K) {

@@ -1,11 +1,11 @@
 //! q8_k: the 8-bit activation format K-quant dot products pair with (f32 scale, 16 sums).
 
-use crate::decode::{self, emit};
+use crate::decode::DecodeBlock;
 use crate::search::{nearest_int, signed_absmax};
 use crate::{QK_K, padded};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::{F32Le, I16Le};
-use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
+use qforge_core::{BlockFormat, FormatDesc, Role};
 
 /// ggml's `block_q8_K` (292 bytes): `x = d * qs[i]`; `bsums[j]` is the sum of `qs` over
 /// elements `16j..16j+16`.
@@ -19,6 +19,16 @@ pub struct BlockQ8K {
 
 /// The q8_k format (GGML type 15).
 pub struct Q8K;
+
+impl DecodeBlock for Q8K {
+    /// `d * q` (ggml has no `to_float` for q8_k; this is its `dequantize_row_q8_K`).
+    fn decode_f32(b: &BlockQ8K, y: &mut [f32; QK_K]) {
+        let d = b.d.get();
+        for (v, &q) in y.iter_mut().zip(&b.qs) {
+            *v = d * q as f32;
+        }
+    }
+}
 
 impl BlockFormat for Q8K {
     type Block = BlockQ8K;
@@ -34,13 +44,7 @@ impl BlockFormat for Q8K {
         cuda: None,
     };
 
-    fn decode<O: Elem>(b: &BlockQ8K, out: &mut [O]) {
-        emit(out, QK_K, &[b.d.get()], &[0.0], |i| b.qs[i] as i32);
-    }
-
-    fn decode_row<O: Elem>(blocks: &[BlockQ8K], out: &mut [O]) {
-        decode::decode_row::<Self, O>(blocks, out);
-    }
+    crate::decode::block_decoders!(BlockQ8K);
 
     /// ggml's `quantize_row_q8_K_ref`; importance weights do not apply to activations.
     fn encode(x: &[f32], _weights: Option<&[f32]>, out: &mut BlockQ8K) {
@@ -51,9 +55,15 @@ impl BlockFormat for Q8K {
             return;
         }
         let iscale = -127.0f32 / max;
-        out.qs = xs.map(|v| nearest_int(iscale * v).min(127) as i8);
+        for (q, &v) in out.qs.iter_mut().zip(&xs) {
+            *q = nearest_int(iscale * v).min(127) as i8;
+        }
         for (s, q) in out.bsums.iter_mut().zip(out.qs.chunks_exact(16)) {
-            *s = I16Le::new(q.iter().map(|&v| v as i16).sum());
+            let mut sum = 0i16;
+            for &v in q {
+                sum += i16::from(v);
+            }
+            *s = I16Le::new(sum);
         }
         out.d = F32Le::new(1.0 / iscale);
     }

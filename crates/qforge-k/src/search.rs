@@ -20,17 +20,22 @@ pub(crate) fn nearest_int(v: f32) -> i32 {
 
 /// Index and value of the element with the largest magnitude (first one on ties, 0 if none
 /// exceeds 0): ggml's `if (ax > amax) { amax = ax; max = x[i]; }` loop.
+///
+/// Computed as a lane-parallel maximum (order-independent for finite input) followed by a
+/// search for the first element of that magnitude, so that it vectorizes.
 #[inline]
 pub(crate) fn signed_absmax(x: &[f32]) -> (f32, f32) {
-    let (mut amax, mut max) = (0.0f32, 0.0f32);
-    for &v in x {
-        let ax = v.abs();
-        if ax > amax {
-            amax = ax;
-            max = v;
+    const LANES: usize = 8;
+    let mut lanes = [0.0f32; LANES];
+    let mut chunks = x.chunks_exact(LANES);
+    for c in &mut chunks {
+        for (m, &v) in lanes.iter_mut().zip(c) {
+            *m = if v.abs() > *m { v.abs() } else { *m };
         }
     }
-    (amax, max)
+    let rest = chunks.remainder().iter().map(|v| v.abs());
+    let amax = lanes.into_iter().chain(rest).fold(0.0f32, |m, a| if a > m { a } else { m });
+    if amax > 0.0 { (amax, x.iter().copied().find(|v| v.abs() == amax).unwrap_or(0.0)) } else { (0.0, 0.0) }
 }
 
 /// Weights of a symmetric search: explicit importance weights, or `x^2` (ggml's
@@ -51,26 +56,49 @@ impl SymWeights<'_> {
     }
 }
 
+/// Longest group [`make_qx_quants`] is used on (sub-blocks and scale vectors of 16).
+const QX_MAX: usize = 16;
+
 /// ggml's `make_qx_quants` with `rmse_type == 1`: symmetric codes `L[i] in [0, 2*nmax)` for
 /// `x[i] ~ scale * (L[i] - nmax)`, trying 19 candidate scales around `-nmax / max` and keeping
 /// the one with the best weighted least-squares fit. Returns the scale (0 for an all-zero group).
 pub(crate) fn make_qx_quants(x: &[f32], nmax: i32, l_out: &mut [i8], w: SymWeights<'_>) -> f32 {
     let n = x.len();
+    assert!(n <= QX_MAX, "make_qx_quants on {n} > {QX_MAX} elements");
     let (amax, max) = signed_absmax(x);
     if amax < GROUP_MAX_EPS {
         l_out[..n].fill(0);
         return 0.0;
     }
     let quant = |iscale: f32, v: f32| nearest_int(iscale * v).clamp(-nmax, nmax - 1);
-    let mut iscale = -(nmax as f32) / max;
-    let (mut sumlx, mut suml2) = (0.0f32, 0.0f32);
+    // The per-element products are formed in independent (vectorizable) lanes exactly as
+    // ggml forms them, `(w * x) * l` and `(w * l) * l`; only the sums run in order.
+    // Fixed-length lanes (padding with x = w = 0 is computed but never summed).
+    let (mut xs, mut wv, mut wx) = ([0.0f32; QX_MAX], [0.0f32; QX_MAX], [0.0f32; QX_MAX]);
     for i in 0..n {
-        let l = quant(iscale, x[i]);
-        l_out[i] = (l + nmax) as i8;
-        let wi = w.at(x, i);
-        sumlx += wi * x[i] * l as f32;
-        suml2 += wi * l as f32 * l as f32;
+        xs[i] = x[i];
+        wv[i] = w.at(x, i);
+        wx[i] = wv[i] * x[i];
     }
+    let sums = |iscale: f32| {
+        let (mut a, mut b) = ([0.0f32; QX_MAX], [0.0f32; QX_MAX]);
+        for i in 0..QX_MAX {
+            let l = quant(iscale, xs[i]) as f32;
+            a[i] = wx[i] * l;
+            b[i] = wv[i] * l * l;
+        }
+        let (mut sumlx, mut suml2) = (0.0f32, 0.0f32);
+        for i in 0..n {
+            sumlx += a[i];
+            suml2 += b[i];
+        }
+        (sumlx, suml2)
+    };
+    let mut iscale = -(nmax as f32) / max;
+    for i in 0..n {
+        l_out[i] = (quant(iscale, x[i]) + nmax) as i8;
+    }
+    let (sumlx, suml2) = sums(iscale);
     let mut scale = if suml2 != 0.0 { sumlx / suml2 } else { 0.0 };
     let mut best = scale * sumlx;
     for is in -9..=9 {
@@ -78,14 +106,7 @@ pub(crate) fn make_qx_quants(x: &[f32], nmax: i32, l_out: &mut [i8], w: SymWeigh
             continue;
         }
         iscale = -(nmax as f32 + 0.1f32 * is as f32) / max;
-        sumlx = 0.0;
-        suml2 = 0.0;
-        for i in 0..n {
-            let l = quant(iscale, x[i]);
-            let wi = w.at(x, i);
-            sumlx += wi * x[i] * l as f32;
-            suml2 += wi * l as f32 * l as f32;
-        }
+        let (sumlx, suml2) = sums(iscale);
         if suml2 > 0.0 && sumlx * sumlx > best * suml2 {
             for i in 0..n {
                 l_out[i] = (quant(iscale, x[i]) + nmax) as i8;
@@ -146,6 +167,9 @@ pub(crate) fn make_q3_quants(x: &[f32], nmax: i32, l_out: &mut [i8]) -> f32 {
     if suml2 > 0.0 { sumlx / suml2 } else { 0.0 }
 }
 
+/// Longest group [`make_qkx_quants`] is used on (32-element sub-blocks).
+const QKX_MAX: usize = 32;
+
 /// Parameters of the affine (scale + min) grid search.
 #[derive(Clone, Copy)]
 pub(crate) struct AffineSearch {
@@ -170,6 +194,7 @@ pub(crate) fn make_qkx_quants(
     p: AffineSearch,
 ) -> (f32, f32) {
     let n = x.len();
+    assert!(n <= QKX_MAX, "make_qkx_quants on {n} > {QKX_MAX} elements");
     let (mut min, mut max) = (x[0], x[0]);
     let mut sum_w = weights[0];
     let mut sum_x = sum_w * x[0];
@@ -198,17 +223,31 @@ pub(crate) fn make_qkx_quants(
     if p.nstep < 1 {
         return (scale, -min);
     }
+    // The per-element products are formed in fixed-length, vectorizable lanes exactly as
+    // ggml forms them (`w * l`, `(w * l) * l`, `(w * l) * x`); only the sums run in order.
+    // Padding (x = w = 0) is computed but never summed.
+    let (mut xs, mut ws) = ([0.0f32; QKX_MAX], [0.0f32; QKX_MAX]);
+    xs[..n].copy_from_slice(&x[..n]);
+    ws[..n].copy_from_slice(&weights[..n]);
+    let mut lanes = [[0.0f32; QKX_MAX]; 3];
+    let mut codes = [0u8; QKX_MAX];
     for is in 0..=p.nstep {
         iscale = (p.rmin + p.rdelta * is as f32 + nmax as f32) / (max - min);
-        let (mut sum_l, mut sum_l2, mut sum_xl) = (0.0f32, 0.0f32, 0.0f32);
-        for i in 0..n {
-            let l = nearest_int(iscale * (x[i] - min)).clamp(0, nmax);
-            aux[i] = l as u8;
-            let (w, lf) = (weights[i], l as f32);
-            sum_l += w * lf;
-            sum_l2 += w * lf * lf;
-            sum_xl += w * lf * x[i];
+        for i in 0..QKX_MAX {
+            let l = nearest_int(iscale * (xs[i] - min)).clamp(0, nmax);
+            codes[i] = l as u8;
+            let wl = ws[i] * l as f32;
+            lanes[0][i] = wl;
+            lanes[1][i] = wl * l as f32;
+            lanes[2][i] = wl * xs[i];
         }
+        let (mut sum_l, mut sum_l2, mut sum_xl) = (0.0f32, 0.0f32, 0.0f32);
+        for ((a, b), c) in lanes[0][..n].iter().zip(&lanes[1][..n]).zip(&lanes[2][..n]) {
+            sum_l += a;
+            sum_l2 += b;
+            sum_xl += c;
+        }
+        aux[..n].copy_from_slice(&codes[..n]);
         let det = sum_w * sum_l2 - sum_l * sum_l;
         if det > 0.0 {
             let mut this_scale = (sum_w * sum_xl - sum_x * sum_l) / det;
@@ -217,9 +256,12 @@ pub(crate) fn make_qkx_quants(
                 this_min = 0.0;
                 this_scale = sum_xl / sum_l2;
             }
+            for i in 0..QKX_MAX {
+                lanes[0][i] = ws[i] * err(this_scale * codes[i] as f32 + this_min - xs[i]);
+            }
             let mut cur_error = 0.0f32;
-            for i in 0..n {
-                cur_error += weights[i] * err(this_scale * aux[i] as f32 + this_min - x[i]);
+            for &e in &lanes[0][..n] {
+                cur_error += e;
             }
             if cur_error < best_error {
                 l_out[..n].copy_from_slice(&aux[..n]);

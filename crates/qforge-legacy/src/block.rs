@@ -72,12 +72,41 @@ fn pack_high(codes: &[u8; QK]) -> [u8; 4] {
 }
 
 /// Codes (`0..2^bits`) from quants, with the symmetric offset removed / added.
+/// (Plain loops: `array::map` is not reliably inlined into a vectorized loop.)
 fn to_codes(q: &[i32; QK], offset: i32) -> [u8; QK] {
-    q.map(|v| (v + offset) as u8)
+    let mut c = [0u8; QK];
+    for (c, &v) in c.iter_mut().zip(q) {
+        *c = (v + offset) as u8;
+    }
+    c
 }
 
 fn from_codes(c: &[u8; QK], offset: i32) -> [i32; QK] {
-    c.map(|v| i32::from(v) - offset)
+    let mut q = [0i32; QK];
+    for (q, &v) in q.iter_mut().zip(c) {
+        *q = i32::from(v) - offset;
+    }
+    q
+}
+
+/// The `i8` quants of q8_0 / q8_1, widened.
+#[inline(always)]
+fn widen(qs: &[i8; QK]) -> [i32; QK] {
+    let mut q = [0i32; QK];
+    for (q, &v) in q.iter_mut().zip(qs) {
+        *q = i32::from(v);
+    }
+    q
+}
+
+/// Quants stored as `i8` (C's truncating conversion, as ggml's `int8_t` stores).
+#[inline(always)]
+fn narrow(q: &[i32; QK]) -> [i8; QK] {
+    let mut qs = [0i8; QK];
+    for (b, &v) in qs.iter_mut().zip(q) {
+        *b = v as i8;
+    }
+    qs
 }
 
 /// q4_0: `d: f16, qs: [u8; 16]` — 18 bytes.
@@ -137,15 +166,19 @@ impl LegacyBlock for BlockQ4_0 {
     const KIND: Kind = Kind::Symmetric;
     const BITS: u32 = 4;
     const USES_WEIGHTS: bool = true;
+    #[inline(always)]
     fn d(&self) -> f32 {
         self.d.get()
     }
+    #[inline(always)]
     fn m(&self) -> f32 {
         0.0
     }
+    #[inline(always)]
     fn quants(&self) -> [i32; QK] {
         from_codes(&unpack_nibbles(&self.qs), 8)
     }
+    #[inline(always)]
     fn store(&mut self, d: f32, _m: f32, q: &[i32; QK]) {
         self.d = F16Le::from_f32(d);
         self.qs = pack_nibbles(&to_codes(q, 8));
@@ -156,15 +189,19 @@ impl LegacyBlock for BlockQ4_1 {
     const KIND: Kind = Kind::Affine;
     const BITS: u32 = 4;
     const USES_WEIGHTS: bool = true;
+    #[inline(always)]
     fn d(&self) -> f32 {
         self.d.get()
     }
+    #[inline(always)]
     fn m(&self) -> f32 {
         self.m.get()
     }
+    #[inline(always)]
     fn quants(&self) -> [i32; QK] {
         from_codes(&unpack_nibbles(&self.qs), 0)
     }
+    #[inline(always)]
     fn store(&mut self, d: f32, m: f32, q: &[i32; QK]) {
         self.d = F16Le::from_f32(d);
         self.m = F16Le::from_f32(m);
@@ -176,17 +213,21 @@ impl LegacyBlock for BlockQ5_0 {
     const KIND: Kind = Kind::Symmetric;
     const BITS: u32 = 5;
     const USES_WEIGHTS: bool = true;
+    #[inline(always)]
     fn d(&self) -> f32 {
         self.d.get()
     }
+    #[inline(always)]
     fn m(&self) -> f32 {
         0.0
     }
+    #[inline(always)]
     fn quants(&self) -> [i32; QK] {
         let mut c = unpack_nibbles(&self.qs);
         unpack_high(self.qh, &mut c);
         from_codes(&c, 16)
     }
+    #[inline(always)]
     fn store(&mut self, d: f32, _m: f32, q: &[i32; QK]) {
         let c = to_codes(q, 16);
         self.d = F16Le::from_f32(d);
@@ -199,17 +240,21 @@ impl LegacyBlock for BlockQ5_1 {
     const KIND: Kind = Kind::Affine;
     const BITS: u32 = 5;
     const USES_WEIGHTS: bool = true;
+    #[inline(always)]
     fn d(&self) -> f32 {
         self.d.get()
     }
+    #[inline(always)]
     fn m(&self) -> f32 {
         self.m.get()
     }
+    #[inline(always)]
     fn quants(&self) -> [i32; QK] {
         let mut c = unpack_nibbles(&self.qs);
         unpack_high(self.qh, &mut c);
         from_codes(&c, 0)
     }
+    #[inline(always)]
     fn store(&mut self, d: f32, m: f32, q: &[i32; QK]) {
         let c = to_codes(q, 0);
         self.d = F16Le::from_f32(d);
@@ -223,18 +268,22 @@ impl LegacyBlock for BlockQ8_0 {
     const KIND: Kind = Kind::Symmetric;
     const BITS: u32 = 8;
     const USES_WEIGHTS: bool = false;
+    #[inline(always)]
     fn d(&self) -> f32 {
         self.d.get()
     }
+    #[inline(always)]
     fn m(&self) -> f32 {
         0.0
     }
+    #[inline(always)]
     fn quants(&self) -> [i32; QK] {
-        self.qs.map(i32::from)
+        widen(&self.qs)
     }
+    #[inline(always)]
     fn store(&mut self, d: f32, _m: f32, q: &[i32; QK]) {
         self.d = F16Le::from_f32(d);
-        self.qs = q.map(|v| v as i8);
+        self.qs = narrow(q);
     }
 }
 
@@ -242,19 +291,23 @@ impl LegacyBlock for BlockQ8_1 {
     const KIND: Kind = Kind::Symmetric;
     const BITS: u32 = 8;
     const USES_WEIGHTS: bool = false;
+    #[inline(always)]
     fn d(&self) -> f32 {
         self.d.get()
     }
+    #[inline(always)]
     fn m(&self) -> f32 {
         0.0
     }
+    #[inline(always)]
     fn quants(&self) -> [i32; QK] {
-        self.qs.map(i32::from)
+        widen(&self.qs)
     }
     /// `s` is the f16 of `Σq · d` with the f32 `d` (ggml's `quantize_row_q8_1_ref`).
+    #[inline(always)]
     fn store(&mut self, d: f32, _m: f32, q: &[i32; QK]) {
-        let qs = q.map(|v| v as i8);
-        let sum: i32 = qs.iter().map(|&v| i32::from(v)).sum();
+        let qs = narrow(q);
+        let sum: i32 = widen(&qs).iter().sum();
         self.d = F16Le::from_f32(d);
         self.s = F16Le::from_f32(sum as f32 * d);
         self.qs = qs;

@@ -2,48 +2,170 @@
 //! quantizers, the importance-weighted `quantize_row_*_impl` paths, and partial blocks.
 
 use crate::block::{Kind, LegacyBlock, QK};
-use crate::search::{make_qkx3_quants, make_qx_quants};
-use qforge_core::Elem;
+use crate::search::{make_qkx3_quants, make_qx_quants, nearest_int};
 use qforge_core::le::F16Le;
+use qforge_core::{Elem, OutRow};
 
 /// ggml's `(int8_t)v` / `(uint8_t)v` on x86-64: truncate toward zero through a 32-bit
 /// conversion, where NaN and out-of-range values give `i32::MIN` (the "integer indefinite"
 /// value of `cvttss2si`). Callers keep the low byte. Only reachable with scale overflow.
+/// Written so that loops over it vectorize: Rust's `as` already gives `i32::MIN` below the
+/// range (and 0 for NaN, which callers only use through its low byte, 0 either way), so only
+/// values at or above 2^31 need a select. NaN is mapped to `i32::MIN` all the same.
 #[inline(always)]
 fn c_trunc(v: f32) -> i32 {
-    if v.is_nan() || !(-2_147_483_648.0..2_147_483_648.0).contains(&v) { i32::MIN } else { v as i32 }
+    let t = v as i32;
+    if v >= 2_147_483_648.0 || v.is_nan() { i32::MIN } else { t }
 }
 
-/// Decode one block: `q·d` (symmetric) or `q·d + m` (affine), in f32, exactly as ggml.
-#[inline]
-pub(crate) fn decode<B: LegacyBlock, O: Elem>(block: &B, out: &mut [O]) {
+/// [`c_trunc`] of every value of a block. Rust's saturating `as` does not vectorize on x86, so
+/// when every `|v| < 2^22` (the usual case) the truncation is built from ggml's exact
+/// round-to-nearest trick: `r = nearest_int(v)`, then one step toward zero where `r` lies
+/// beyond `v`. Otherwise each value goes through [`c_trunc`].
+#[inline(always)]
+fn c_trunc_block(v: &[f32; QK]) -> [i32; QK] {
+    let small = v.iter().fold(true, |ok, x| ok & (x.abs() < 4_194_304.0));
+    let mut t = [0i32; QK];
+    if small {
+        for (t, &x) in t.iter_mut().zip(v) {
+            let r = nearest_int(x);
+            let rf = r as f32;
+            *t = r - i32::from((rf > x) & (x >= 0.0)) + i32::from((rf < x) & (x < 0.0));
+        }
+    } else {
+        for (t, &x) in t.iter_mut().zip(v) {
+            *t = c_trunc(x);
+        }
+    }
+    t
+}
+
+/// `c_trunc(roundf(v))` of every value of a block without a libm call: C's `roundf` rounds
+/// half away from zero and `v - trunc(v)` is exact, so the rounding is decided on that
+/// fraction. Every `v` in range rounds to a value in range (f32 values near ±2^31 are
+/// integers), so only out-of-range or NaN input takes the `i32::MIN` of [`c_trunc`].
+#[inline(always)]
+fn c_round_block(v: &[f32; QK]) -> [i32; QK] {
+    let t = c_trunc_block(v);
+    let mut r = [0i32; QK];
+    for ((r, &t), &x) in r.iter_mut().zip(&t).zip(v) {
+        let frac = x - t as f32;
+        let up = t.wrapping_add(i32::from(frac >= 0.5)).wrapping_sub(i32::from(frac <= -0.5));
+        *r = if (-2_147_483_648.0..2_147_483_648.0).contains(&x) { up } else { i32::MIN };
+    }
+    r
+}
+
+/// Lanes of the vectorizable reductions below.
+const LANES: usize = 8;
+
+/// `max |x|` (0 for empty or all-zero `x`) over finite `x`, in independent lanes.
+#[inline(always)]
+fn abs_max(x: &[f32]) -> f32 {
+    let mut lanes = [0f32; LANES];
+    let mut chunks = x.chunks_exact(LANES);
+    for c in &mut chunks {
+        for (m, &v) in lanes.iter_mut().zip(c) {
+            *m = if v.abs() > *m { v.abs() } else { *m };
+        }
+    }
+    let rest = chunks.remainder().iter().map(|v| v.abs());
+    lanes.into_iter().chain(rest).fold(0f32, |m, a| if a > m { a } else { m })
+}
+
+/// `(min, max)` of finite non-empty `x` as ggml's sequential `if (v < min) min = v` /
+/// `if (v > max) max = v` loop finds them: the value is order-independent, and of equal
+/// values the first is kept, which only shows for a zero (`-0.0 == 0.0`), so a zero result
+/// takes its sign from the first zero of `x`.
+#[inline(always)]
+fn min_max(x: &[f32]) -> (f32, f32) {
+    let (mut lo, mut hi) = ([f32::MAX; LANES], [-f32::MAX; LANES]);
+    let mut chunks = x.chunks_exact(LANES);
+    for c in &mut chunks {
+        for ((l, h), &v) in lo.iter_mut().zip(hi.iter_mut()).zip(c) {
+            *l = if v < *l { v } else { *l };
+            *h = if v > *h { v } else { *h };
+        }
+    }
+    let (mut min, mut max) = (f32::MAX, -f32::MAX);
+    for (l, h) in lo.into_iter().zip(hi).chain(chunks.remainder().iter().map(|&v| (v, v))) {
+        min = if l < min { l } else { min };
+        max = if h > max { h } else { max };
+    }
+    let first_zero = || x.iter().copied().find(|&v| v == 0.0).unwrap_or(0.0);
+    if min == 0.0 {
+        min = first_zero();
+    }
+    if max == 0.0 {
+        max = first_zero();
+    }
+    (min, max)
+}
+
+/// The real elements of a block followed by zeros, so the per-element loops run over a whole
+/// block (padded positions are overwritten by the caller).
+#[inline(always)]
+fn padded(x: &[f32]) -> [f32; QK] {
+    let mut xs = [0f32; QK];
+    xs[..x.len()].copy_from_slice(x);
+    xs
+}
+
+/// The f32 values of one block, exactly as ggml's `dequantize_row_*`: `q·d` (symmetric) or
+/// `q·d + m` (affine).
+#[inline(always)]
+fn decode_f32<B: LegacyBlock>(block: &B, y: &mut [f32; QK]) {
     let d = block.d();
     let q = block.quants();
     match B::KIND {
         Kind::Symmetric => {
-            for (o, &q) in out.iter_mut().zip(&q) {
-                *o = O::from_f32(q as f32 * d);
+            for (o, &q) in y.iter_mut().zip(&q) {
+                *o = q as f32 * d;
             }
         }
         Kind::Affine => {
             let m = block.m();
-            for (o, &q) in out.iter_mut().zip(&q) {
-                *o = O::from_f32(q as f32 * d + m);
+            for (o, &q) in y.iter_mut().zip(&q) {
+                *o = q as f32 * d + m;
             }
         }
     }
 }
 
-/// Decode a row of blocks; a trailing partial block goes through a stack buffer.
+/// Decode one block into `out` (its first `out.len()` values).
+#[inline]
+pub(crate) fn decode<B: LegacyBlock, O: Elem>(block: &B, out: &mut [O]) {
+    let mut y = [0f32; QK];
+    decode_f32(block, &mut y);
+    let n = out.len().min(QK);
+    O::from_f32_slice(&y[..n], &mut out[..n]);
+}
+
+/// Blocks decoded per batch before an f16 / bf16 conversion.
+const BATCH: usize = 8;
+
+/// Decode a row of blocks: f32 in place, other dtypes [`BATCH`] blocks at a time through a
+/// stack buffer; a trailing partial block keeps its real elements.
 pub(crate) fn decode_row<B: LegacyBlock, O: Elem>(blocks: &[B], out: &mut [O]) {
-    for (block, dst) in blocks.iter().zip(out.chunks_mut(QK)) {
-        if dst.len() == QK {
-            decode(block, dst);
-        } else {
-            let mut tmp = [O::default(); QK];
-            decode(block, &mut tmp);
-            dst.copy_from_slice(&tmp[..dst.len()]);
+    if let OutRow::F32(o) = O::out_row(out) {
+        let mut chunks = o.chunks_exact_mut(QK);
+        let mut used = 0;
+        for (block, y) in blocks.iter().zip(&mut chunks) {
+            decode_f32(block, y.try_into().expect("chunks_exact yields whole blocks"));
+            used += 1;
         }
+        let tail = chunks.into_remainder();
+        if let (false, Some(block)) = (tail.is_empty(), blocks.get(used)) {
+            decode(block, tail);
+        }
+        return;
+    }
+    let mut y = [0f32; QK * BATCH];
+    for (group, dst) in blocks.chunks(BATCH).zip(out.chunks_mut(QK * BATCH)) {
+        for (block, yb) in group.iter().zip(y.chunks_exact_mut(QK)) {
+            decode_f32(block, yb.try_into().expect("chunks_exact yields whole blocks"));
+        }
+        O::from_f32_slice(&y[..dst.len()], dst);
     }
 }
 
@@ -72,33 +194,36 @@ struct Fit {
 
 /// `quantize_row_q4_0_ref` / `q5_0_ref`: `d = max / -nmax` where `max` is the value of
 /// largest magnitude, codes `min(2·nmax-1, trunc(x/d + nmax + 0.5))`.
+/// ggml picks `max` as the first element of largest magnitude (`+0.0` if all are zero).
 fn ref_offset(x: &[f32], nmax: i32) -> Fit {
-    let (mut amax, mut max) = (0f32, 0f32);
-    for &v in x {
-        if amax < v.abs() {
-            amax = v.abs();
-            max = v;
-        }
-    }
+    let amax = abs_max(x);
+    let max = if amax > 0.0 { x.iter().copied().find(|v| v.abs() == amax).unwrap_or(0.0) } else { 0.0 };
     let d = max / -(nmax as f32);
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
     let bias = nmax as f32 + 0.5;
-    let mut q = [0; QK];
-    for (q, &v) in q.iter_mut().zip(x) {
-        let code = i32::from(c_trunc(v * id + bias) as i8).min(2 * nmax - 1);
-        *q = code - nmax;
+    let mut v = padded(x);
+    for v in &mut v {
+        *v = *v * id + bias;
+    }
+    let mut q = c_trunc_block(&v);
+    for q in &mut q {
+        *q = i32::from(*q as i8).min(2 * nmax - 1) - nmax;
     }
     Fit { d, m: 0.0, q }
 }
 
 /// `quantize_row_q8_0_ref` / `q8_1_ref`: `d = amax / 127`, `q = roundf(x/d)`.
 fn ref_int8(x: &[f32]) -> Fit {
-    let amax = x.iter().fold(0f32, |a, &v| if a > v.abs() { a } else { v.abs() });
+    let amax = abs_max(x);
     let d = amax / 127.0;
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-    let mut q = [0; QK];
-    for (q, &v) in q.iter_mut().zip(x) {
-        *q = i32::from(c_trunc((v * id).round()) as i8);
+    let mut v = padded(x);
+    for v in &mut v {
+        *v *= id;
+    }
+    let mut q = c_round_block(&v);
+    for q in &mut q {
+        *q = i32::from(*q as i8);
     }
     Fit { d, m: 0.0, q }
 }
@@ -106,20 +231,16 @@ fn ref_int8(x: &[f32]) -> Fit {
 /// `quantize_row_q4_1_ref` / `q5_1_ref`: `m = min`, `d = (max - min) / qmax`,
 /// codes `trunc((x - min)/d + 0.5)` (at most `qmax` for every finite input).
 fn ref_affine(x: &[f32], qmax: i32) -> Fit {
-    let (mut min, mut max) = (f32::MAX, -f32::MAX);
-    for &v in x {
-        if v < min {
-            min = v;
-        }
-        if v > max {
-            max = v;
-        }
-    }
+    let (min, max) = min_max(x);
     let d = (max - min) / qmax as f32;
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-    let mut q = [0; QK];
-    for (q, &v) in q.iter_mut().zip(x) {
-        *q = i32::from(c_trunc((v - min) * id + 0.5) as u8).min(qmax);
+    let mut v = padded(x);
+    for v in &mut v {
+        *v = (*v - min) * id + 0.5;
+    }
+    let mut q = c_trunc_block(&v);
+    for q in &mut q {
+        *q = i32::from(*q as u8).min(qmax);
     }
     Fit { d, m: min, q }
 }
@@ -171,11 +292,13 @@ pub(crate) fn encode_block<B: LegacyBlock>(x: &[f32], weights: Option<(&[f32], f
     if n == 0 {
         fit = Fit { d: 0.0, m: 0.0, q: [0; QK] };
     }
-    let pad = match B::KIND {
-        Kind::Symmetric => 0,
-        Kind::Affine => affine_zero_code(fit.d, fit.m, qmax),
-    };
-    fit.q[n..].fill(pad);
+    if n < QK {
+        let pad = match B::KIND {
+            Kind::Symmetric => 0,
+            Kind::Affine => affine_zero_code(fit.d, fit.m, qmax),
+        };
+        fit.q[n..].fill(pad);
+    }
     out.store(fit.d, fit.m, &fit.q);
 }
 
@@ -250,5 +373,48 @@ mod tests {
         assert_eq!(c_trunc(f32::NAN), i32::MIN);
         assert_eq!(c_trunc(3e9), i32::MIN);
         assert_eq!(c_trunc(-3e9), i32::MIN);
+    }
+
+    #[test]
+    fn block_trunc_and_round_match_c() {
+        let special = [0.5f32, -0.5, 1.5, -1.5, 2.5, 0.49999997, -0.49999997, -0.7, 8.99, 126.5, -127.5];
+        let more = [4194303.5f32, 4194304.0, -4194304.5, 8388607.5, 2147483520.0, 3e9, -3e9, f32::NAN];
+        let mut s = 1u32;
+        let mut next = |scale: f32| {
+            s = s.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+            if scale == 0.0 { f32::from_bits(s) } else { (s >> 8) as f32 / (1u32 << 24) as f32 * scale - scale / 2.0 }
+        };
+        for round in 0..20_000 {
+            let mut v: [f32; QK] = std::array::from_fn(|_| next([40.0, 300.0, 0.0][round % 3]));
+            v[..special.len()].copy_from_slice(&special);
+            if round % 5 == 0 {
+                v[QK - more.len()..].copy_from_slice(&more);
+            }
+            let (t, r) = (c_trunc_block(&v), c_round_block(&v));
+            for (i, &x) in v.iter().enumerate() {
+                assert_eq!(t[i], c_trunc(x), "trunc {x}");
+                assert_eq!(r[i], c_trunc(x.round()), "round {x}");
+            }
+        }
+    }
+
+    proptest! {
+        #[test]
+        fn lane_reductions_match_ggml_loops(
+            x in prop::collection::vec(prop_oneof![-3f32..3.0, Just(0.0), Just(-0.0)], 1..=32),
+        ) {
+            let (mut min, mut max) = (f32::MAX, -f32::MAX);
+            let (mut amax, mut first) = (0f32, 0f32);
+            for &v in &x {
+                if v < min { min = v; }
+                if v > max { max = v; }
+                if amax < v.abs() { amax = v.abs(); first = v; }
+            }
+            let (lo, hi) = min_max(&x);
+            prop_assert_eq!((lo.to_bits(), hi.to_bits()), (min.to_bits(), max.to_bits()));
+            prop_assert_eq!(abs_max(&x).to_bits(), amax.to_bits());
+            let f = ref_offset(&x, 8);
+            prop_assert_eq!(f.d.to_bits(), (first / -8.0).to_bits());
+        }
     }
 }

@@ -1,0 +1,1 @@
+//! qforge-tiling (stub, being written).
