@@ -96,7 +96,10 @@ fn quantize_dequant_round_trip_every_format_and_dtype() {
         let y = read_f32(Path::new(&y));
         assert_eq!(y.len(), rows * cols, "{name}: dequant returns exactly the logical shape");
         let rms = (x.iter().zip(&y).map(|(a, b)| (a - b).powi(2)).sum::<f32>() / y.len() as f32).sqrt();
-        assert!(rms < 0.5, "{name}: rms error {rms}");
+        let signal = (x.iter().map(|a| a * a).sum::<f32>() / x.len() as f32).sqrt();
+        // A sanity bound only (ternary and 1-bit formats are coarse); accuracy against ggml
+        // is pinned by the golden tests and the test matrix.
+        assert!(rms < 0.75 * signal, "{name}: rms error {rms} of signal {signal}");
         for dt in ["f16", "bf16"] {
             let h = t.s(&format!("{name}.{dt}"));
             let out =
