@@ -1,0 +1,1 @@
+//! qforge-ggml-search (stub, being written).
