@@ -7,6 +7,7 @@ mod bench;
 mod commands;
 mod exit;
 mod files;
+mod gemm_config;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -90,6 +91,42 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Choose the GEMM tiling config (tiles, stages, split-k, kernel variant) for a shape.
+    GemmConfig {
+        /// Rows of the activations (tokens).
+        #[arg(long)]
+        m: Option<u64>,
+        /// Output features (rows of the weight matrix).
+        #[arg(long)]
+        n: Option<u64>,
+        /// Input features (the quantized row length).
+        #[arg(long)]
+        k: Option<u64>,
+        /// Weight format: a registry format (q4_k, ...) or f32, f16, bf16, fp8_e4m3, fp8_e5m2, int4g.
+        #[arg(long)]
+        format: String,
+        /// Built-in device: h100, h200, a100, l40s, rtx4090, rtx3090, t4.
+        #[arg(long)]
+        device: String,
+        /// Activation dtype: f32, f16, bf16, int8, fp8 (default: fp8 for fp8 weights, int8 for int4g, else f16).
+        #[arg(long)]
+        act_dtype: Option<String>,
+        /// Output dtype: f32, f16, bf16.
+        #[arg(long, default_value = "f16")]
+        out_dtype: String,
+        /// Group size for int4g (a power of two >= 32; default 128).
+        #[arg(long)]
+        group_size: Option<u64>,
+        /// Print one JSON object.
+        #[arg(long)]
+        json: bool,
+        /// Explain why the config won and what was rejected.
+        #[arg(long)]
+        explain: bool,
+        /// Read "M N K" lines from stdin; write one JSON object per line.
+        #[arg(long)]
+        batch: bool,
+    },
 }
 
 fn main() -> ExitCode {
@@ -111,6 +148,21 @@ fn main() -> ExitCode {
             device: &device,
             json,
         }),
+        Cmd::GemmConfig { m, n, k, format, device, act_dtype, out_dtype, group_size, json, explain, batch } => {
+            gemm_config::gemm_config(gemm_config::GemmArgs {
+                m,
+                n,
+                k,
+                format: &format,
+                device: &device,
+                act_dtype: act_dtype.as_deref(),
+                out_dtype: &out_dtype,
+                group_size,
+                json,
+                explain,
+                batch,
+            })
+        }
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

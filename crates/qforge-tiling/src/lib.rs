@@ -1,1 +1,44 @@
-//! qforge-tiling (stub, being written).
+//! qforge-tiling: GEMM tile / pipeline-stage / split-k selection for quantized weights, as a
+//! **total function** of the shape, the weight layout, the dtypes and the device.
+//!
+//! DeepGEMM once filtered its stage candidates with `s <= k / 128` and came up empty for an
+//! FP8 GEMM with K = 128; CUTLASS sizes stages for the biggest part of an architecture family;
+//! cuBLASLt heuristics may return zero algorithms. Here, for every M, N, K in 1..=2^31, every
+//! weight layout ([`WeightLayout`]: registry formats, dense f32/f16/bf16, fp8 block-scaled,
+//! group-wise int4) and every valid [`Device`], [`select`] returns a [`Config`]: candidates
+//! degrade from wgmma (sm_90) through mma.sync (sm_80+), the sm_75 path, CUDA-core tiles and
+//! gemv down to the `simple` kernel (16x16x16, one stage, one warp, predicated edges), which
+//! fits every device that [`Device::check`] accepts. Shapes that are not multiples of a tile are
+//! predicated, never refused. Invalid input (a zero or too large dimension, an unknown device,
+//! a device too small for the simple kernel, an invalid group size) is a [`TilingError`].
+//!
+//! The choice minimizes a documented cost model (waves x per-tile cost, memory vs compute,
+//! pipeline depth, occupancy, split-k with its reduction); all constants are in
+//! [`cost::model`], documented in docs/tiling.md, to be calibrated against GPU measurements.
+//! Candidate tables are enumerated once; a selection takes tens of microseconds, and
+//! [`Planner`] caches results per problem for one device.
+//!
+//! ```
+//! use qforge_tiling::{Device, Problem, WeightLayout, select};
+//! let p = Problem::f16(1, 4096, 128, WeightLayout::fp8(false)).unwrap();
+//! let c = select(&p, &Device::builtin("h100").unwrap()).unwrap();
+//! assert!(c.stages >= 1 && c.smem_bytes <= 232448);
+//! c.validate(&p, &Device::builtin("h100").unwrap()).unwrap();
+//! ```
+#![forbid(unsafe_code)]
+
+mod config;
+pub mod cost;
+mod device;
+mod error;
+mod problem;
+mod select;
+
+pub use config::{
+    Bound, Candidate, Config, Explanation, GEMV_MAX_M, MAX_SPLIT_K, Raster, Reject, SIMPLE_REGS, SIMPLE_SMEM_MAX,
+    SIMPLE_TILE, Tile, Variant,
+};
+pub use device::{BUILTIN_DEVICES, CudaProperties, Device, KindSet, MmaKind, Peaks, TensorCores};
+pub use error::TilingError;
+pub use problem::{ActDType, LayoutKind, MAX_DIM, OutDType, Problem, WeightLayout};
+pub use select::{CACHE_CAPACITY, Planner, candidates, select};

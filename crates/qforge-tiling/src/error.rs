@@ -1,0 +1,37 @@
+//! The typed error of qforge-tiling: every way a request can be wrong, each saying why.
+
+/// Why a tiling request was refused. Selection itself never fails on valid input: these are
+/// all statements about the input (problem, layout, device) or about a hand-made [`crate::Config`].
+#[derive(Clone, Debug, PartialEq, Eq, thiserror::Error)]
+pub enum TilingError {
+    /// A GEMM dimension is 0.
+    #[error("dimension {dim} is 0; M, N and K must each be at least 1")]
+    ZeroDimension { dim: &'static str },
+    /// A GEMM dimension is larger than 2^31.
+    #[error("dimension {dim} = {value} is larger than the supported maximum 2^31 = 2147483648")]
+    DimensionTooLarge { dim: &'static str, value: u64 },
+    /// The device name is not in the built-in table.
+    #[error("unknown device '{name}'; built-in devices: {known}")]
+    UnknownDevice { name: String, known: String },
+    /// The device description is inconsistent or cannot run even the minimal `simple` kernel.
+    #[error("device '{name}' cannot run the minimal GEMM kernel: {reason}")]
+    DeviceTooSmall { name: String, reason: String },
+    /// A weight layout name qforge-tiling does not know (and no registry format matched).
+    #[error("unknown weight layout '{name}'; built-in layouts: f32, f16, bf16, fp8_e4m3, fp8_e5m2, int4g")]
+    UnknownLayout { name: String },
+    /// A weight layout description that cannot describe real weights (zero block size, ...).
+    #[error("invalid weight layout '{name}': {reason}")]
+    InvalidLayout { name: String, reason: String },
+    /// A group size that int4g does not accept.
+    #[error("invalid group size {group_size}: int4g needs a power of two >= 32")]
+    InvalidGroupSize { group_size: u64 },
+    /// A group size given for a layout with a fixed block size.
+    #[error("layout {layout} has a fixed block size; only int4g takes a group size (got {group_size})")]
+    GroupSizeNotAccepted { layout: String, group_size: u64 },
+    /// An activation or output dtype name that is not known.
+    #[error("unknown {what} dtype '{name}'; expected one of {expected}")]
+    UnknownDType { what: &'static str, name: String, expected: &'static str },
+    /// A config that does not satisfy [`crate::Config::validate`] for this problem and device.
+    #[error("invalid config: {reason}")]
+    InvalidConfig { reason: String },
+}

@@ -1,0 +1,256 @@
+//! Candidate tables (enumerated once), the selection loop and the per-device cache.
+
+use crate::config::{
+    Candidate, Config, Ctx, Explanation, Plan, Reject, SIMPLE_TILE, Tile, Variant, finish, plan, shape,
+};
+use crate::cost::model;
+use crate::device::Device;
+use crate::error::TilingError;
+use crate::problem::Problem;
+use std::collections::HashMap;
+use std::sync::{OnceLock, RwLock};
+
+/// The candidates of one variant, with the smallest tile edges (which are never "oversized").
+pub(crate) struct Table {
+    pub tiles: Vec<Tile>,
+    pub min: [u32; 3],
+}
+
+fn table(
+    variant: Variant,
+    bms: &[u32],
+    bns: &[u32],
+    bks: &[u32],
+    stages: u32,
+    warps: impl Fn(u32, u32) -> u32,
+) -> Table {
+    let mut tiles = Vec::new();
+    for &bm in bms {
+        for &bn in bns {
+            for &bk in bks {
+                for s in 1..=stages {
+                    tiles.push(Tile { variant, bm, bn, bk, stages: s, warps: warps(bm, bn) });
+                }
+            }
+        }
+    }
+    let min = |v: &[u32]| v.iter().copied().min().unwrap_or(1);
+    Table { tiles, min: [min(bms), min(bns), min(bks)] }
+}
+
+fn pow2_warps(area_per_warp: u32) -> impl Fn(u32, u32) -> u32 {
+    move |bm, bn| (bm * bn / area_per_warp).clamp(1, 8).next_power_of_two().min(8)
+}
+
+/// The candidate table of a variant (built on first use, then shared).
+pub fn candidates(v: Variant) -> &'static [Tile] {
+    &tables()[v as usize].tiles
+}
+
+fn tables() -> &'static [Table; 6] {
+    static T: OnceLock<[Table; 6]> = OnceLock::new();
+    T.get_or_init(|| {
+        let wg_warps = |bm: u32, _| 4 * ((bm / 64).clamp(1, 2) + 1);
+        [
+            table(Variant::Wgmma, &[64, 128, 256], &[32, 64, 128, 256], &[32, 64, 128], 8, wg_warps),
+            table(
+                Variant::MmaSync,
+                &[16, 32, 64, 128, 256],
+                &[16, 32, 64, 128, 256],
+                &[32, 64, 128],
+                6,
+                pow2_warps(2048),
+            ),
+            table(Variant::Sm75Mma, &[16, 32, 64, 128], &[16, 32, 64, 128], &[32, 64], 2, pow2_warps(2048)),
+            table(Variant::Simt, &[16, 32, 64, 128], &[16, 32, 64, 128], &[8, 16, 32], 2, pow2_warps(1024)),
+            table(Variant::Gemv, &[1, 2, 4, 8], &[8, 16, 32, 64, 128], &[64, 128, 256, 512], 2, |_, _| 4),
+            table(Variant::Simple, &[SIMPLE_TILE], &[SIMPLE_TILE], &[SIMPLE_TILE], 1, |_, _| 1),
+        ]
+    })
+}
+
+const SPLITS: [u32; 5] = [1, 2, 4, 8, 16];
+
+/// The best plans seen so far, fastest first, distinct by (variant, tile shape, split-k).
+struct Top([Option<Plan>; 4]);
+
+impl Top {
+    fn key(p: &Plan) -> (Variant, u32, u32, u32, u32) {
+        (p.tile.variant, p.tile.bm, p.tile.bn, p.tile.bk, p.split_k)
+    }
+    /// The time of the 4th best, once four are known.
+    fn worst(&self) -> Option<f64> {
+        self.0[3].map(|p| p.est.time_us)
+    }
+    fn offer(&mut self, pl: Plan) {
+        let t = pl.est.time_us;
+        if let Some(i) = self.0.iter().position(|e| e.is_some_and(|e| Self::key(&e) == Self::key(&pl))) {
+            if self.0[i].is_some_and(|e| t < e.est.time_us) {
+                self.0[i] = None;
+                self.0[i..].rotate_left(1);
+            } else {
+                return;
+            }
+        }
+        let pos = self.0.iter().position(|e| e.is_none_or(|e| t < e.est.time_us));
+        if let Some(pos) = pos {
+            self.0[pos..].rotate_right(1);
+            self.0[pos] = Some(pl);
+        }
+    }
+}
+
+fn oversized(b: u32, dim: u64, min: u32) -> bool {
+    b as u64 > (min as u64).max(dim.next_power_of_two())
+}
+
+/// Select the config for `p` on `d`. Total on valid input: the `simple` kernel fits every
+/// valid device, so the candidate set is never empty; invalid input is a typed error.
+pub fn select(p: &Problem, d: &Device) -> Result<Config, TilingError> {
+    p.check()?;
+    d.check()?;
+    select_checked(p, d)
+}
+
+fn select_checked(p: &Problem, d: &Device) -> Result<Config, TilingError> {
+    let cx = Ctx::new(p, d);
+    let mut rejected = [0u32; Reject::COUNT];
+    let mut evaluated = 0u32;
+    let mut top = Top([None; 4]);
+    let tabs = tables();
+    // The baseline: the always-valid simple kernel.
+    match plan(&tabs[Variant::Simple as usize].tiles[0], 1, &cx) {
+        Ok(pl) => {
+            evaluated += 1;
+            top.offer(pl);
+        }
+        Err(r) => {
+            // Unreachable for a device that passed `check`, but never a panic.
+            return Err(TilingError::DeviceTooSmall {
+                name: d.name.clone(),
+                reason: format!("the simple kernel does not fit: {}", r.describe()),
+            });
+        }
+    }
+    let cc = d.cc();
+    for v in [Variant::Wgmma, Variant::MmaSync, Variant::Sm75Mma, Variant::Simt, Variant::Gemv] {
+        let tab = &tabs[v as usize];
+        if v == Variant::Sm75Mma && cc >= 80 {
+            continue; // superseded by mma_sync with cp.async
+        }
+        if let Err(r) = cx.kind(v) {
+            rejected[r as usize] += tab.tiles.len() as u32;
+            continue;
+        }
+        if v == Variant::Gemv && p.m > crate::config::GEMV_MAX_M as u64 {
+            rejected[Reject::GemvLargeM as usize] += tab.tiles.len() as u32;
+            continue;
+        }
+        for group in tab.tiles.chunk_by(|a, b| (a.bm, a.bn, a.bk, a.warps) == (b.bm, b.bn, b.bk, b.warps)) {
+            let t = &group[0];
+            let n = group.len() as u32;
+            if oversized(t.bm, p.m, tab.min[0]) || oversized(t.bn, p.n, tab.min[1]) || oversized(t.bk, p.k, tab.min[2])
+            {
+                rejected[Reject::Oversized as usize] += n;
+                continue;
+            }
+            let k_tiles = p.k.div_ceil(t.bk as u64);
+            let one_wave = p.m.div_ceil(t.bm as u64) * p.n.div_ceil(t.bn as u64) < d.sm_count as u64;
+            for &sk in &SPLITS {
+                if sk > 1 && (!one_wave || k_tiles < 2 * sk as u64) {
+                    break;
+                }
+                let sh = match shape(t, sk, &cx) {
+                    Ok(sh) => sh,
+                    Err(r) => {
+                        rejected[r as usize] += n;
+                        continue;
+                    }
+                };
+                if top.worst().is_some_and(|w| sh.lower_bound_us >= w) {
+                    rejected[Reject::Dominated as usize] += n;
+                    continue;
+                }
+                let k_iters = sh.k_iters;
+                for (i, t) in group.iter().enumerate() {
+                    if t.stages > 1 && t.stages as u64 > k_iters {
+                        rejected[Reject::StagesBeyondK as usize] += 1;
+                        continue;
+                    }
+                    match finish(&sh, t.stages, &cx) {
+                        Ok(pl) => {
+                            evaluated += 1;
+                            top.offer(pl);
+                        }
+                        Err(Reject::SmemExceeded) => {
+                            // Shared memory grows with the stage count: the rest exceed too.
+                            rejected[Reject::SmemExceeded as usize] += (group.len() - i) as u32;
+                            break;
+                        }
+                        Err(r) => rejected[r as usize] += 1,
+                    }
+                }
+            }
+        }
+    }
+    let bytes = p.layout.slab_bytes(p.n as f64, p.k as f64)
+        + (p.m * p.k * p.act.bytes()) as f64
+        + p.m as f64 * p.n as f64 * p.out.bytes() as f64;
+    let ideal_us = (p.flops() / cx.ideal_rate()).max(bytes / (d.mem_bandwidth_gbs * 1e3)) + model::LAUNCH_US;
+    let cand = |pl: &Option<Plan>| {
+        pl.map(|pl| Candidate { tile: pl.tile, split_k: pl.split_k, smem_bytes: pl.smem, predicted_us: pl.est.time_us })
+    };
+    let explanation =
+        Explanation { evaluated, rejected, runner_ups: [cand(&top.0[1]), cand(&top.0[2]), cand(&top.0[3])], ideal_us };
+    match &top.0[0] {
+        Some(best) => Ok(Config::from_plan(best, &cx, explanation)),
+        None => Err(TilingError::DeviceTooSmall { name: d.name.clone(), reason: "no candidate fits".into() }),
+    }
+}
+
+/// Entries the per-device cache holds before it starts over.
+pub const CACHE_CAPACITY: usize = 8192;
+
+/// A validated device with a thread-safe cache of selected configs per problem
+/// (shape, layout, dtypes). Share one per device (`&Planner` is `Sync`).
+pub struct Planner {
+    device: Device,
+    cache: RwLock<HashMap<Problem, Config>>,
+}
+
+impl Planner {
+    pub fn new(device: Device) -> Result<Planner, TilingError> {
+        device.check()?;
+        Ok(Planner { device, cache: RwLock::new(HashMap::new()) })
+    }
+
+    /// A planner for a built-in device name.
+    pub fn builtin(name: &str) -> Result<Planner, TilingError> {
+        Planner::new(Device::builtin(name)?)
+    }
+
+    pub fn device(&self) -> &Device {
+        &self.device
+    }
+
+    /// [`select`] with a cache. A poisoned lock only disables the cache.
+    pub fn select(&self, p: &Problem) -> Result<Config, TilingError> {
+        p.check()?;
+        if let Some(c) = self.cache.read().ok().and_then(|c| c.get(p).copied()) {
+            return Ok(c);
+        }
+        let c = select_checked(p, &self.device)?;
+        if let Ok(mut cache) = self.cache.write() {
+            if cache.len() >= CACHE_CAPACITY {
+                cache.clear();
+            }
+            cache.insert(*p, c);
+        }
+        Ok(c)
+    }
+
+    /// Number of cached configs.
+    pub fn cached(&self) -> usize {
+        self.cache.read().map_or(0, |c| c.len())
+    }
+}
