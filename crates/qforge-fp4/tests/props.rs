@@ -1,38 +1,12 @@
-//! Property tests: round-trip error bounds, importance weights, partial blocks, arbitrary
-//! bytes, extreme finite input, non-finite input.
+//! Property tests specific to mxfp4 / nvfp4: round-trip error bounds, importance weights,
+//! partial blocks, extreme blocks. The properties every family shares (arbitrary bytes,
+//! non-finite input, rows of any length, ...) are the conformance suite in tests/golden.rs.
 
 use bytemuck::Zeroable;
 use proptest::prelude::*;
-use qforge_core::{BlockFormat, Format, OutRow, QuantError, bf16, f16};
+use qforge_core::BlockFormat;
 use qforge_fp4::{BlockMxfp4, BlockNvfp4, FORMATS, Mxfp4, Nvfp4, QK_NVFP4_SUB};
-
-fn quantize(f: &dyn Format, x: &[f32], w: Option<&[f32]>) -> Vec<u8> {
-    let mut q = vec![0u8; f.row_bytes(x.len()).unwrap()];
-    f.quantize_row(x, w, &mut q).unwrap();
-    q
-}
-
-fn dequantize(f: &dyn Format, q: &[u8], n: usize) -> Vec<f32> {
-    let mut y = vec![0f32; n];
-    f.dequant_row(q, OutRow::F32(&mut y)).unwrap();
-    y
-}
-
-fn amax(x: &[f32]) -> f32 {
-    x.iter().fold(0f32, |m, v| m.max(v.abs()))
-}
-
-/// Values of several shapes with magnitudes around 10^e, e in [-1, 3).
-fn values(max_len: usize) -> impl Strategy<Value = Vec<f32>> {
-    let shape = prop_oneof![
-        prop::collection::vec(-1.0f32..1.0, 1..=max_len),
-        prop::collection::vec((-1.0f32..1.0).prop_map(|u| u.powi(5)), 1..=max_len),
-        prop::collection::vec(0.5f32..1.5, 1..=max_len),
-        prop::collection::vec(prop_oneof![9 => -1.0f32..1.0, 1 => -30.0f32..30.0], 1..=max_len),
-        prop::collection::vec(prop_oneof![-1.0f32..1.0, Just(0.0)], 1..=max_len),
-    ];
-    (shape, -1.0f32..3.0).prop_map(|(u, e)| u.iter().map(|v| v * 10f32.powf(e)).collect())
-}
+use qforge_golden::conformance::{amax, dequantize, for_each_group, quantize, values};
 
 /// Worst error per element allowed, as a fraction of the largest magnitude of the elements
 /// sharing its scale: mxfp4's power-of-two scale puts 6·s between amax/4·3 and amax·1.5, the
@@ -51,22 +25,18 @@ proptest! {
 
     #[test]
     fn round_trip_error_is_bounded(x in values(200)) {
-        for f in FORMATS {
-            let name = f.desc().name;
-            let y = dequantize(*f, &quantize(*f, &x, None), x.len());
-            let (group, frac) = bound(name);
-            for (g, (xs, ys)) in x.chunks(group).zip(y.chunks(group)).enumerate() {
-                let m = amax(xs);
-                if name == "nvfp4" && !(m / 6.0 >= 2f32.powi(-6) && m / 6.0 < 256.0) {
-                    // UE4M3 subnormal scales are coarser, and ggml saturates every scale from
-                    // 256 up to 448: both are checked against ggml by the golden data.
-                    continue;
-                }
-                for (a, b) in xs.iter().zip(ys) {
-                    prop_assert!((a - b).abs() <= frac * m * (1.0 + 1e-6), "{name} group {g}: {a} -> {b} (amax {m})");
-                }
+        for_each_group(FORMATS, &x, None, |f| bound(f.desc().name).0, |name, g, xs, ys| {
+            let (m, frac) = (amax(xs), bound(name).1);
+            if name == "nvfp4" && !(m / 6.0 >= 2f32.powi(-6) && m / 6.0 < 256.0) {
+                // UE4M3 subnormal scales are coarser, and ggml saturates every scale from
+                // 256 up to 448: both are checked against ggml by the golden data.
+                return Ok(());
             }
-        }
+            for (a, b) in xs.iter().zip(ys) {
+                prop_assert!((a - b).abs() <= frac * m * (1.0 + 1e-6), "{name} group {g}: {a} -> {b} (amax {m})");
+            }
+            Ok(())
+        })?;
     }
 
     /// Importance weights never make the weighted error of a block worse than ggml's
@@ -118,85 +88,7 @@ proptest! {
         }
     }
 
-    /// Through `Format`, a row's whole blocks are encoded as on their own, whatever its tail.
-    #[test]
-    fn full_blocks_do_not_depend_on_the_tail(x in values(64), tail in values(63), weighted in any::<bool>()) {
-        let mut head = x.clone();
-        head.resize(64, 0.25);
-        let mut row = head.clone();
-        row.extend_from_slice(&tail);
-        let w: Vec<f32> = (0..row.len()).map(|i| 0.5 + (i % 7) as f32).collect();
-        for f in FORMATS {
-            let wh = weighted.then_some(&w[..head.len()]);
-            let alone = quantize(*f, &head, wh);
-            let with_tail = quantize(*f, &row, weighted.then_some(&w[..]));
-            prop_assert_eq!(&with_tail[..alone.len()], &alone[..], "{}", f.desc().name);
-            prop_assert_eq!(dequantize(*f, &with_tail, row.len()).len(), row.len());
-        }
-    }
 
-    /// Any bytes decode without panicking, to every dtype and any row length; f16 / bf16 are
-    /// the rounded f32 values and a partial row is the prefix of the whole one.
-    #[test]
-    fn arbitrary_bytes_never_panic(bytes in prop::collection::vec(any::<u8>(), 72), cut in 0usize..64) {
-        for f in FORMATS {
-            let (bb, bs) = (f.desc().block_bytes, f.desc().block_size);
-            let q = &bytes[..2 * bb];
-            let n = 2 * bs - cut.min(bs - 1);
-            let y = dequantize(*f, q, n);
-            let whole = dequantize(*f, q, 2 * bs);
-            for i in 0..n {
-                prop_assert!(qforge_golden::same_f32(y[i], whole[i]));
-            }
-            let mut h = vec![f16::ZERO; n];
-            f.dequant_row(q, OutRow::F16(&mut h)).unwrap();
-            let mut b = vec![bf16::ZERO; n];
-            f.dequant_row(q, OutRow::Bf16(&mut b)).unwrap();
-            for i in 0..n {
-                prop_assert!(h[i].to_bits() == f16::from_f32(y[i]).to_bits() || (y[i].is_nan() && h[i].is_nan()));
-                prop_assert!(b[i].to_bits() == bf16::from_f32(y[i]).to_bits() || (y[i].is_nan() && b[i].is_nan()));
-            }
-            // A wrong length is an error, not a panic.
-            prop_assert!(f.dequant_row(&bytes[..2 * bb - 1], OutRow::F32(&mut vec![0f32; n])).is_err());
-        }
-    }
-
-    /// Any finite values (subnormal to f32::MAX) with any finite non-negative weights encode
-    /// without panicking, and decode to finite values when the scale cannot overflow.
-    #[test]
-    fn arbitrary_finite_input_never_panics(
-        x in prop::collection::vec(any::<f32>().prop_filter("finite", |v| v.is_finite()), 1..=200),
-        wseed in any::<u32>(),
-    ) {
-        let w: Vec<f32> = x.iter().enumerate().map(|(i, v)| {
-            match (wseed as usize + i) % 4 { 0 => 0.0, 1 => v.abs(), 2 => f32::MAX, _ => 1.0 }
-        }).collect();
-        for f in FORMATS {
-            for q in [quantize(*f, &x, None), quantize(*f, &x, Some(&w))] {
-                let y = dequantize(*f, &q, x.len());
-                prop_assert!(y.iter().all(|v| !v.is_nan()), "{}", f.desc().name);
-            }
-        }
-    }
-
-    /// NaN or infinity anywhere in the input is rejected with a typed error.
-    #[test]
-    fn non_finite_input_is_rejected(
-        x in values(150),
-        pos in any::<prop::sample::Index>(),
-        bad in prop_oneof![Just(f32::NAN), Just(f32::INFINITY), Just(f32::NEG_INFINITY)],
-    ) {
-        let mut x = x;
-        let at = pos.index(x.len());
-        x[at] = bad;
-        for f in FORMATS {
-            let mut q = vec![0u8; f.row_bytes(x.len()).unwrap()];
-            match f.quantize_row(&x, None, &mut q) {
-                Err(QuantError::NonFinite { index, .. }) => prop_assert_eq!(index, at),
-                other => prop_assert!(false, "{}: expected NonFinite, got {:?}", f.desc().name, other),
-            }
-        }
-    }
 }
 
 /// Extreme blocks: all zero, f32::MAX, the smallest subnormal, a mix.

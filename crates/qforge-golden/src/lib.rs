@@ -3,6 +3,11 @@
 //!
 //! Only tests depend on this crate; it panics with a clear message if a golden file is
 //! missing, because that is a broken checkout, not user input.
+//!
+//! [`conformance`] is the test suite every format family runs with one line:
+//! `qforge_golden::conformance_suite!(FORMATS);`.
+
+pub mod conformance;
 
 use serde::Deserialize;
 use std::collections::BTreeMap;
