@@ -1,27 +1,10 @@
 //! Numeric helpers shared by every I-quant encoder, each a step-for-step port of the ggml
 //! helper of the same name (f32 arithmetic in ggml's order of operations), and the common
-//! preparation of a block: padding and importance weights.
+//! preparation of a block: padding and importance weights. The searches ggml shares with the
+//! other families (`nearest_int`, `make_qp_quants`, ...) come from `qforge-ggml-search`.
 
 /// Elements per super-block (ggml's `QK_K`).
 pub(crate) const QK_K: usize = 256;
-
-/// Smallest group maximum treated as non-zero (ggml's `GROUP_MAX_EPS`).
-pub(crate) const GROUP_MAX_EPS: f32 = 1e-15;
-
-/// ggml's `nearest_int`: round to nearest, ties to even, via the 1.5 * 2^23 magic number.
-/// Exact for |v| <= 4194303; outside that range (or for NaN) it returns the same
-/// deterministic garbage as ggml, never panicking. Callers clamp before indexing.
-#[inline(always)]
-pub(crate) fn nearest_int(v: f32) -> i32 {
-    let bits = (v + 12_582_912.0f32).to_bits() as i32;
-    (bits & 0x007f_ffff) - 0x0040_0000
-}
-
-/// C's `MAX(a, b)` macro: `a > b ? a : b` (so a NaN `b` wins, a NaN `a` loses).
-#[inline(always)]
-pub(crate) fn c_max(a: f32, b: f32) -> f32 {
-    if a > b { a } else { b }
-}
 
 /// ggml's `best_index_int8`: index of the entry of the ascending table `val` nearest `x`
 /// (the upper one on ties). Always in range, NaN included.
@@ -43,78 +26,6 @@ pub(crate) fn best_index_int8(val: &[i8; 16], x: f32) -> usize {
         }
     }
     if x - (val[mu - 1] as f32) < val[mu] as f32 - x { mu - 1 } else { mu }
-}
-
-/// ggml's `make_qp_quants` (only its returned scale is used by the I-quants): non-negative
-/// codes `L[i] in [0, nmax]` for non-negative `x[i] ~ scale * L[i]`, weighted by `qw`.
-pub(crate) fn make_qp_quants(x: &[f32], nmax: i32, qw: &[f32]) -> f32 {
-    let n = x.len();
-    let mut l = [0u8; 32];
-    let l = &mut l[..n];
-    let max = x.iter().fold(0.0f32, |m, &v| c_max(m, v));
-    if max < GROUP_MAX_EPS {
-        return 0.0;
-    }
-    let mut iscale = nmax as f32 / max;
-    for i in 0..n {
-        l[i] = nearest_int(iscale * x[i]) as u8;
-    }
-    let scale = 1.0 / iscale;
-    let mut best_mse = 0.0f32;
-    for i in 0..n {
-        let diff = x[i] - scale * l[i] as f32;
-        best_mse += qw[i] * diff * diff;
-    }
-    for is in -4..=4 {
-        if is == 0 {
-            continue;
-        }
-        let iscale_is = (0.1f32 * is as f32 + nmax as f32) / max;
-        let scale_is = 1.0 / iscale_is;
-        let mut mse = 0.0f32;
-        for i in 0..n {
-            let li = nearest_int(iscale_is * x[i]).min(nmax);
-            let diff = x[i] - scale_is * li as f32;
-            mse += qw[i] * diff * diff;
-        }
-        if mse < best_mse {
-            best_mse = mse;
-            iscale = iscale_is;
-        }
-    }
-    let (mut sumlx, mut suml2) = (0.0f32, 0.0f32);
-    for i in 0..n {
-        let li = nearest_int(iscale * x[i]).min(nmax);
-        l[i] = li as u8;
-        sumlx += qw[i] * x[i] * li as f32;
-        suml2 += qw[i] * li as f32 * li as f32;
-    }
-    for _ in 0..5 {
-        let mut n_changed = 0;
-        for i in 0..n {
-            let w = qw[i];
-            let li = l[i] as f32;
-            let mut slx = sumlx - w * x[i] * li;
-            let mut sl2 = suml2 - w * li * li;
-            if slx > 0.0 && sl2 > 0.0 {
-                let new_l = nearest_int(x[i] * sl2 / slx).min(nmax);
-                if new_l != l[i] as i32 {
-                    slx += w * x[i] * new_l as f32;
-                    sl2 += w * new_l as f32 * new_l as f32;
-                    if slx * slx * suml2 > sumlx * sumlx * sl2 {
-                        l[i] = new_l as u8;
-                        sumlx = slx;
-                        suml2 = sl2;
-                        n_changed += 1;
-                    }
-                }
-            }
-        }
-        if n_changed == 0 {
-            break;
-        }
-    }
-    if suml2 > 0.0 { sumlx / suml2 } else { 0.0 }
 }
 
 /// The real elements of a block (`1..=N` of them) followed by zeros, and their count.
@@ -179,15 +90,6 @@ pub(crate) fn sigma2(xs: &[f32], n: usize, factor: f32) -> f32 {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn nearest_int_rounds_half_to_even() {
-        assert_eq!(nearest_int(0.5), 0);
-        assert_eq!(nearest_int(-0.5), 0);
-        assert_eq!(nearest_int(1.5), 2);
-        assert_eq!(nearest_int(-2.6), -3);
-        let _ = nearest_int(f32::NAN);
-    }
 
     #[test]
     fn best_index_picks_the_nearest_value() {

@@ -51,7 +51,7 @@ const XXS: GridSearch = GridSearch {
     steps: 6,
     step: 0.1,
     refine: Refine::Always,
-    eps: Some(crate::common::GROUP_MAX_EPS),
+    eps: Some(qforge_ggml_search::GROUP_MAX_EPS),
     initial_on_grid: true,
     signs: Signs::EvenParity,
 };

@@ -2,11 +2,12 @@
 //! with 6-bit sub-block scales): `x = scale * kvalues_iq4nl[q]` with a 16-entry table of
 //! non-uniformly spaced values. Both encoders are ggml's `quantize_row_iq4_nl_impl`.
 
-use crate::common::{GROUP_MAX_EPS, NoImatrix, QK_K, best_index_int8, nearest_int, padded, search_weights, sum_sq};
+use crate::common::{NoImatrix, QK_K, best_index_int8, padded, search_weights, sum_sq};
 use crate::tables::KVALUES_IQ4NL;
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::{F16Le, U16Le};
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
+use qforge_ggml_search::{GROUP_MAX_EPS, nearest_int, signed_absmax};
 
 /// Writes `dl * kvalues[q]` for the 32 values of the 16 bytes `qs` (low nibbles, then high
 /// nibbles) to `dst` (32 elements).
@@ -24,13 +25,7 @@ fn emit32<O: Elem>(dst: &mut [O], dl: f32, qs: &[u8]) {
 fn sub_block_scale(xb: &[f32], w: &[f32]) -> f32 {
     const NTRY: i32 = 7;
     let v0 = KVALUES_IQ4NL[0] as f32;
-    let (mut amax, mut max) = (0.0f32, 0.0f32);
-    for &v in xb {
-        if v.abs() > amax {
-            amax = v.abs();
-            max = v;
-        }
-    }
+    let (amax, max) = signed_absmax(xb);
     if amax < GROUP_MAX_EPS {
         return 0.0;
     }

@@ -7,8 +7,9 @@
 //! if that is not on the grid, replaced by the best of its precomputed neighbours; the
 //! weighted least-squares scale of the best candidate wins, and is refined once more.
 
-use crate::common::{NoImatrix, QK_K, c_max, make_qp_quants, nearest_int, padded, search_weights, sigma2};
+use crate::common::{NoImatrix, QK_K, padded, search_weights, sigma2};
 use crate::lattice::Lattice;
+use qforge_ggml_search::{c_max, make_qp_quants, nearest_int};
 
 /// Where the candidate scales start.
 #[derive(Clone, Copy)]
@@ -157,7 +158,8 @@ impl GridSearch {
         let top = (2 * self.kmax_q - 1) as f32;
         let (mut scale, denom) = match self.start {
             Start::QpQuants => {
-                let s = make_qp_quants(xval, self.kmax_q + 1, w);
+                // Only the scale is used; the codes go to scratch.
+                let s = make_qp_quants(xval, self.kmax_q + 1, &mut [0u8; 32], w);
                 let eff_max = s * self.kmax_q as f32;
                 if eff_max <= 0.0 {
                     return None;

@@ -8,9 +8,9 @@
 //! `make_qkx3_quants` per sub-block, then `make_qp_quants` for the sub-block scales and mins.
 //! Either way the codes are finally recomputed from the stored (f16-rounded) scales.
 
-use crate::search::{AffineSearch, make_qkx_quants, make_qp_quants, nearest_int};
 use crate::{QK_K, padded};
 use qforge_core::le::F16Le;
+use qforge_ggml_search::{AffineSearch, make_qkx_quants, make_qp_quants, nearest_int};
 
 /// How the unweighted (reference) search weighs each element of a sub-block.
 #[derive(Clone, Copy)]
@@ -41,6 +41,9 @@ pub(crate) trait AffineSpec {
     fn pack_scales(sc: &[u8; 16], m: &[u8; 16]) -> Self::Scales;
     fn scale_min(s: &Self::Scales, j: usize) -> (u8, u8);
 }
+
+/// Lane length of the sub-block searches: the longest sub-block (32 elements, q4_k / q5_k).
+const SUB_MAX: usize = 32;
 
 /// ggml's search parameters for the importance-weighted path (all affine K-quants).
 const WEIGHTED_SEARCH: AffineSearch = AffineSearch { rmin: -0.9, rdelta: 0.05, nstep: 36, use_mad: false };
@@ -95,7 +98,6 @@ pub(crate) fn encode<S: AffineSpec>(x: &[f32], weights: Option<&[f32]>) -> Affin
     let mut codes = [0u8; QK_K];
     let mut scales = [0.0f32; 16];
     let mut mins = [0.0f32; 16];
-    let mut aux = [0u8; 32];
     let mut w = [0.0f32; 32];
 
     let (d, dmin, sc, m) = match weights {
@@ -124,7 +126,7 @@ pub(crate) fn encode<S: AffineSpec>(x: &[f32], weights: Option<&[f32]>) -> Affin
                     }
                 }
                 let lj = &mut codes[S::SUB * j..S::SUB * j + nj];
-                (scales[j], mins[j]) = make_qkx_quants(xj, &w[..nj], S::NMAX, lj, &mut aux, S::REF_SEARCH);
+                (scales[j], mins[j]) = make_qkx_quants::<SUB_MAX, _>(xj, &w[..nj], S::NMAX, lj, S::REF_SEARCH);
             }
             let max_of = |v: &[f32]| v.iter().fold(0.0f32, |m, &s| if s > m { s } else { m });
             let (max_scale, max_min) = (max_of(&scales[..nsub]), max_of(&mins[..nsub]));
@@ -146,7 +148,7 @@ pub(crate) fn encode<S: AffineSpec>(x: &[f32], weights: Option<&[f32]>) -> Affin
                 let (lo, hi) = (S::SUB * j, S::SUB * j + nj);
                 sw[j] = importance(&xs[lo..hi], &qw[lo..hi], sigma2, &mut w[..nj]);
                 (scales[j], mins[j]) =
-                    make_qkx_quants(&xs[lo..hi], &w[..nj], S::NMAX, &mut codes[lo..hi], &mut aux, WEIGHTED_SEARCH);
+                    make_qkx_quants::<SUB_MAX, _>(&xs[lo..hi], &w[..nj], S::NMAX, &mut codes[lo..hi], WEIGHTED_SEARCH);
             }
             let (mut sc, mut m) = ([0u8; 16], [0u8; 16]);
             let d = make_qp_quants(&scales[..nsub], S::SCALE_MAX, &mut sc[..nsub], &sw[..nsub]);

@@ -24,7 +24,6 @@ mod q3k;
 mod q4k;
 mod q6k;
 mod q8k;
-mod search;
 mod symmetric;
 
 pub use q2k::{BlockQ2K, Q2K};

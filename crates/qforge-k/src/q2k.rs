@@ -3,11 +3,11 @@
 use crate::affine::{self, AffineSpec, RefWeights};
 use crate::decode::{self, DecodeBlock};
 use crate::pack::pack_2bit;
-use crate::search::AffineSearch;
 use crate::{K_DOT, QK_K};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, FormatDesc, Role};
+use qforge_ggml_search::AffineSearch;
 
 /// ggml's `block_q2_K` (84 bytes): `x = d * (scales[j] & 0xF) * q - dmin * (scales[j] >> 4)`.
 #[repr(C)]

@@ -4,12 +4,12 @@
 use crate::affine::{importance, sigma2};
 use crate::decode::{self, DecodeBlock};
 use crate::pack::{pack_2bit, pack_scales_q3, scale_q3, split_high_bit};
-use crate::search::{SymWeights, make_q3_quants, make_qx_quants, nearest_int};
 use crate::symmetric::{NSUB, SUB, max_abs_scale, requantize, sub_block_scales};
 use crate::{K_DOT, QK_K, padded};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, FormatDesc, Role};
+use qforge_ggml_search::{SymWeights, make_q3_quants, make_qx_quants, nearest_int};
 
 /// ggml's `block_q3_K` (110 bytes): `x = d * (sc[j] - 32) * (q - 4)`, `q in 0..8`.
 #[repr(C)]
@@ -86,10 +86,10 @@ impl BlockFormat for Q3K {
                 let scales = sub_block_scales(&xs, n, &mut codes, |xj, lj, j| {
                     let wj = &mut w[..xj.len()];
                     sw[j] = importance(xj, &qw[SUB * j..SUB * j + xj.len()], sigma2, wj);
-                    make_qx_quants(xj, ZERO, lj, SymWeights::Given(wj))
+                    make_qx_quants::<SUB, _>(xj, ZERO, lj, SymWeights::Given(wj))
                 });
                 let mut ls = [0i8; NSUB];
-                let d_block = make_qx_quants(&scales, 32, &mut ls, SymWeights::Given(&sw));
+                let d_block = make_qx_quants::<NSUB, _>(&scales, 32, &mut ls, SymWeights::Given(&sw));
                 (F16Le::from_f32(d_block), ls.map(|l| l as u8))
             }
         };

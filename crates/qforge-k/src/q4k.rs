@@ -4,11 +4,11 @@
 use crate::affine::{self, AffineSpec, RefWeights};
 use crate::decode::DecodeBlock;
 use crate::pack::{pack_4bit, pack_scale_min_k4, scale_min_k4, split_high_bit};
-use crate::search::AffineSearch;
 use crate::{K_DOT, QK_K};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, FormatDesc, Role};
+use qforge_ggml_search::AffineSearch;
 
 /// ggml's `block_q4_K` (144 bytes): `x = d * sc[j] * q - dmin * m[j]`, `q in 0..16`.
 #[repr(C)]

@@ -2,12 +2,12 @@
 //! scales.
 
 use crate::decode::DecodeBlock;
-use crate::search::{GROUP_MAX_EPS, make_qx_quants, nearest_int};
 use crate::symmetric::{SUB, max_abs_scale, requantize, sub_block_scales, sub_weights};
 use crate::{K_DOT, QK_K, padded};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, FormatDesc, Role};
+use qforge_ggml_search::{GROUP_MAX_EPS, make_qx_quants, nearest_int};
 
 /// ggml's `block_q6_K` (210 bytes): `x = d * scales[j] * (q - 32)`, `q in 0..64`.
 ///
@@ -88,7 +88,7 @@ impl BlockFormat for Q6K {
         let xs = padded(x);
         let mut codes = [ZERO as i8; QK_K];
         let scales = sub_block_scales(&xs, n, &mut codes, |xj, lj, j| {
-            make_qx_quants(xj, ZERO, lj, sub_weights(weights, j, xj.len()))
+            make_qx_quants::<SUB, _>(xj, ZERO, lj, sub_weights(weights, j, xj.len()))
         });
         let (max_scale, max_abs) = max_abs_scale(&scales);
         if max_abs < GROUP_MAX_EPS {

@@ -1,11 +1,11 @@
 //! q8_k: the 8-bit activation format K-quant dot products pair with (f32 scale, 16 sums).
 
 use crate::decode::DecodeBlock;
-use crate::search::{nearest_int, signed_absmax};
 use crate::{QK_K, padded};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::{F32Le, I16Le};
 use qforge_core::{BlockFormat, FormatDesc, Role};
+use qforge_ggml_search::{nearest_int, signed_absmax};
 
 /// ggml's `block_q8_K` (292 bytes): `x = d * qs[i]`; `bsums[j]` is the sum of `qs` over
 /// elements `16j..16j+16`.

@@ -3,7 +3,7 @@
 
 use crate::QK_K;
 use crate::affine::real_len;
-use crate::search::{SymWeights, nearest_int};
+use qforge_ggml_search::{SymWeights, nearest_int};
 
 /// Elements per sub-block.
 pub(crate) const SUB: usize = 16;
@@ -42,7 +42,7 @@ pub(crate) fn max_abs_scale(scales: &[f32; NSUB]) -> (f32, f32) {
     (max, amax)
 }
 
-/// Weights of sub-block `j` (its real elements) for [`crate::search::make_qx_quants`].
+/// Weights of sub-block `j` (its real elements) for [`qforge_ggml_search::make_qx_quants`].
 pub(crate) fn sub_weights(weights: Option<&[f32]>, j: usize, nj: usize) -> SymWeights<'_> {
     match weights {
         Some(w) => SymWeights::Given(&w[SUB * j..SUB * j + nj]),

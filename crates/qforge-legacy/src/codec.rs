@@ -2,9 +2,9 @@
 //! quantizers, the importance-weighted `quantize_row_*_impl` paths, and partial blocks.
 
 use crate::block::{Kind, LegacyBlock, QK};
-use crate::search::{make_qkx3_quants, make_qx_quants, nearest_int};
 use qforge_core::le::F16Le;
 use qforge_core::{Elem, OutRow};
+use qforge_ggml_search::{AffineSearch, SymWeights, abs_max, make_qkx_quants, make_qx_quants, nearest_int};
 
 /// ggml's `(int8_t)v` / `(uint8_t)v` on x86-64: truncate toward zero through a 32-bit
 /// conversion, where NaN and out-of-range values give `i32::MIN` (the "integer indefinite"
@@ -56,22 +56,8 @@ fn c_round_block(v: &[f32; QK]) -> [i32; QK] {
     r
 }
 
-/// Lanes of the vectorizable reductions below.
+/// Lanes of the vectorizable reduction below.
 const LANES: usize = 8;
-
-/// `max |x|` (0 for empty or all-zero `x`) over finite `x`, in independent lanes.
-#[inline(always)]
-fn abs_max(x: &[f32]) -> f32 {
-    let mut lanes = [0f32; LANES];
-    let mut chunks = x.chunks_exact(LANES);
-    for c in &mut chunks {
-        for (m, &v) in lanes.iter_mut().zip(c) {
-            *m = if v.abs() > *m { v.abs() } else { *m };
-        }
-    }
-    let rest = chunks.remainder().iter().map(|v| v.abs());
-    lanes.into_iter().chain(rest).fold(0f32, |m, a| if a > m { a } else { m })
-}
 
 /// `(min, max)` of finite non-empty `x` as ggml's sequential `if (v < min) min = v` /
 /// `if (v > max) max = v` loop finds them: the value is order-independent, and of equal
@@ -259,6 +245,9 @@ fn affine_zero_code(d: f32, m: f32, qmax: i32) -> i32 {
     best.0
 }
 
+/// ggml's `make_qkx3_quants` parameters in `quantize_row_q4_1_impl` / `quantize_row_q5_1_impl`.
+const WEIGHTED_AFFINE: AffineSearch = AffineSearch { rmin: -0.9, rdelta: 0.05, nstep: 36, use_mad: false };
+
 /// Encode the real elements `x` (`1..=32` of them; more are ignored) of one block.
 ///
 /// `weights` is `(imatrix, sigma2)`: the raw per-column importance of these elements and
@@ -279,14 +268,15 @@ pub(crate) fn encode_block<B: LegacyBlock>(x: &[f32], weights: Option<(&[f32], f
         (Kind::Symmetric, _, Some((im, s2))) => {
             let w = combined_weights(x, im, s2);
             let mut codes = [0; QK];
-            let d = make_qx_quants(x, &w, half, &mut codes);
+            let d = make_qx_quants::<QK, i32>(x, half, &mut codes, SymWeights::Given(&w));
             Fit { d, m: 0.0, q: codes.map(|c| c - half) }
         }
         (Kind::Affine, _, Some((im, s2))) => {
             let w = combined_weights(x, im, s2);
             let mut q = [0; QK];
-            let (d, m) = make_qkx3_quants(x, &w, qmax, (-0.9, 0.05, 36), &mut q);
-            Fit { d, m, q }
+            // ggml returns the negated offset (`the_min`); negation is exact.
+            let (d, the_min) = make_qkx_quants::<QK, i32>(x, &w, qmax, &mut q, WEIGHTED_AFFINE);
+            Fit { d, m: -the_min, q }
         }
     };
     if n == 0 {

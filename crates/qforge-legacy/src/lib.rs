@@ -6,7 +6,8 @@
 //!   q8_1 (an activation format without a ggml `to_float`) decodes as `d·q`.
 //! * Encoding follows ggml's quantizers operation for operation: `quantize_row_*_ref` without
 //!   importance weights, and the `quantize_row_*_impl` searches (`make_qx_quants`,
-//!   `make_qkx3_quants`) with them, so whole rows match ggml's bytes. q8_0 and q8_1 ignore
+//!   `make_qkx3_quants`, shared with the other families in `qforge-ggml-search`) with them, so
+//!   whole rows match ggml's bytes. q8_0 and q8_1 ignore
 //!   weights, as ggml does.
 //! * Partial blocks: the scale (and minimum) come from the real elements only; padded
 //!   positions hold the quant nearest 0.
@@ -17,7 +18,6 @@
 
 mod block;
 mod codec;
-mod search;
 
 pub use block::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1, QK};
 
