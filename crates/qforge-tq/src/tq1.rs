@@ -26,10 +26,29 @@ const POW3: [u8; 5] = [1, 3, 9, 27, 81];
 
 /// Code `n` (0 = most significant) of a packed byte, given `pow3 = 3^n`, as ggml's
 /// `dequantize_row_tq1_0` extracts it: `q = byte·3^n mod 256`, `t = (3q) >> 8`. Any byte gives
-/// `t ∈ {0, 1, 2}`.
+/// `t ∈ {0, 1, 2}`. Computed in 16-bit lanes (the low byte of `byte·3^n` kept by a mask),
+/// which vectorizes.
 #[inline(always)]
 fn unpack(byte: u8, pow3: u8) -> u8 {
-    ((u16::from(byte.wrapping_mul(pow3)) * 3) >> 8) as u8
+    ((((u16::from(byte) * u16::from(pow3)) & 0xff) * 3) >> 8) as u8
+}
+
+/// Decodes one group of [`GROUPS`]: code `n` of byte `m` of `bytes` to `dst[m + N·n]`, whole
+/// `N`-byte rows at a time with a constant multiplier per row (as ggml's SIMD loop does).
+#[inline(always)]
+fn unpack_group<O: Elem, const N: usize, const C: usize, const E: usize>(
+    bytes: &[u8; N],
+    dst: &mut [O; E],
+    levels: &Levels<O>,
+) {
+    debug_assert_eq!(N * C, E);
+    for n in 0..C {
+        let p = POW3[n];
+        let row: &mut [O; N] = (&mut dst[N * n..N * n + N]).try_into().expect("N elements");
+        for m in 0..N {
+            row[m] = levels.get(unpack(bytes[m], p));
+        }
+    }
 }
 
 /// Packs up to five codes, first one most significant, missing low codes 0, and maps the
@@ -61,17 +80,14 @@ impl BlockFormat for Tq1_0 {
     /// ggml's `dequantize_row_tq1_0`: `x = (float)(t - 1) · d`. Writes at most `out.len()`.
     fn decode<O: Elem>(b: &BlockTq1_0, out: &mut [O]) {
         let levels = Levels::<O>::new(b.d.get());
-        let code_bytes = &bytemuck::bytes_of(b)[..52];
         with_whole_block(out, |out| {
-            for (first, nbytes, count, elem0) in GROUPS {
-                let bytes = &code_bytes[first..first + nbytes];
-                let dst = &mut out[elem0..elem0 + nbytes * count];
-                for (chunk, &p) in dst.chunks_exact_mut(nbytes).zip(&POW3) {
-                    for (o, &byte) in chunk.iter_mut().zip(bytes) {
-                        *o = levels.get(unpack(byte, p));
-                    }
-                }
-            }
+            let (head, rest) = out.split_at_mut(160);
+            let (mid, tail) = rest.split_at_mut(80);
+            let qs32: &[u8; 32] = b.qs[..32].try_into().expect("32 code bytes");
+            let qs16: &[u8; 16] = b.qs[32..].try_into().expect("16 code bytes");
+            unpack_group::<O, 32, 5, 160>(qs32, head.try_into().expect("160 elements"), &levels);
+            unpack_group::<O, 16, 5, 80>(qs16, mid.try_into().expect("80 elements"), &levels);
+            unpack_group::<O, 4, 4, 16>(&b.qh, tail.try_into().expect("16 elements"), &levels);
         });
     }
 
