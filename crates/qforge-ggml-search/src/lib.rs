@@ -186,8 +186,14 @@ pub fn make_qx_quants<const N: usize, C: Code>(x: &[f32], nmax: i32, l_out: &mut
 /// Its descent differs from [`make_qp_quants`]'s in ggml itself (signed codes clamped to
 /// `[-nmax, nmax)`, the `sl2 > 0` test after the new code instead of before), so the two are
 /// kept as ggml writes them rather than merged behind flags.
-pub fn make_q3_quants(x: &[f32], nmax: i32, l_out: &mut [i8]) -> f32 {
+///
+/// `N` is the lane length (`x.len() <= N`, checked): the first pass and the per-element
+/// products the descent reuses (`w = x²`, `w·x`) are formed in fixed-length lanes; every sum
+/// still runs sequentially from index 0.
+#[inline]
+pub fn make_q3_quants<const N: usize>(x: &[f32], nmax: i32, l_out: &mut [i8]) -> f32 {
     let n = x.len();
+    assert!(n <= N, "make_q3_quants on {n} > {N} elements");
     let l_out = &mut l_out[..n];
     let (amax, max) = signed_absmax(x);
     if amax < GROUP_MAX_EPS {
@@ -195,28 +201,36 @@ pub fn make_q3_quants(x: &[f32], nmax: i32, l_out: &mut [i8]) -> f32 {
         return 0.0;
     }
     let iscale = -(nmax as f32) / max;
+    let (mut xs, mut wv, mut wx) = ([0.0f32; N], [0.0f32; N], [0.0f32; N]);
+    xs[..n].copy_from_slice(x);
+    let (mut l, mut a, mut b) = ([0i32; N], [0.0f32; N], [0.0f32; N]);
+    for i in 0..N {
+        wv[i] = xs[i] * xs[i];
+        wx[i] = wv[i] * xs[i];
+        l[i] = nearest_int(iscale * xs[i]).clamp(-nmax, nmax - 1);
+        let lf = l[i] as f32;
+        a[i] = wx[i] * lf;
+        b[i] = wv[i] * lf * lf;
+    }
     let (mut sumlx, mut suml2) = (0.0f32, 0.0f32);
     for i in 0..n {
-        let l = nearest_int(iscale * x[i]).clamp(-nmax, nmax - 1);
-        l_out[i] = l as i8;
-        let w = x[i] * x[i];
-        sumlx += w * x[i] * l as f32;
-        suml2 += w * l as f32 * l as f32;
+        sumlx += a[i];
+        suml2 += b[i];
     }
     for _ in 0..5 {
         let mut n_changed = 0;
         for i in 0..n {
-            let w = x[i] * x[i];
-            let li = l_out[i] as f32;
-            let mut slx = sumlx - w * x[i] * li;
+            let (w, wxi) = (wv[i], wx[i]);
+            let li = l[i] as f32;
+            let mut slx = sumlx - wxi * li;
             if slx > 0.0 {
                 let mut sl2 = suml2 - w * li * li;
-                let new_l = nearest_int(x[i] * sl2 / slx).clamp(-nmax, nmax - 1);
-                if new_l != l_out[i] as i32 {
-                    slx += w * x[i] * new_l as f32;
+                let new_l = nearest_int(xs[i] * sl2 / slx).clamp(-nmax, nmax - 1);
+                if new_l != l[i] {
+                    slx += wxi * new_l as f32;
                     sl2 += w * new_l as f32 * new_l as f32;
                     if sl2 > 0.0 && slx * slx * suml2 > sumlx * sumlx * sl2 {
-                        l_out[i] = new_l as i8;
+                        l[i] = new_l;
                         sumlx = slx;
                         suml2 = sl2;
                         n_changed += 1;
@@ -228,8 +242,8 @@ pub fn make_q3_quants(x: &[f32], nmax: i32, l_out: &mut [i8]) -> f32 {
             break;
         }
     }
-    for l in l_out.iter_mut() {
-        *l += nmax as i8;
+    for (o, &li) in l_out.iter_mut().zip(&l) {
+        *o = (li + nmax) as i8;
     }
     if suml2 > 0.0 { sumlx / suml2 } else { 0.0 }
 }

@@ -214,7 +214,7 @@ fn qx_fits_an_exact_grid() {
 fn q3_fits_an_exact_grid() {
     let x = [-4.0f32, -2.0, 0.0, 2.0];
     let mut l = [9i8; 4];
-    assert_eq!(make_q3_quants(&x, 4, &mut l), 1.0);
+    assert_eq!(make_q3_quants::<16>(&x, 4, &mut l), 1.0);
     assert_eq!(l, [0, 2, 4, 6]);
 }
 
@@ -244,7 +244,7 @@ fn degenerate_groups() {
     assert_eq!(make_qx_quants::<16, i8>(&[0.0; 16], 32, &mut l8, SymWeights::XSquared), 0.0);
     assert_eq!(l8, [0; 16]);
     let mut l8 = [7i8; 16];
-    assert_eq!(make_q3_quants(&[1e-16; 16], 4, &mut l8), 0.0);
+    assert_eq!(make_q3_quants::<16>(&[1e-16; 16], 4, &mut l8), 0.0);
     assert_eq!(l8, [0; 16]);
     let mut lu = [7u8; 16];
     assert_eq!(make_qp_quants(&[0.0; 16], 15, &mut lu, &[1.0; 16]), 0.0);

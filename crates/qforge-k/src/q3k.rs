@@ -67,7 +67,7 @@ impl BlockFormat for Q3K {
             // quantize_row_q3_K_ref: make_q3_quants per sub-block, scales relative to the
             // largest-magnitude one.
             None => {
-                let scales = sub_block_scales(&xs, n, &mut codes, |xj, lj, _| make_q3_quants(xj, ZERO, lj));
+                let scales = sub_block_scales(&xs, n, &mut codes, |xj, lj, _| make_q3_quants::<SUB>(xj, ZERO, lj));
                 let (max_scale, _) = max_abs_scale(&scales);
                 if max_scale != 0.0 {
                     let iscale = -32.0f32 / max_scale;
