@@ -181,13 +181,19 @@ struct Fit {
 /// `quantize_row_q4_0_ref` / `q5_0_ref`: `d = max / -nmax` where `max` is the value of
 /// largest magnitude, codes `min(2·nmax-1, trunc(x/d + nmax + 0.5))`.
 /// ggml picks `max` as the first element of largest magnitude (`+0.0` if all are zero).
+/// Inlined so that the codes stay in registers instead of passing through a returned `Fit`.
+#[inline(always)]
 fn ref_offset(x: &[f32], nmax: i32) -> Fit {
     let amax = abs_max(x);
     let max = if amax > 0.0 { x.iter().copied().find(|v| v.abs() == amax).unwrap_or(0.0) } else { 0.0 };
     let d = max / -(nmax as f32);
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
     let bias = nmax as f32 + 0.5;
-    let mut v = padded(x);
+    // A whole block is read in place (no variable-length copy into a padded block).
+    let mut v = match x.first_chunk::<QK>() {
+        Some(full) => *full,
+        None => padded(x),
+    };
     for v in &mut v {
         *v = *v * id + bias;
     }
