@@ -75,7 +75,9 @@ impl Backend for Cpu {
         Ok(())
     }
     fn dequant(&self, t: &QuantTensor<'_>, dtype: DType) -> Result<Vec<u8>, CellError> {
-        qforge_cpu::dequantize_to_bytes(t, dtype).map_err(|e| CellError::Failed(e.to_string()))
+        qforge_cpu::dequantize_dyn(t, dtype)
+            .map(|y| y.le_bytes().into_owned())
+            .map_err(|e| CellError::Failed(e.to_string()))
     }
     fn quantize(
         &self,

@@ -141,6 +141,6 @@ pub fn dequant(
         .ok_or_else(|| bad_input(format!("--shape {shape}: tensor size overflows")))?;
     let data = files::read_blocks(input, expected, "quantized input", (f.desc().name, f.desc().block_bytes))?;
     let t = QuantTensor::new(f, shape, data).input()?;
-    let bytes = qforge_cpu::dequantize_to_bytes(&t, dtype).input()?;
-    files::write_atomic(output, &bytes)
+    let y = qforge_cpu::dequantize_dyn(&t, dtype).input()?;
+    files::write_atomic(output, &y.le_bytes())
 }

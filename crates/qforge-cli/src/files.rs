@@ -2,22 +2,21 @@
 
 use crate::exit::{Classify, CliResult, bad_input};
 use anyhow::Context;
-use std::io::Write;
+use std::io::{Read, Write};
 use std::path::Path;
 
-/// Read a whole file after checking its size is exactly `expected` bytes (so a wrong shape
-/// or a truncated file is reported before any large allocation).
-pub fn read_exact_size(path: &Path, expected: usize, what: &str) -> CliResult<Vec<u8>> {
-    read_checked(path, expected, what, None)
-}
-
-/// Like [`read_exact_size`] for a quantized file of `(format name, bytes per block)`: a size
-/// that is not a whole number of blocks is reported as such.
+/// Read a quantized file after checking its size is exactly `expected` bytes, so a wrong
+/// shape or a truncated file is reported before any large allocation; a size that is not a
+/// whole number of `(format name, bytes per block)` blocks is reported as such.
 pub fn read_blocks(path: &Path, expected: usize, what: &str, block: (&str, usize)) -> CliResult<Vec<u8>> {
-    read_checked(path, expected, what, Some(block))
+    let mut data = vec![0u8; check_size(path, expected, what, Some(block))?];
+    read_into(path, &mut data, what)?;
+    Ok(data)
 }
 
-fn read_checked(path: &Path, expected: usize, what: &str, block: Option<(&str, usize)>) -> CliResult<Vec<u8>> {
+/// Check that `path` is a regular file of exactly `expected` bytes (and, for a quantized
+/// file, a whole number of blocks) before anything is allocated for it.
+fn check_size(path: &Path, expected: usize, what: &str, block: Option<(&str, usize)>) -> CliResult<usize> {
     let meta = std::fs::metadata(path).with_context(|| format!("cannot open {what} {}", path.display())).input()?;
     if !meta.is_file() {
         return Err(bad_input(format!("{what} {} is not a regular file", path.display())));
@@ -36,18 +35,26 @@ fn read_checked(path: &Path, expected: usize, what: &str, block: Option<(&str, u
             meta.len()
         )));
     }
-    let data = std::fs::read(path).with_context(|| format!("cannot read {what} {}", path.display())).input()?;
-    if data.len() != expected {
-        return Err(bad_input(format!("{what} {} changed size while being read", path.display())));
-    }
-    Ok(data)
+    Ok(expected)
 }
 
-/// Little-endian f32 values of a raw `.f32` file holding exactly `count` values.
+/// Fill `buf` from the start of `path`; a file that shrank since it was checked is bad input.
+fn read_into(path: &Path, buf: &mut [u8], what: &str) -> CliResult<()> {
+    let mut f = std::fs::File::open(path).with_context(|| format!("cannot open {what} {}", path.display())).input()?;
+    f.read_exact(buf).with_context(|| format!("cannot read {what} {} (did it change size?)", path.display())).input()
+}
+
+/// Little-endian f32 values of a raw `.f32` file holding exactly `count` values, read
+/// straight into the f32 buffer (no second copy of a large input).
 pub fn read_f32(path: &Path, count: usize, what: &str) -> CliResult<Vec<f32>> {
     let bytes = count.checked_mul(4).ok_or_else(|| bad_input(format!("{what}: element count overflows")))?;
-    let data = read_exact_size(path, bytes, what)?;
-    Ok(data.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+    check_size(path, bytes, what, None)?;
+    let mut v = vec![0f32; count];
+    read_into(path, bytemuck::cast_slice_mut(&mut v), what)?;
+    if cfg!(target_endian = "big") {
+        v.iter_mut().for_each(|x| *x = f32::from_bits(u32::from_le(x.to_bits())));
+    }
+    Ok(v)
 }
 
 /// Refuse to write the output over one of the inputs.

@@ -1,52 +1,10 @@
 //! End-to-end tests of the `qforge` binary: the CLI contract (spellings, exit codes, one
 //! line on stderr, never a panic) and round trips through raw files.
 
-use std::path::{Path, PathBuf};
-use std::process::{Command, Output};
+mod common;
 
-fn qforge(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_qforge")).args(args).output().expect("run qforge")
-}
-
-struct Tmp(PathBuf);
-
-impl Tmp {
-    fn new(tag: &str) -> Tmp {
-        let d = std::env::temp_dir().join(format!("qforge-cli-{tag}-{}", std::process::id()));
-        let _ = std::fs::remove_dir_all(&d);
-        std::fs::create_dir_all(&d).unwrap();
-        Tmp(d)
-    }
-    fn path(&self, name: &str) -> PathBuf {
-        self.0.join(name)
-    }
-    fn s(&self, name: &str) -> String {
-        self.path(name).to_string_lossy().into_owned()
-    }
-}
-
-impl Drop for Tmp {
-    fn drop(&mut self) {
-        let _ = std::fs::remove_dir_all(&self.0);
-    }
-}
-
-fn write_f32(p: &Path, v: &[f32]) {
-    std::fs::write(p, v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>()).unwrap();
-}
-
-fn read_f32(p: &Path) -> Vec<f32> {
-    std::fs::read(p).unwrap().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
-}
-
-/// Exit code `code`, exactly one non-empty line on stderr, and no panic text.
-fn assert_fails(out: &Output, code: i32, needle: &str) {
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(code), "stderr: {err}");
-    assert!(!err.contains("panicked"), "panic: {err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "want one line on stderr, got: {err}");
-    assert!(err.to_lowercase().contains(&needle.to_lowercase()), "stderr {err:?} lacks {needle:?}");
-}
+use common::{Tmp, assert_fails, qforge, read_f32, write_f32};
+use std::path::Path;
 
 fn formats_json() -> Vec<serde_json::Value> {
     let out = qforge(&["formats", "--json"]);

@@ -1,38 +1,8 @@
 //! `qforge gemm-config`: exit codes, one line on stderr for bad input, JSON fields, --batch.
 
-use std::io::Write;
-use std::process::{Command, Output, Stdio};
+mod common;
 
-fn qforge(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_qforge")).args(args).output().expect("run qforge")
-}
-
-fn qforge_stdin(args: &[&str], input: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_qforge"))
-        .args(args)
-        .stdin(Stdio::piped())
-        .stdout(Stdio::piped())
-        .stderr(Stdio::piped())
-        .spawn()
-        .expect("spawn qforge");
-    // Feed stdin from a thread so a large output cannot deadlock against a full input pipe.
-    let mut stdin = child.stdin.take().unwrap();
-    let input = input.to_string();
-    let feeder = std::thread::spawn(move || {
-        let _ = stdin.write_all(input.as_bytes());
-    });
-    let out = child.wait_with_output().unwrap();
-    feeder.join().unwrap();
-    out
-}
-
-fn assert_fails(out: &Output, code: i32, needle: &str) {
-    let err = String::from_utf8_lossy(&out.stderr);
-    assert_eq!(out.status.code(), Some(code), "stderr: {err}");
-    assert!(!err.contains("panicked"), "panic: {err}");
-    assert_eq!(err.trim_end().lines().count(), 1, "want one line on stderr, got: {err}");
-    assert!(err.to_lowercase().contains(&needle.to_lowercase()), "stderr {err:?} lacks {needle:?}");
-}
+use common::{assert_fails, qforge, qforge_stdin};
 
 fn config(args: &[&str]) -> serde_json::Value {
     let out = qforge(args);

@@ -7,6 +7,7 @@
 
 use qforge_core::{DType, Elem, Format, QuantError, QuantTensor, Shape, bf16, f16};
 use rayon::prelude::*;
+use std::borrow::Cow;
 
 /// Rows smaller than this many elements are grouped so each rayon task does real work.
 const MIN_ELEMS_PER_TASK: usize = 16 * 1024;
@@ -41,23 +42,62 @@ pub fn dequantize<O: Elem>(t: &QuantTensor<'_>) -> Result<Vec<O>, QuantError> {
     Ok(out)
 }
 
-/// Dequantize `t` to little-endian bytes of `dtype` (what the CLI writes to raw files).
-pub fn dequantize_to_bytes(t: &QuantTensor<'_>, dtype: DType) -> Result<Vec<u8>, QuantError> {
-    fn bytes<O: Elem + bytemuck::Pod>(t: &QuantTensor<'_>) -> Result<Vec<u8>, QuantError> {
-        let v = dequantize::<O>(t)?;
-        if cfg!(target_endian = "little") {
-            Ok(bytemuck::cast_slice(&v).to_vec())
-        } else {
-            let mut out = Vec::with_capacity(v.len() * std::mem::size_of::<O>());
-            v.iter().for_each(|e| e.write_le(&mut out));
-            Ok(out)
+/// A dequantized tensor in the dtype that was asked for at run time.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Dequantized {
+    F32(Vec<f32>),
+    F16(Vec<f16>),
+    Bf16(Vec<bf16>),
+}
+
+impl Dequantized {
+    pub fn dtype(&self) -> DType {
+        match self {
+            Dequantized::F32(_) => DType::F32,
+            Dequantized::F16(_) => DType::F16,
+            Dequantized::Bf16(_) => DType::Bf16,
         }
     }
-    match dtype {
-        DType::F32 => bytes::<f32>(t),
-        DType::F16 => bytes::<f16>(t),
-        DType::Bf16 => bytes::<bf16>(t),
+
+    pub fn len(&self) -> usize {
+        match self {
+            Dequantized::F32(v) => v.len(),
+            Dequantized::F16(v) => v.len(),
+            Dequantized::Bf16(v) => v.len(),
+        }
     }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The values as little-endian bytes (what the CLI writes to raw files): a view of the
+    /// buffer itself on little-endian hosts, so a large tensor is never held twice.
+    pub fn le_bytes(&self) -> Cow<'_, [u8]> {
+        fn view<O: Elem + bytemuck::Pod>(v: &[O]) -> Cow<'_, [u8]> {
+            if cfg!(target_endian = "little") {
+                Cow::Borrowed(bytemuck::cast_slice(v))
+            } else {
+                let mut out = Vec::with_capacity(std::mem::size_of_val(v));
+                v.iter().for_each(|e| e.write_le(&mut out));
+                Cow::Owned(out)
+            }
+        }
+        match self {
+            Dequantized::F32(v) => view(v),
+            Dequantized::F16(v) => view(v),
+            Dequantized::Bf16(v) => view(v),
+        }
+    }
+}
+
+/// Dequantize `t` to the run-time `dtype`.
+pub fn dequantize_dyn(t: &QuantTensor<'_>, dtype: DType) -> Result<Dequantized, QuantError> {
+    Ok(match dtype {
+        DType::F32 => Dequantized::F32(dequantize(t)?),
+        DType::F16 => Dequantized::F16(dequantize(t)?),
+        DType::Bf16 => Dequantized::Bf16(dequantize(t)?),
+    })
 }
 
 /// Quantize row-major `x` of logical `shape` into `out` (`rows * format.row_bytes(cols)` bytes).

@@ -45,8 +45,11 @@ fn parallel_tensor_paths_equal_row_references() {
             assert_eq!(y16[i].to_bits(), f16::from_f32(y32[i]).to_bits(), "{} f16 {i}", f.desc().name);
             assert_eq!(yb[i].to_bits(), bf16::from_f32(y32[i]).to_bits(), "{} bf16 {i}", f.desc().name);
         }
-        let bytes = qforge_cpu::dequantize_to_bytes(&t, qforge_core::DType::F16).unwrap();
+        let d = qforge_cpu::dequantize_dyn(&t, qforge_core::DType::F16).unwrap();
+        assert_eq!(d, qforge_cpu::Dequantized::F16(y16.clone()));
+        let bytes = d.le_bytes();
         assert_eq!(bytes.len(), rows * cols * 2);
+        assert_eq!(u16::from_le_bytes([bytes[2], bytes[3]]), y16[1].to_bits());
     }
 }
 
