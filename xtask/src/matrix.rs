@@ -31,6 +31,20 @@ pub struct Cell {
     pub datasets: Vec<DatasetErr>,
 }
 
+impl Cell {
+    /// The cell as the backend's error leaves it: `missing` or `fail` with the reason.
+    fn failed_with(mut self, e: CellError) -> Cell {
+        match e {
+            CellError::Missing => {
+                self.status = "missing";
+                self.detail = "no implementation".into();
+            }
+            CellError::Failed(why) => self.detail = why,
+        }
+        self
+    }
+}
+
 #[derive(Serialize, Clone)]
 pub struct DatasetErr {
     pub name: String,
@@ -174,15 +188,7 @@ fn dequant_cell(f: &'static dyn Format, dev: &dyn Backend, r: &DecodeRef, dtype:
     };
     let got = match dev.dequant(&t, dtype) {
         Ok(b) => b,
-        Err(CellError::Missing) => {
-            c.status = "missing";
-            c.detail = "no implementation".into();
-            return c;
-        }
-        Err(CellError::Failed(e)) => {
-            c.detail = e;
-            return c;
-        }
+        Err(e) => return c.failed_with(e),
     };
     if got.len() != n * dtype.size() {
         c.detail = format!("{} output bytes, expected {}", got.len(), n * dtype.size());
@@ -264,15 +270,7 @@ fn quantize_cell(f: &'static dyn Format, dev: &dyn Backend) -> Cell {
         let w = with_im.then_some(&im[..]);
         let ours = match dev.quantize(f, Shape::new([rows, cols]).expect("manifest shape"), &x, w) {
             Ok(b) => b,
-            Err(CellError::Missing) => {
-                c.status = "missing";
-                c.detail = "no implementation".into();
-                return c;
-            }
-            Err(CellError::Failed(e)) => {
-                c.detail = e;
-                return c;
-            }
+            Err(e) => return c.failed_with(e),
         };
         let ours = match decode(ours) {
             Ok(v) => v,
