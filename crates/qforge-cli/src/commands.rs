@@ -2,7 +2,7 @@
 
 use crate::exit::{Classify, CliResult, bad_input, failed};
 use crate::files;
-use qforge_core::{DType, Format, QuantTensor, Role, Shape};
+use qforge_core::{DType, Format, Params, QuantError, QuantTensor, Role, Shape};
 use std::io::Write;
 use std::path::Path;
 
@@ -19,22 +19,16 @@ pub fn parse_shape(s: &str) -> CliResult<Shape> {
     Shape::new(dims).map_err(|e| bad_input(format!("--shape '{s}': {e}")))
 }
 
-fn format_by_name(name: &str) -> CliResult<&'static dyn Format> {
-    qforge_formats::get(name).input()
+/// The format named `name`, with `--group-size` applied (bad input if the format takes none).
+pub fn format_by_name(name: &str, group_size: Option<usize>) -> CliResult<&'static dyn Format> {
+    let params = Params { group_size, ..Params::default() };
+    qforge_formats::get_with(name, &params).map_err(|e| match e {
+        QuantError::Unsupported { .. } if group_size.is_some() => bad_input(format!("--group-size: {e}")),
+        e => bad_input(e.to_string()),
+    })
 }
 
-fn check_group_size(f: &dyn Format, group_size: Option<usize>) -> CliResult<()> {
-    match group_size {
-        None => Ok(()),
-        Some(g) => Err(bad_input(format!(
-            "--group-size {g}: format {} has a fixed block size of {}; only group-wise formats take a group size",
-            f.desc().name,
-            f.desc().block_size
-        ))),
-    }
-}
-
-fn check_device(device: &str) -> CliResult<()> {
+pub fn check_device(device: &str) -> CliResult<()> {
     match device.to_ascii_lowercase().as_str() {
         "cpu" => Ok(()),
         "cuda" => Err(failed("this build of qforge has no CUDA backend; use --device cpu")),
@@ -106,8 +100,7 @@ pub fn quantize(
     imatrix: Option<&Path>,
     group_size: Option<usize>,
 ) -> CliResult<()> {
-    let f = format_by_name(format)?;
-    check_group_size(f, group_size)?;
+    let f = format_by_name(format, group_size)?;
     let shape = parse_shape(shape)?;
     let mut inputs = vec![input];
     inputs.extend(imatrix);
@@ -128,17 +121,12 @@ pub fn dequant(
     device: &str,
     group_size: Option<usize>,
 ) -> CliResult<()> {
-    let f = format_by_name(format)?;
-    check_group_size(f, group_size)?;
+    let f = format_by_name(format, group_size)?;
     let dtype: DType = dtype.parse().map_err(|e| bad_input(format!("--dtype: {e}")))?;
     let shape = parse_shape(shape)?;
     check_device(device)?;
     files::check_distinct(output, &[input])?;
-    let expected = f
-        .row_bytes(shape.cols())
-        .ok()
-        .and_then(|rb| rb.checked_mul(shape.rows()))
-        .ok_or_else(|| bad_input(format!("--shape {shape}: tensor size overflows")))?;
+    let expected = QuantTensor::expected_bytes(f, &shape).map_err(|e| bad_input(format!("--shape {shape}: {e}")))?;
     let data = files::read_blocks(input, expected, "quantized input", (f.desc().name, f.desc().block_bytes))?;
     let t = QuantTensor::new(f, shape, data).input()?;
     let y = qforge_cpu::dequantize_dyn(&t, dtype).input()?;

@@ -22,23 +22,24 @@ pub struct GemmArgs<'a> {
 /// The weight layout of a format name: a registry format first, then the built-in layouts
 /// (dense f32/f16/bf16, fp8_e4m3/e5m2, int4g) whose crates may not exist yet.
 fn layout(format: &str, group_size: Option<u64>) -> CliResult<WeightLayout> {
-    match qforge_formats::get(format) {
-        Ok(f) => {
-            if let Some(g) = group_size {
-                return Err(bad_input(format!(
-                    "--group-size {g}: format {} has a fixed block size of {}; only group-wise formats take a group size",
-                    f.desc().name,
-                    f.desc().block_size
-                )));
+    match WeightLayout::builtin(format, group_size) {
+        Ok(l) => Ok(l),
+        Err(qforge_tiling::TilingError::UnknownLayout { .. }) => match qforge_formats::get(format) {
+            Ok(f) => {
+                if let Some(g) = group_size {
+                    return Err(bad_input(format!(
+                        "--group-size {g}: format {} has a fixed block size of {}; only group-wise formats take a group size",
+                        f.desc().name,
+                        f.desc().block_size
+                    )));
+                }
+                WeightLayout::from_desc(f.desc()).input()
             }
-            WeightLayout::from_desc(f.desc()).input()
-        }
-        Err(_) => WeightLayout::builtin(format, group_size).map_err(|e| match e {
-            qforge_tiling::TilingError::UnknownLayout { .. } => bad_input(format!(
+            Err(_) => Err(bad_input(format!(
                 "unknown format '{format}' (see `qforge formats`; also f32, f16, bf16, fp8_e4m3, fp8_e5m2, int4g)"
-            )),
-            e => bad_input(e),
-        }),
+            ))),
+        },
+        Err(e) => Err(bad_input(e)),
     }
 }
 

@@ -1,8 +1,10 @@
 //! The format contract: [`BlockFormat`] (what a format crate implements) and [`Format`] (the
 //! object-safe row-level view every other layer uses).
 
+use crate::dot::{ActKind, ActRow, DotKernel, NoDot};
 use crate::dtype::{Elem, OutRow};
 use crate::error::QuantError;
+use crate::params::Params;
 use bytemuck::Pod;
 use half::{bf16, f16};
 use std::marker::PhantomData;
@@ -151,6 +153,84 @@ pub trait Format: Send + Sync + 'static {
 
     /// Quantize one row of finite values, with optional per-element importance weights.
     fn quantize_row(&self, x: &[f32], weights: Option<&[f32]>, out: &mut [u8]) -> Result<(), QuantError>;
+
+    /// The parameters this instance was made with (default for unparameterised formats).
+    fn params(&self) -> Params {
+        Params::default()
+    }
+
+    /// The variant of this format with run-time parameters `p` applied: `Ok(None)` means
+    /// "this very format". Unparameterised formats accept only the default parameters. Use
+    /// [`with_params`](dyn Format::with_params) rather than calling this directly.
+    fn variant(&self, p: &Params) -> Result<Option<&'static dyn Format>, QuantError> {
+        if p.is_default() {
+            Ok(None)
+        } else {
+            Err(QuantError::Unsupported {
+                format: self.desc().name,
+                reason: format!(
+                    "takes no parameters ({p} given; --group-size is for group-wise formats such as int4g)"
+                ),
+            })
+        }
+    }
+
+    // ---- Tensor-level side data (fp8's 128×128 scale grid) -------------------------------
+
+    /// Bytes of the side section stored after the rows of a `rows × cols` tensor (the fp8
+    /// formats' scale grid). Row-contained block formats have none.
+    fn aux_bytes(&self, rows: usize, cols: usize) -> Result<usize, QuantError> {
+        let _ = (rows, cols);
+        Ok(0)
+    }
+
+    /// Compute the side section from the whole row-major input, before any row is quantized.
+    fn quantize_aux(&self, x: &[f32], rows: usize, cols: usize, aux: &mut [u8]) -> Result<(), QuantError> {
+        let _ = (x, rows, cols, aux);
+        Ok(())
+    }
+
+    /// Quantize row number `row` of a tensor whose side section is `aux`.
+    fn quantize_row_at(
+        &self,
+        x: &[f32],
+        weights: Option<&[f32]>,
+        row: usize,
+        aux: &[u8],
+        out: &mut [u8],
+    ) -> Result<(), QuantError> {
+        let _ = (row, aux);
+        self.quantize_row(x, weights, out)
+    }
+
+    /// Dequantize row number `row` of a tensor whose side section is `aux`.
+    fn dequant_row_at(&self, bytes: &[u8], row: usize, aux: &[u8], out: OutRow<'_>) -> Result<(), QuantError> {
+        let _ = (row, aux);
+        self.dequant_row(bytes, out)
+    }
+
+    // ---- Dot products (mat-vec / mat-mul) ------------------------------------------------
+
+    /// How activations are quantized for this format's native integer dot product.
+    fn native_act(&self) -> ActKind {
+        ActKind::F32
+    }
+
+    /// Dot of weight row number `row` (`bytes`, side section `aux`) with a quantized
+    /// activation row whose length is the row's padded element count, when the format has an
+    /// exact kernel for that activation kind; `None` otherwise (callers then fall back to f32
+    /// on dequantized weights).
+    fn dot_row(&self, bytes: &[u8], row: usize, aux: &[u8], act: ActRow<'_>) -> Option<Result<f32, QuantError>> {
+        let _ = (bytes, row, aux, act);
+        None
+    }
+}
+
+impl dyn Format {
+    /// This format with run-time parameters applied (`Params::default()` gives `self`).
+    pub fn with_params(&'static self, p: &Params) -> Result<&'static dyn Format, QuantError> {
+        Ok(self.variant(p)?.unwrap_or(self))
+    }
 }
 
 impl std::fmt::Debug for dyn Format {
@@ -160,10 +240,13 @@ impl std::fmt::Debug for dyn Format {
 }
 
 /// Adapter that makes a [`BlockFormat`] a registrable `&'static dyn Format`:
-/// `pub static FORMATS: &[&dyn Format] = &[&Registered::<Q4_0>::NEW];`
-pub struct Registered<F>(PhantomData<fn() -> F>);
+/// `pub static FORMATS: &[&dyn Format] = &[&Registered::<Q4_0, GgmlDot>::NEW];`
+///
+/// The second parameter is the format's dot kernel ([`DotKernel`]): [`NoDot`] (the default)
+/// or [`GgmlDot`](crate::GgmlDot) for a format implementing [`NativeDot`](crate::NativeDot).
+pub struct Registered<F, D = NoDot>(PhantomData<fn() -> (F, D)>);
 
-impl<F: BlockFormat> Registered<F> {
+impl<F: BlockFormat, D: DotKernel<F>> Registered<F, D> {
     /// The adapter. Evaluating it checks at compile time that the block layout matches the
     /// descriptor (size, alignment 1, non-zero block size).
     pub const NEW: Self = {
@@ -174,7 +257,7 @@ impl<F: BlockFormat> Registered<F> {
     };
 }
 
-impl<F: BlockFormat> Registered<F> {
+impl<F: BlockFormat, D: DotKernel<F>> Registered<F, D> {
     fn blocks<'a>(&self, row: &'a [u8], cols: usize) -> Result<&'a [F::Block], QuantError> {
         let d = &F::DESC;
         if !row.len().is_multiple_of(d.block_bytes) {
@@ -199,7 +282,7 @@ impl<F: BlockFormat> Registered<F> {
     }
 }
 
-impl<F: BlockFormat> Format for Registered<F> {
+impl<F: BlockFormat, D: DotKernel<F>> Format for Registered<F, D> {
     fn desc(&self) -> &'static FormatDesc {
         &F::DESC
     }
@@ -245,5 +328,23 @@ impl<F: BlockFormat> Format for Registered<F> {
         })?;
         F::encode_row(x, weights, blocks);
         Ok(())
+    }
+
+    fn native_act(&self) -> ActKind {
+        D::ACT
+    }
+
+    fn dot_row(&self, bytes: &[u8], _row: usize, _aux: &[u8], act: ActRow<'_>) -> Option<Result<f32, QuantError>> {
+        let d = &F::DESC;
+        if !bytes.len().is_multiple_of(d.block_bytes) {
+            return Some(Err(QuantError::NotWholeBlocks {
+                what: "quantized row",
+                format: d.name,
+                len: bytes.len(),
+                block_bytes: d.block_bytes,
+            }));
+        }
+        let blocks: &[F::Block] = bytemuck::try_cast_slice(bytes).ok()?;
+        D::dot(blocks, act)
     }
 }

@@ -10,22 +10,31 @@
 //!   `BlockFormat` into a `&'static dyn Format` with one line.
 //! * [`QuantTensor`] is a quantized 2-D (or n-D, rows × row length) tensor: format, logical
 //!   shape, padded row length and its bytes, borrowed or owned, validated on construction.
+//! * [`Params`] carries run-time parameters (int4g's group size and scale dtype);
+//!   `<dyn Format>::with_params` returns the matching variant.
+//! * [`NativeDot`], [`DotKernel`] and [`ActRow`] are the dot-product contract behind mat-vec
+//!   and mat-mul: each format says how it wants activations quantized ([`ActKind`]) and may
+//!   supply an exact integer kernel for them.
 //! * [`QuantError`] is the typed error for every way input can be wrong.
 //! * [`le`] has alignment-1, little-endian scalar wrappers used inside block layouts so that a
 //!   block can be viewed in place in any byte buffer (memory maps included).
 #![forbid(unsafe_code)]
 
+mod dot;
 mod dtype;
 mod error;
 mod format;
 pub mod le;
+mod params;
 mod registry;
 mod tensor;
 
+pub use dot::{ActKind, ActRow, DotKernel, GgmlDot, NativeDot, NoDot};
 pub use dtype::{DType, Elem, OutRow};
 pub use error::QuantError;
 pub use format::{BlockFormat, CudaDeviceCode, Format, FormatDesc, Registered, Role};
 pub use half::{bf16, f16};
+pub use params::Params;
 pub use registry::Registry;
 pub use tensor::{QuantTensor, Shape};
 

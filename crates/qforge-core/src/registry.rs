@@ -51,6 +51,11 @@ impl Registry {
             .ok_or_else(|| QuantError::UnknownFormat { name: name.to_string() })
     }
 
+    /// Look a format up by name and apply run-time parameters (`--group-size`).
+    pub fn get_with(&self, name: &str, params: &crate::Params) -> Result<&'static dyn Format, QuantError> {
+        self.get(name)?.with_params(params)
+    }
+
     /// Look a format up by its GGML type id.
     pub fn by_ggml_type(&self, id: u32) -> Option<&'static dyn Format> {
         self.formats.iter().copied().find(|f| f.desc().ggml_type == Some(id))

@@ -52,7 +52,8 @@ impl std::fmt::Display for Shape {
 }
 
 /// A quantized tensor: `rows` rows of `row_bytes` bytes, each row holding `cols` logical
-/// elements padded up to whole blocks, exactly as GGUF stores it.
+/// elements padded up to whole blocks, exactly as GGUF stores it, followed by the format's
+/// tensor-level side section if it has one ([`Format::aux_bytes`]: the fp8 scale grid).
 #[derive(Clone)]
 pub struct QuantTensor<'a> {
     format: &'static dyn Format,
@@ -68,7 +69,7 @@ impl<'a> QuantTensor<'a> {
         let data = data.into();
         let d = format.desc();
         let row_bytes = format.row_bytes(shape.cols())?;
-        let want = row_bytes.checked_mul(shape.rows()).ok_or(QuantError::Overflow { what: "tensor size in bytes" })?;
+        let want = Self::expected_bytes(format, &shape)?;
         if !data.len().is_multiple_of(d.block_bytes) {
             return Err(QuantError::NotWholeBlocks {
                 what: "tensor data",
@@ -85,6 +86,14 @@ impl<'a> QuantTensor<'a> {
             });
         }
         Ok(QuantTensor { format, shape, row_bytes, data })
+    }
+
+    /// Bytes a tensor of `shape` takes in `format`: rows × row bytes + side section.
+    pub fn expected_bytes(format: &dyn Format, shape: &Shape) -> Result<usize, QuantError> {
+        let row_bytes = format.row_bytes(shape.cols())?;
+        let rows = row_bytes.checked_mul(shape.rows()).ok_or(QuantError::Overflow { what: "tensor size in bytes" })?;
+        let aux = format.aux_bytes(shape.rows(), shape.cols())?;
+        rows.checked_add(aux).ok_or(QuantError::Overflow { what: "tensor size in bytes" })
     }
 
     pub fn format(&self) -> &'static dyn Format {
@@ -106,17 +115,29 @@ impl<'a> QuantTensor<'a> {
     pub fn row_bytes(&self) -> usize {
         self.row_bytes
     }
+    /// All bytes: the rows, then the side section (what a raw file holds).
     pub fn data(&self) -> &[u8] {
         &self.data
     }
+    /// The rows' bytes without the side section.
+    pub fn rows_data(&self) -> &[u8] {
+        &self.data[..self.row_bytes * self.rows()]
+    }
+    /// The format's tensor-level side section (empty for block formats).
+    pub fn aux(&self) -> &[u8] {
+        &self.data[self.row_bytes * self.rows()..]
+    }
     /// The bytes of row `i`, or `None` past the end.
     pub fn row(&self, i: usize) -> Option<&[u8]> {
-        let start = i.checked_mul(self.row_bytes)?;
+        if i >= self.rows() {
+            return None;
+        }
+        let start = i * self.row_bytes;
         self.data.get(start..start + self.row_bytes)
     }
     /// Iterate over rows' bytes.
     pub fn rows_iter(&self) -> std::slice::ChunksExact<'_, u8> {
-        self.data.chunks_exact(self.row_bytes.max(1))
+        self.rows_data().chunks_exact(self.row_bytes.max(1))
     }
     pub fn into_owned(self) -> QuantTensor<'static> {
         QuantTensor {

@@ -28,11 +28,17 @@ pub fn dequantize_into<O: Elem>(t: &QuantTensor<'_>, out: &mut [O]) -> Result<()
     }
     let fmt = t.format();
     let rb = t.row_bytes();
+    let aux = t.aux();
     let per = rows_per_task(cols);
-    debug_assert_eq!(t.data().len(), rows * rb);
-    out.par_chunks_mut(cols * per).zip(t.data().par_chunks(rb * per)).try_for_each(|(o, src)| {
-        o.chunks_exact_mut(cols).zip(src.chunks_exact(rb)).try_for_each(|(o, s)| fmt.dequant_row(s, O::out_row(o)))
-    })
+    debug_assert_eq!(t.rows_data().len(), rows * rb);
+    out.par_chunks_mut(cols * per).zip(t.rows_data().par_chunks(rb * per)).enumerate().try_for_each(
+        |(task, (o, src))| {
+            o.chunks_exact_mut(cols)
+                .zip(src.chunks_exact(rb))
+                .enumerate()
+                .try_for_each(|(r, (o, s))| fmt.dequant_row_at(s, task * per + r, aux, O::out_row(o)))
+        },
+    )
 }
 
 /// Dequantize `t` into a new vector.
@@ -125,14 +131,17 @@ pub fn quantize_into(
         });
     }
     let rb = format.row_bytes(cols)?;
-    let want = rb.checked_mul(rows).ok_or(QuantError::Overflow { what: "tensor size in bytes" })?;
+    let want = QuantTensor::expected_bytes(format, shape)?;
     if out.len() != want {
         return Err(QuantError::ShapeMismatch { what: "quantized output bytes", expected: want, actual: out.len() });
     }
+    let (out, aux) = out.split_at_mut(rb * rows);
+    format.quantize_aux(x, rows, cols, aux)?;
+    let aux = &*aux;
     let per = rows_per_task(cols);
     out.par_chunks_mut(rb * per).zip(x.par_chunks(cols * per)).enumerate().try_for_each(|(task, (o, src))| {
         o.chunks_exact_mut(rb).zip(src.chunks_exact(cols)).enumerate().try_for_each(|(r, (o, s))| {
-            format.quantize_row(s, imatrix, o).map_err(|e| match e {
+            format.quantize_row_at(s, imatrix, task * per + r, aux, o).map_err(|e| match e {
                 QuantError::NonFinite { index, value } => {
                     QuantError::NonFinite { index: (task * per + r) * cols + index, value }
                 }
@@ -149,8 +158,7 @@ pub fn quantize(
     x: &[f32],
     imatrix: Option<&[f32]>,
 ) -> Result<QuantTensor<'static>, QuantError> {
-    let rb = format.row_bytes(shape.cols())?;
-    let n = rb.checked_mul(shape.rows()).ok_or(QuantError::Overflow { what: "tensor size in bytes" })?;
+    let n = QuantTensor::expected_bytes(format, &shape)?;
     let mut out = vec![0u8; n];
     quantize_into(format, &shape, x, imatrix, &mut out)?;
     QuantTensor::new(format, shape, out)

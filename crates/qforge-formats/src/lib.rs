@@ -4,7 +4,7 @@
 //! is one line in that family's `FORMATS`. Everything else — the CPU kernels, the CLI, the
 //! test matrix — enumerates this registry.
 
-pub use qforge_core::{Format, QuantError, Registry};
+pub use qforge_core::{Format, Params, QuantError, Registry};
 use std::sync::OnceLock;
 
 /// Every family's format list, in display order.
@@ -30,6 +30,11 @@ pub fn registry() -> &'static Registry {
 /// Look a format up by name, case-insensitively.
 pub fn get(name: &str) -> Result<&'static dyn Format, QuantError> {
     registry().get(name)
+}
+
+/// Look a format up by name and apply run-time parameters (`--group-size`, scale dtype).
+pub fn get_with(name: &str, params: &Params) -> Result<&'static dyn Format, QuantError> {
+    registry().get_with(name, params)
 }
 
 #[cfg(test)]

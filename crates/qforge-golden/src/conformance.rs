@@ -19,6 +19,7 @@
 //! | `rows_of_any_length_round_trip` | — | any row length (partial last block) quantizes and decodes to its logical length; the last block is encoded as on its own |
 //! | `full_blocks_do_not_depend_on_what_follows` | — | a whole block's bytes do not change with the rest of the row |
 //! | `extreme_finite_input_never_panics` | — | arbitrary finite values and weights (huge, tiny, subnormal) encode and decode |
+//! | `native_dot_matches_ggml` | ggml's CPU `vec_dot` (`tests/golden/dot/`) | native activation kind = ggml's vec_dot_type; activation bytes = ggml's from_float; `dot_row` within 2e-6 of Σ\|w·a\| |
 //! | `zeros_decode_to_zeros` | — | all-zero rows of any length encode deterministically and decode to exact zeros |
 //!
 //! Family-specific facts (error bounds, packing orders, documented deviations) stay in the
@@ -67,6 +68,9 @@ pub struct Family {
     pub weighted_blocks_independent: bool,
     /// An extra check of the decode of arbitrary finite input (`format, x, decoded`).
     pub finite_input_check: Option<DecodeCheck>,
+    /// Formats outside the family that its native dots take as activations (e.g. the k
+    /// family's q8_k for iq), so the activation quantization can be checked against ggml.
+    pub act_formats: &'static [&'static dyn Format],
 }
 
 impl Family {
@@ -82,6 +86,7 @@ impl Family {
         random_covers: ("NaN", f32::is_nan),
         weighted_blocks_independent: false,
         finite_input_check: None,
+        act_formats: &[],
     };
 
     fn max_block_size(&self) -> usize {
@@ -166,6 +171,10 @@ macro_rules! conformance_suite {
             #[test]
             fn zeros_decode_to_zeros() {
                 c::zeros_decode_to_zeros(&family());
+            }
+            #[test]
+            fn native_dot_matches_ggml() {
+                $crate::dot::native_dot_matches_ggml(&family());
             }
         }
     };

@@ -8,6 +8,7 @@
 //! `qforge_golden::conformance_suite!(FORMATS);`.
 
 pub mod conformance;
+pub mod dot;
 
 use serde::Deserialize;
 use std::collections::BTreeMap;

@@ -1,0 +1,116 @@
+//! Dot products of quantized weight rows with quantized activation rows: the contract that
+//! lets `qforge-cpu` run mat-vec / mat-mul with integer arithmetic for every format.
+//!
+//! * [`ActKind`] says how a format wants its activations quantized for its own ("native")
+//!   dot: ggml's `vec_dot_type` (q8_0 / q8_1 / q8_k) for the GGUF formats, per-token int8 for
+//!   int4g (A8W4DQ), e4m3 with 1×128 scales for the fp8 formats.
+//! * [`ActRow`] is one activation row quantized that way.
+//! * A format crate supplies the kernel by implementing [`NativeDot`] (ggml-style: weight
+//!   blocks against activation blocks) and registering with [`GgmlDot`], or by implementing
+//!   [`DotKernel`] itself for anything else.
+
+use crate::error::QuantError;
+use crate::format::BlockFormat;
+
+/// How activations are quantized for a format's native dot product.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ActKind {
+    /// Blocks of the named registered format (ggml's `vec_dot_type`: q8_0, q8_1 or q8_k).
+    Blocks(&'static str),
+    /// Per-token asymmetric int8 (torchao `choose_qparams_per_token_asymmetric`).
+    Int8Dyn,
+    /// e4m3 with one f32 scale per 1×128 group (DeepSeek-V3 / DeepGEMM activations).
+    Fp8x128,
+    /// No integer kernel: the dot runs in f32 on dequantized weights.
+    F32,
+}
+
+/// One activation row, quantized for a dot product. Its length (in elements) is the weight
+/// row's padded length (whole blocks); padded positions hold the quantization of 0.
+#[derive(Clone, Copy, Debug)]
+pub enum ActRow<'a> {
+    /// Raw blocks of the [`ActKind::Blocks`] format.
+    Blocks(&'a [u8]),
+    /// `x ≈ scale · (q − zero_point)`.
+    Int8 { q: &'a [i8], scale: f32, zero_point: i32 },
+    /// `x[k] ≈ scales[k / 128] · e4m3(q[k])`.
+    Fp8 { q: &'a [u8], scales: &'a [f32] },
+}
+
+impl ActRow<'_> {
+    /// A short name for error messages.
+    pub fn kind_name(&self) -> &'static str {
+        match self {
+            ActRow::Blocks(_) => "quantized blocks",
+            ActRow::Int8 { .. } => "int8 per-token",
+            ActRow::Fp8 { .. } => "fp8 1x128",
+        }
+    }
+}
+
+/// A ggml-style integer dot product: one row of weight blocks against the activation row
+/// quantized to [`NativeDot::Act`] (ggml's `vec_dot_type`). The result must equal ggml's CPU
+/// `vec_dot` up to f32 rounding order.
+pub trait NativeDot: BlockFormat {
+    /// The activation format (q8_0, q8_1 or q8_k); its name must be `DESC.dot_type`.
+    type Act: BlockFormat;
+
+    /// `Σ w·a` over the row. `a.len() * Act::BLOCK == w.len() * Self::BLOCK` (checked by the
+    /// caller).
+    fn vec_dot(w: &[Self::Block], a: &[<Self::Act as BlockFormat>::Block]) -> f32;
+}
+
+/// The dot kernel a registered format carries (the second parameter of
+/// [`Registered`](crate::Registered)). [`NoDot`] (the default) has none, [`GgmlDot`] uses the
+/// format's [`NativeDot`]; a format crate may implement its own for other activation kinds.
+pub trait DotKernel<F: BlockFormat>: 'static {
+    /// How activations are quantized for this kernel.
+    const ACT: ActKind;
+
+    /// The dot of one weight row (whole blocks) with `act`, or `None` if this kernel does not
+    /// take that kind of activation row. Lengths are validated here.
+    fn dot(w: &[F::Block], act: ActRow<'_>) -> Option<Result<f32, QuantError>>;
+}
+
+/// No integer kernel: mat-vec runs in f32 on dequantized weights.
+pub struct NoDot;
+
+impl<F: BlockFormat> DotKernel<F> for NoDot {
+    const ACT: ActKind = ActKind::F32;
+    fn dot(_: &[F::Block], _: ActRow<'_>) -> Option<Result<f32, QuantError>> {
+        None
+    }
+}
+
+/// ggml's integer dot against [`NativeDot::Act`] blocks.
+pub struct GgmlDot;
+
+impl<F: NativeDot> DotKernel<F> for GgmlDot {
+    const ACT: ActKind = match F::DESC.dot_type {
+        Some(name) => ActKind::Blocks(name),
+        None => panic!("a NativeDot format needs DESC.dot_type"),
+    };
+
+    fn dot(w: &[F::Block], act: ActRow<'_>) -> Option<Result<f32, QuantError>> {
+        let ActRow::Blocks(bytes) = act else { return None };
+        let ad = &F::Act::DESC;
+        let elems = w.len() * F::DESC.block_size;
+        let want = elems.div_ceil(ad.block_size) * ad.block_bytes;
+        if bytes.len() != want || !elems.is_multiple_of(ad.block_size) {
+            return Some(Err(QuantError::ShapeMismatch {
+                what: "activation row bytes for the weight row",
+                expected: want,
+                actual: bytes.len(),
+            }));
+        }
+        Some(match bytemuck::try_cast_slice::<u8, <F::Act as BlockFormat>::Block>(bytes) {
+            Ok(a) => Ok(F::vec_dot(w, a)),
+            Err(_) => Err(QuantError::NotWholeBlocks {
+                what: "activation row",
+                format: ad.name,
+                len: bytes.len(),
+                block_bytes: ad.block_bytes,
+            }),
+        })
+    }
+}

@@ -1,0 +1,113 @@
+//! The native-dot check of the conformance suite: every format for which ggml has a CPU
+//! `vec_dot` (golden vectors from `tests/golden/gen_dot.py`) must carry an integer dot kernel
+//! whose results match ggml's to ~1e-6 of the sum of the terms' magnitudes.
+
+use crate::conformance::Family;
+use qforge_core::{ActKind, ActRow, Format, OutRow};
+use serde::Deserialize;
+use std::collections::BTreeMap;
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct DotEntry {
+    pub dot_type: String,
+    pub weight_rows: usize,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+pub struct DotManifest {
+    pub cols: usize,
+    pub act_rows: Vec<usize>,
+    pub formats: BTreeMap<String, DotEntry>,
+}
+
+pub fn dot_manifest() -> DotManifest {
+    let p = crate::dir().join("dot/manifest.json");
+    let b = std::fs::read(&p).unwrap_or_else(|e| panic!("golden file {} unreadable: {e}", p.display()));
+    serde_json::from_slice(&b).expect("tests/golden/dot/manifest.json is malformed")
+}
+
+fn read(rel: &str) -> Vec<u8> {
+    let p = crate::dir().join(rel);
+    std::fs::read(&p).unwrap_or_else(|e| panic!("golden file {} unreadable: {e}", p.display()))
+}
+
+/// Relative tolerance of a native dot against ggml's, of `Σ|w·a|`.
+pub const DOT_RTOL: f64 = 2e-6;
+
+fn dequant(f: &dyn Format, bytes: &[u8], cols: usize) -> Vec<f64> {
+    let mut y = vec![0f32; cols];
+    f.dequant_row(bytes, OutRow::F32(&mut y)).unwrap_or_else(|e| panic!("{}: dequant_row: {e}", f.desc().name));
+    y.into_iter().map(f64::from).collect()
+}
+
+/// For every format of the family that has golden dot vectors: its native activation kind is
+/// ggml's `vec_dot_type`, our quantization of the activation rows equals ggml's `from_float`
+/// bytes (when the activation format is reachable), and `dot_row` on ggml's activation bytes
+/// matches ggml's `vec_dot` to [`DOT_RTOL`].
+pub fn native_dot_matches_ggml(fam: &Family) {
+    let m = dot_manifest();
+    let x = crate::inputs();
+    let cols = m.cols;
+    let lookup = |name: &str| fam.formats.iter().chain(fam.act_formats).copied().find(|f| f.desc().name == name);
+    let mut checked = 0;
+    for f in fam.formats {
+        let name = f.desc().name;
+        let Some(e) = m.formats.get(name) else { continue };
+        assert_eq!(
+            f.native_act(),
+            ActKind::Blocks(leak(&e.dot_type)),
+            "{name}: native activation kind must be ggml's vec_dot_type {}",
+            e.dot_type
+        );
+        let w = crate::quant(name, false).unwrap_or_else(|| panic!("{name}: no quant.bin"));
+        let acts = read(&format!("dot/{name}.act.bin"));
+        let want: Vec<f32> = read(&format!("dot/{name}.dot.f32"))
+            .chunks_exact(4)
+            .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
+            .collect();
+        let wrb = w.len() / e.weight_rows;
+        let arb = acts.len() / m.act_rows.len();
+        let act_fmt = lookup(&e.dot_type);
+        if let Some(af) = act_fmt {
+            for (j, &r) in m.act_rows.iter().enumerate() {
+                let mut q = vec![0u8; arb];
+                af.quantize_row(&x[r * cols..(r + 1) * cols], None, &mut q).expect("activation quantize");
+                assert!(
+                    q == acts[j * arb..(j + 1) * arb],
+                    "{name}: our {} quantization of activation row {r} differs from ggml's from_float",
+                    e.dot_type
+                );
+            }
+        }
+        for (i, wrow) in w.chunks_exact(wrb).enumerate() {
+            let wd = dequant(*f, wrow, cols);
+            for (j, arow) in acts.chunks_exact(arb).enumerate() {
+                let got = match f.dot_row(wrow, i, &[], ActRow::Blocks(arow)) {
+                    Some(Ok(v)) => v,
+                    Some(Err(err)) => panic!("{name}: dot_row failed: {err}"),
+                    None => panic!("{name}: no native dot kernel for {} activations", e.dot_type),
+                };
+                let expect = want[i * m.act_rows.len() + j];
+                let scale = match act_fmt {
+                    Some(af) => {
+                        let ad = dequant(af, arow, cols);
+                        wd.iter().zip(&ad).map(|(a, b)| (a * b).abs()).sum::<f64>()
+                    }
+                    None => expect.abs() as f64,
+                };
+                let tol = DOT_RTOL * scale + f32::MIN_POSITIVE as f64;
+                let diff = (got as f64 - expect as f64).abs();
+                assert!(
+                    diff <= tol || (got.is_nan() && expect.is_nan()),
+                    "{name}: weight row {i} · activation row {j}: ours {got}, ggml {expect} (|diff| {diff:e} > {tol:e})"
+                );
+                checked += 1;
+            }
+        }
+    }
+    let _ = checked;
+}
+
+fn leak(s: &str) -> &'static str {
+    Box::leak(s.to_string().into_boxed_str())
+}

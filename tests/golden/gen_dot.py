@@ -1,0 +1,106 @@
+#!/usr/bin/env python3
+"""Golden vectors for the native (integer) dot products, from ggml's CPU backend (PyPI
+`ggml-py`, libggml-cpu via ctypes).
+
+    python3 tests/golden/gen_dot.py         # rewrites tests/golden/dot/*
+
+For every weight format with a CPU `vec_dot` in ggml, this takes the weight rows of
+tests/golden/<format>/quant.bin (all 28 rows, every dataset) and ACT_ROWS activation rows of
+inputs.f32, and writes under tests/golden/dot/:
+  <format>.act.bin   ggml's `from_float` of each activation row into the format's
+                     vec_dot_type (q8_0 / q8_1 / q8_k), rows after one another
+  <format>.dot.f32   ggml's `vec_dot(weight row w, activation row a)` for every pair,
+                     little-endian f32, weight-row major (28 × ACT_ROWS)
+and tests/golden/dot/manifest.json naming the vec_dot_type of each format.
+ggml's CPU kernels are SIMD builds for this machine; their f32 accumulation order differs
+from the scalar one, so tests compare to ~1e-6 relative (of the sum of |terms|), not bitwise.
+"""
+import ctypes
+import json
+import os
+
+import numpy as np
+
+from gen import COLS, FORMATS, HERE, ggml_name  # noqa: F401
+
+ACT_ROWS = [0, 5, 10, 27]  # gaussian r0, heavy_tailed r1, outliers r2, uniform_pos r3
+TYPE_NAMES = {v[0]: k for k, v in FORMATS.items()}
+
+
+class TraitsCpu(ctypes.Structure):
+    _fields_ = [
+        ("from_float", ctypes.c_void_p),
+        ("vec_dot", ctypes.c_void_p),
+        ("vec_dot_type", ctypes.c_int),
+        ("nrows", ctypes.c_int64),
+    ]
+
+
+FROM_FLOAT = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)
+VEC_DOT = ctypes.CFUNCTYPE(
+    None,
+    ctypes.c_int,
+    ctypes.POINTER(ctypes.c_float),
+    ctypes.c_size_t,
+    ctypes.c_void_p,
+    ctypes.c_size_t,
+    ctypes.c_void_p,
+    ctypes.c_size_t,
+    ctypes.c_int,
+)
+
+
+def main():
+    import ggml  # noqa: F401
+
+    libdir = os.path.join(os.path.dirname(ggml.__file__), "lib")
+    ctypes.CDLL(os.path.join(libdir, "libggml-base.so"), mode=ctypes.RTLD_GLOBAL)
+    cpu = ctypes.CDLL(os.path.join(libdir, "libggml-cpu.so"))
+    cpu.ggml_cpu_init.restype = None
+    cpu.ggml_cpu_init()
+    cpu.ggml_get_type_traits_cpu.restype = ctypes.POINTER(TraitsCpu)
+    cpu.ggml_get_type_traits_cpu.argtypes = [ctypes.c_int]
+
+    x = np.fromfile(os.path.join(HERE, "inputs.f32"), dtype="<f4").reshape(-1, COLS)
+    acts = np.ascontiguousarray(x[ACT_ROWS])
+    out_dir = os.path.join(HERE, "dot")
+    os.makedirs(out_dir, exist_ok=True)
+    manifest = {"cols": COLS, "act_rows": ACT_ROWS, "formats": {}}
+    for fmt, (tid, bs, bb, _n, _kind) in FORMATS.items():
+        tr = cpu.ggml_get_type_traits_cpu(tid).contents
+        if not tr.vec_dot:
+            continue
+        dot_name = TYPE_NAMES.get(tr.vec_dot_type)
+        if dot_name is None:
+            continue
+        dtid, dbs, dbb, _, _ = FORMATS[dot_name]
+        dtr = cpu.ggml_get_type_traits_cpu(dtid).contents
+        from_float = FROM_FLOAT(dtr.from_float)
+        vec_dot = VEC_DOT(tr.vec_dot)
+        arow_bytes = COLS // dbs * dbb
+        abuf = (ctypes.c_uint8 * (arow_bytes * len(ACT_ROWS)))()
+        for i, a in enumerate(acts):
+            a = np.ascontiguousarray(a, dtype=np.float32)
+            from_float(a.ctypes.data, ctypes.addressof(abuf) + i * arow_bytes, COLS)
+        w = np.fromfile(os.path.join(HERE, fmt, "quant.bin"), dtype=np.uint8)
+        wrow_bytes = COLS // bs * bb
+        wrows = w.reshape(-1, wrow_bytes)
+        res = np.zeros((wrows.shape[0], len(ACT_ROWS)), dtype=np.float32)
+        s = ctypes.c_float()
+        for r, row in enumerate(wrows):
+            row = np.ascontiguousarray(row)
+            for j in range(len(ACT_ROWS)):
+                vec_dot(COLS, ctypes.byref(s), 0, row.ctypes.data, 0, ctypes.addressof(abuf) + j * arow_bytes, 0, 1)
+                res[r, j] = s.value
+        with open(os.path.join(out_dir, fmt + ".act.bin"), "wb") as f:
+            f.write(bytes(abuf))
+        res.astype("<f4").tofile(os.path.join(out_dir, fmt + ".dot.f32"))
+        manifest["formats"][fmt] = {"dot_type": dot_name, "weight_rows": int(wrows.shape[0])}
+        print(f"{fmt:8} vec_dot_type {dot_name}  {wrows.shape[0]}x{len(ACT_ROWS)} dots")
+    with open(os.path.join(out_dir, "manifest.json"), "w") as f:
+        json.dump(manifest, f, indent=1, sort_keys=True)
+        f.write("\n")
+
+
+if __name__ == "__main__":
+    main()
