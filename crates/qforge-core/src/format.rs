@@ -209,6 +209,38 @@ pub trait Format: Send + Sync + 'static {
         self.dequant_row(bytes, out)
     }
 
+    /// The side section of the window `rows` × `cols` of a `n_rows × n_cols` tensor whose
+    /// side section is `aux` (used by padding and sharding). The window starts at multiples of
+    /// [`split_granularity`](Format::split_granularity) and may extend past the tensor
+    /// (padding): cells outside it get the format's neutral value.
+    fn aux_window(
+        &self,
+        aux: &[u8],
+        n_rows: usize,
+        n_cols: usize,
+        rows: std::ops::Range<usize>,
+        cols: std::ops::Range<usize>,
+    ) -> Result<Vec<u8>, QuantError> {
+        let _ = (aux, n_rows, n_cols, rows, cols);
+        Ok(Vec::new())
+    }
+
+    /// Where a tensor of this format may be split: (row multiple, column multiple). Block
+    /// formats split between any rows and at block boundaries.
+    fn split_granularity(&self) -> (usize, usize) {
+        (1, self.desc().block_size)
+    }
+
+    /// Bytes of one block that decodes to zeros (padding blocks).
+    fn zero_block(&self) -> Vec<u8> {
+        let d = self.desc();
+        let mut out = vec![0u8; d.block_bytes];
+        if self.quantize_row(&vec![0f32; d.block_size], None, &mut out).is_err() {
+            out.fill(0);
+        }
+        out
+    }
+
     // ---- Dot products (mat-vec / mat-mul) ------------------------------------------------
 
     /// How activations are quantized for this format's native integer dot product.

@@ -1,10 +1,17 @@
 //! qforge-cpu: CPU kernels over any registered format — dequantize a [`QuantTensor`] to
-//! f32 / f16 / bf16 and quantize f32 data into one, rows in parallel with rayon.
+//! f32 / f16 / bf16, quantize f32 data into one, and mat-vec / mat-mul `Y = X · Wᵀ` with f32,
+//! native (ggml `vec_dot_type`), per-token int8 or fp8 1×128 activations ([`ActQuant`]),
+//! rows in parallel with rayon.
 //!
 //! The per-row work goes through [`qforge_core::Format`], i.e. the format crate's
 //! `decode_row` / `encode_row`: that is where a format's SIMD fast path plugs in, without
 //! any change here. Output of every dtype is written directly (no f32 buffer for f16/bf16).
 
+mod act;
+mod matmul;
+
+pub use act::{ActQuant, FP8_GROUP, QuantAct, int8_dyn_params};
+pub use matmul::{dot_f32, matmul, matmul_into, matvec, padded_len, quantize_acts};
 use qforge_core::{DType, Elem, Format, QuantError, QuantTensor, Shape, bf16, f16};
 use rayon::prelude::*;
 use std::borrow::Cow;

@@ -1,0 +1,183 @@
+//! Activation quantization for mat-vec / mat-mul: the four `--act-quant` modes.
+
+use qforge_core::{ActKind, ActRow, Format, OutRow, QuantError};
+use std::str::FromStr;
+
+/// TEMPORARY until qforge-fp8 lands: placeholder conversions (never reached: fp8 activations
+/// are refused in `QuantAct::new`).
+mod fp8 {
+    pub const E4M3_MAX: f32 = 448.0;
+    pub fn e4m3_from_f32(_: f32) -> u8 {
+        0
+    }
+    pub fn e4m3_to_f32(_: u8) -> f32 {
+        0.0
+    }
+}
+
+/// How mat-vec / mat-mul treats the activations (`--act-quant`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum ActQuant {
+    /// f32 activations against the dequantized weights, f32 accumulation.
+    None,
+    /// The format's own activation quantization and integer dot: ggml's `vec_dot_type`
+    /// (q8_0 / q8_1 / q8_k) for GGUF formats, int8-dyn for int4g, fp8-1x128 for fp8.
+    Native,
+    /// Per-token asymmetric int8 (torchao semantics); with int4g this is A8W4DQ.
+    Int8Dyn,
+    /// e4m3 with one scale per 1×128 group of each row (DeepSeek-V3 / DeepGEMM).
+    Fp8x128,
+}
+
+impl ActQuant {
+    pub const ALL: [ActQuant; 4] = [ActQuant::None, ActQuant::Native, ActQuant::Int8Dyn, ActQuant::Fp8x128];
+
+    /// The CLI spelling.
+    pub fn name(self) -> &'static str {
+        match self {
+            ActQuant::None => "none",
+            ActQuant::Native => "native",
+            ActQuant::Int8Dyn => "int8-dyn",
+            ActQuant::Fp8x128 => "fp8-1x128",
+        }
+    }
+
+    /// The activation kind this mode uses with `format`.
+    pub fn kind(self, format: &dyn Format) -> ActKind {
+        match self {
+            ActQuant::None => ActKind::F32,
+            ActQuant::Native => format.native_act(),
+            ActQuant::Int8Dyn => ActKind::Int8Dyn,
+            ActQuant::Fp8x128 => ActKind::Fp8x128,
+        }
+    }
+}
+
+impl std::fmt::Display for ActQuant {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+impl FromStr for ActQuant {
+    type Err = QuantError;
+    fn from_str(s: &str) -> Result<Self, QuantError> {
+        ActQuant::ALL.into_iter().find(|a| a.name().eq_ignore_ascii_case(s.trim())).ok_or_else(|| {
+            QuantError::Unsupported {
+                format: "act-quant",
+                reason: format!("unknown mode '{s}' (expected none, native, int8-dyn or fp8-1x128)"),
+            }
+        })
+    }
+}
+
+/// One activation row quantized for a dot product, `padded` elements long (the weight row's
+/// padded length; positions past the logical length are the quantization of 0).
+#[derive(Clone, Debug)]
+pub enum QuantAct {
+    F32(Vec<f32>),
+    Blocks { format: &'static dyn Format, bytes: Vec<u8> },
+    Int8 { q: Vec<i8>, scale: f32, zero_point: i32 },
+    Fp8 { q: Vec<u8>, scales: Vec<f32> },
+}
+
+/// Elements per fp8 activation scale group.
+pub const FP8_GROUP: usize = 128;
+
+impl QuantAct {
+    /// Quantize `x` (logical length) as `kind` into a row of `padded` elements.
+    pub fn new(kind: ActKind, x: &[f32], padded: usize) -> Result<Self, QuantError> {
+        if padded < x.len() {
+            return Err(QuantError::ShapeMismatch {
+                what: "padded activation length",
+                expected: x.len(),
+                actual: padded,
+            });
+        }
+        if let Some(i) = x.iter().position(|v| !v.is_finite()) {
+            return Err(QuantError::NonFinite { index: i, value: x[i] });
+        }
+        let mut xp = Vec::with_capacity(padded);
+        xp.extend_from_slice(x);
+        xp.resize(padded, 0.0);
+        Ok(match kind {
+            ActKind::F32 => QuantAct::F32(xp),
+            ActKind::Blocks(name) => {
+                let format = qforge_formats::get(name)?;
+                let mut bytes = vec![0u8; format.row_bytes(padded)?];
+                format.quantize_row(&xp, None, &mut bytes)?;
+                QuantAct::Blocks { format, bytes }
+            }
+            ActKind::Int8Dyn => {
+                let (scale, zero_point) = int8_dyn_params(x);
+                let inv = 1.0 / scale;
+                let q = xp
+                    .iter()
+                    .map(|&v| (v * inv + zero_point as f32).round_ties_even().clamp(-128.0, 127.0) as i8)
+                    .collect();
+                QuantAct::Int8 { q, scale, zero_point }
+            }
+            ActKind::Fp8x128 if true => {
+                return Err(QuantError::Unsupported { format: "act-quant", reason: "fp8-1x128 pending".into() });
+            }
+            ActKind::Fp8x128 => {
+                let mut q = vec![0u8; padded];
+                let mut scales = Vec::with_capacity(padded.div_ceil(FP8_GROUP));
+                for (xs, qs) in xp.chunks(FP8_GROUP).zip(q.chunks_mut(FP8_GROUP)) {
+                    let amax = xs.iter().fold(0f32, |m, v| m.max(v.abs()));
+                    let s = if amax > 0.0 { amax / fp8::E4M3_MAX } else { 1.0 };
+                    scales.push(s);
+                    for (v, o) in xs.iter().zip(qs) {
+                        *o = fp8::e4m3_from_f32(v / s);
+                    }
+                }
+                QuantAct::Fp8 { q, scales }
+            }
+        })
+    }
+
+    /// The row as the dot kernels take it (`None` for f32).
+    pub fn as_row(&self) -> Option<ActRow<'_>> {
+        match self {
+            QuantAct::F32(_) => None,
+            QuantAct::Blocks { bytes, .. } => Some(ActRow::Blocks(bytes)),
+            QuantAct::Int8 { q, scale, zero_point } => Some(ActRow::Int8 { q, scale: *scale, zero_point: *zero_point }),
+            QuantAct::Fp8 { q, scales } => Some(ActRow::Fp8 { q, scales }),
+        }
+    }
+
+    /// The values the quantized row stands for (what an f32 kernel multiplies with).
+    pub fn dequantize(&self) -> Vec<f32> {
+        match self {
+            QuantAct::F32(v) => v.clone(),
+            QuantAct::Blocks { format, bytes } => {
+                let n = bytes.len() / format.desc().block_bytes * format.desc().block_size;
+                let mut y = vec![0f32; n];
+                // The bytes were produced by this very format, so the lengths agree.
+                if format.dequant_row(bytes, OutRow::F32(&mut y)).is_err() {
+                    y.fill(f32::NAN);
+                }
+                y
+            }
+            QuantAct::Int8 { q, scale, zero_point } => {
+                q.iter().map(|&v| (v as i32 - zero_point) as f32 * scale).collect()
+            }
+            QuantAct::Fp8 { q, scales } => q
+                .chunks(FP8_GROUP)
+                .zip(scales)
+                .flat_map(|(qs, &s)| qs.iter().map(move |&b| fp8::e4m3_to_f32(b) * s))
+                .collect(),
+        }
+    }
+}
+
+/// torchao's `choose_qparams_per_token_asymmetric` (XNNPACK's rule): the range includes 0,
+/// scale = range / 255 clamped to f32 epsilon, zero point from whichever end loses less,
+/// clamped to [-128, 127] and rounded half to even.
+pub fn int8_dyn_params(x: &[f32]) -> (f32, i32) {
+    let (mn, mx) = x.iter().fold((0f32, 0f32), |(a, b), &v| (a.min(v), b.max(v)));
+    let scale = ((mx - mn) / 255.0).max(f32::EPSILON);
+    let (dmin, dmax) = (mn / scale, mx / scale);
+    let zp = if (-128.0 + dmin) + (127.0 + dmax) > 0.0 { -128.0 - dmin } else { 127.0 - dmax };
+    (scale, zp.clamp(-128.0, 127.0).round_ties_even() as i32)
+}

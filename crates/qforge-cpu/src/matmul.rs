@@ -1,0 +1,159 @@
+//! Mat-vec and mat-mul over any registered format: `Y = X · Wᵀ` with `W` an N×K quantized
+//! tensor and `X` M×K f32 activations, in one of the four [`ActQuant`] modes.
+//!
+//! Any K works: activations are padded with zeros to the weight row's padded length (whole
+//! blocks / groups) inside, so padded positions contribute exactly 0, and the result has
+//! exactly the logical M×N shape.
+
+use crate::act::{ActQuant, QuantAct};
+use qforge_core::{QuantError, QuantTensor};
+use rayon::prelude::*;
+
+/// Weight rows handled by one rayon task (and decoded together on the f32 path).
+const ROWS_PER_TASK: usize = 16;
+
+/// `Y = X · Wᵀ` into a new M×N row-major vector. `x` is M×K row-major, K = `w.cols()`.
+pub fn matmul(w: &QuantTensor<'_>, x: &[f32], m: usize, mode: ActQuant) -> Result<Vec<f32>, QuantError> {
+    let len = m.checked_mul(w.rows()).ok_or(QuantError::Overflow { what: "mat-mul output size" })?;
+    let mut out = vec![0f32; len];
+    matmul_into(w, x, m, mode, &mut out)?;
+    Ok(out)
+}
+
+/// Mat-vec: `y = W · x` (M = 1).
+pub fn matvec(w: &QuantTensor<'_>, x: &[f32], mode: ActQuant) -> Result<Vec<f32>, QuantError> {
+    matmul(w, x, 1, mode)
+}
+
+/// Quantize the M activation rows of `x` for `mode` against weight `w`, each padded to the
+/// weight row's padded length.
+pub fn quantize_acts(w: &QuantTensor<'_>, x: &[f32], m: usize, mode: ActQuant) -> Result<Vec<QuantAct>, QuantError> {
+    let k = w.cols();
+    let want = m.checked_mul(k).ok_or(QuantError::Overflow { what: "activation size" })?;
+    if m == 0 {
+        return Err(QuantError::InvalidShape { reason: "mat-mul needs at least one activation row (M >= 1)".into() });
+    }
+    if x.len() != want {
+        return Err(QuantError::ShapeMismatch { what: "activation elements (M x K)", expected: want, actual: x.len() });
+    }
+    let kind = mode.kind(w.format());
+    let kp = padded_len(w);
+    x.par_chunks(k)
+        .enumerate()
+        .map(|(r, xr)| {
+            QuantAct::new(kind, xr, kp).map_err(|e| match e {
+                QuantError::NonFinite { index, value } => QuantError::NonFinite { index: r * k + index, value },
+                e => e,
+            })
+        })
+        .collect()
+}
+
+/// Elements in one padded weight row (whole blocks).
+pub fn padded_len(w: &QuantTensor<'_>) -> usize {
+    w.row_bytes() / w.format().desc().block_bytes * w.format().desc().block_size
+}
+
+/// `Y = X · Wᵀ` into `out` (M×N row-major).
+pub fn matmul_into(
+    w: &QuantTensor<'_>,
+    x: &[f32],
+    m: usize,
+    mode: ActQuant,
+    out: &mut [f32],
+) -> Result<(), QuantError> {
+    let (n, k) = (w.rows(), w.cols());
+    let want = m.checked_mul(n).ok_or(QuantError::Overflow { what: "mat-mul output size" })?;
+    if out.len() != want {
+        return Err(QuantError::ShapeMismatch {
+            what: "mat-mul output elements (M x N)",
+            expected: want,
+            actual: out.len(),
+        });
+    }
+    let acts = quantize_acts(w, x, m, mode)?;
+    let fmt = w.format();
+    let aux = w.aux();
+    let rb = w.row_bytes();
+    let rows = w.rows_data();
+
+    // The integer path, if the format has a kernel for this kind of activation row.
+    let integer = match (acts[0].as_row(), w.row(0)) {
+        (Some(a), Some(r0)) => fmt.dot_row(r0, 0, aux, a).is_some(),
+        _ => false,
+    };
+    // Results are produced weight-row major (N×M) so tasks own disjoint slices.
+    let mut out_t = vec![0f32; want];
+    if integer {
+        let rows_acts: Vec<_> = acts.iter().filter_map(QuantAct::as_row).collect();
+        out_t.par_chunks_mut(m * ROWS_PER_TASK).zip(rows.par_chunks(rb * ROWS_PER_TASK)).enumerate().try_for_each(
+            |(task, (o, wr))| {
+                for (i, (orow, wrow)) in o.chunks_exact_mut(m).zip(wr.chunks_exact(rb)).enumerate() {
+                    let row = task * ROWS_PER_TASK + i;
+                    for (y, a) in orow.iter_mut().zip(&rows_acts) {
+                        *y = match fmt.dot_row(wrow, row, aux, *a) {
+                            Some(r) => r?,
+                            None => {
+                                return Err(QuantError::Unsupported {
+                                    format: fmt.desc().name,
+                                    reason: "dot kernel refused a row it accepted before".into(),
+                                });
+                            }
+                        };
+                    }
+                }
+                Ok(())
+            },
+        )?;
+    } else {
+        // f32 activations: the row itself, or the values the quantized row stands for.
+        let xs: Vec<Vec<f32>> = acts.iter().map(QuantAct::dequantize).collect();
+        out_t
+            .par_chunks_mut(m * ROWS_PER_TASK)
+            .zip(rows.par_chunks(rb * ROWS_PER_TASK))
+            .enumerate()
+            .try_for_each_init(Vec::new, |wbuf: &mut Vec<f32>, (task, (o, wr))| {
+                let nrows = wr.len() / rb;
+                wbuf.resize(nrows * k, 0.0);
+                for (i, (dst, src)) in wbuf.chunks_exact_mut(k).zip(wr.chunks_exact(rb)).enumerate() {
+                    fmt.dequant_row_at(src, task * ROWS_PER_TASK + i, aux, qforge_core::OutRow::F32(dst))?;
+                }
+                for (mi, xr) in xs.iter().enumerate() {
+                    let xr = &xr[..k];
+                    for (i, wrow) in wbuf.chunks_exact(k).enumerate() {
+                        o[i * m + mi] = dot_f32(wrow, xr);
+                    }
+                }
+                Ok::<(), QuantError>(())
+            })?;
+    }
+    for (j, col) in out_t.chunks_exact(m).enumerate() {
+        for (i, v) in col.iter().enumerate() {
+            out[i * n + j] = *v;
+        }
+    }
+    Ok(())
+}
+
+/// f32 dot product with 16 independent lane accumulators (vectorizes). Element `i` always
+/// goes to lane `i % 16` in a fixed order, so appending zeros (padding) never changes the
+/// result, bit for bit.
+pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
+    debug_assert_eq!(a.len(), b.len());
+    let (ac, at) = a.as_chunks::<16>();
+    let (bc, bt) = b.as_chunks::<16>();
+    let mut acc = [0f32; 16];
+    for (x, y) in ac.iter().zip(bc) {
+        for l in 0..16 {
+            acc[l] += x[l] * y[l];
+        }
+    }
+    for (l, (x, y)) in at.iter().zip(bt).enumerate() {
+        acc[l] += x * y;
+    }
+    let mut s = 0f32;
+    for v in acc {
+        s += v;
+    }
+    s
+}
