@@ -7,6 +7,7 @@
 //!   next to ggml's (PyPI ggml-py), measured in the same run, as ratios.
 
 mod bench;
+mod matmul_cells;
 mod matrix;
 
 use clap::{Parser, Subcommand};

@@ -7,6 +7,9 @@
 //! * dequant_f16 / dequant_bf16: the round-to-nearest-even of that f32 reference, bit for bit.
 //! * quantize: ggml's own quantizer on the same data (tests/golden/inputs.f32, every dataset,
 //!   with and without an importance matrix): our RMSE must be no worse on every dataset.
+//! * matvec / matmul: the exact semantics of each activation mode in f64 (see
+//!   `matmul_cells`); the columns show the worst error relative to Σ|terms| (max_abs_err)
+//!   and the native mode's relative error against the f64 product (rmse).
 
 use anyhow::{Result, bail};
 use qforge_core::{DType, Format, QuantTensor, Shape, bf16, f16};
@@ -144,6 +147,24 @@ fn pseudo_random_bytes(n: usize) -> Vec<u8> {
             (s >> 24) as u8
         })
         .collect()
+}
+
+impl Cell {
+    /// A cell that fails until a check passes it.
+    pub fn new(format: &'static str, device: &'static str, op: &'static str) -> Cell {
+        Cell {
+            format,
+            device,
+            op,
+            status: "fail",
+            max_abs_err: None,
+            rmse: None,
+            ref_rmse: None,
+            reference: String::new(),
+            detail: String::new(),
+            datasets: Vec::new(),
+        }
+    }
 }
 
 fn cell(f: &dyn Format, dev: &dyn Backend, op: &'static str) -> Cell {
@@ -353,7 +374,7 @@ pub fn run(device: &str, json: bool) -> Result<bool> {
     let devs = backends(&device.to_ascii_lowercase())?;
     let reg = qforge_formats::registry();
     let mut cells = Vec::new();
-    const OPS: [&str; 4] = ["quantize", "dequant_f32", "dequant_f16", "dequant_bf16"];
+    const OPS: [&str; 6] = ["quantize", "dequant_f32", "dequant_f16", "dequant_bf16", "matvec", "matmul"];
     for f in reg.iter() {
         let r = decode_ref(f)?;
         for dev in &devs {
@@ -364,6 +385,10 @@ pub fn run(device: &str, json: bool) -> Result<bool> {
             cells.push(quantize_cell(f, dev.as_ref()));
             for dt in DType::ALL {
                 cells.push(dequant_cell(f, dev.as_ref(), &r, dt));
+            }
+            if dev.name() == "cpu" {
+                cells.push(crate::matmul_cells::cell(f, "matvec"));
+                cells.push(crate::matmul_cells::cell(f, "matmul"));
             }
         }
     }

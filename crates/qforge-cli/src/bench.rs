@@ -12,6 +12,9 @@ pub struct BenchArgs<'a> {
     pub threads: Option<usize>,
     pub device: &'a str,
     pub json: bool,
+    pub rows: Option<usize>,
+    pub act_quant: &'a str,
+    pub group_size: Option<usize>,
 }
 
 /// Deterministic gaussian-ish test data (sum of uniforms), no RNG dependency.
@@ -41,7 +44,7 @@ fn time(min: Duration, mut f: impl FnMut() -> CliResult<()>) -> CliResult<(f64, 
 }
 
 pub fn bench(a: BenchArgs<'_>) -> CliResult<()> {
-    let f: &'static dyn Format = qforge_formats::get(a.format).input()?;
+    let f: &'static dyn Format = crate::commands::format_by_name(a.format, a.group_size)?;
     match a.device.to_ascii_lowercase().as_str() {
         "cpu" => {}
         "cuda" => return Err(failed("this build of qforge has no CUDA backend; use --device cpu")),
@@ -79,17 +82,35 @@ pub fn bench(a: BenchArgs<'_>) -> CliResult<()> {
             pool.install(|| time(min, || qforge_cpu::quantize_into(f, &shape, &x, None, &mut out).input()))?
         }
         "matvec" | "matmul" => {
-            return Err(failed(format!("--op {}: mat-vec / mat-mul arrive with the CPU mat-mul issue", a.op)));
+            let mode: qforge_cpu::ActQuant =
+                a.act_quant.parse().map_err(|_| bad_input(format!("--act-quant '{}': unknown mode", a.act_quant)))?;
+            let m = if a.op == "matvec" { 1 } else { a.rows.unwrap_or(64) };
+            if m == 0 {
+                return Err(bad_input("--rows must be at least 1"));
+            }
+            let xa = data(m * shape.cols());
+            let mut y = vec![0f32; m * shape.rows()];
+            pool.install(|| time(min, || qforge_cpu::matmul_into(&q, &xa, m, mode, &mut y).input()))?
         }
         op => return Err(bad_input(format!("--op '{op}': expected dequant, quantize, matvec or matmul"))),
     };
-    let elems = n as f64 / secs;
-    // Bytes moved: quantized bytes plus the f32 side.
-    let bytes = (qbytes + 4 * n) as f64 / secs;
+    let m = match a.op {
+        "matvec" => 1,
+        "matmul" => a.rows.unwrap_or(64),
+        _ => 0,
+    };
+    // Elements: weights processed (× M for mat-mul). Bytes: quantized weights plus the f32
+    // side (dequant / quantize), or weights plus activations and outputs (mat-vec / mat-mul).
+    let (elems, bytes) = if m > 0 {
+        let act = 4 * m * (shape.cols() + shape.rows());
+        ((n * m) as f64 / secs, (qbytes + act) as f64 / secs)
+    } else {
+        (n as f64 / secs, (qbytes + 4 * n) as f64 / secs)
+    };
     if a.json {
         let v = serde_json::json!({
             "format": f.desc().name, "op": a.op, "device": "cpu", "n": n, "shape": shape.dims(),
-            "threads": threads, "runs": runs, "seconds": secs,
+            "threads": threads, "runs": runs, "seconds": secs, "rows": m, "act_quant": (m > 0).then_some(a.act_quant),
             "elements_per_s": elems, "bytes_per_s": bytes, "quantized_bytes": qbytes,
         });
         println!("{v}");

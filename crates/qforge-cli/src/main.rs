@@ -8,6 +8,7 @@ mod commands;
 mod exit;
 mod files;
 mod gemm_config;
+mod matmul;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -69,11 +70,38 @@ enum Cmd {
         #[arg(long)]
         group_size: Option<usize>,
     },
+    /// Y = X · Wᵀ: multiply M f32 activation rows by an N×K quantized weight (M×N f32 out).
+    Matmul {
+        #[arg(long)]
+        format: String,
+        /// Quantized weight file (N rows of K, as `quantize` writes it).
+        #[arg(long)]
+        weights: PathBuf,
+        /// Weight shape N,K.
+        #[arg(long)]
+        shape: String,
+        /// Activations: M×K little-endian f32, row-major.
+        #[arg(long)]
+        input: PathBuf,
+        /// M, the number of activation rows.
+        #[arg(long)]
+        rows: usize,
+        /// Output: M×N little-endian f32, row-major.
+        #[arg(long)]
+        output: PathBuf,
+        /// Activation quantization: none, native, int8-dyn or fp8-1x128.
+        #[arg(long, default_value = "none")]
+        act_quant: String,
+        #[arg(long, default_value = "cpu")]
+        device: String,
+        #[arg(long)]
+        group_size: Option<usize>,
+    },
     /// Measure the throughput of one op on one format (elements/s and bytes/s).
     Bench {
         #[arg(long)]
         format: String,
-        /// dequant or quantize (matvec / matmul arrive with the mat-mul issue).
+        /// dequant, quantize, matvec or matmul.
         #[arg(long)]
         op: String,
         /// Number of elements (a multiple of 4096; rows of 4096). Default 4194304.
@@ -90,6 +118,14 @@ enum Cmd {
         /// One JSON object instead of a line of text.
         #[arg(long)]
         json: bool,
+        /// Activation rows M for --op matmul (default 64; matvec is M = 1).
+        #[arg(long)]
+        rows: Option<usize>,
+        /// Activation quantization for matvec / matmul (default native).
+        #[arg(long, default_value = "native")]
+        act_quant: String,
+        #[arg(long)]
+        group_size: Option<usize>,
     },
     /// Choose the GEMM tiling config (tiles, stages, split-k, kernel variant) for a shape.
     GemmConfig {
@@ -139,15 +175,33 @@ fn main() -> ExitCode {
         Cmd::Dequant { format, input, shape, output, dtype, device, group_size } => {
             commands::dequant(&format, &input, &shape, &output, &dtype, &device, group_size)
         }
-        Cmd::Bench { format, op, n, shape, threads, device, json } => bench::bench(bench::BenchArgs {
-            format: &format,
-            op: &op,
-            n,
-            shape: shape.as_deref(),
-            threads,
-            device: &device,
-            json,
-        }),
+        Cmd::Matmul { format, weights, shape, input, rows, output, act_quant, device, group_size } => {
+            matmul::matmul(matmul::MatmulArgs {
+                format: &format,
+                weights: &weights,
+                shape: &shape,
+                input: &input,
+                rows,
+                output: &output,
+                act_quant: &act_quant,
+                device: &device,
+                group_size,
+            })
+        }
+        Cmd::Bench { format, op, n, shape, threads, device, json, rows, act_quant, group_size } => {
+            bench::bench(bench::BenchArgs {
+                format: &format,
+                op: &op,
+                n,
+                shape: shape.as_deref(),
+                threads,
+                device: &device,
+                json,
+                rows,
+                act_quant: &act_quant,
+                group_size,
+            })
+        }
         Cmd::GemmConfig { m, n, k, format, device, act_dtype, out_dtype, group_size, json, explain, batch } => {
             gemm_config::gemm_config(gemm_config::GemmArgs {
                 m,

@@ -11,7 +11,7 @@ mod act;
 mod matmul;
 
 pub use act::{ActQuant, FP8_GROUP, QuantAct, int8_dyn_params};
-pub use matmul::{dot_f32, matmul, matmul_into, matvec, padded_len, quantize_acts};
+pub use matmul::{dot_f32, matmul, matmul_into, matvec, padded_len, quantize_acts, reference_f64};
 use qforge_core::{DType, Elem, Format, QuantError, QuantTensor, Shape, bf16, f16};
 use rayon::prelude::*;
 use std::borrow::Cow;

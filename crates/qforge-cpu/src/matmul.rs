@@ -157,3 +157,28 @@ pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
     }
     s
 }
+
+/// The f64 reference of `Y = A · Wᵀ` for already-quantized activations: every product of a
+/// dequantized weight and the value its activation stands for ([`QuantAct::dequantize`]),
+/// summed in f64. Returns the M×N values and the M×N sums of |terms| (the scale against which
+/// a kernel's f32 rounding is judged). Slow; for tests and the test matrix.
+pub fn reference_f64(w: &QuantTensor<'_>, acts: &[QuantAct]) -> Result<(Vec<f64>, Vec<f64>), QuantError> {
+    let (n, k) = (w.rows(), w.cols());
+    let wd: Vec<f32> = crate::dequantize(w)?;
+    let xs: Vec<Vec<f32>> = acts.iter().map(QuantAct::dequantize).collect();
+    let mut y = vec![0f64; acts.len() * n];
+    let mut s = vec![0f64; acts.len() * n];
+    for (mi, x) in xs.iter().enumerate() {
+        for (j, wr) in wd.chunks_exact(k).enumerate() {
+            let (mut acc, mut abs) = (0f64, 0f64);
+            for (a, b) in wr.iter().zip(&x[..k]) {
+                let t = *a as f64 * *b as f64;
+                acc += t;
+                abs += t.abs();
+            }
+            y[mi * n + j] = acc;
+            s[mi * n + j] = abs;
+        }
+    }
+    Ok((y, s))
+}
