@@ -10,6 +10,9 @@ use crate::matrix::Cell;
 use qforge_core::{ActKind, Format, Shape};
 use qforge_cpu::ActQuant;
 
+/// A run's outputs, the exact-semantics reference and the sums of |terms|.
+type Outcome = (Vec<f32>, Vec<f64>, Vec<f64>);
+
 const N: usize = 7;
 const K: usize = 300;
 /// Tolerance of a kernel against its exact semantics, relative to Σ|terms|.
@@ -76,7 +79,7 @@ pub fn cell(f: &'static dyn Format, op: &'static str) -> Cell {
     let (mut worst_exact, mut rmse_native) = (0f64, None);
     for mode in ActQuant::ALL {
         let label = mode_label(f, mode);
-        let run = || -> Result<(Vec<f32>, Vec<f64>, Vec<f64>), String> {
+        let run = || -> Result<Outcome, String> {
             let acts = qforge_cpu::quantize_acts(&w, &a, m, mode).map_err(|e| e.to_string())?;
             let (r, s) = qforge_cpu::reference_f64(&w, &acts).map_err(|e| e.to_string())?;
             let y = qforge_cpu::matmul(&w, &a, m, mode).map_err(|e| e.to_string())?;
