@@ -31,10 +31,12 @@ fn rows(bs: usize, max_blocks: usize) -> impl Strategy<Value = (Vec<f32>, Vec<f3
     })
 }
 
-/// Per weight/activation pair: `extra(w_bytes, a_bytes)` is an additional allowed error on
-/// top of [`RTOL`] (e.g. the f16 rounding of q8_1's stored `s = d·Σq`, which ggml's formula
-/// uses in place of the exact sum).
-pub type Extra = fn(&dyn Format, &[u8], &[u8]) -> f64;
+/// Per weight/activation pair: `extra(format, w_bytes, a_bytes, a_dequantized)` is an
+/// additional allowed error on top of [`RTOL`]·`Σ|w·a|`: for affine formats the terms of the
+/// sum are `scale·code·a` and `min·a` separately (a weight near 0 is the difference of two
+/// rounded f32 values, in the dequantization as in the kernel), and the f16 rounding of
+/// q8_1's stored `s = d·Σq`, which ggml's formula uses in place of the exact sum.
+pub type Extra = fn(&dyn Format, &[u8], &[u8], &[f32]) -> f64;
 
 /// For every format of `formats`: `dot_row` on random rows (partial last blocks included;
 /// activation padding is 0) is within [`RTOL`] of `Σ|w·a|` (plus `extra`) of the f64 dot of
@@ -59,7 +61,7 @@ pub fn dot_matches_f64_reference(formats: &[&'static dyn Format], acts: &[&'stat
             let ad = dequantize(af, &aq, padded);
             let want: f64 = wd.iter().zip(&ad).map(|(&w, &a)| f64::from(w) * f64::from(a)).sum();
             let mag: f64 = wd.iter().zip(&ad).map(|(&w, &a)| (f64::from(w) * f64::from(a)).abs()).sum();
-            let tol = RTOL * mag + extra(f, &wq, &aq) + 1e-30;
+            let tol = RTOL * mag + extra(f, &wq, &aq, &ad) + 1e-30;
             prop_assert!(
                 (f64::from(got) - want).abs() <= tol,
                 "{}: got {got}, f64 reference {want} (tolerance {tol:e}, Σ|w·a| {mag:e})",
