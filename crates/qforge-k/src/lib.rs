@@ -18,6 +18,7 @@
 
 mod affine;
 mod decode;
+pub mod dot;
 mod pack;
 mod q2k;
 mod q3k;
@@ -32,7 +33,7 @@ pub use q4k::{BlockQ4K, BlockQ5K, Q4K, Q5K};
 pub use q6k::{BlockQ6K, Q6K};
 pub use q8k::{BlockQ8K, Q8K};
 
-use qforge_core::{Format, Registered};
+use qforge_core::{Format, GgmlDot, Registered};
 
 /// Elements per K-quant super-block (ggml's `QK_K`).
 pub const QK_K: usize = 256;
@@ -40,14 +41,16 @@ pub const QK_K: usize = 256;
 /// The activation format every K-quant weight format is dotted with.
 const K_DOT: Option<&str> = Some("q8_k");
 
+q8k_native_dot!(Q2K, Q3K, Q4K, Q5K, Q6K, Q8K);
+
 /// Every format of this family, in GGML type order, for the registry.
 pub static FORMATS: &[&dyn Format] = &[
-    &Registered::<Q2K>::NEW,
-    &Registered::<Q3K>::NEW,
-    &Registered::<Q4K>::NEW,
-    &Registered::<Q5K>::NEW,
-    &Registered::<Q6K>::NEW,
-    &Registered::<Q8K>::NEW,
+    &Registered::<Q2K, GgmlDot>::NEW,
+    &Registered::<Q3K, GgmlDot>::NEW,
+    &Registered::<Q4K, GgmlDot>::NEW,
+    &Registered::<Q5K, GgmlDot>::NEW,
+    &Registered::<Q6K, GgmlDot>::NEW,
+    &Registered::<Q8K, GgmlDot>::NEW,
 ];
 
 /// The block's real elements followed by zeros (at most [`QK_K`] elements are used).

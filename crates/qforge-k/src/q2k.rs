@@ -2,6 +2,7 @@
 
 use crate::affine::{self, AffineSpec, RefWeights};
 use crate::decode::{self, DecodeBlock};
+use crate::dot::{GroupScales, Q8KDot, unpack_2bit};
 use crate::pack::pack_2bit;
 use crate::{K_DOT, QK_K};
 use bytemuck::{Pod, Zeroable};
@@ -51,6 +52,22 @@ impl DecodeBlock for Q2K {
         let dl: [f32; 16] = std::array::from_fn(|j| d * (b.scales[j] & 0xF) as f32);
         let ml: [f32; 16] = std::array::from_fn(|j| dmin * (b.scales[j] >> 4) as f32);
         decode::two_bit_planes(&b.qs, y, |j, _, _, low| dl[j] * low as f32 - ml[j]);
+    }
+}
+
+impl Q8KDot for Q2K {
+    const HAS_MINS: bool = true;
+
+    #[inline(always)]
+    fn d_dmin(b: &BlockQ2K) -> (f32, f32) {
+        (b.d.get(), b.dmin.get())
+    }
+
+    /// ggml's `ggml_vec_dot_q2_K_q8_K`: codes `0..4`, 4-bit scale and min per 16 elements.
+    #[inline(always)]
+    fn unpack(b: &BlockQ2K, q: &mut [i8; QK_K]) -> GroupScales {
+        unpack_2bit(&b.qs, q, |_, _, c| c as i8);
+        GroupScales { scales: b.scales.map(|s| i16::from(s & 0xF)), mins: b.scales.map(|s| i16::from(s >> 4)) }
     }
 }
 

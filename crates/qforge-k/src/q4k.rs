@@ -3,6 +3,7 @@
 
 use crate::affine::{self, AffineSpec, RefWeights};
 use crate::decode::DecodeBlock;
+use crate::dot::{GroupScales, Q8KDot};
 use crate::pack::{pack_4bit, pack_scale_min_k4, scale_min_k4, split_high_bit};
 use crate::{K_DOT, QK_K};
 use bytemuck::{Pod, Zeroable};
@@ -111,6 +112,44 @@ impl DecodeBlock for Q5K {
         decode_k4(b.d, b.dmin, &b.scales, &b.qs, Some(&b.qh), y);
     }
 }
+
+/// The codes of q4_k / q5_k in element order (`qh` as in [`decode_k4`]) and their scales and
+/// mins, for ggml's `ggml_vec_dot_q4_K_q8_K` / `q5_K`.
+#[inline(always)]
+fn unpack_k4(scales: &[u8; 12], qs: &[u8; QK_K / 2], qh: Option<&[u8; 32]>, q: &mut [i8; QK_K]) -> GroupScales {
+    let zeros = [0u8; 32];
+    let qh = qh.unwrap_or(&zeros);
+    for (p, (qp, src)) in q.chunks_exact_mut(64).zip(qs.chunks_exact(32)).enumerate() {
+        let (lo, hi) = qp.split_at_mut(32);
+        for l in 0..32 {
+            lo[l] = ((src[l] & 0xF) | (qh[l] >> (2 * p) & 1) << 4) as i8;
+            hi[l] = ((src[l] >> 4) | (qh[l] >> (2 * p + 1) & 1) << 4) as i8;
+        }
+    }
+    let sm: [(u8, u8); 8] = std::array::from_fn(|j| scale_min_k4(j, scales));
+    GroupScales::per_32(sm.map(|(s, _)| s), sm.map(|(_, m)| m))
+}
+
+macro_rules! k4_dot {
+    ($t:ty, $block:ty, |$b:ident| $qh:expr) => {
+        impl Q8KDot for $t {
+            const HAS_MINS: bool = true;
+
+            #[inline(always)]
+            fn d_dmin(b: &$block) -> (f32, f32) {
+                (b.d.get(), b.dmin.get())
+            }
+
+            #[inline(always)]
+            fn unpack($b: &$block, q: &mut [i8; QK_K]) -> GroupScales {
+                unpack_k4(&$b.scales, &$b.qs, $qh, q)
+            }
+        }
+    };
+}
+
+k4_dot!(Q4K, BlockQ4K, |b| None);
+k4_dot!(Q5K, BlockQ5K, |b| Some(&b.qh));
 
 impl BlockFormat for Q4K {
     type Block = BlockQ4K;

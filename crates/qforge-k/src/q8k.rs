@@ -1,6 +1,7 @@
 //! q8_k: the 8-bit activation format K-quant dot products pair with (f32 scale, 16 sums).
 
 use crate::decode::DecodeBlock;
+use crate::dot::{GroupScales, Q8KDot};
 use crate::{QK_K, padded};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::{F32Le, I16Le};
@@ -30,6 +31,22 @@ impl DecodeBlock for Q8K {
     }
 }
 
+/// qforge's own q8_k · q8_k dot (ggml has no `vec_dot` for q8_k): `(d_a·d_b)·Σ q_a·q_b`.
+impl Q8KDot for Q8K {
+    const HAS_MINS: bool = false;
+
+    #[inline(always)]
+    fn d_dmin(b: &BlockQ8K) -> (f32, f32) {
+        (b.d.get(), 0.0)
+    }
+
+    #[inline(always)]
+    fn unpack(b: &BlockQ8K, q: &mut [i8; QK_K]) -> GroupScales {
+        *q = b.qs;
+        GroupScales::ONES
+    }
+}
+
 impl BlockFormat for Q8K {
     type Block = BlockQ8K;
     const DESC: FormatDesc = FormatDesc {
@@ -39,7 +56,7 @@ impl BlockFormat for Q8K {
         block_size: QK_K,
         block_bytes: 292,
         role: Role::Activation,
-        dot_type: None,
+        dot_type: Some("q8_k"),
         summary: "9.125 bpw K-quant activations: int8 codes, f32 scale, 16-element code sums",
         cuda: None,
     };

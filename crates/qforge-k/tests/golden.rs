@@ -18,6 +18,6 @@ fn registry_lists_the_k_quants() {
     for f in qforge_k::FORMATS {
         let d = f.desc();
         assert_eq!(d.family, "k");
-        assert_eq!(d.dot_type, if d.name == "q8_k" { None } else { Some("q8_k") });
+        assert_eq!(d.dot_type, Some("q8_k"));
     }
 }

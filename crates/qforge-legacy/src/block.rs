@@ -38,6 +38,23 @@ pub(crate) trait LegacyBlock: Pod {
     fn quants(&self) -> [i32; QK];
     /// Store the f32 scale / offset (rounded to f16 here, as ggml does) and the quants.
     fn store(&mut self, d: f32, m: f32, q: &[i32; QK]);
+    /// The 32 quants in the decode domain as `i8` (every legacy quant fits): the integer side
+    /// of the dot products.
+    fn quants_i8(&self) -> [i8; QK];
+}
+
+/// Codes of a 4-bit (and, with `qh`, 5-bit) block as `i8` quants, less `offset`.
+#[inline(always)]
+fn small_quants(qs: &[u8; 16], qh: Option<[u8; 4]>, offset: i8) -> [i8; QK] {
+    let mut c = unpack_nibbles(qs);
+    if let Some(qh) = qh {
+        unpack_high(qh, &mut c);
+    }
+    let mut q = [0i8; QK];
+    for (q, &c) in q.iter_mut().zip(&c) {
+        *q = c as i8 - offset;
+    }
+    q
 }
 
 /// Low nibbles hold elements 0..16, high nibbles elements 16..32 (ggml's order).
@@ -183,6 +200,10 @@ impl LegacyBlock for BlockQ4_0 {
         self.d = F16Le::from_f32(d);
         self.qs = pack_nibbles(&to_codes(q, 8));
     }
+    #[inline(always)]
+    fn quants_i8(&self) -> [i8; QK] {
+        small_quants(&self.qs, None, 8)
+    }
 }
 
 impl LegacyBlock for BlockQ4_1 {
@@ -206,6 +227,10 @@ impl LegacyBlock for BlockQ4_1 {
         self.d = F16Le::from_f32(d);
         self.m = F16Le::from_f32(m);
         self.qs = pack_nibbles(&to_codes(q, 0));
+    }
+    #[inline(always)]
+    fn quants_i8(&self) -> [i8; QK] {
+        small_quants(&self.qs, None, 0)
     }
 }
 
@@ -233,6 +258,10 @@ impl LegacyBlock for BlockQ5_0 {
         self.d = F16Le::from_f32(d);
         self.qh = pack_high(&c);
         self.qs = pack_nibbles(&c);
+    }
+    #[inline(always)]
+    fn quants_i8(&self) -> [i8; QK] {
+        small_quants(&self.qs, Some(self.qh), 16)
     }
 }
 
@@ -262,6 +291,10 @@ impl LegacyBlock for BlockQ5_1 {
         self.qh = pack_high(&c);
         self.qs = pack_nibbles(&c);
     }
+    #[inline(always)]
+    fn quants_i8(&self) -> [i8; QK] {
+        small_quants(&self.qs, Some(self.qh), 0)
+    }
 }
 
 impl LegacyBlock for BlockQ8_0 {
@@ -284,6 +317,10 @@ impl LegacyBlock for BlockQ8_0 {
     fn store(&mut self, d: f32, _m: f32, q: &[i32; QK]) {
         self.d = F16Le::from_f32(d);
         self.qs = narrow(q);
+    }
+    #[inline(always)]
+    fn quants_i8(&self) -> [i8; QK] {
+        self.qs
     }
 }
 
@@ -311,6 +348,10 @@ impl LegacyBlock for BlockQ8_1 {
         self.d = F16Le::from_f32(d);
         self.s = F16Le::from_f32(sum as f32 * d);
         self.qs = qs;
+    }
+    #[inline(always)]
+    fn quants_i8(&self) -> [i8; QK] {
+        self.qs
     }
 }
 

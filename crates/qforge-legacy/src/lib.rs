@@ -18,13 +18,14 @@
 
 mod block;
 mod codec;
+mod dot;
 
 pub use block::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1, QK};
 
-use qforge_core::{BlockFormat, Elem, Format, FormatDesc, Registered, Role};
+use qforge_core::{BlockFormat, Elem, Format, FormatDesc, GgmlDot, NativeDot, Registered, Role};
 
 macro_rules! legacy_format {
-    ($(#[$doc:meta])* $fmt:ident, $block:ident, $name:literal, $ggml:literal, $role:ident, $dot:expr, $summary:literal) => {
+    ($(#[$doc:meta])* $fmt:ident, $block:ident, $name:literal, $ggml:literal, $role:ident, $act:ident = $dot:literal, $summary:literal) => {
         $(#[$doc])*
         #[derive(Clone, Copy, Debug, Default)]
         pub struct $fmt;
@@ -38,7 +39,7 @@ macro_rules! legacy_format {
                 block_size: QK,
                 block_bytes: std::mem::size_of::<$block>(),
                 role: Role::$role,
-                dot_type: $dot,
+                dot_type: Some($dot),
                 summary: $summary,
                 cuda: None,
             };
@@ -59,49 +60,57 @@ macro_rules! legacy_format {
                 codec::encode_row(x, weights, blocks)
             }
         }
+
+        impl NativeDot for $fmt {
+            type Act = $act;
+
+            fn vec_dot(w: &[$block], a: &[<$act as BlockFormat>::Block]) -> f32 {
+                dot::vec_dot(w, a)
+            }
+        }
     };
 }
 
 legacy_format!(
     /// 4.5 bpw: `x = (q - 8)·d`, one f16 scale per 32 weights (ggml type 2).
-    Q4_0, BlockQ4_0, "q4_0", 2, Weight, Some("q8_0"),
+    Q4_0, BlockQ4_0, "q4_0", 2, Weight, Q8_0 = "q8_0",
     "4-bit symmetric, f16 scale per 32 weights: x = (q-8)*d"
 );
 legacy_format!(
     /// 5.0 bpw: `x = q·d + m`, f16 scale and offset per 32 weights (ggml type 3).
-    Q4_1, BlockQ4_1, "q4_1", 3, Weight, Some("q8_1"),
+    Q4_1, BlockQ4_1, "q4_1", 3, Weight, Q8_1 = "q8_1",
     "4-bit affine, f16 scale and min per 32 weights: x = q*d + m"
 );
 legacy_format!(
     /// 5.5 bpw: `x = (q - 16)·d`, one f16 scale per 32 weights (ggml type 6).
-    Q5_0, BlockQ5_0, "q5_0", 6, Weight, Some("q8_0"),
+    Q5_0, BlockQ5_0, "q5_0", 6, Weight, Q8_0 = "q8_0",
     "5-bit symmetric, f16 scale per 32 weights: x = (q-16)*d"
 );
 legacy_format!(
     /// 6.0 bpw: `x = q·d + m`, f16 scale and offset per 32 weights (ggml type 7).
-    Q5_1, BlockQ5_1, "q5_1", 7, Weight, Some("q8_1"),
+    Q5_1, BlockQ5_1, "q5_1", 7, Weight, Q8_1 = "q8_1",
     "5-bit affine, f16 scale and min per 32 weights: x = q*d + m"
 );
 legacy_format!(
     /// 8.5 bpw: `x = q·d` with `q: i8`, one f16 scale per 32 weights (ggml type 8).
-    Q8_0, BlockQ8_0, "q8_0", 8, Weight, Some("q8_0"),
+    Q8_0, BlockQ8_0, "q8_0", 8, Weight, Q8_0 = "q8_0",
     "8-bit symmetric, f16 scale per 32 weights: x = q*d"
 );
 legacy_format!(
     /// 9.0 bpw activation format: `x = q·d` plus `s = d·Σq` for integer dot products
     /// (ggml type 9, no ggml `to_float`).
-    Q8_1, BlockQ8_1, "q8_1", 9, Activation, None,
+    Q8_1, BlockQ8_1, "q8_1", 9, Activation, Q8_1 = "q8_1",
     "8-bit symmetric activations with f16 scale and f16 d*sum(q) per 32 values"
 );
 
 /// Every format of this family, for the registry, in ggml type-id order.
 pub static FORMATS: &[&dyn Format] = &[
-    &Registered::<Q4_0>::NEW,
-    &Registered::<Q4_1>::NEW,
-    &Registered::<Q5_0>::NEW,
-    &Registered::<Q5_1>::NEW,
-    &Registered::<Q8_0>::NEW,
-    &Registered::<Q8_1>::NEW,
+    &Registered::<Q4_0, GgmlDot>::NEW,
+    &Registered::<Q4_1, GgmlDot>::NEW,
+    &Registered::<Q5_0, GgmlDot>::NEW,
+    &Registered::<Q5_1, GgmlDot>::NEW,
+    &Registered::<Q8_0, GgmlDot>::NEW,
+    &Registered::<Q8_1, GgmlDot>::NEW,
 ];
 
 #[cfg(test)]
@@ -116,7 +125,7 @@ mod tests {
             ("q5_0", 6, 22, Role::Weight, Some("q8_0")),
             ("q5_1", 7, 24, Role::Weight, Some("q8_1")),
             ("q8_0", 8, 34, Role::Weight, Some("q8_0")),
-            ("q8_1", 9, 36, Role::Activation, None),
+            ("q8_1", 9, 36, Role::Activation, Some("q8_1")),
         ];
         assert_eq!(FORMATS.len(), want.len());
         let mut reg = qforge_core::Registry::new();
@@ -127,5 +136,19 @@ mod tests {
             assert_eq!((d.role, d.dot_type, d.family), (role, dot, "legacy"));
             assert!(d.cuda.is_none() && !d.summary.is_empty() && !d.summary.contains('\n'));
         }
+    }
+
+    /// `DESC.dot_type` names the `NativeDot::Act` format (the registry relies on the name).
+    #[test]
+    fn dot_type_names_the_activation_format() {
+        fn check<F: NativeDot>() {
+            assert_eq!(F::DESC.dot_type, Some(F::Act::DESC.name), "{}", F::DESC.name);
+        }
+        check::<Q4_0>();
+        check::<Q4_1>();
+        check::<Q5_0>();
+        check::<Q5_1>();
+        check::<Q8_0>();
+        check::<Q8_1>();
     }
 }

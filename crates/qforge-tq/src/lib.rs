@@ -16,6 +16,10 @@
 //! only if it lowers the weighted squared error. A partial block takes its scale from its real
 //! elements; padded positions get the zero code.
 //!
+//! Dot products: both formats implement [`NativeDot`](qforge_core::NativeDot) against
+//! `qforge-k`'s q8_k activations (ggml's `vec_dot_type`) through `qforge_k`'s shared q8_k
+//! kernel: `sumf += (d·d_a)·Σ t·q_a` per block, as ggml's `vec_dot_tq*_0_q8_K`.
+//!
 //! Layouts and algorithms: `docs/formats/tq.md`. Register with [`FORMATS`].
 #![forbid(unsafe_code)]
 
@@ -26,13 +30,17 @@ mod tq2;
 pub use tq1::{BlockTq1_0, Tq1_0};
 pub use tq2::{BlockTq2_0, Tq2_0};
 
-use qforge_core::{BlockFormat, Elem, Format, Registered};
+use qforge_core::{BlockFormat, Elem, Format, GgmlDot, Registered};
 
 /// Elements per ternary block (ggml's `QK_K`).
 pub const QK_K: usize = 256;
 
 /// Every format of this family, in GGML type order, for the registry.
-pub static FORMATS: &[&dyn Format] = &[&Registered::<Tq1_0>::NEW, &Registered::<Tq2_0>::NEW];
+pub static FORMATS: &[&dyn Format] = &[&Registered::<Tq1_0, GgmlDot>::NEW, &Registered::<Tq2_0, GgmlDot>::NEW];
+
+// ggml's integer dot against q8_k activations: the K-quant family's kernel (q8_k is
+// defined there), with every code `t ∈ {-1, 0, 1}` and one scale per block.
+qforge_k::q8k_native_dot!(Tq1_0, Tq2_0);
 
 /// Decodes a row without a scratch block: each `decode` writes only as many elements as its
 /// output slice holds, so a partial last block decodes straight into the row's tail.

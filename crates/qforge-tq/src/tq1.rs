@@ -5,6 +5,7 @@ use crate::{QK_K, decode_row};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
+use qforge_k::dot::{GroupScales, Q8KDot};
 
 /// ggml's `block_tq1_0` (54 bytes): 48 bytes of five codes each, 4 bytes of four codes each,
 /// then the f16 scale `d`. See [`GROUPS`] for which byte holds which element.
@@ -33,21 +34,50 @@ fn unpack(byte: u8, pow3: u8) -> u8 {
     ((((u16::from(byte) * u16::from(pow3)) & 0xff) * 3) >> 8) as u8
 }
 
-/// Decodes one group of [`GROUPS`]: code `n` of byte `m` of `bytes` to `dst[m + N·n]`, whole
-/// `N`-byte rows at a time with a constant multiplier per row (as ggml's SIMD loop does).
+/// Unpacks one group of [`GROUPS`]: code `n` of byte `m` of `bytes` to `dst[m + N·n]` as
+/// `value(code)`, whole `N`-byte rows at a time with a constant multiplier per row (as ggml's
+/// SIMD loop does).
 #[inline(always)]
-fn unpack_group<O: Elem, const N: usize, const C: usize, const E: usize>(
+fn unpack_group<T: Copy, const N: usize, const C: usize, const E: usize>(
     bytes: &[u8; N],
-    dst: &mut [O; E],
-    levels: &Levels<O>,
+    dst: &mut [T; E],
+    value: impl Fn(u8) -> T,
 ) {
     debug_assert_eq!(N * C, E);
     for n in 0..C {
         let p = POW3[n];
-        let row: &mut [O; N] = (&mut dst[N * n..N * n + N]).try_into().expect("N elements");
+        let row: &mut [T; N] = (&mut dst[N * n..N * n + N]).try_into().expect("N elements");
         for m in 0..N {
-            row[m] = levels.get(unpack(bytes[m], p));
+            row[m] = value(unpack(bytes[m], p));
         }
+    }
+}
+
+/// Unpacks a whole block's codes through `value`, in element order.
+#[inline(always)]
+fn unpack_block<T: Copy>(b: &BlockTq1_0, out: &mut [T; QK_K], value: impl Fn(u8) -> T + Copy) {
+    let (head, rest) = out.split_at_mut(160);
+    let (mid, tail) = rest.split_at_mut(80);
+    let qs32: &[u8; 32] = b.qs[..32].try_into().expect("32 code bytes");
+    let qs16: &[u8; 16] = b.qs[32..].try_into().expect("16 code bytes");
+    unpack_group::<T, 32, 5, 160>(qs32, head.try_into().expect("160 elements"), value);
+    unpack_group::<T, 16, 5, 80>(qs16, mid.try_into().expect("80 elements"), value);
+    unpack_group::<T, 4, 4, 16>(&b.qh, tail.try_into().expect("16 elements"), value);
+}
+
+impl Q8KDot for Tq1_0 {
+    const HAS_MINS: bool = false;
+
+    #[inline(always)]
+    fn d_dmin(b: &BlockTq1_0) -> (f32, f32) {
+        (b.d.get(), 0.0)
+    }
+
+    /// ggml's `ggml_vec_dot_tq1_0_q8_K`: `t = code - 1`, one scale `d` per block.
+    #[inline(always)]
+    fn unpack(b: &BlockTq1_0, q: &mut [i8; QK_K]) -> GroupScales {
+        unpack_block(b, q, |c| c as i8 - 1);
+        GroupScales::ONES
     }
 }
 
@@ -80,15 +110,7 @@ impl BlockFormat for Tq1_0 {
     /// ggml's `dequantize_row_tq1_0`: `x = (float)(t - 1) · d`. Writes at most `out.len()`.
     fn decode<O: Elem>(b: &BlockTq1_0, out: &mut [O]) {
         let levels = Levels::<O>::new(b.d.get());
-        with_whole_block(out, |out| {
-            let (head, rest) = out.split_at_mut(160);
-            let (mid, tail) = rest.split_at_mut(80);
-            let qs32: &[u8; 32] = b.qs[..32].try_into().expect("32 code bytes");
-            let qs16: &[u8; 16] = b.qs[32..].try_into().expect("16 code bytes");
-            unpack_group::<O, 32, 5, 160>(qs32, head.try_into().expect("160 elements"), &levels);
-            unpack_group::<O, 16, 5, 80>(qs16, mid.try_into().expect("80 elements"), &levels);
-            unpack_group::<O, 4, 4, 16>(&b.qh, tail.try_into().expect("16 elements"), &levels);
-        });
+        with_whole_block(out, |out| unpack_block(b, out, |c| levels.get(c)));
     }
 
     /// ggml's `quantize_row_tq1_0_ref` (importance weights: see the crate docs).

@@ -5,6 +5,7 @@ use crate::{QK_K, decode_row};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
+use qforge_k::dot::{GroupScales, Q8KDot};
 
 /// ggml's `block_tq2_0` (66 bytes): 64 code bytes, then the f16 scale `d`. Bits `2l..2l+2` of
 /// byte `32h + m` hold the code of element `128h + 32l + m`.
@@ -19,6 +20,35 @@ pub struct BlockTq2_0 {
 #[inline(always)]
 fn slot(i: usize) -> (usize, usize) {
     (32 * (i / 128) + i % 32, 2 * ((i % 128) / 32))
+}
+
+/// Unpacks a whole block's 2-bit fields through `value`, in element order.
+#[inline(always)]
+fn unpack_block<T: Copy>(b: &BlockTq2_0, out: &mut [T; QK_K], value: impl Fn(u8) -> T) {
+    for (half, bytes) in out.chunks_exact_mut(128).zip(b.qs.chunks_exact(32)) {
+        for (l, chunk) in half.chunks_exact_mut(32).enumerate() {
+            for (o, &byte) in chunk.iter_mut().zip(bytes) {
+                *o = value((byte >> (2 * l)) & 3);
+            }
+        }
+    }
+}
+
+impl Q8KDot for Tq2_0 {
+    const HAS_MINS: bool = false;
+
+    #[inline(always)]
+    fn d_dmin(b: &BlockTq2_0) -> (f32, f32) {
+        (b.d.get(), 0.0)
+    }
+
+    /// ggml's `ggml_vec_dot_tq2_0_q8_K`: `t = field - 1` (the unused field 3 gives 2, as in
+    /// the decode), one scale `d` per block.
+    #[inline(always)]
+    fn unpack(b: &BlockTq2_0, q: &mut [i8; QK_K]) -> GroupScales {
+        unpack_block(b, q, |c| c as i8 - 1);
+        GroupScales::ONES
+    }
 }
 
 /// The tq2_0 format (GGML type 35).
@@ -43,15 +73,7 @@ impl BlockFormat for Tq2_0 {
     /// unused `q = 3` decodes to `2d`). Writes at most `out.len()` elements.
     fn decode<O: Elem>(b: &BlockTq2_0, out: &mut [O]) {
         let levels = Levels::<O>::new(b.d.get());
-        with_whole_block(out, |out| {
-            for (half, bytes) in out.chunks_exact_mut(128).zip(b.qs.chunks_exact(32)) {
-                for (l, chunk) in half.chunks_exact_mut(32).enumerate() {
-                    for (o, &byte) in chunk.iter_mut().zip(bytes) {
-                        *o = levels.get((byte >> (2 * l)) & 3);
-                    }
-                }
-            }
-        });
+        with_whole_block(out, |out| unpack_block(b, out, |c| levels.get(c)));
     }
 
     /// ggml's `quantize_row_tq2_0_ref` (importance weights: see the crate docs).

@@ -20,6 +20,8 @@ qforge_golden::conformance_suite!(
     FORMATS,
     names: &["tq1_0", "tq2_0"],
     finite_input_check: Some(finite_while_the_scale_fits_f16),
+    // The ternary dots take q8_k activations: check their quantization against ggml's too.
+    act_formats: qforge_k::FORMATS,
 );
 
 #[test]

@@ -1,0 +1,2 @@
+//! Test support shared with the other families' test suites (they include the files by path).
+pub mod dot_props;

@@ -1,0 +1,29 @@
+//! The native dot kernels (tq1_0 / tq2_0 against qforge-k's q8_k) against an f64 reference of
+//! the dequantized rows, and their length checks. (Agreement with ggml's own `vec_dot` is the
+//! conformance suite's `native_dot_matches_ggml`.)
+
+#[path = "../../qforge-k/tests/support/dot_props.rs"]
+mod dot_props;
+
+use qforge_core::{BlockFormat, NativeDot};
+use qforge_tq::{FORMATS, Tq1_0, Tq2_0};
+
+/// Codes are exact integers, scales f16 / f32: nothing is rounded beyond f32.
+#[test]
+fn dot_matches_f64_reference() {
+    dot_props::dot_matches_f64_reference(FORMATS, qforge_k::FORMATS, |_, _, _, _| 0.0);
+}
+
+#[test]
+fn wrong_activation_rows_are_rejected() {
+    dot_props::wrong_rows_are_rejected(FORMATS, qforge_k::FORMATS);
+}
+
+#[test]
+fn dot_type_names_the_activation_format() {
+    fn check<F: NativeDot>() {
+        assert_eq!(F::DESC.dot_type, Some(<F::Act as BlockFormat>::DESC.name), "{}", F::DESC.name);
+    }
+    check::<Tq1_0>();
+    check::<Tq2_0>();
+}
