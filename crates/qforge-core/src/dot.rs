@@ -87,7 +87,8 @@ pub struct GgmlDot;
 
 impl<F: NativeDot> DotKernel<F> for GgmlDot {
     const ACT: ActKind = match F::DESC.dot_type {
-        Some(name) => ActKind::Blocks(name),
+        Some(name) if str_eq(name, F::Act::DESC.name) => ActKind::Blocks(name),
+        Some(_) => panic!("DESC.dot_type must name NativeDot::Act"),
         None => panic!("a NativeDot format needs DESC.dot_type"),
     };
 
@@ -113,4 +114,19 @@ impl<F: NativeDot> DotKernel<F> for GgmlDot {
             }),
         })
     }
+}
+
+const fn str_eq(a: &str, b: &str) -> bool {
+    let (a, b) = (a.as_bytes(), b.as_bytes());
+    if a.len() != b.len() {
+        return false;
+    }
+    let mut i = 0;
+    while i < a.len() {
+        if a[i] != b[i] {
+            return false;
+        }
+        i += 1;
+    }
+    true
 }
