@@ -67,7 +67,7 @@ pub fn cell(f: &'static dyn Format, op: &'static str) -> Cell {
     };
     let a = data(m * K, 0x0bad_5eed);
     let plain =
-        match qforge_cpu::quantize_acts(&w, &a, m, ActQuant::None).and_then(|q| qforge_cpu::reference_f64(&w, &q)) {
+        match qforge_cpu::quantize_acts(&w, &a, m, ActQuant::None).and_then(|q| qforge_cpu::reference_f64(&w, &q, RTOL)) {
             Ok((y, _)) => y,
             Err(e) => {
                 c.detail = format!("reference failed: {e}");
@@ -81,7 +81,7 @@ pub fn cell(f: &'static dyn Format, op: &'static str) -> Cell {
         let label = mode_label(f, mode);
         let run = || -> Result<Outcome, String> {
             let acts = qforge_cpu::quantize_acts(&w, &a, m, mode).map_err(|e| e.to_string())?;
-            let (r, s) = qforge_cpu::reference_f64(&w, &acts).map_err(|e| e.to_string())?;
+            let (r, s) = qforge_cpu::reference_f64(&w, &acts, RTOL).map_err(|e| e.to_string())?;
             let y = qforge_cpu::matmul(&w, &a, m, mode).map_err(|e| e.to_string())?;
             Ok((y, r, s))
         };

@@ -160,12 +160,16 @@ pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
 
 /// The f64 reference of `Y = A · Wᵀ` for already-quantized activations: every product of a
 /// dequantized weight and the value its activation stands for ([`QuantAct::dequantize`]),
-/// summed in f64. Returns the M×N values and the M×N sums of |terms| (the scale against which
-/// a kernel's f32 rounding is judged). Slow; for tests and the test matrix.
-pub fn reference_f64(w: &QuantTensor<'_>, acts: &[QuantAct]) -> Result<(Vec<f64>, Vec<f64>), QuantError> {
+/// summed in f64. Returns the M×N values and, per output, the scale against which a kernel's
+/// f32 rounding is judged: Σ|terms|, plus — for q8_1 activations, whose per-block sum `s` is
+/// stored in f16 and used by ggml's affine formats (q4_1, q5_1) — the f16 rounding that sum
+/// carries, max|w|·|Σa|·2⁻¹¹ per 32-block, divided by the tolerance it is compared at
+/// (`rtol`). Slow; for tests and the test matrix.
+pub fn reference_f64(w: &QuantTensor<'_>, acts: &[QuantAct], rtol: f64) -> Result<(Vec<f64>, Vec<f64>), QuantError> {
     let (n, k) = (w.rows(), w.cols());
     let wd: Vec<f32> = crate::dequantize(w)?;
     let xs: Vec<Vec<f32>> = acts.iter().map(QuantAct::dequantize).collect();
+    let f16_sum = acts.iter().any(|a| matches!(a, QuantAct::Blocks { format, .. } if format.desc().name == "q8_1"));
     let mut y = vec![0f64; acts.len() * n];
     let mut s = vec![0f64; acts.len() * n];
     for (mi, x) in xs.iter().enumerate() {
@@ -175,6 +179,17 @@ pub fn reference_f64(w: &QuantTensor<'_>, acts: &[QuantAct]) -> Result<(Vec<f64>
                 let t = *a as f64 * *b as f64;
                 acc += t;
                 abs += t.abs();
+            }
+            if f16_sum {
+                let slack: f64 = wr
+                    .chunks(32)
+                    .zip(x[..k].chunks(32))
+                    .map(|(wb, ab)| {
+                        let wmax = wb.iter().fold(0f64, |m, v| m.max((*v as f64).abs()));
+                        wmax * ab.iter().map(|v| *v as f64).sum::<f64>().abs() * (2f64).powi(-11)
+                    })
+                    .sum();
+                abs += slack / rtol;
             }
             y[mi * n + j] = acc;
             s[mi * n + j] = abs;
