@@ -21,19 +21,34 @@ use qforge_legacy::{BlockQ8_0, Q8_0};
 /// `Σ w[i]·a[i]` in i32 over fixed-length lanes (vectorizes: widen, multiply, add).
 #[inline(always)]
 pub(crate) fn idot<const N: usize>(w: &[i8; N], a: &[i8; N]) -> i32 {
-    w.iter().zip(a).map(|(&x, &y)| i32::from(x) * i32::from(y)).sum()
+    // i8 · i8 fits an i16 (|-128 · -128| = 2^14): the widening multiply-add pattern.
+    w.iter().zip(a).map(|(&x, &y)| i32::from(i16::from(x) * i16::from(y))).sum()
 }
 
 /// The 8 values of grid word `grid` (bytes, each < 128), negated where bit `j` of `signs`
 /// is set (ggml's `signs & kmask_iq2xs[j] ? -1 : 1`).
 #[inline(always)]
 pub(crate) fn signed8(grid: u64, signs: u8) -> [i8; 8] {
-    let g = grid.to_le_bytes();
-    std::array::from_fn(|j| {
-        let m = -(((signs >> j) & 1) as i8);
-        (g[j] as i8 ^ m).wrapping_sub(m)
-    })
+    let (g, s) = (grid.to_le_bytes(), &SIGN_MULT[usize::from(signs)]);
+    std::array::from_fn(|j| g[j] as i8 * s[j])
 }
+
+/// `SIGN_MULT[b][j]` is −1 where bit `j` of `b` is set, else 1.
+static SIGN_MULT: [[i8; 8]; 256] = {
+    let mut t = [[1i8; 8]; 256];
+    let mut b = 0;
+    while b < 256 {
+        let mut j = 0;
+        while j < 8 {
+            if b >> j & 1 != 0 {
+                t[b][j] = -1;
+            }
+            j += 1;
+        }
+        b += 1;
+    }
+    t
+};
 
 /// `table[q]` for the 32 codes of the 16 bytes `qs`: low nibbles (values 0..16), then high
 /// nibbles (values 16..32), as iq4_nl / iq4_xs pack them.
