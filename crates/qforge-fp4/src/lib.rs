@@ -20,6 +20,7 @@
 //! device code. Layouts and algorithms: `docs/formats/fp4.md`. Register with [`FORMATS`].
 #![forbid(unsafe_code)]
 
+mod dot;
 pub mod e2m1;
 mod mxfp4;
 mod nvfp4;
@@ -29,10 +30,10 @@ mod weighted;
 pub use mxfp4::{BlockMxfp4, Mxfp4, QK_MXFP4};
 pub use nvfp4::{BlockNvfp4, Nvfp4, QK_NVFP4, QK_NVFP4_SUB};
 
-use qforge_core::{Format, Registered};
+use qforge_core::{Format, GgmlDot, Registered};
 
 /// Every format of this family, in GGML type order, for the registry.
-pub static FORMATS: &[&dyn Format] = &[&Registered::<Mxfp4>::NEW, &Registered::<Nvfp4>::NEW];
+pub static FORMATS: &[&dyn Format] = &[&Registered::<Mxfp4, GgmlDot>::NEW, &Registered::<Nvfp4, GgmlDot>::NEW];
 
 #[cfg(test)]
 mod tests {

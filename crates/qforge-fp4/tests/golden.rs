@@ -20,6 +20,8 @@ qforge_golden::conformance_suite!(
     // fp4 scales come from each block's own elements and weights only.
     weighted_blocks_independent: true,
     finite_input_check: Some(no_nan),
+    // q8_0, the activation format of both native dots (checked against ggml's from_float).
+    act_formats: qforge_legacy::FORMATS,
 );
 
 #[test]

@@ -8,12 +8,14 @@
 //! pattern is not a grid point move to the best of their precomputed neighbours.
 
 use crate::common::{NoImatrix, QK_K, padded, search_weights, sigma2};
+use crate::dot::{KDot, scaled16, scaled32};
 use crate::lattice::{Lattice, levels_of};
 use crate::tables::{IQ1M_DELTA, IQ1S_DELTA, IQ1S_GRID};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
 use qforge_ggml_search::{c_max, nearest_int};
+use qforge_k::BlockQ8K;
 use std::sync::OnceLock;
 
 /// The quantizer's iq1 grid (levels 0, 1, 2 for -1, 0, 1), shared by iq1_s and iq1_m.
@@ -287,23 +289,11 @@ impl BlockFormat for Iq1M {
     };
 
     fn decode<O: Elem>(b: &BlockIq1M, out: &mut [O]) {
-        let sc: [u16; 4] = std::array::from_fn(|i| u16::from_le_bytes([b.scales[2 * i], b.scales[2 * i + 1]]));
-        let bits = (sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000);
-        let d = F16Le(bits.to_le_bytes()).get();
-        let mut it = out.chunks_exact_mut(8);
-        for ib in 0..QK_K / 32 {
-            let s = sc[ib / 2] as usize;
-            let dl1 = d * (2 * ((s >> (6 * (ib % 2))) & 7) + 1) as f32;
-            let dl2 = d * (2 * ((s >> (6 * (ib % 2) + 3)) & 7) + 1) as f32;
-            let (qs, qh) = (&b.qs[4 * ib..4 * ib + 4], &b.qh[2 * ib..2 * ib + 2]);
-            for l in 0..4 {
-                let h = qh[l / 2] as usize;
-                let idx = qs[l] as usize | ((h << (8 - 4 * (l % 2))) & 0x700);
-                let delta = if h & (0x08 << (4 * (l % 2))) != 0 { -IQ1S_DELTA } else { IQ1S_DELTA };
-                if let Some(dst) = it.next() {
-                    emit8(dst, if l < 2 { dl1 } else { dl2 }, idx, delta);
-                }
-            }
+        let (sc, d) = iq1m_scales(b);
+        for (g, dst) in out.chunks_exact_mut(8).enumerate().take(QK_K / 8) {
+            let (idx, negative) = iq1m_group(b, g);
+            let delta = if negative { -IQ1S_DELTA } else { IQ1S_DELTA };
+            emit8(dst, d * iq1m_odd_scale(&sc, g / 2) as f32, idx, delta);
         }
     }
 
@@ -415,5 +405,86 @@ impl BlockFormat for Iq1M {
         for (dst, v) in out.scales.chunks_exact_mut(2).zip(sc) {
             dst.copy_from_slice(&v.to_le_bytes());
         }
+    }
+}
+
+/// iq1_m's four LE `u16` scale words and the f16 super-block scale spread over their top
+/// nibbles.
+#[inline(always)]
+fn iq1m_scales(b: &BlockIq1M) -> ([u16; 4], f32) {
+    let sc: [u16; 4] = std::array::from_fn(|i| u16::from_le_bytes([b.scales[2 * i], b.scales[2 * i + 1]]));
+    let bits = (sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000);
+    (sc, F16Le(bits.to_le_bytes()).get())
+}
+
+/// The odd scale `2s + 1` of iq1_m's 16-value sub-block `k`.
+#[inline(always)]
+fn iq1m_odd_scale(sc: &[u16; 4], k: usize) -> i32 {
+    2 * i32::from((sc[k / 4] >> (3 * (k % 4))) & 7) + 1
+}
+
+/// Grid index of iq1_m's 8-value group `g`, and whether its shift is negative.
+#[inline(always)]
+fn iq1m_group(b: &BlockIq1M, g: usize) -> (usize, bool) {
+    let h = b.qh[g / 2] as usize;
+    let shift = 4 * (g % 2);
+    (b.qs[g] as usize | ((h << (8 - shift)) & 0x700), h & (0x08 << shift) != 0)
+}
+
+/// Grid index of iq1_s's 8-value group `g` and the `u16` of its 32-value sub-block.
+#[inline(always)]
+fn iq1s_group(b: &BlockIq1S, g: usize) -> (usize, usize) {
+    let qh = u16::from_le_bytes([b.qh[2 * (g / 4)], b.qh[2 * (g / 4) + 1]]) as usize;
+    (b.qs[g] as usize | ((qh >> (3 * (g % 4))) & 7) << 8, qh)
+}
+
+// ---- Native dots with q8_k (ggml's `ggml_vec_dot_iq1_*_q8_K`) -----------------------------
+
+/// The grid values of a group as integers.
+#[inline(always)]
+fn grid8(idx: usize) -> [i8; 8] {
+    IQ1S_GRID[idx & 2047].to_le_bytes().map(|v| v as i8)
+}
+
+/// iq1_s: `d·d_y · (Σ ls·Σ g·q8 + 1/8 · Σ ls·δ·(bsums))`, `ls = 2s + 1`, `δ = ±1` per 32
+/// values, the shift term from q8_k's 16-value sums as in ggml.
+impl KDot for Iq1S {
+    fn ints(b: &BlockIq1S, w: &mut [[i8; 8]; QK_K / 8]) {
+        for (g, w8) in w.iter_mut().enumerate() {
+            *w8 = grid8(iq1s_group(b, g).0);
+        }
+    }
+
+    fn accumulate(b: &BlockIq1S, y: &BlockQ8K, sums: &[i32; QK_K / 16], sumf: &mut f32) {
+        let qh = |ib: usize| i32::from(u16::from_le_bytes([b.qh[2 * ib], b.qh[2 * ib + 1]]));
+        let ls = |ib: usize| 2 * ((qh(ib) >> 12) & 7) + 1;
+        let sumi = scaled32(sums, ls);
+        let sumi1: i32 = (0..QK_K / 32)
+            .map(|ib| {
+                let delta = if qh(ib) & 0x8000 != 0 { -1 } else { 1 };
+                ls(ib) * delta * (i32::from(y.bsums[2 * ib].get()) + i32::from(y.bsums[2 * ib + 1].get()))
+            })
+            .sum();
+        *sumf += b.d.get() * y.d.get() * (sumi as f32 + IQ1S_DELTA * sumi1 as f32);
+    }
+}
+
+/// iq1_m: the shift (`±1/8` per 8 values) is folded into the integers, `8·g ± 1`, so the
+/// exact sum `Σ ls·Σ (8g ± 1)·q8` times 1/8 is ggml's `sumi1 + 1/8 · sumi2`.
+impl KDot for Iq1M {
+    fn ints(b: &BlockIq1M, w: &mut [[i8; 8]; QK_K / 8]) {
+        const INV_DELTA: i8 = 8;
+        const { assert!(IQ1M_DELTA * INV_DELTA as f32 == 1.0) };
+        for (g, w8) in w.iter_mut().enumerate() {
+            let (idx, negative) = iq1m_group(b, g);
+            let delta = if negative { -1 } else { 1 };
+            *w8 = grid8(idx).map(|v| v * INV_DELTA + delta);
+        }
+    }
+
+    fn accumulate(b: &BlockIq1M, y: &BlockQ8K, sums: &[i32; QK_K / 16], sumf: &mut f32) {
+        let (sc, d) = iq1m_scales(b);
+        let isum = scaled16(sums, |k| iq1m_odd_scale(&sc, k));
+        *sumf += d * y.d.get() * (isum as f32 * IQ1M_DELTA);
     }
 }

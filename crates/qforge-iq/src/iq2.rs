@@ -3,12 +3,14 @@
 //! (values 8, 25, 43), a 4-bit sub-block scale `s` and a sign per value.
 
 use crate::common::{NoImatrix, QK_K};
+use crate::dot::{KDot, scaled16, scaled32, signed8};
 use crate::lattice::{Lattice, levels_of};
 use crate::search::{GridSearch, Refine, Signs, Start, block_weights, scale_code, search_sub_blocks};
 use crate::tables::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, KMASK_IQ2XS, KSIGNS_IQ2XS};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
+use qforge_k::BlockQ8K;
 use std::sync::OnceLock;
 
 /// Writes the 8 values `db * g[j] * (±1)` of grid word `grid` with sign bits `signs` to
@@ -266,5 +268,70 @@ impl BlockFormat for Iq2S {
         for (ib, &s) in scales.iter().enumerate() {
             out.scales[ib / 2] |= scale_code(id, s) << (4 * (ib % 2));
         }
+    }
+}
+
+// ---- Native dots with q8_k (ggml's `ggml_vec_dot_iq2_*_q8_K`) -----------------------------
+//
+// Values are `d·(2s + 1)/8 · g · sign`: the integer sums of `g·sign·q8` per sub-block are
+// multiplied by the odd scale `2s + 1`, summed per block in i32, scaled by `d·d_y` in f32, and
+// the row's sum by 1/8 at the end.
+
+/// `2·nibble + 1` for the sub-block scales of iq2_xs / iq2_s (one nibble per 16 values).
+#[inline(always)]
+fn odd_nibble16(scales: &[u8; 8], k: usize) -> i32 {
+    2 * i32::from((scales[k / 2] >> (4 * (k % 2))) & 0xf) + 1
+}
+
+impl KDot for Iq2Xxs {
+    const FINAL: f32 = 0.125;
+
+    fn ints(b: &BlockIq2Xxs, w: &mut [[i8; 8]; QK_K / 8]) {
+        for (ib, w4) in w.chunks_exact_mut(4).enumerate() {
+            let (aux0, aux1) = (u32_at(&b.qs, 8 * ib), u32_at(&b.qs, 8 * ib + 4));
+            for (l, w8) in w4.iter_mut().enumerate() {
+                let grid = IQ2XXS_GRID[((aux0 >> (8 * l)) & 255) as usize];
+                *w8 = signed8(grid, KSIGNS_IQ2XS[((aux1 >> (7 * l)) & 127) as usize]);
+            }
+        }
+    }
+
+    fn accumulate(b: &BlockIq2Xxs, y: &BlockQ8K, sums: &[i32; QK_K / 16], sumf: &mut f32) {
+        let d = b.d.get() * y.d.get();
+        let bsum = scaled32(sums, |ib| 2 * (u32_at(&b.qs, 8 * ib + 4) >> 28) as i32 + 1);
+        *sumf += d * bsum as f32;
+    }
+}
+
+impl KDot for Iq2Xs {
+    const FINAL: f32 = 0.125;
+
+    fn ints(b: &BlockIq2Xs, w: &mut [[i8; 8]; QK_K / 8]) {
+        for (g, w8) in w.iter_mut().enumerate() {
+            let q = u16::from_le_bytes([b.qs[2 * g], b.qs[2 * g + 1]]);
+            *w8 = signed8(IQ2XS_GRID[(q & 511) as usize], KSIGNS_IQ2XS[(q >> 9) as usize]);
+        }
+    }
+
+    fn accumulate(b: &BlockIq2Xs, y: &BlockQ8K, sums: &[i32; QK_K / 16], sumf: &mut f32) {
+        let d = b.d.get() * y.d.get();
+        *sumf += d * scaled16(sums, |k| odd_nibble16(&b.scales, k)) as f32;
+    }
+}
+
+impl KDot for Iq2S {
+    const FINAL: f32 = 0.125;
+
+    fn ints(b: &BlockIq2S, w: &mut [[i8; 8]; QK_K / 8]) {
+        for (g, w8) in w.iter_mut().enumerate() {
+            let (ib, l) = (g / 4, g % 4);
+            let idx = b.qs[g] as usize | ((b.qh[ib] as usize) << (8 - 2 * l) & 0x300);
+            *w8 = signed8(IQ2S_GRID[idx], b.qs[QK_K / 8 + g]);
+        }
+    }
+
+    fn accumulate(b: &BlockIq2S, y: &BlockQ8K, sums: &[i32; QK_K / 16], sumf: &mut f32) {
+        let d = b.d.get() * y.d.get();
+        *sumf += d * scaled16(sums, |k| odd_nibble16(&b.scales, k)) as f32;
     }
 }

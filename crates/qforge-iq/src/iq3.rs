@@ -2,6 +2,7 @@
 //! sub-block scale times `g * sign`, with `g` a 4-value point of a D4-lattice-derived grid.
 
 use crate::common::{NoImatrix, QK_K};
+use crate::dot::{KDot, scaled32, signed8};
 use crate::iq2::{emit8, groups8, u32_at};
 use crate::lattice::{Lattice, levels_of};
 use crate::search::{GridSearch, Refine, Signs, Start, block_weights, scale_code, search_sub_blocks};
@@ -9,6 +10,7 @@ use crate::tables::{IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
+use qforge_k::BlockQ8K;
 use std::sync::OnceLock;
 
 fn lattice(
@@ -183,5 +185,51 @@ impl BlockFormat for Iq3S {
         for (ib, &s) in scales.iter().take(8).enumerate() {
             out.scales[ib / 2] |= scale_code(id, s) << (4 * (ib % 2));
         }
+    }
+}
+
+// ---- Native dots with q8_k (ggml's `ggml_vec_dot_iq3_*_q8_K`) -----------------------------
+//
+// iq3_xxs values are `d·(2s + 1)/4 · g · sign` (the row's sum takes the 1/4 at the end), iq3_s
+// values `d·(2s + 1) · g · sign`; the odd scales multiply exact per-32 integer sums.
+
+impl KDot for Iq3Xxs {
+    const FINAL: f32 = 0.25;
+
+    fn ints(b: &BlockIq3Xxs, w: &mut [[i8; 8]; QK_K / 8]) {
+        for (ib, w4) in w.chunks_exact_mut(4).enumerate() {
+            let aux = u32_at(&b.qs, QK_K / 4 + 4 * ib);
+            for (l, w8) in w4.iter_mut().enumerate() {
+                let q = &b.qs[8 * ib + 2 * l..8 * ib + 2 * l + 2];
+                let grid = pair(IQ3XXS_GRID[q[0] as usize], IQ3XXS_GRID[q[1] as usize]);
+                *w8 = signed8(grid, KSIGNS_IQ2XS[((aux >> (7 * l)) & 127) as usize]);
+            }
+        }
+    }
+
+    fn accumulate(b: &BlockIq3Xxs, y: &BlockQ8K, sums: &[i32; QK_K / 16], sumf: &mut f32) {
+        let d = b.d.get() * y.d.get();
+        let bsum = scaled32(sums, |ib| 2 * (u32_at(&b.qs, QK_K / 4 + 4 * ib) >> 28) as i32 + 1);
+        *sumf += d * bsum as f32;
+    }
+}
+
+impl KDot for Iq3S {
+    fn ints(b: &BlockIq3S, w: &mut [[i8; 8]; QK_K / 8]) {
+        for (ib, w4) in w.chunks_exact_mut(4).enumerate() {
+            let qh = b.qh[ib] as usize;
+            for (l, w8) in w4.iter_mut().enumerate() {
+                let q = &b.qs[8 * ib + 2 * l..8 * ib + 2 * l + 2];
+                let g1 = IQ3S_GRID[q[0] as usize | ((qh << (8 - 2 * l)) & 256)];
+                let g2 = IQ3S_GRID[q[1] as usize | ((qh << (7 - 2 * l)) & 256)];
+                *w8 = signed8(pair(g1, g2), b.signs[4 * ib + l]);
+            }
+        }
+    }
+
+    fn accumulate(b: &BlockIq3S, y: &BlockQ8K, sums: &[i32; QK_K / 16], sumf: &mut f32) {
+        let d = b.d.get() * y.d.get();
+        let bsum = scaled32(sums, |ib| 2 * i32::from((b.scales[ib / 2] >> (4 * (ib % 2))) & 0xf) + 1);
+        *sumf += d * bsum as f32;
     }
 }

@@ -19,6 +19,7 @@
 #![forbid(unsafe_code)]
 
 mod common;
+mod dot;
 mod iq1;
 mod iq2;
 mod iq3;
@@ -33,20 +34,20 @@ pub use iq3::{BlockIq3S, BlockIq3Xxs, Iq3S, Iq3Xxs};
 pub use iq4::{BlockIq4Nl, BlockIq4Xs, Iq4Nl, Iq4Xs};
 pub use tables::c_header;
 
-use qforge_core::{Format, Registered};
+use qforge_core::{Format, GgmlDot, Registered};
 
 /// Elements per I-quant super-block (ggml's `QK_K`; iq4_nl uses 32-element blocks).
 pub const QK_K: usize = common::QK_K;
 
 /// Every format of this family, for the registry.
 pub static FORMATS: &[&dyn Format] = &[
-    &Registered::<Iq2Xxs>::NEW,
-    &Registered::<Iq2Xs>::NEW,
-    &Registered::<Iq2S>::NEW,
-    &Registered::<Iq3Xxs>::NEW,
-    &Registered::<Iq3S>::NEW,
-    &Registered::<Iq1S>::NEW,
-    &Registered::<Iq1M>::NEW,
-    &Registered::<Iq4Nl>::NEW,
-    &Registered::<Iq4Xs>::NEW,
+    &Registered::<Iq2Xxs, GgmlDot>::NEW,
+    &Registered::<Iq2Xs, GgmlDot>::NEW,
+    &Registered::<Iq2S, GgmlDot>::NEW,
+    &Registered::<Iq3Xxs, GgmlDot>::NEW,
+    &Registered::<Iq3S, GgmlDot>::NEW,
+    &Registered::<Iq1S, GgmlDot>::NEW,
+    &Registered::<Iq1M, GgmlDot>::NEW,
+    &Registered::<Iq4Nl, GgmlDot>::NEW,
+    &Registered::<Iq4Xs, GgmlDot>::NEW,
 ];

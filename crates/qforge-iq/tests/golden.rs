@@ -8,7 +8,18 @@ qforge_golden::conformance_suite!(
     // As in ggml: iq4_xs on the `tiny` dataset (|x| ~ 1e-5), whose super-block scale
     // `max / 32 / 127` underflows f16 to 0 with or without weights, so both decode to zeros.
     imatrix_underflows: &[("iq4_xs", "tiny")],
+    // The activation formats of the native dots (checked against ggml's from_float).
+    act_formats: act_formats(),
 );
+
+/// q8_k (the k family's) and q8_0 (the legacy family's), as those families register them.
+fn act_formats() -> &'static [&'static dyn qforge_core::Format] {
+    static ACTS: std::sync::OnceLock<Vec<&'static dyn qforge_core::Format>> = std::sync::OnceLock::new();
+    ACTS.get_or_init(|| {
+        let all = qforge_k::FORMATS.iter().chain(qforge_legacy::FORMATS);
+        all.copied().filter(|f| matches!(f.desc().name, "q8_k" | "q8_0")).collect()
+    })
+}
 
 #[test]
 fn registry_lists_the_i_quants() {
