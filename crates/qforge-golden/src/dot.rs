@@ -110,7 +110,7 @@ pub fn native_dot_matches_ggml(fam: &Family) {
                 let tol = DOT_RTOL * scale + f32::MIN_POSITIVE as f64;
                 let diff = (got as f64 - expect as f64).abs();
                 assert!(
-                    diff <= tol || (got.is_nan() && expect.is_nan()),
+                    diff <= tol || got == expect || (got.is_nan() && expect.is_nan()),
                     "{name}: weight row {i} · activation row {j}: ours {got}, ggml {expect} (|diff| {diff:e} > {tol:e})"
                 );
                 checked += 1;
