@@ -15,6 +15,7 @@ pub static FAMILIES: &[&[&dyn Format]] = &[
     qforge_tq::FORMATS,
     qforge_fp4::FORMATS,
     qforge_int4g::FORMATS,
+    qforge_fp8::FORMATS,
 ];
 
 /// The registry of every format qforge ships.
