@@ -161,7 +161,7 @@ impl<S: ScaleKind, const H: usize> BlockFormat for Int4g<S, H> {
         block_bytes: S::BYTES + H,
         role: Role::Weight,
         dot_type: None,
-        summary: "4.125-4.5 bpw symmetric group-wise int4 (torchao 8da4w): one scale per group; \
+        summary: "4-5 bpw symmetric group-wise int4 (torchao 8da4w): one scale per group; \
                   default group 128 with f16 scales, --group-size any power of two 32..4096",
         cuda: None,
     };
