@@ -8,8 +8,15 @@ pub use qforge_core::{Format, Params, QuantError, Registry};
 use std::sync::OnceLock;
 
 /// Every family's format list, in display order.
-pub static FAMILIES: &[&[&dyn Format]] =
-    &[qforge_legacy::FORMATS, qforge_k::FORMATS, qforge_iq::FORMATS, qforge_tq::FORMATS, qforge_fp4::FORMATS];
+pub static FAMILIES: &[&[&dyn Format]] = &[
+    qforge_legacy::FORMATS,
+    qforge_k::FORMATS,
+    qforge_iq::FORMATS,
+    qforge_tq::FORMATS,
+    qforge_fp4::FORMATS,
+    qforge_int4g::FORMATS,
+    qforge_fp8::FORMATS,
+];
 
 /// The registry of every format qforge ships.
 pub fn registry() -> &'static Registry {

@@ -1,0 +1,214 @@
+//! qforge-fp8: FP8 weights with one f32 scale per 128×128 block — DeepSeek-V3's layout —
+//! in the two OCP encodings, `fp8_e4m3` (e4m3fn: max 448, no Inf) and `fp8_e5m2` (max 57344).
+//!
+//! A tensor of N rows × K columns is N·K value bytes (row-major, one byte per element, no
+//! padding) followed by its `scale_inv` grid: `ceil(N/128) × ceil(K/128)` little-endian f32,
+//! row-major ([`grid`]). That is the raw file layout the CLI reads and writes; the values are
+//! safetensors' `weight`, the grid its `weight_scale_inv`.
+//!
+//! * Quantize ([`Format::quantize_aux`] then [`Format::quantize_row_at`]): per block
+//!   `s = amax / MAX` in f32 over the block's real elements (1 for an all-zero block), then
+//!   `q = fp8_rne_saturating(x / s)`.
+//! * Dequantize ([`Format::dequant_row_at`]): `x = fp8_to_f32(q) · s` in f32; f16 / bf16 are
+//!   the round-to-nearest-even of that f32.
+//! * A row cannot be decoded without the grid, so the plain `dequant_row` / `quantize_row`
+//!   return `QuantError::Unsupported` saying so.
+//! * Native dot ([`Format::dot_row`], `ActKind::Fp8x128`): e4m3 activations with one scale per
+//!   128 elements, f32 partial sums per 128-column block promoted with both scales
+//!   (DeepGEMM-style). Layouts and semantics: `docs/formats/fp8.md`.
+#![forbid(unsafe_code)]
+
+pub mod codec;
+pub mod grid;
+
+pub use codec::{E4m3, E5m2, Fp8Kind, from_f32, to_f32};
+
+use grid::BLOCK;
+use qforge_core::{ActKind, ActRow, Elem, Format, FormatDesc, OutRow, QuantError, Role, bf16, f16};
+use std::marker::PhantomData;
+
+/// An FP8 weight format with 128×128 block scales.
+pub struct Fp8Format<K: Fp8Kind>(PhantomData<fn() -> K>);
+
+impl<K: Fp8Kind> Fp8Format<K> {
+    pub const NEW: Self = Fp8Format(PhantomData);
+
+    pub const DESC: FormatDesc = FormatDesc {
+        name: K::NAME,
+        family: "fp8",
+        ggml_type: None,
+        block_size: 1,
+        block_bytes: 1,
+        role: Role::Weight,
+        dot_type: None,
+        summary: K::SUMMARY,
+        cuda: None,
+    };
+
+    fn needs_grid(&self, op: &str) -> QuantError {
+        QuantError::Unsupported {
+            format: K::NAME,
+            reason: format!(
+                "{op} needs the tensor context (its 128x128 scale grid): use {op}_at / qforge_cpu, \
+                 which pass the grid stored after the values"
+            ),
+        }
+    }
+
+    fn check_len(what: &'static str, expected: usize, actual: usize) -> Result<(), QuantError> {
+        if expected == actual { Ok(()) } else { Err(QuantError::ShapeMismatch { what, expected, actual }) }
+    }
+
+    fn decode_into<O: Elem>(bytes: &[u8], scales: impl Iterator<Item = f32>, out: &mut [O]) {
+        for ((q, o), s) in bytes.chunks(BLOCK).zip(out.chunks_mut(BLOCK)).zip(scales) {
+            for (&c, o) in q.iter().zip(o) {
+                *o = O::from_f32(to_f32::<K>(c) * s);
+            }
+        }
+    }
+}
+
+fn first_non_finite(x: &[f32]) -> Result<(), QuantError> {
+    if x.iter().fold(true, |ok, v| ok & v.is_finite()) {
+        return Ok(());
+    }
+    let index = x.iter().position(|v| !v.is_finite()).unwrap_or(0);
+    Err(QuantError::NonFinite { index, value: x[index] })
+}
+
+impl<K: Fp8Kind> Format for Fp8Format<K> {
+    fn desc(&self) -> &'static FormatDesc {
+        &Self::DESC
+    }
+
+    fn dequant_row(&self, _: &[u8], _: OutRow<'_>) -> Result<(), QuantError> {
+        Err(self.needs_grid("dequant_row"))
+    }
+
+    fn quantize_row(&self, _: &[f32], _: Option<&[f32]>, _: &mut [u8]) -> Result<(), QuantError> {
+        Err(self.needs_grid("quantize_row"))
+    }
+
+    fn aux_bytes(&self, rows: usize, cols: usize) -> Result<usize, QuantError> {
+        grid::bytes(rows, cols)
+    }
+
+    /// The grid: per 128×128 block (partial at the edges: real elements only)
+    /// `s = amax / MAX` in f32, 1 for an all-zero block.
+    fn quantize_aux(&self, x: &[f32], rows: usize, cols: usize, aux: &mut [u8]) -> Result<(), QuantError> {
+        let n = rows.checked_mul(cols).ok_or(QuantError::Overflow { what: "element count" })?;
+        Self::check_len("fp8 input elements (rows x cols)", n, x.len())?;
+        Self::check_len("fp8 scale grid bytes", grid::bytes(rows, cols)?, aux.len())?;
+        first_non_finite(x)?;
+        if n == 0 {
+            return Ok(());
+        }
+        let (_, gc) = grid::dims(rows, cols);
+        for (xs, out) in x.chunks(BLOCK * cols.max(1)).zip(aux.chunks_mut(gc * 4)) {
+            let mut amax = vec![0f32; gc];
+            for row in xs.chunks(cols.max(1)) {
+                for (m, blk) in amax.iter_mut().zip(row.chunks(BLOCK)) {
+                    *m = blk.iter().fold(*m, |m, v| m.max(v.abs()));
+                }
+            }
+            for (o, m) in out.chunks_exact_mut(4).zip(amax) {
+                o.copy_from_slice(&grid::scale_for(m, K::MAX).to_le_bytes());
+            }
+        }
+        Ok(())
+    }
+
+    /// `q = fp8_rne_saturating(x / s)` with the row's block scales. Importance weights are
+    /// validated but cannot change anything: every value is rounded to its nearest code on
+    /// its own, and the scales (DeepSeek's amax rule) are fixed by `quantize_aux`.
+    fn quantize_row_at(
+        &self,
+        x: &[f32],
+        weights: Option<&[f32]>,
+        row: usize,
+        aux: &[u8],
+        out: &mut [u8],
+    ) -> Result<(), QuantError> {
+        Self::check_len("fp8 row bytes", x.len(), out.len())?;
+        first_non_finite(x)?;
+        if let Some(w) = weights {
+            if w.len() != x.len() {
+                return Err(QuantError::InvalidImatrix {
+                    reason: format!("{} weights for a row of {} elements", w.len(), x.len()),
+                });
+            }
+            if let Some(i) = w.iter().position(|v| !(v.is_finite() && *v >= 0.0)) {
+                return Err(QuantError::InvalidImatrix {
+                    reason: format!("weight {} at column {i} is not a finite non-negative number", w[i]),
+                });
+            }
+        }
+        if x.is_empty() {
+            return Ok(());
+        }
+        for (kb, ((xs, qs), s)) in
+            x.chunks(BLOCK).zip(out.chunks_mut(BLOCK)).zip(grid::row_scales(aux, row, x.len())?).enumerate()
+        {
+            if !(s.is_finite() && s > 0.0) {
+                return Err(QuantError::Unsupported {
+                    format: K::NAME,
+                    reason: format!("scale grid entry ({}, {kb}) = {s} is not a finite positive number", row / BLOCK),
+                });
+            }
+            for (&v, q) in xs.iter().zip(qs) {
+                *q = from_f32::<K>(v / s);
+            }
+        }
+        Ok(())
+    }
+
+    /// `x = fp8_to_f32(q) · s` in f32, then `O::from_f32` (RNE for f16 / bf16).
+    fn dequant_row_at(&self, bytes: &[u8], row: usize, aux: &[u8], out: OutRow<'_>) -> Result<(), QuantError> {
+        Self::check_len("fp8 row bytes", out.len(), bytes.len())?;
+        if bytes.is_empty() {
+            return Ok(());
+        }
+        let scales = grid::row_scales(aux, row, bytes.len())?;
+        match out {
+            OutRow::F32(o) => Self::decode_into::<f32>(bytes, scales, o),
+            OutRow::F16(o) => Self::decode_into::<f16>(bytes, scales, o),
+            OutRow::Bf16(o) => Self::decode_into::<bf16>(bytes, scales, o),
+        }
+        Ok(())
+    }
+
+    fn native_act(&self) -> ActKind {
+        ActKind::Fp8x128
+    }
+
+    /// For each 128-column block `kb`: `partial = Σ fp8(w)·e4m3(a)` in f32 in index order, then
+    /// `acc += partial · s_w[row/128][kb] · s_a[kb]` in f32 (DeepGEMM's promotion every 128).
+    fn dot_row(&self, bytes: &[u8], row: usize, aux: &[u8], act: ActRow<'_>) -> Option<Result<f32, QuantError>> {
+        let ActRow::Fp8 { q, scales } = act else { return None };
+        Some((|| {
+            Self::check_len("fp8 activation elements for the weight row", bytes.len(), q.len())?;
+            Self::check_len("fp8 activation scales (one per 128 elements)", bytes.len().div_ceil(BLOCK), scales.len())?;
+            if bytes.is_empty() {
+                return Ok(0.0);
+            }
+            let w_scales = grid::row_scales(aux, row, bytes.len())?;
+            let mut acc = 0f32;
+            for (((w, a), sw), &sa) in bytes.chunks(BLOCK).zip(q.chunks(BLOCK)).zip(w_scales).zip(scales) {
+                let mut partial = 0f32;
+                for (&cw, &ca) in w.iter().zip(a) {
+                    partial += to_f32::<K>(cw) * to_f32::<E4m3>(ca);
+                }
+                acc += partial * sw * sa;
+            }
+            Ok(acc)
+        })())
+    }
+}
+
+/// `fp8_e4m3`.
+pub static FP8_E4M3: Fp8Format<E4m3> = Fp8Format::NEW;
+/// `fp8_e5m2`.
+pub static FP8_E5M2: Fp8Format<E5m2> = Fp8Format::NEW;
+
+/// This family's formats for the registry.
+pub static FORMATS: &[&dyn Format] = &[&FP8_E4M3, &FP8_E5M2];
