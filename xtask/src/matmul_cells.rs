@@ -66,14 +66,15 @@ pub fn cell(f: &'static dyn Format, op: &'static str) -> Cell {
         }
     };
     let a = data(m * K, 0x0bad_5eed);
-    let plain =
-        match qforge_cpu::quantize_acts(&w, &a, m, ActQuant::None).and_then(|q| qforge_cpu::reference_f64(&w, &q, RTOL)) {
-            Ok((y, _)) => y,
-            Err(e) => {
-                c.detail = format!("reference failed: {e}");
-                return c;
-            }
-        };
+    let plain = match qforge_cpu::quantize_acts(&w, &a, m, ActQuant::None)
+        .and_then(|q| qforge_cpu::reference_f64(&w, &q, RTOL))
+    {
+        Ok((y, _)) => y,
+        Err(e) => {
+            c.detail = format!("reference failed: {e}");
+            return c;
+        }
+    };
     let mut parts = Vec::new();
     let mut failures = Vec::new();
     let (mut worst_exact, mut rmse_native) = (0f64, None);

@@ -129,11 +129,19 @@ fn decode_ref(f: &dyn Format) -> Result<DecodeRef> {
     if let Some(want) = golden.then(|| qforge_golden::random_f32(d.name)).flatten() {
         return Ok(DecodeRef { blocks, f32: want, source: "ggml to_float (golden)".into() });
     }
-    // No ggml to_float: the format's scalar reference, one block at a time.
+    // No ggml to_float: the format's scalar reference, one block at a time. A format with a
+    // tensor side section (fp8's scale grid) gets a pseudo-random valid one: the rows are
+    // then `block_size` wide rows of one tensor and decoded with their row index.
     let mut out = vec![0f32; blocks.len() / d.block_bytes * d.block_size];
-    for (b, o) in blocks.chunks_exact(d.block_bytes).zip(out.chunks_exact_mut(d.block_size)) {
-        f.dequant_row(b, qforge_core::OutRow::F32(o))?;
+    let rows = out.len() / d.block_size;
+    let aux_len = f.aux_bytes(rows, d.block_size)?;
+    let aux: Vec<u8> =
+        pseudo_random_bytes(aux_len / 4).iter().flat_map(|b| (0.5f32 + *b as f32 / 64.0).to_le_bytes()).collect();
+    for (r, (b, o)) in blocks.chunks_exact(d.block_bytes).zip(out.chunks_exact_mut(d.block_size)).enumerate() {
+        f.dequant_row_at(b, r, &aux, qforge_core::OutRow::F32(o))?;
     }
+    let mut blocks = blocks;
+    blocks.extend_from_slice(&aux);
     Ok(DecodeRef { blocks, f32: out, source: "scalar reference decode (ggml has no to_float)".into() })
 }
 

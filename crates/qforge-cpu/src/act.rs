@@ -3,15 +3,14 @@
 use qforge_core::{ActKind, ActRow, Format, OutRow, QuantError};
 use std::str::FromStr;
 
-/// TEMPORARY until qforge-fp8 lands: placeholder conversions (never reached: fp8 activations
-/// are refused in `QuantAct::new`).
 mod fp8 {
-    pub const E4M3_MAX: f32 = 448.0;
-    pub fn e4m3_from_f32(_: f32) -> u8 {
-        0
+    use qforge_fp8::{E4m3, Fp8Kind};
+    pub const E4M3_MAX: f32 = E4m3::MAX;
+    pub fn e4m3_from_f32(x: f32) -> u8 {
+        qforge_fp8::from_f32::<E4m3>(x)
     }
-    pub fn e4m3_to_f32(_: u8) -> f32 {
-        0.0
+    pub fn e4m3_to_f32(q: u8) -> f32 {
+        qforge_fp8::to_f32::<E4m3>(q)
     }
 }
 
@@ -117,15 +116,12 @@ impl QuantAct {
                     .collect();
                 QuantAct::Int8 { q, scale, zero_point }
             }
-            ActKind::Fp8x128 if true => {
-                return Err(QuantError::Unsupported { format: "act-quant", reason: "fp8-1x128 pending".into() });
-            }
             ActKind::Fp8x128 => {
                 let mut q = vec![0u8; padded];
                 let mut scales = Vec::with_capacity(padded.div_ceil(FP8_GROUP));
                 for (xs, qs) in xp.chunks(FP8_GROUP).zip(q.chunks_mut(FP8_GROUP)) {
                     let amax = xs.iter().fold(0f32, |m, v| m.max(v.abs()));
-                    let s = if amax > 0.0 { amax / fp8::E4M3_MAX } else { 1.0 };
+                    let s = qforge_fp8::grid::scale_for(amax, fp8::E4M3_MAX);
                     scales.push(s);
                     for (v, o) in xs.iter().zip(qs) {
                         *o = fp8::e4m3_from_f32(v / s);

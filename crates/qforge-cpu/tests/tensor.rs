@@ -30,7 +30,7 @@ fn parallel_tensor_paths_equal_row_references() {
         let rb = f.row_bytes(cols).unwrap();
         let mut row = vec![0u8; rb];
         for r in 0..rows {
-            f.quantize_row(&x[r * cols..(r + 1) * cols], None, &mut row).unwrap();
+            f.quantize_row_at(&x[r * cols..(r + 1) * cols], None, r, t.aux(), &mut row).unwrap();
             assert_eq!(t.row(r).unwrap(), &row[..], "{} row {r}", f.desc().name);
         }
         let y32 = qforge_cpu::dequantize::<f32>(&t).unwrap();
@@ -38,7 +38,7 @@ fn parallel_tensor_paths_equal_row_references() {
         let yb = qforge_cpu::dequantize::<bf16>(&t).unwrap();
         let mut one = vec![0f32; cols];
         for r in 0..rows {
-            f.dequant_row(t.row(r).unwrap(), OutRow::F32(&mut one)).unwrap();
+            f.dequant_row_at(t.row(r).unwrap(), r, t.aux(), OutRow::F32(&mut one)).unwrap();
             assert_eq!(&y32[r * cols..(r + 1) * cols], &one[..], "{}", f.desc().name);
         }
         for i in 0..y32.len() {

@@ -177,6 +177,43 @@ impl<K: Fp8Kind> Format for Fp8Format<K> {
         Ok(())
     }
 
+    /// Grid cells of the window; cells outside the tensor (padding) get scale 1.
+    fn aux_window(
+        &self,
+        aux: &[u8],
+        n_rows: usize,
+        n_cols: usize,
+        rows: std::ops::Range<usize>,
+        cols: std::ops::Range<usize>,
+    ) -> Result<Vec<u8>, QuantError> {
+        Self::check_len("fp8 scale grid bytes", grid::bytes(n_rows, n_cols)?, aux.len())?;
+        if !rows.start.is_multiple_of(BLOCK) || !cols.start.is_multiple_of(BLOCK) {
+            return Err(QuantError::InvalidShape {
+                reason: format!("{} windows start at multiples of {BLOCK} rows and columns", K::NAME),
+            });
+        }
+        let (gr, gc) = grid::dims(n_rows, n_cols);
+        let (r0, r1) = (rows.start / BLOCK, rows.end.div_ceil(BLOCK));
+        let (c0, c1) = (cols.start / BLOCK, cols.end.div_ceil(BLOCK));
+        let mut out = Vec::with_capacity(r1.saturating_sub(r0) * c1.saturating_sub(c0) * 4);
+        for r in r0..r1 {
+            for c in c0..c1 {
+                if r < gr && c < gc {
+                    let i = (r * gc + c) * 4;
+                    out.extend_from_slice(&aux[i..i + 4]);
+                } else {
+                    out.extend_from_slice(&1f32.to_le_bytes());
+                }
+            }
+        }
+        Ok(out)
+    }
+
+    /// Shards and windows follow the 128×128 scale blocks.
+    fn split_granularity(&self) -> (usize, usize) {
+        (BLOCK, BLOCK)
+    }
+
     fn native_act(&self) -> ActKind {
         ActKind::Fp8x128
     }
