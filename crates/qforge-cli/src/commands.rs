@@ -36,6 +36,16 @@ pub fn check_device(device: &str) -> CliResult<()> {
     }
 }
 
+/// How `--act-quant native` quantizes activations for `f`.
+fn native_act(f: &dyn Format) -> &'static str {
+    match f.native_act() {
+        qforge_core::ActKind::Blocks(name) => name,
+        qforge_core::ActKind::Int8Dyn => "int8-dyn",
+        qforge_core::ActKind::Fp8x128 => "fp8-1x128",
+        qforge_core::ActKind::F32 => "-",
+    }
+}
+
 pub fn formats(json: bool) -> CliResult<()> {
     let reg = qforge_formats::registry();
     let mut out = std::io::stdout().lock();
@@ -53,6 +63,7 @@ pub fn formats(json: bool) -> CliResult<()> {
                     "ggml_type_id": d.ggml_type,
                     "role": match d.role { Role::Weight => "weight", Role::Activation => "activation" },
                     "dot_type": d.dot_type,
+                    "native_act": native_act(f),
                     "cuda": d.cuda.is_some(),
                     "summary": d.summary,
                 })
@@ -63,8 +74,8 @@ pub fn formats(json: bool) -> CliResult<()> {
     } else {
         writeln!(
             out,
-            "{:<10} {:<8} {:>5} {:>6} {:>6} {:>5} {:<10} {:<6} summary",
-            "name", "family", "ggml", "block", "bytes", "bpw", "role", "dot"
+            "{:<10} {:<8} {:>5} {:>6} {:>6} {:>5} {:<10} {:<9} summary",
+            "name", "family", "ggml", "block", "bytes", "bpw", "role", "native"
         )
         .failed()?;
         for f in reg.iter() {
@@ -75,7 +86,7 @@ pub fn formats(json: bool) -> CliResult<()> {
             };
             writeln!(
                 out,
-                "{:<10} {:<8} {:>5} {:>6} {:>6} {:>5.2} {:<10} {:<6} {}",
+                "{:<10} {:<8} {:>5} {:>6} {:>6} {:>5.2} {:<10} {:<9} {}",
                 d.name,
                 d.family,
                 d.ggml_type.map_or("-".to_string(), |t| t.to_string()),
@@ -83,7 +94,7 @@ pub fn formats(json: bool) -> CliResult<()> {
                 d.block_bytes,
                 d.bits_per_weight(),
                 role,
-                d.dot_type.unwrap_or("-"),
+                native_act(f),
                 d.summary
             )
             .failed()?;
