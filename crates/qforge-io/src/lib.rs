@@ -37,6 +37,7 @@ pub use gguf_write::{GgufStream, GgufWriter, MAX_NAME, owned_metadata};
 pub use mmap::MappedFile;
 pub use model::st_dtype;
 pub use model::{Container, ModelFile, TensorData, TensorView};
+pub use safetensors::Dtype as StDtype;
 pub use st::{SafetensorsFile, StStream, StTensor, StWriteTensor, st_bytes, write_safetensors};
 pub use ttype::{FP8_BLOCK, Plain, TensorType, fallback_for, is_fp8};
 pub use value::{Array, MAX_NESTING, Value, ValueType};
