@@ -198,7 +198,10 @@ fn gguf_header(model: &ModelFile<'_>, plan: &[TensorType], mode: Mode) -> CliRes
     Ok(w)
 }
 
-fn st_header(model: &ModelFile<'_>, plan: &[TensorType]) -> CliResult<(Vec<(String, String)>, Vec<StWriteTensor>)> {
+/// safetensors `__metadata__` (string pairs) and the tensor specs of the output.
+type StHeader = (Vec<(String, String)>, Vec<StWriteTensor>);
+
+fn st_header(model: &ModelFile<'_>, plan: &[TensorType]) -> CliResult<StHeader> {
     let meta = model
         .metadata
         .iter()
