@@ -1,13 +1,16 @@
-//! qforge-cli: the `qforge` binary — list formats, quantize and dequantize raw tensor files.
+//! qforge-cli: the `qforge` binary — list formats, quantize and dequantize raw tensor files,
+//! inspect and convert GGUF / safetensors model files.
 //!
 //! Exit codes: 0 success, 1 failed operation, 2 bad usage or bad input, with one line on
 //! stderr. The spellings of commands and flags are a contract (docs/cli.md).
 
 mod bench;
 mod commands;
+mod convert;
 mod exit;
 mod files;
 mod gemm_config;
+mod inspect;
 mod matmul;
 
 use clap::{Parser, Subcommand};
@@ -163,6 +166,33 @@ enum Cmd {
         #[arg(long)]
         batch: bool,
     },
+    /// Show a GGUF or safetensors file's metadata and tensors (reads headers only).
+    Inspect {
+        /// The model file (.gguf or .safetensors).
+        file: PathBuf,
+        /// Print {"metadata": {...}, "tensors": [{"name", "type", "shape", "bytes", "offset"}]}.
+        #[arg(long)]
+        json: bool,
+    },
+    /// Convert between GGUF and safetensors (by extension), dequantizing or quantizing.
+    Convert {
+        /// Input model file (.gguf or .safetensors).
+        input: PathBuf,
+        /// Output model file (.gguf or .safetensors); never the input.
+        output: PathBuf,
+        /// Quantize every 2-D+ float tensor to this format (1-D tensors become f32).
+        #[arg(long, conflicts_with = "dtype")]
+        format: Option<String>,
+        /// Dequantize every float tensor to f32, f16 or bf16.
+        #[arg(long)]
+        dtype: Option<String>,
+        /// Group size for group-wise formats.
+        #[arg(long)]
+        group_size: Option<usize>,
+        /// llama.cpp importance matrix (imatrix GGUF or legacy .dat) for --format.
+        #[arg(long)]
+        imatrix: Option<PathBuf>,
+    },
 }
 
 fn main() -> ExitCode {
@@ -217,6 +247,15 @@ fn main() -> ExitCode {
                 batch,
             })
         }
+        Cmd::Inspect { file, json } => inspect::inspect(&file, json),
+        Cmd::Convert { input, output, format, dtype, group_size, imatrix } => convert::convert(convert::ConvertArgs {
+            input: &input,
+            output: &output,
+            format: format.as_deref(),
+            dtype: dtype.as_deref(),
+            group_size,
+            imatrix: imatrix.as_deref(),
+        }),
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,

@@ -1,0 +1,313 @@
+//! `qforge convert IN OUT [--format F | --dtype D] [--group-size G] [--imatrix FILE]`:
+//! GGUF ⇄ safetensors (by extension), dequantizing with --dtype or quantizing with --format.
+//!
+//! Tensor by tensor: the output header is written first (every size follows from type and
+//! shape), then each tensor is converted and written before the next is read, so memory is
+//! bounded by the largest tensor. Output goes to a temporary file beside OUT, renamed into
+//! place on success; IN == OUT is refused.
+
+use crate::exit::{Classify, CliError, CliResult, Kind, bad_input};
+use crate::files;
+use crate::inspect;
+use qforge_core::DType;
+use qforge_io::{
+    Container, GgufWriter, IoError, ModelFile, Plain, StDtype, StWriteTensor, TensorType, TensorView, Value,
+    fallback_for, fp8, imatrix, is_fp8, st_dtype, write_safetensors,
+};
+use std::borrow::Cow;
+use std::fs::File;
+use std::io::{BufWriter, IsTerminal};
+use std::path::{Path, PathBuf};
+
+pub struct ConvertArgs<'a> {
+    pub input: &'a Path,
+    pub output: &'a Path,
+    pub format: Option<&'a str>,
+    pub dtype: Option<&'a str>,
+    pub group_size: Option<usize>,
+    pub imatrix: Option<&'a Path>,
+}
+
+/// What happens to the tensors.
+#[derive(Clone, Copy)]
+enum Mode {
+    Keep,
+    Dtype(DType),
+    Quantize(TensorType),
+}
+
+fn io_error(e: IoError) -> CliError {
+    let kind = match &e {
+        IoError::Io { op: "write", .. } => Kind::Failed,
+        _ => Kind::Input,
+    };
+    CliError { kind, err: e.into() }
+}
+
+pub fn convert(a: ConvertArgs<'_>) -> CliResult<()> {
+    let out_kind = Container::from_path(a.output).ok_or_else(|| {
+        bad_input(format!("output {}: unknown extension (expected .gguf or .safetensors)", a.output.display()))
+    })?;
+    let mode = match (a.format, a.dtype) {
+        (Some(_), Some(_)) => return Err(bad_input("--format and --dtype exclude each other")),
+        (Some(f), None) => Mode::Quantize(match a.group_size {
+            Some(g) => TensorType::Quant(crate::commands::format_by_name(f, Some(g))?),
+            None => TensorType::by_name(f).input()?,
+        }),
+        (None, Some(d)) => Mode::Dtype(d.parse().map_err(|e| bad_input(format!("--dtype: {e}")))?),
+        (None, None) => Mode::Keep,
+    };
+    if let (Some(g), Mode::Dtype(_) | Mode::Keep) = (a.group_size, mode) {
+        return Err(bad_input(format!(
+            "--group-size {g}: no --format given; only group-wise formats take a group size"
+        )));
+    }
+    if a.imatrix.is_some() && !matches!(mode, Mode::Quantize(TensorType::Quant(_))) {
+        return Err(bad_input("--imatrix is only used when quantizing (--format F)"));
+    }
+    let mut inputs = vec![a.input];
+    inputs.extend(a.imatrix);
+    if a.input == a.output {
+        return Err(bad_input(format!("output {} is also an input; refusing to overwrite it", a.output.display())));
+    }
+    files::check_distinct(a.output, &inputs)?;
+    let im = match a.imatrix {
+        Some(p) => {
+            let map = qforge_io::MappedFile::open(p).input()?;
+            Some(imatrix::parse(map.bytes()).map_err(|e| bad_input(format!("{}: {e}", p.display())))?)
+        }
+        None => None,
+    };
+    let (map, in_kind) = inspect::open(a.input)?;
+    let model = inspect::parse(&map, in_kind, a.input)?;
+    let plan = plan(&model, mode, out_kind)?;
+    let mut out = TempOut::create(a.output)?;
+    let progress = Progress::new(model.tensors.iter().map(|t| t.size() as u64).sum());
+    match out_kind {
+        Container::Gguf => {
+            let w = gguf_header(&model, &plan, mode)?;
+            let mut s = w.start(out.writer()?).map_err(io_error)?;
+            for (t, target) in model.tensors.iter().zip(&plan) {
+                let data = encode(t, *target, im.as_ref())?;
+                s.write_tensor(&data).map_err(io_error)?;
+                progress.inc(t.size());
+            }
+            s.finish().map_err(io_error)?;
+        }
+        Container::Safetensors => {
+            let (meta, specs) = st_header(&model, &plan)?;
+            let mut s = write_safetensors(out.writer()?, &meta, &specs).map_err(io_error)?;
+            for (t, target) in model.tensors.iter().zip(&plan) {
+                let data = encode(t, *target, im.as_ref())?;
+                match target {
+                    TensorType::Quant(f) if is_fp8(*f) => {
+                        let (n, k) = fp8::rows_cols(&t.dims).unwrap_or((1, 1));
+                        let (values, grid) = fp8::split(&data, n, k).map_err(io_error)?;
+                        s.write_tensor(values).map_err(io_error)?;
+                        s.write_tensor(grid).map_err(io_error)?;
+                    }
+                    _ => s.write_tensor(&data).map_err(io_error)?,
+                }
+                progress.inc(t.size());
+            }
+            s.finish().map_err(io_error)?;
+        }
+    }
+    progress.finish();
+    out.commit()
+}
+
+fn encode<'a>(t: &TensorView<'a>, target: TensorType, im: Option<&imatrix::Imatrix>) -> CliResult<Cow<'a, [u8]>> {
+    let weights = match target {
+        TensorType::Quant(_) => im.and_then(|m| m.get(&t.name)).map(|v| v.as_slice()),
+        _ => None,
+    };
+    qforge_io::encode(t, target, weights).map_err(|e| bad_input(format!("tensor '{}': {e}", t.name)))
+}
+
+/// The output type of every tensor, with llama.cpp's rules when quantizing: 1-D tensors
+/// stay f32, integer tensors are copied, and a row length that does not fit the format's
+/// block falls back to one that does (reported on stderr, one line per tensor).
+fn plan(model: &ModelFile<'_>, mode: Mode, out: Container) -> CliResult<Vec<TensorType>> {
+    let mut plan = Vec::with_capacity(model.tensors.len());
+    for t in &model.tensors {
+        let target = match mode {
+            Mode::Keep => t.ty,
+            _ if !t.ty.is_float() => t.ty,
+            Mode::Dtype(d) => TensorType::Plain(Plain::from_dtype(d)),
+            Mode::Quantize(_) if t.dims.len() < 2 => TensorType::Plain(Plain::F32),
+            Mode::Quantize(want) => {
+                let cols = *t.dims.last().unwrap_or(&1);
+                let got = fallback_for(want, cols);
+                if got != want {
+                    eprintln!(
+                        "qforge: {}: row length {cols} is not a multiple of {}'s block size {}; using {}",
+                        t.name,
+                        want.name(),
+                        want.block_size(),
+                        got.name()
+                    );
+                }
+                got
+            }
+        };
+        let fits = match (out, target) {
+            (Container::Gguf, t) => t.ggml_type().is_some(),
+            (Container::Safetensors, TensorType::Plain(_)) => true,
+            (Container::Safetensors, TensorType::Quant(f)) => is_fp8(f),
+        };
+        if !fits {
+            let other_fits = match target {
+                TensorType::Quant(f) => match out {
+                    Container::Gguf => is_fp8(f),
+                    Container::Safetensors => f.desc().ggml_type.is_some(),
+                },
+                TensorType::Plain(_) => true,
+            };
+            let hint = match (other_fits, out) {
+                (true, Container::Gguf) => "write a .safetensors file",
+                (true, Container::Safetensors) => "write a .gguf file or pass --dtype",
+                (false, _) => "neither GGUF nor safetensors defines it; use `qforge quantize` for raw files",
+            };
+            return Err(bad_input(format!(
+                "tensor '{}': {} cannot hold {} tensors; {hint}",
+                t.name,
+                out.name(),
+                target.name()
+            )));
+        }
+        plan.push(target);
+    }
+    Ok(plan)
+}
+
+fn gguf_header(model: &ModelFile<'_>, plan: &[TensorType], mode: Mode) -> CliResult<GgufWriter> {
+    let mut w = GgufWriter::new();
+    for (k, v) in &model.metadata {
+        w.set(k, v.clone()).input()?;
+    }
+    let main = match mode {
+        Mode::Quantize(t) => t,
+        Mode::Dtype(d) => TensorType::Plain(Plain::from_dtype(d)),
+        Mode::Keep => {
+            // The type of most 2-D+ weights decides general.file_type.
+            let mut counts: Vec<(TensorType, usize)> = Vec::new();
+            for (t, ty) in model.tensors.iter().zip(plan).filter(|(t, _)| t.dims.len() >= 2) {
+                match counts.iter_mut().find(|(c, _)| c == ty) {
+                    Some((_, n)) => *n += t.numel(),
+                    None => counts.push((*ty, t.numel())),
+                }
+            }
+            counts.into_iter().max_by_key(|(_, n)| *n).map_or(TensorType::Plain(Plain::F32), |(t, _)| t)
+        }
+    };
+    w.set("general.quantization_version", Value::U32(2)).input()?;
+    w.set("general.file_type", Value::U32(main.llama_ftype())).input()?;
+    for (t, ty) in model.tensors.iter().zip(plan) {
+        w.add_tensor(&t.name, *ty, &t.dims).input()?;
+    }
+    Ok(w)
+}
+
+/// safetensors `__metadata__` (string pairs) and the tensor specs of the output.
+type StHeader = (Vec<(String, String)>, Vec<StWriteTensor>);
+
+fn st_header(model: &ModelFile<'_>, plan: &[TensorType]) -> CliResult<StHeader> {
+    let meta = model
+        .metadata
+        .iter()
+        .map(|(k, v)| {
+            let s = match v {
+                Value::String(s) => s.to_string(),
+                v => v.to_json(usize::MAX).to_string(),
+            };
+            (k.to_string(), s)
+        })
+        .collect();
+    let mut specs = Vec::new();
+    for (t, ty) in model.tensors.iter().zip(plan) {
+        match ty {
+            TensorType::Plain(p) => {
+                specs.push(StWriteTensor { name: t.name.clone(), dtype: st_dtype(*p), shape: t.dims.clone() })
+            }
+            TensorType::Quant(f) => {
+                let dtype = if f.desc().name == "fp8_e5m2" { StDtype::F8_E5M2 } else { StDtype::F8_E4M3 };
+                let (n, k) = fp8::rows_cols(&t.dims).unwrap_or((1, 1));
+                specs.push(StWriteTensor { name: t.name.clone(), dtype, shape: t.dims.clone() });
+                let grid = fp8::grid_dims(n, k).to_vec();
+                specs.push(StWriteTensor { name: fp8::companion_name(&t.name), dtype: StDtype::F32, shape: grid });
+            }
+        }
+    }
+    Ok((meta, specs))
+}
+
+/// The output file: a temporary file beside the destination, renamed into place by
+/// `commit`; removed if the conversion fails.
+struct TempOut {
+    tmp: PathBuf,
+    dest: PathBuf,
+    file: Option<BufWriter<File>>,
+}
+
+impl TempOut {
+    fn create(dest: &Path) -> CliResult<Self> {
+        let dir = dest.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(Path::new("."));
+        let name =
+            dest.file_name().ok_or_else(|| bad_input(format!("output {} is not a file path", dest.display())))?;
+        let tmp = dir.join(format!(".{}.qforge-tmp-{}", name.to_string_lossy(), std::process::id()));
+        let f = File::create(&tmp).map_err(|e| crate::exit::failed(format!("cannot create {}: {e}", tmp.display())))?;
+        Ok(TempOut { tmp, dest: dest.to_path_buf(), file: Some(BufWriter::with_capacity(1 << 20, f)) })
+    }
+
+    fn writer(&mut self) -> CliResult<&mut BufWriter<File>> {
+        self.file.as_mut().ok_or_else(|| crate::exit::failed("output already closed"))
+    }
+
+    fn commit(mut self) -> CliResult<()> {
+        let f = self.file.take().ok_or_else(|| crate::exit::failed("output already closed"))?;
+        let f = f
+            .into_inner()
+            .map_err(|e| crate::exit::failed(format!("cannot write {}: {}", self.tmp.display(), e.error())))?;
+        f.sync_all().ok();
+        std::fs::rename(&self.tmp, &self.dest)
+            .map_err(|e| crate::exit::failed(format!("cannot move output into place at {}: {e}", self.dest.display())))
+    }
+}
+
+impl Drop for TempOut {
+    fn drop(&mut self) {
+        if self.file.is_some() {
+            self.file = None;
+            let _ = std::fs::remove_file(&self.tmp);
+        }
+    }
+}
+
+/// An indicatif bar over input bytes, shown only when stderr is a terminal.
+struct Progress(Option<indicatif::ProgressBar>);
+
+impl Progress {
+    fn new(total: u64) -> Self {
+        if !std::io::stderr().is_terminal() {
+            return Progress(None);
+        }
+        let bar = indicatif::ProgressBar::new(total);
+        if let Ok(style) =
+            indicatif::ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
+        {
+            bar.set_style(style);
+        }
+        Progress(Some(bar))
+    }
+    fn inc(&self, n: usize) {
+        if let Some(b) = &self.0 {
+            b.inc(n as u64);
+        }
+    }
+    fn finish(&self) {
+        if let Some(b) = &self.0 {
+            b.finish_and_clear();
+        }
+    }
+}

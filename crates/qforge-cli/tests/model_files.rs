@@ -1,0 +1,143 @@
+//! `qforge inspect` and `qforge convert` end to end, on fixtures written by gguf-py /
+//! ggml-py / the HF safetensors package (tests/fixtures/gen.py).
+
+mod common;
+
+use common::{Tmp, assert_fails, qforge};
+use qforge_io::{Container, ModelFile, decode_f32};
+use std::path::PathBuf;
+
+fn fixture(name: &str) -> String {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/fixtures").join(name).to_string_lossy().into_owned()
+}
+
+fn manifest() -> serde_json::Value {
+    serde_json::from_slice(&std::fs::read(fixture("manifest.json")).unwrap()).unwrap()
+}
+
+fn f32s(path: &str) -> Vec<f32> {
+    std::fs::read(path).unwrap().chunks_exact(4).map(|c| f32::from_le_bytes(c.try_into().unwrap())).collect()
+}
+
+#[test]
+fn inspect_json_lists_every_tensor_as_gguf_py_sees_it() {
+    let out = qforge(&["inspect", &fixture("model.gguf"), "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(j.as_object().unwrap().keys().collect::<Vec<_>>(), ["metadata", "tensors"]);
+    assert_eq!(j["metadata"]["test.string"], "héllo wörld");
+    assert_eq!(j["metadata"]["tokenizer.ggml.tokens"]["len"], 100);
+    let want = manifest()["model.gguf"]["tensors"].clone();
+    let got = j["tensors"].as_array().unwrap();
+    assert_eq!(got.len(), want.as_array().unwrap().len());
+    for (g, w) in got.iter().zip(want.as_array().unwrap()) {
+        assert_eq!(g.as_object().unwrap().len(), 5);
+        for k in ["name", "type", "shape", "bytes", "offset"] {
+            assert_eq!(g[k], w[k], "{k} of {}", w["name"]);
+        }
+    }
+    let text = qforge(&["inspect", &fixture("plain.safetensors")]);
+    let s = String::from_utf8_lossy(&text.stdout);
+    assert!(text.status.success());
+    assert!(s.contains("safetensors") && s.contains("model.up.weight") && s.contains("bits per weight"), "{s}");
+}
+
+#[test]
+fn inspect_refuses_malformed_files_with_one_line() {
+    let t = Tmp::new("inspect-bad");
+    let bytes = std::fs::read(fixture("model.gguf")).unwrap();
+    for n in [0, 3, 20, 100, 1000, 3200] {
+        std::fs::write(t.path("bad.gguf"), &bytes[..n]).unwrap();
+        assert_fails(&qforge(&["inspect", &t.s("bad.gguf")]), 2, "bad.gguf");
+    }
+    let mut huge = (1u64 << 60).to_le_bytes().to_vec();
+    huge.extend_from_slice(b"{}");
+    std::fs::write(t.path("bad.safetensors"), &huge).unwrap();
+    assert_fails(&qforge(&["inspect", &t.s("bad.safetensors"), "--json"]), 2, "safetensors");
+    assert_fails(&qforge(&["inspect", &t.s("missing.gguf")]), 2, "missing.gguf");
+}
+
+#[test]
+fn convert_gguf_to_safetensors_dequantizes_bit_exactly() {
+    let t = Tmp::new("conv-deq");
+    let out = qforge(&["convert", &fixture("model.gguf"), &t.s("m.safetensors"), "--dtype", "f32"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let bytes = std::fs::read(t.path("m.safetensors")).unwrap();
+    let m = ModelFile::parse(&bytes, Container::Safetensors).unwrap();
+    let want = f32s(&fixture("model.gguf.expect.f32"));
+    let names: Vec<String> = manifest()["model.gguf"]["tensors"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap().into())
+        .collect();
+    let mut at = 0;
+    for n in &names {
+        let got = decode_f32(m.tensor(n).unwrap()).unwrap();
+        for (i, (a, b)) in got.iter().zip(&want[at..]).enumerate() {
+            assert_eq!(a.to_bits(), b.to_bits(), "{n}[{i}]");
+        }
+        at += got.len();
+    }
+    // GGUF metadata travels as safetensors __metadata__ strings.
+    assert_eq!(m.metadata.iter().find(|(k, _)| k == "test.u32").unwrap().1.as_str(), Some("4000000000"));
+}
+
+#[test]
+fn convert_quantizes_with_fallbacks_and_imatrix() {
+    let t = Tmp::new("conv-q");
+    let out = qforge(&["convert", &fixture("model.gguf"), &t.s("q.gguf"), "--format", "q4_k"]);
+    assert!(out.status.success());
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert_eq!(err.lines().count(), 7, "one fallback line per tensor: {err}");
+    assert!(err.contains("blk.0.ffn_down.weight: row length 96") && err.contains("using q5_0"), "{err}");
+    assert!(err.contains("output.weight: row length 40") && err.contains("using f16"), "{err}");
+    let j: serde_json::Value = serde_json::from_slice(&qforge(&["inspect", &t.s("q.gguf"), "--json"]).stdout).unwrap();
+    assert_eq!(j["metadata"]["general.file_type"], 14);
+    assert_eq!(j["metadata"]["general.quantization_version"], 2);
+    assert_eq!(j["metadata"]["test.i64"], -9_000_000_000_000_000_000i64);
+    let types: Vec<&str> = j["tensors"].as_array().unwrap().iter().map(|t| t["type"].as_str().unwrap()).collect();
+    assert_eq!(types, ["q4_k", "f32", "q5_0", "q5_0", "q5_0", "q5_0", "q5_0", "q5_0", "q4_k", "f16"]);
+    for im in ["imatrix.gguf", "imatrix.dat"] {
+        let o = qforge(&[
+            "convert",
+            &fixture("model.gguf"),
+            &t.s("qi.gguf"),
+            "--format",
+            "q4_k",
+            "--imatrix",
+            &fixture(im),
+        ]);
+        assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        let (a, b) = (std::fs::read(t.path("q.gguf")).unwrap(), std::fs::read(t.path("qi.gguf")).unwrap());
+        assert_eq!(a.len(), b.len());
+        if im == "imatrix.gguf" {
+            assert!(a != b, "the importance weights change the expert tensor's quantization");
+        }
+    }
+    // safetensors -> GGUF and back to bf16.
+    let o = qforge(&["convert", &fixture("plain.safetensors"), &t.s("p.gguf"), "--format", "q8_0"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+    let o = qforge(&["convert", &t.s("p.gguf"), &t.s("p.safetensors"), "--dtype", "bf16"]);
+    assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+}
+
+#[test]
+fn convert_refuses_bad_requests_with_one_line() {
+    let t = Tmp::new("conv-bad");
+    let m = fixture("model.gguf");
+    assert_fails(&qforge(&["convert", &m, &m, "--dtype", "f16"]), 2, "refusing to overwrite");
+    std::fs::copy(&m, t.path("in.gguf")).unwrap();
+    let via_dot = format!("{}/./in.gguf", t.0.display());
+    assert_fails(&qforge(&["convert", &t.s("in.gguf"), &via_dot]), 2, "refusing to overwrite");
+    assert_fails(&qforge(&["convert", &m, &t.s("x.bin")]), 2, "extension");
+    assert_fails(&qforge(&["convert", &m, &t.s("x.gguf"), "--format", "q4_k", "--group-size", "64"]), 2, "group");
+    assert_fails(&qforge(&["convert", &m, &t.s("x.gguf"), "--format", "nope"]), 2, "unknown format");
+    assert_fails(&qforge(&["convert", &m, &t.s("x.gguf"), "--dtype", "f8"]), 2, "dtype");
+    assert_fails(&qforge(&["convert", &m, &t.s("x.safetensors"), "--format", "q4_k"]), 2, "cannot hold q4_k");
+    assert_fails(&qforge(&["convert", &m, &t.s("x.gguf"), "--format", "q4_k", "--imatrix", &m]), 2, "imatrix");
+    assert!(qforge(&["convert", &m, &t.s("x.gguf"), "--format", "q4_0", "--dtype", "f16"]).status.code() == Some(2));
+    assert_fails(&qforge(&["convert", &m, &t.s("no/such/dir/x.gguf"), "--dtype", "f16"]), 1, "cannot create");
+    let leftovers: Vec<_> = std::fs::read_dir(&t.0).unwrap().map(|e| e.unwrap().file_name()).collect();
+    assert_eq!(leftovers, ["in.gguf"], "no partial or temporary output is left behind");
+}

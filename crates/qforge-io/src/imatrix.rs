@@ -1,0 +1,90 @@
+//! llama.cpp importance matrices: the GGUF imatrix files `llama-imatrix` writes today and
+//! the legacy `.dat` format, both to one importance vector per weight tensor.
+//!
+//! GGUF: for weight `W`, tensor `W.in_sum2` (f32, `ne = [n_in, n_mat]`) holds the summed
+//! squared activations per input column and matrix, and `W.counts` (f32, `[1, n_mat]`) the
+//! number of activations summed; the importance is `in_sum2 / count`, or 1 where a matrix
+//! saw no activations (what llama.cpp's quantize does). Legacy `.dat`: i32 entry count, then
+//! per entry i32 name length, the name, i32 ncall, i32 nval, nval f32 sums (divided by
+//! ncall when ncall > 0); an optional trailer (chunk count, dataset name) is ignored.
+
+use crate::cursor::Cursor;
+use crate::error::{IoError, Result};
+use crate::gguf_read::GgufFile;
+use crate::ttype::{Plain, TensorType};
+use std::collections::BTreeMap;
+
+/// Importance vectors by weight name (`n_mat × n_in` values, matrix by matrix).
+pub type Imatrix = BTreeMap<String, Vec<f32>>;
+
+fn bad(reason: impl Into<String>) -> IoError {
+    IoError::Imatrix { reason: reason.into() }
+}
+
+/// Parse an imatrix file: GGUF when it starts with the GGUF magic, else the legacy format.
+pub fn parse(bytes: &[u8]) -> Result<Imatrix> {
+    if bytes.starts_with(b"GGUF") { parse_gguf(bytes) } else { parse_legacy(bytes) }
+}
+
+fn f32s(b: &[u8]) -> Vec<f32> {
+    b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
+}
+
+pub fn parse_gguf(bytes: &[u8]) -> Result<Imatrix> {
+    let g = GgufFile::parse(bytes)?;
+    let mut out = Imatrix::new();
+    for t in &g.tensors {
+        let Some(base) = t.name.strip_suffix(".in_sum2") else { continue };
+        let counts =
+            g.tensor(&format!("{base}.counts")).ok_or_else(|| bad(format!("{base}: in_sum2 without counts")))?;
+        if t.ty != TensorType::Plain(Plain::F32) || counts.ty != TensorType::Plain(Plain::F32) {
+            return Err(bad(format!("{base}: in_sum2 / counts must be f32")));
+        }
+        let n_in = t.ne.first().copied().unwrap_or(1) as usize;
+        let sums = f32s(g.tensor_bytes(t));
+        let cnt = f32s(g.tensor_bytes(counts));
+        if n_in == 0 || sums.len() != n_in * cnt.len() {
+            return Err(bad(format!("{base}: {} sums for {} counts of {n_in} columns", sums.len(), cnt.len())));
+        }
+        let mut v = Vec::with_capacity(sums.len());
+        for (row, &c) in sums.chunks_exact(n_in).zip(&cnt) {
+            if c > 0.0 {
+                v.extend(row.iter().map(|s| s / c));
+            } else {
+                v.extend(std::iter::repeat_n(1.0f32, n_in));
+            }
+        }
+        out.insert(base.to_string(), v);
+    }
+    if out.is_empty() {
+        return Err(bad("no <tensor>.in_sum2 entries"));
+    }
+    Ok(out)
+}
+
+pub fn parse_legacy(bytes: &[u8]) -> Result<Imatrix> {
+    let mut c = Cursor::new(bytes);
+    let i32_ = |c: &mut Cursor<'_>, what| -> Result<i32> { Ok(i32::from_le_bytes(c.array(what)?)) };
+    let n = i32_(&mut c, "imatrix entry count")?;
+    if n < 1 {
+        return Err(bad(format!("{n} entries")));
+    }
+    let mut out = Imatrix::new();
+    for _ in 0..n {
+        let len = i32_(&mut c, "imatrix name length")?;
+        let name = c.take(u64::try_from(len).map_err(|_| bad("negative name length"))?, "imatrix name")?;
+        let name = std::str::from_utf8(name).map_err(|_| bad("name is not UTF-8"))?.to_string();
+        let ncall = i32_(&mut c, "imatrix call count")?;
+        let nval = i32_(&mut c, "imatrix value count")?;
+        if nval < 1 {
+            return Err(bad(format!("{name}: {nval} values")));
+        }
+        let raw = c.take(4 * nval as u64, "imatrix values")?;
+        let mut v = f32s(raw);
+        if ncall > 0 {
+            v.iter_mut().for_each(|x| *x /= ncall as f32);
+        }
+        out.insert(name, v);
+    }
+    Ok(out)
+}

@@ -1,0 +1,235 @@
+//! [`ModelFile`]: one view of a GGUF or safetensors file — metadata and logical tensors
+//! (an fp8 weight and its `_scale_inv` companion folded into one) — for inspect and convert.
+
+use crate::error::{IoError, Result};
+use crate::fp8;
+use crate::gguf_read::GgufFile;
+use crate::st::{SafetensorsFile, StTensor};
+use crate::ttype::{Plain, TensorType};
+use crate::value::Value;
+use qforge_core::{QuantTensor, Shape};
+use safetensors::Dtype;
+use std::borrow::Cow;
+use std::collections::HashSet;
+use std::path::Path;
+
+/// The two containers qforge reads and writes.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Container {
+    Gguf,
+    Safetensors,
+}
+
+impl Container {
+    /// By file extension (`.gguf`, `.safetensors`), case-insensitively.
+    pub fn from_path(p: &Path) -> Option<Self> {
+        match p.extension()?.to_str()?.to_ascii_lowercase().as_str() {
+            "gguf" => Some(Container::Gguf),
+            "safetensors" => Some(Container::Safetensors),
+            _ => None,
+        }
+    }
+    pub fn name(self) -> &'static str {
+        match self {
+            Container::Gguf => "GGUF",
+            Container::Safetensors => "safetensors",
+        }
+    }
+}
+
+/// Where a tensor's bytes are.
+#[derive(Clone, Debug)]
+pub enum TensorData<'a> {
+    /// In qforge's layout, borrowed from the file.
+    Borrowed(&'a [u8]),
+    /// An fp8 weight: its values in the file, and its scale_inv grid as f32 LE bytes.
+    Fp8 { values: &'a [u8], scale_inv: Cow<'a, [u8]> },
+}
+
+/// A logical tensor of a model file.
+#[derive(Clone, Debug)]
+pub struct TensorView<'a> {
+    pub name: String,
+    pub ty: TensorType,
+    /// Shape, outermost first (the last dimension is the row).
+    pub dims: Vec<usize>,
+    pub data: TensorData<'a>,
+    /// Absolute byte offset of the (first) stored tensor in the file.
+    pub offset: u64,
+    /// For an fp8 weight: the name of the companion folded into it.
+    pub companion: Option<String>,
+}
+
+impl<'a> TensorView<'a> {
+    pub fn numel(&self) -> usize {
+        self.dims.iter().product()
+    }
+
+    /// Bytes in qforge's layout (fp8: values + grid).
+    pub fn size(&self) -> usize {
+        match &self.data {
+            TensorData::Borrowed(b) => b.len(),
+            TensorData::Fp8 { values, scale_inv } => values.len() + scale_inv.len(),
+        }
+    }
+
+    /// The bytes in qforge's layout: borrowed, except an fp8 weight (values and grid are two
+    /// places in the file, so they are joined into one buffer).
+    pub fn bytes(&self) -> Cow<'a, [u8]> {
+        match &self.data {
+            TensorData::Borrowed(b) => Cow::Borrowed(b),
+            TensorData::Fp8 { values, scale_inv } => Cow::Owned([*values, &scale_inv[..]].concat()),
+        }
+    }
+
+    /// The tensor as a [`QuantTensor`] (`None` for plain dtypes), borrowing the file where
+    /// the layout allows.
+    pub fn quant_tensor(&self) -> Result<Option<QuantTensor<'a>>> {
+        match self.ty {
+            TensorType::Plain(_) => Ok(None),
+            TensorType::Quant(f) => Ok(Some(QuantTensor::new(f, Shape::new(self.dims.clone())?, self.bytes())?)),
+        }
+    }
+}
+
+/// A parsed model file of either container.
+#[derive(Debug)]
+pub struct ModelFile<'a> {
+    pub container: Container,
+    /// GGUF version (None for safetensors).
+    pub version: Option<u32>,
+    /// GGUF metadata, or safetensors `__metadata__` as string values.
+    pub metadata: Vec<(Cow<'a, str>, Value<'a>)>,
+    pub tensors: Vec<TensorView<'a>>,
+}
+
+impl<'a> ModelFile<'a> {
+    /// Parse `bytes` as `container`.
+    pub fn parse(bytes: &'a [u8], container: Container) -> Result<Self> {
+        match container {
+            Container::Gguf => Self::from_gguf(GgufFile::parse(bytes)?),
+            Container::Safetensors => Self::from_safetensors(SafetensorsFile::parse(bytes)?),
+        }
+    }
+
+    pub fn from_gguf(g: GgufFile<'a>) -> Result<Self> {
+        let tensors = g
+            .tensors
+            .iter()
+            .map(|t| TensorView {
+                name: t.name.to_string(),
+                ty: t.ty,
+                dims: t.dims(),
+                data: TensorData::Borrowed(g.tensor_bytes(t)),
+                offset: t.offset,
+                companion: None,
+            })
+            .collect();
+        Ok(ModelFile { container: Container::Gguf, version: Some(g.version), metadata: g.metadata, tensors })
+    }
+
+    pub fn from_safetensors(s: SafetensorsFile<'a>) -> Result<Self> {
+        let mut folded: HashSet<String> = HashSet::new();
+        let mut tensors = Vec::with_capacity(s.tensors.len());
+        for t in &s.tensors {
+            if let Some(fmt) = fp8::format_name(t.dtype) {
+                let ty = TensorType::by_name(fmt)?;
+                let (n, k) = fp8::rows_cols(&t.shape).unwrap_or((1, 1));
+                let cname = fp8::companion_name(&t.name);
+                let (scale_inv, companion) = match s.tensor(&cname) {
+                    Some(c) => (scale_grid(c, &t.name, n, k)?, Some(cname)),
+                    None => (Cow::Owned(fp8::unit_grid(n, k)), None),
+                };
+                if let Some(c) = &companion {
+                    folded.insert(c.clone());
+                }
+                tensors.push(TensorView {
+                    name: t.name.clone(),
+                    ty,
+                    dims: if t.shape.is_empty() { vec![1] } else { t.shape.clone() },
+                    data: TensorData::Fp8 { values: t.data, scale_inv },
+                    offset: t.offset,
+                    companion,
+                });
+            }
+        }
+        for t in &s.tensors {
+            if folded.contains(&t.name) || fp8::format_name(t.dtype).is_some() {
+                continue;
+            }
+            tensors.push(TensorView {
+                name: t.name.clone(),
+                ty: TensorType::Plain(plain_of(t)?),
+                dims: if t.shape.is_empty() { vec![1] } else { t.shape.clone() },
+                data: TensorData::Borrowed(t.data),
+                offset: t.offset,
+                companion: None,
+            });
+        }
+        tensors.sort_by_key(|t| t.offset);
+        let metadata = s.metadata.into_iter().map(|(k, v)| (Cow::Owned(k), Value::String(Cow::Owned(v)))).collect();
+        Ok(ModelFile { container: Container::Safetensors, version: None, metadata, tensors })
+    }
+
+    pub fn tensor(&self, name: &str) -> Option<&TensorView<'a>> {
+        self.tensors.iter().find(|t| t.name == name)
+    }
+}
+
+/// The plain type of a safetensors dtype, or a typed error for dtypes qforge does not handle.
+pub(crate) fn plain_of(t: &StTensor<'_>) -> Result<Plain> {
+    Ok(match t.dtype {
+        Dtype::F32 => Plain::F32,
+        Dtype::F16 => Plain::F16,
+        Dtype::BF16 => Plain::Bf16,
+        Dtype::I8 => Plain::I8,
+        Dtype::I16 => Plain::I16,
+        Dtype::I32 => Plain::I32,
+        Dtype::I64 => Plain::I64,
+        Dtype::F64 => Plain::F64,
+        d => return Err(IoError::tensor(&t.name, format!("safetensors dtype {d} is not supported by qforge"))),
+    })
+}
+
+/// The safetensors dtype of a plain type.
+pub fn st_dtype(p: Plain) -> Dtype {
+    match p {
+        Plain::F32 => Dtype::F32,
+        Plain::F16 => Dtype::F16,
+        Plain::Bf16 => Dtype::BF16,
+        Plain::I8 => Dtype::I8,
+        Plain::I16 => Dtype::I16,
+        Plain::I32 => Dtype::I32,
+        Plain::I64 => Dtype::I64,
+        Plain::F64 => Dtype::F64,
+    }
+}
+
+/// The companion grid as f32 LE bytes, checked against the weight's shape (f16 / bf16
+/// grids are widened exactly).
+fn scale_grid<'a>(c: &StTensor<'a>, weight: &str, n: usize, k: usize) -> Result<Cow<'a, [u8]>> {
+    let want = fp8::grid_dims(n, k);
+    let shape_ok = c.shape == want || (c.shape.iter().product::<usize>() == want[0] * want[1] && c.shape.len() <= 2);
+    if !shape_ok {
+        return Err(IoError::tensor(
+            weight,
+            format!("companion {} has shape {:?}; a {n} x {k} weight needs {:?}", c.name, c.shape, want),
+        ));
+    }
+    Ok(match c.dtype {
+        Dtype::F32 => Cow::Borrowed(c.data),
+        Dtype::BF16 => Cow::Owned(
+            c.data
+                .chunks_exact(2)
+                .flat_map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32().to_le_bytes())
+                .collect(),
+        ),
+        Dtype::F16 => Cow::Owned(
+            c.data
+                .chunks_exact(2)
+                .flat_map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32().to_le_bytes())
+                .collect(),
+        ),
+        d => return Err(IoError::tensor(weight, format!("companion {} has dtype {d}; f32 expected", c.name))),
+    })
+}

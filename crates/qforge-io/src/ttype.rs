@@ -1,0 +1,258 @@
+//! [`TensorType`]: what a stored tensor's bytes are — a plain dtype (f32, f16, bf16, the
+//! integer types, f64) or a registered qforge format (looked up in
+//! `qforge_formats::registry()`), with the byte-size rules of each.
+
+use crate::error::{IoError, Result};
+use qforge_core::{DType, Format};
+
+/// Plain (unblocked) element types that GGUF and safetensors both know.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Plain {
+    F32,
+    F16,
+    Bf16,
+    I8,
+    I16,
+    I32,
+    I64,
+    F64,
+}
+
+impl Plain {
+    pub fn name(self) -> &'static str {
+        match self {
+            Plain::F32 => "f32",
+            Plain::F16 => "f16",
+            Plain::Bf16 => "bf16",
+            Plain::I8 => "i8",
+            Plain::I16 => "i16",
+            Plain::I32 => "i32",
+            Plain::I64 => "i64",
+            Plain::F64 => "f64",
+        }
+    }
+    pub fn size(self) -> usize {
+        match self {
+            Plain::I8 => 1,
+            Plain::F16 | Plain::Bf16 | Plain::I16 => 2,
+            Plain::F32 | Plain::I32 => 4,
+            Plain::I64 | Plain::F64 => 8,
+        }
+    }
+    /// The GGML type id (`enum ggml_type`).
+    pub fn ggml_type(self) -> u32 {
+        match self {
+            Plain::F32 => 0,
+            Plain::F16 => 1,
+            Plain::I8 => 24,
+            Plain::I16 => 25,
+            Plain::I32 => 26,
+            Plain::I64 => 27,
+            Plain::F64 => 28,
+            Plain::Bf16 => 30,
+        }
+    }
+    /// The float dtype qforge dequantizes to, if this is one.
+    pub fn dtype(self) -> Option<DType> {
+        match self {
+            Plain::F32 => Some(DType::F32),
+            Plain::F16 => Some(DType::F16),
+            Plain::Bf16 => Some(DType::Bf16),
+            _ => None,
+        }
+    }
+    pub fn from_dtype(d: DType) -> Self {
+        match d {
+            DType::F32 => Plain::F32,
+            DType::F16 => Plain::F16,
+            DType::Bf16 => Plain::Bf16,
+        }
+    }
+}
+
+/// The type of a stored tensor.
+#[derive(Clone, Copy, Debug)]
+pub enum TensorType {
+    Plain(Plain),
+    /// A registered block format (GGUF quantized types, fp8 block-scaled, …).
+    Quant(&'static dyn Format),
+}
+
+impl PartialEq for TensorType {
+    fn eq(&self, other: &Self) -> bool {
+        self.name() == other.name()
+    }
+}
+
+/// Names of GGML type ids that ggml defines (or once defined) but qforge does not support,
+/// so that such a tensor gets a clear "not supported" rather than "unknown" error.
+fn ggml_known_unsupported(id: u32) -> Option<&'static str> {
+    Some(match id {
+        4 => "q4_2 (removed from ggml)",
+        5 => "q4_3 (removed from ggml)",
+        31 => "q4_0_4_4 (removed from ggml)",
+        32 => "q4_0_4_8 (removed from ggml)",
+        33 => "q4_0_8_8 (removed from ggml)",
+        36 => "iq4_nl_4_4 (removed from ggml)",
+        37 => "iq4_nl_4_8 (removed from ggml)",
+        38 => "iq4_nl_8_8 (removed from ggml)",
+        41 => "q1_0",
+        42 => "q2_0",
+        _ => return None,
+    })
+}
+
+/// Whether a format is one of the fp8 block-scaled formats (values then a scale grid).
+pub fn is_fp8(f: &dyn Format) -> bool {
+    matches!(f.desc().name, "fp8_e4m3" | "fp8_e5m2")
+}
+
+/// Side of the fp8 scale blocks (128 × 128 values share one f32 scale_inv).
+pub const FP8_BLOCK: usize = 128;
+
+impl TensorType {
+    /// The type of GGML type id `id` for tensor `tensor` (for the error message).
+    pub fn from_ggml(id: u32, tensor: &str) -> Result<Self> {
+        let plain = match id {
+            0 => Some(Plain::F32),
+            1 => Some(Plain::F16),
+            24 => Some(Plain::I8),
+            25 => Some(Plain::I16),
+            26 => Some(Plain::I32),
+            27 => Some(Plain::I64),
+            28 => Some(Plain::F64),
+            30 => Some(Plain::Bf16),
+            _ => None,
+        };
+        if let Some(p) = plain {
+            return Ok(TensorType::Plain(p));
+        }
+        if let Some(f) = qforge_formats::registry().by_ggml_type(id) {
+            return Ok(TensorType::Quant(f));
+        }
+        match ggml_known_unsupported(id) {
+            Some(name) => Err(IoError::UnsupportedTensorType { tensor: tensor.to_string(), id, name }),
+            None => Err(IoError::UnknownTensorType { tensor: tensor.to_string(), id }),
+        }
+    }
+
+    /// A type by its lower-case name: a plain dtype or a registered format.
+    pub fn by_name(name: &str) -> Result<Self> {
+        let lower = name.trim().to_ascii_lowercase();
+        for p in [Plain::F32, Plain::F16, Plain::Bf16, Plain::I8, Plain::I16, Plain::I32, Plain::I64, Plain::F64] {
+            if p.name() == lower {
+                return Ok(TensorType::Plain(p));
+            }
+        }
+        Ok(TensorType::Quant(qforge_formats::get(name)?))
+    }
+
+    /// Lower-case name: the format name, or f32 / f16 / bf16 / i8 … for plain dtypes.
+    pub fn name(&self) -> &'static str {
+        match self {
+            TensorType::Plain(p) => p.name(),
+            TensorType::Quant(f) => f.desc().name,
+        }
+    }
+
+    pub fn ggml_type(&self) -> Option<u32> {
+        match self {
+            TensorType::Plain(p) => Some(p.ggml_type()),
+            TensorType::Quant(f) => f.desc().ggml_type,
+        }
+    }
+
+    /// Elements per block (1 for plain dtypes).
+    pub fn block_size(&self) -> usize {
+        match self {
+            TensorType::Plain(_) => 1,
+            TensorType::Quant(f) => f.desc().block_size,
+        }
+    }
+
+    /// Whether values of this type are floating point (quantized formats included): the
+    /// tensors that convert dequantizes or quantizes; integer tensors are copied unchanged.
+    pub fn is_float(&self) -> bool {
+        match self {
+            TensorType::Plain(p) => matches!(p, Plain::F32 | Plain::F16 | Plain::Bf16 | Plain::F64),
+            TensorType::Quant(_) => true,
+        }
+    }
+
+    /// Bytes of a tensor of this type with `dims` (outermost first; the last is the row).
+    /// Quantized rows are padded to whole blocks (qforge's raw layout); fp8 formats store
+    /// `N × K` one-byte values then the f32 scale grid `ceil(N/128) × ceil(K/128)`.
+    pub fn bytes(&self, dims: &[usize]) -> Result<usize> {
+        let of = || IoError::overflow(format!("size of a {} tensor of shape {dims:?}", self.name()));
+        let numel = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).ok_or_else(of)?;
+        let cols = dims.last().copied().unwrap_or(1);
+        let rows = numel.checked_div(cols).unwrap_or(0);
+        match self {
+            TensorType::Plain(p) => numel.checked_mul(p.size()).ok_or_else(of),
+            TensorType::Quant(f) if is_fp8(*f) => {
+                let grid = rows.div_ceil(FP8_BLOCK).checked_mul(cols.div_ceil(FP8_BLOCK)).ok_or_else(of)?;
+                grid.checked_mul(4).and_then(|g| g.checked_add(numel)).ok_or_else(of)
+            }
+            TensorType::Quant(f) => f.row_bytes(cols).ok().and_then(|rb| rb.checked_mul(rows)).ok_or_else(of),
+        }
+    }
+
+    /// llama.cpp's `general.file_type` (`enum llama_ftype`) for a file whose weights are
+    /// mostly of this type; 1024 (`GUESSED`) where llama.cpp has none.
+    pub fn llama_ftype(&self) -> u32 {
+        match self.name() {
+            "f32" => 0,
+            "f16" => 1,
+            "q4_0" => 2,
+            "q4_1" => 3,
+            "q8_0" => 7,
+            "q5_0" => 8,
+            "q5_1" => 9,
+            "q2_k" => 10,
+            "q3_k" => 11,
+            "q4_k" => 14,
+            "q5_k" => 16,
+            "q6_k" => 18,
+            "iq2_xxs" => 19,
+            "iq2_xs" => 20,
+            "iq3_xxs" => 23,
+            "iq1_s" => 24,
+            "iq4_nl" => 25,
+            "iq3_s" => 26,
+            "iq2_s" => 28,
+            "iq4_xs" => 30,
+            "iq1_m" => 31,
+            "bf16" => 32,
+            "tq1_0" => 36,
+            "tq2_0" => 37,
+            "mxfp4" => 38,
+            "nvfp4" => 39,
+            _ => 1024,
+        }
+    }
+}
+
+/// llama.cpp's quantizer fallback for a tensor whose row length `cols` is not a multiple of
+/// `want`'s block size (llama-quant.cpp, `llama_tensor_get_type`): tq* → q4_0; iq2_*, iq3_*,
+/// iq1_*, q2_k, q3_k, iq4_xs → iq4_nl; q4_k → q5_0; q5_k → q5_1; q6_k → q8_0; and f16 when
+/// that does not fit either. llama.cpp throws for formats outside its table; qforge falls back
+/// to f16 for them. Returns `want` itself when it fits (fp8 formats fit any shape).
+pub fn fallback_for(want: TensorType, cols: usize) -> TensorType {
+    if matches!(want, TensorType::Quant(f) if is_fp8(f)) || cols.is_multiple_of(want.block_size()) {
+        return want;
+    }
+    let next = match want.name() {
+        "tq1_0" | "tq2_0" => Some("q4_0"),
+        "iq2_xxs" | "iq2_xs" | "iq2_s" | "iq3_xxs" | "iq3_s" | "iq1_s" | "iq1_m" | "q2_k" | "q3_k" | "iq4_xs" => {
+            Some("iq4_nl")
+        }
+        "q4_k" => Some("q5_0"),
+        "q5_k" => Some("q5_1"),
+        "q6_k" => Some("q8_0"),
+        _ => None,
+    };
+    match next.and_then(|n| TensorType::by_name(n).ok()) {
+        Some(t) if cols.is_multiple_of(t.block_size()) => t,
+        _ => TensorType::Plain(Plain::F16),
+    }
+}

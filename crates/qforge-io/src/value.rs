@@ -1,0 +1,359 @@
+//! GGUF metadata values: every value type of the GGUF spec, arrays of scalars kept as their
+//! little-endian bytes (borrowed from the file, so an array costs no allocation per element),
+//! arrays of strings and nested arrays.
+
+use crate::cursor::Cursor;
+use crate::error::{IoError, Result};
+use std::borrow::Cow;
+
+/// Deepest metadata array nesting accepted (gguf-py writes 2 levels; this bounds recursion).
+pub const MAX_NESTING: usize = 16;
+
+/// GGUF metadata value type ids (`enum gguf_type`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ValueType {
+    U8 = 0,
+    I8 = 1,
+    U16 = 2,
+    I16 = 3,
+    U32 = 4,
+    I32 = 5,
+    F32 = 6,
+    Bool = 7,
+    String = 8,
+    Array = 9,
+    U64 = 10,
+    I64 = 11,
+    F64 = 12,
+}
+
+impl ValueType {
+    pub fn from_id(id: u32) -> Option<Self> {
+        use ValueType::*;
+        Some(match id {
+            0 => U8,
+            1 => I8,
+            2 => U16,
+            3 => I16,
+            4 => U32,
+            5 => I32,
+            6 => F32,
+            7 => Bool,
+            8 => String,
+            9 => Array,
+            10 => U64,
+            11 => I64,
+            12 => F64,
+            _ => return None,
+        })
+    }
+
+    pub fn id(self) -> u32 {
+        self as u32
+    }
+
+    /// Size in bytes of a scalar of this type (`None` for strings and arrays).
+    pub fn scalar_size(self) -> Option<usize> {
+        use ValueType::*;
+        match self {
+            U8 | I8 | Bool => Some(1),
+            U16 | I16 => Some(2),
+            U32 | I32 | F32 => Some(4),
+            U64 | I64 | F64 => Some(8),
+            String | Array => None,
+        }
+    }
+
+    /// Lower-case name (as gguf-py spells it, shortened): u8, i8, …, string, array.
+    pub fn name(self) -> &'static str {
+        use ValueType::*;
+        match self {
+            U8 => "u8",
+            I8 => "i8",
+            U16 => "u16",
+            I16 => "i16",
+            U32 => "u32",
+            I32 => "i32",
+            F32 => "f32",
+            Bool => "bool",
+            String => "string",
+            Array => "array",
+            U64 => "u64",
+            I64 => "i64",
+            F64 => "f64",
+        }
+    }
+}
+
+/// One metadata value.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Value<'a> {
+    U8(u8),
+    I8(i8),
+    U16(u16),
+    I16(i16),
+    U32(u32),
+    I32(i32),
+    F32(f32),
+    /// The stored byte (GGUF bools are one byte; anything but 0 is true).
+    Bool(u8),
+    String(Cow<'a, str>),
+    U64(u64),
+    I64(i64),
+    F64(f64),
+    Array(Array<'a>),
+}
+
+/// A metadata array.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Array<'a> {
+    /// `len` scalars of type `ty`, as their little-endian bytes (`len × size` of them).
+    Scalars {
+        ty: ValueType,
+        len: usize,
+        bytes: Cow<'a, [u8]>,
+    },
+    Strings(Vec<Cow<'a, str>>),
+    /// Arrays of arrays (each inner array has its own element type).
+    Arrays(Vec<Array<'a>>),
+}
+
+impl<'a> Value<'a> {
+    pub fn value_type(&self) -> ValueType {
+        match self {
+            Value::U8(_) => ValueType::U8,
+            Value::I8(_) => ValueType::I8,
+            Value::U16(_) => ValueType::U16,
+            Value::I16(_) => ValueType::I16,
+            Value::U32(_) => ValueType::U32,
+            Value::I32(_) => ValueType::I32,
+            Value::F32(_) => ValueType::F32,
+            Value::Bool(_) => ValueType::Bool,
+            Value::String(_) => ValueType::String,
+            Value::U64(_) => ValueType::U64,
+            Value::I64(_) => ValueType::I64,
+            Value::F64(_) => ValueType::F64,
+            Value::Array(_) => ValueType::Array,
+        }
+    }
+
+    pub fn as_str(&self) -> Option<&str> {
+        match self {
+            Value::String(s) => Some(s),
+            _ => None,
+        }
+    }
+
+    /// Any unsigned or non-negative signed integer value as u64.
+    pub fn as_u64(&self) -> Option<u64> {
+        match *self {
+            Value::U8(v) => Some(v.into()),
+            Value::U16(v) => Some(v.into()),
+            Value::U32(v) => Some(v.into()),
+            Value::U64(v) => Some(v),
+            Value::I8(v) => u64::try_from(v).ok(),
+            Value::I16(v) => u64::try_from(v).ok(),
+            Value::I32(v) => u64::try_from(v).ok(),
+            Value::I64(v) => u64::try_from(v).ok(),
+            _ => None,
+        }
+    }
+
+    pub fn into_owned(self) -> Value<'static> {
+        match self {
+            Value::String(s) => Value::String(Cow::Owned(s.into_owned())),
+            Value::Array(a) => Value::Array(a.into_owned()),
+            Value::U8(v) => Value::U8(v),
+            Value::I8(v) => Value::I8(v),
+            Value::U16(v) => Value::U16(v),
+            Value::I16(v) => Value::I16(v),
+            Value::U32(v) => Value::U32(v),
+            Value::I32(v) => Value::I32(v),
+            Value::F32(v) => Value::F32(v),
+            Value::Bool(v) => Value::Bool(v),
+            Value::U64(v) => Value::U64(v),
+            Value::I64(v) => Value::I64(v),
+            Value::F64(v) => Value::F64(v),
+        }
+    }
+
+    /// Read a value of type `ty` (already read) at the cursor.
+    pub(crate) fn read(c: &mut Cursor<'a>, ty: ValueType, depth: usize) -> Result<Self> {
+        const W: &str = "metadata value";
+        Ok(match ty {
+            ValueType::U8 => Value::U8(c.array::<1>(W)?[0]),
+            ValueType::I8 => Value::I8(c.array::<1>(W)?[0] as i8),
+            ValueType::Bool => Value::Bool(c.array::<1>(W)?[0]),
+            ValueType::U16 => Value::U16(u16::from_le_bytes(c.array(W)?)),
+            ValueType::I16 => Value::I16(i16::from_le_bytes(c.array(W)?)),
+            ValueType::U32 => Value::U32(u32::from_le_bytes(c.array(W)?)),
+            ValueType::I32 => Value::I32(i32::from_le_bytes(c.array(W)?)),
+            ValueType::F32 => Value::F32(f32::from_le_bytes(c.array(W)?)),
+            ValueType::U64 => Value::U64(u64::from_le_bytes(c.array(W)?)),
+            ValueType::I64 => Value::I64(i64::from_le_bytes(c.array(W)?)),
+            ValueType::F64 => Value::F64(f64::from_le_bytes(c.array(W)?)),
+            ValueType::String => Value::String(Cow::Borrowed(c.string("metadata string")?)),
+            ValueType::Array => Value::Array(Array::read(c, depth + 1)?),
+        })
+    }
+
+    /// Append the GGUF encoding of the value (without its type id).
+    pub(crate) fn write(&self, out: &mut Vec<u8>) {
+        match self {
+            Value::U8(v) => out.push(*v),
+            Value::I8(v) => out.push(*v as u8),
+            Value::Bool(v) => out.push(*v),
+            Value::U16(v) => out.extend_from_slice(&v.to_le_bytes()),
+            Value::I16(v) => out.extend_from_slice(&v.to_le_bytes()),
+            Value::U32(v) => out.extend_from_slice(&v.to_le_bytes()),
+            Value::I32(v) => out.extend_from_slice(&v.to_le_bytes()),
+            Value::F32(v) => out.extend_from_slice(&v.to_le_bytes()),
+            Value::U64(v) => out.extend_from_slice(&v.to_le_bytes()),
+            Value::I64(v) => out.extend_from_slice(&v.to_le_bytes()),
+            Value::F64(v) => out.extend_from_slice(&v.to_le_bytes()),
+            Value::String(s) => write_str(out, s),
+            Value::Array(a) => a.write(out),
+        }
+    }
+
+    /// JSON for `qforge inspect`: scalars as numbers / booleans / strings; an array longer
+    /// than `max_len` is summarised as `{"type": "array", "element_type", "len", "head"}`
+    /// with its first 8 elements.
+    pub fn to_json(&self, max_len: usize) -> serde_json::Value {
+        use serde_json::json;
+        match self {
+            Value::U8(v) => json!(v),
+            Value::I8(v) => json!(v),
+            Value::U16(v) => json!(v),
+            Value::I16(v) => json!(v),
+            Value::U32(v) => json!(v),
+            Value::I32(v) => json!(v),
+            Value::F32(v) => json!(v),
+            Value::Bool(v) => json!(*v != 0),
+            Value::String(s) => json!(s),
+            Value::U64(v) => json!(v),
+            Value::I64(v) => json!(v),
+            Value::F64(v) => json!(v),
+            Value::Array(a) => a.to_json(max_len),
+        }
+    }
+}
+
+pub(crate) fn write_str(out: &mut Vec<u8>, s: &str) {
+    out.extend_from_slice(&(s.len() as u64).to_le_bytes());
+    out.extend_from_slice(s.as_bytes());
+}
+
+impl<'a> Array<'a> {
+    pub fn len(&self) -> usize {
+        match self {
+            Array::Scalars { len, .. } => *len,
+            Array::Strings(v) => v.len(),
+            Array::Arrays(v) => v.len(),
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        self.len() == 0
+    }
+
+    /// The element type id written in the file.
+    pub fn element_type(&self) -> ValueType {
+        match self {
+            Array::Scalars { ty, .. } => *ty,
+            Array::Strings(_) => ValueType::String,
+            Array::Arrays(_) => ValueType::Array,
+        }
+    }
+
+    /// Element `i` as a value (`None` past the end).
+    pub fn get(&self, i: usize) -> Option<Value<'_>> {
+        match self {
+            Array::Scalars { ty, bytes, .. } => {
+                let size = ty.scalar_size()?;
+                let raw = bytes.get(i.checked_mul(size)?..i.checked_mul(size)? + size)?;
+                Value::read(&mut Cursor::new(raw), *ty, 0).ok()
+            }
+            Array::Strings(v) => v.get(i).map(|s| Value::String(Cow::Borrowed(s))),
+            Array::Arrays(v) => v.get(i).map(|a| Value::Array(a.clone())),
+        }
+    }
+
+    pub fn into_owned(self) -> Array<'static> {
+        match self {
+            Array::Scalars { ty, len, bytes } => Array::Scalars { ty, len, bytes: Cow::Owned(bytes.into_owned()) },
+            Array::Strings(v) => Array::Strings(v.into_iter().map(|s| Cow::Owned(s.into_owned())).collect()),
+            Array::Arrays(v) => Array::Arrays(v.into_iter().map(Array::into_owned).collect()),
+        }
+    }
+
+    /// Read an array (element type, u64 count, elements) at the cursor. The count is checked
+    /// against the bytes left before anything is allocated: each element takes at least one
+    /// byte (a scalar), eight (a string's length) or twelve (a nested array's header).
+    fn read(c: &mut Cursor<'a>, depth: usize) -> Result<Self> {
+        if depth > MAX_NESTING {
+            return Err(IoError::TooDeep { max: MAX_NESTING, at: c.pos() as u64 });
+        }
+        let at = c.pos() as u64;
+        let id = c.u32("array element type")?;
+        let ty = ValueType::from_id(id).ok_or(IoError::UnknownValueType { id, at })?;
+        let count = c.u64("array length")?;
+        let min_size = ty.scalar_size().unwrap_or(if ty == ValueType::String { 8 } else { 12 }) as u64;
+        let need =
+            count.checked_mul(min_size).ok_or_else(|| IoError::overflow(format!("array of {count} elements")))?;
+        if need > c.remaining() as u64 {
+            return Err(IoError::Truncated { what: "array elements", need, at: c.pos() as u64, len: 0 }
+                .with_len(c.pos() + c.remaining()));
+        }
+        // `count` is now at most the number of bytes left, so the allocations below are
+        // bounded by the file size.
+        let len = count as usize;
+        Ok(match ty {
+            ValueType::String => {
+                let mut v = Vec::with_capacity(len);
+                for _ in 0..len {
+                    v.push(Cow::Borrowed(c.string("metadata string")?));
+                }
+                Array::Strings(v)
+            }
+            ValueType::Array => {
+                let mut v = Vec::with_capacity(len);
+                for _ in 0..len {
+                    v.push(Array::read(c, depth + 1)?);
+                }
+                Array::Arrays(v)
+            }
+            _ => Array::Scalars { ty, len, bytes: Cow::Borrowed(c.take(need, "array elements")?) },
+        })
+    }
+
+    fn write(&self, out: &mut Vec<u8>) {
+        out.extend_from_slice(&self.element_type().id().to_le_bytes());
+        out.extend_from_slice(&(self.len() as u64).to_le_bytes());
+        match self {
+            Array::Scalars { bytes, .. } => out.extend_from_slice(bytes),
+            Array::Strings(v) => v.iter().for_each(|s| write_str(out, s)),
+            Array::Arrays(v) => v.iter().for_each(|a| a.write(out)),
+        }
+    }
+
+    fn to_json(&self, max_len: usize) -> serde_json::Value {
+        let n = self.len();
+        let shown = n.min(if n > max_len { 8 } else { n });
+        let head: Vec<serde_json::Value> = (0..shown).filter_map(|i| self.get(i).map(|v| v.to_json(max_len))).collect();
+        if n > max_len {
+            serde_json::json!({"type": "array", "element_type": self.element_type().name(), "len": n, "head": head})
+        } else {
+            serde_json::Value::Array(head)
+        }
+    }
+}
+
+impl IoError {
+    fn with_len(self, len: usize) -> Self {
+        match self {
+            IoError::Truncated { what, need, at, .. } => IoError::Truncated { what, need, at, len: len as u64 },
+            e => e,
+        }
+    }
+}
