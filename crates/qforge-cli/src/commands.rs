@@ -1,6 +1,6 @@
 //! The subcommands.
 
-use crate::exit::{Classify, CliResult, bad_input, failed};
+use crate::exit::{Classify, CliResult, bad_input};
 use crate::files;
 use qforge_core::{DType, Format, QuantTensor, Role, Shape};
 use std::io::Write;
@@ -31,14 +31,6 @@ fn check_group_size(f: &dyn Format, group_size: Option<usize>) -> CliResult<()> 
             f.desc().name,
             f.desc().block_size
         ))),
-    }
-}
-
-fn check_device(device: &str) -> CliResult<()> {
-    match device.to_ascii_lowercase().as_str() {
-        "cpu" => Ok(()),
-        "cuda" => Err(failed("this build of qforge has no CUDA backend; use --device cpu")),
-        other => Err(bad_input(format!("--device '{other}': expected cpu or cuda"))),
     }
 }
 
@@ -132,7 +124,7 @@ pub fn dequant(
     check_group_size(f, group_size)?;
     let dtype: DType = dtype.parse().map_err(|e| bad_input(format!("--dtype: {e}")))?;
     let shape = parse_shape(shape)?;
-    check_device(device)?;
+    let device = crate::device::parse(device)?;
     files::check_distinct(output, &[input])?;
     let expected = f
         .row_bytes(shape.cols())
@@ -141,6 +133,9 @@ pub fn dequant(
         .ok_or_else(|| bad_input(format!("--shape {shape}: tensor size overflows")))?;
     let data = files::read_blocks(input, expected, "quantized input", (f.desc().name, f.desc().block_bytes))?;
     let t = QuantTensor::new(f, shape, data).input()?;
+    if device == crate::device::Device::Cuda {
+        return files::write_atomic(output, &crate::device::dequant(&t, dtype)?);
+    }
     let y = qforge_cpu::dequantize_dyn(&t, dtype).input()?;
     files::write_atomic(output, &y.le_bytes())
 }

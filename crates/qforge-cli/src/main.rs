@@ -5,6 +5,7 @@
 
 mod bench;
 mod commands;
+mod device;
 mod exit;
 mod files;
 mod gemm_config;
