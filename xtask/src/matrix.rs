@@ -8,6 +8,8 @@
 //! * quantize: ggml's own quantizer on the same data (tests/golden/inputs.f32, every dataset,
 //!   with and without an importance matrix): our RMSE must be no worse on every dataset.
 
+mod cuda;
+
 use anyhow::{Result, bail};
 use qforge_core::{DType, Format, QuantTensor, Shape, bf16, f16};
 use serde::Serialize;
@@ -106,8 +108,9 @@ impl Backend for Cpu {
 
 fn backends(device: &str) -> Result<Vec<Box<dyn Backend>>> {
     match device {
-        "cpu" | "all" => Ok(vec![Box::new(Cpu)]),
-        "cuda" => bail!("the project has no CUDA backend yet; the CUDA device joins the matrix with qforge-cuda"),
+        "cpu" => Ok(vec![Box::new(Cpu)]),
+        "cuda" => Ok(vec![Box::new(cuda::Cuda::new())]),
+        "all" => Ok(vec![Box::new(Cpu), Box::new(cuda::Cuda::new())]),
         other => bail!("--device '{other}': expected cpu, cuda or all"),
     }
 }
@@ -357,6 +360,10 @@ pub fn run(device: &str, json: bool) -> Result<bool> {
     for f in reg.iter() {
         let r = decode_ref(f)?;
         for dev in &devs {
+            if dev.name() == "cuda" {
+                cells.extend(cuda::cells(f, dev.as_ref(), &r));
+                continue;
+            }
             if let Err(why) = dev.available() {
                 cells.extend(OPS.iter().map(|op| skipped(f, dev.as_ref(), op, &why)));
                 continue;
