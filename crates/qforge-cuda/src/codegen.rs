@@ -74,3 +74,48 @@ pub fn host_source<'a>(formats: impl IntoIterator<Item = &'a FormatDesc> + Clone
     }
     s
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_format_with_device_code_gets_a_module_and_the_others_none() {
+        let reg = qforge_formats::registry();
+        let mut with = 0;
+        for f in reg.iter() {
+            let d = f.desc();
+            match (module_source(d), &d.cuda) {
+                (Some(src), Some(c)) => {
+                    with += 1;
+                    let inst = format!("QF_INSTANTIATE({}, {}, {})", c.traits, d.name, d.block_bytes);
+                    assert!(src.contains(&inst) && src.contains(&format!("#include \"{}\"", c.header_file)));
+                    assert_eq!(c.traits, format!("qf_{}", d.name), "traits struct naming convention");
+                    assert!(
+                        c.header.contains(&format!("struct {} ", c.traits)),
+                        "{} not in {}",
+                        c.traits,
+                        c.header_file
+                    );
+                }
+                (None, None) => {}
+                _ => panic!("{}: module source and device code disagree", d.name),
+            }
+        }
+        assert!(with >= 12, "the legacy and k families have device code");
+        let descs: Vec<&FormatDesc> = reg.iter().map(|f| f.desc()).collect();
+        let host = host_source(descs.iter().copied());
+        assert_eq!(host.matches("QF_HOST_INSTANTIATE(").count(), with);
+        assert_eq!(crate::missing_formats().len(), reg.len() - with);
+    }
+
+    #[test]
+    fn headers_are_deduplicated_per_family() {
+        let descs: Vec<_> = qforge_formats::registry().iter().map(|f| f.desc()).collect();
+        let h = headers(descs.iter().copied());
+        let mut names: Vec<_> = h.iter().map(|(f, _)| *f).collect();
+        names.dedup();
+        assert_eq!(names.len(), h.len());
+        assert!(names.contains(&"legacy.cuh") && names.contains(&"k.cuh"));
+    }
+}
