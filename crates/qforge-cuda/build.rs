@@ -45,9 +45,8 @@ mod cuda {
             println!("cargo:rerun-if-env-changed={var}");
         }
         println!("cargo:rerun-if-changed={}", kernels.display());
-        println!("cargo:rerun-if-changed={}", toolkit::local_root(&workspace).join("bin").display());
-
         let Some(tk) = toolkit::find(&workspace) else { panic!("qforge-cuda feature `cuda`: {}", toolkit::NOT_FOUND) };
+        println!("cargo:rerun-if-changed={}", tk.nvcc.display());
         let descs: Vec<&'static FormatDesc> =
             qforge_formats::FAMILIES.iter().flat_map(|f| f.iter()).map(|f| f.desc()).collect();
         let with_code: Vec<&'static FormatDesc> = descs.iter().copied().filter(|d| d.cuda.is_some()).collect();

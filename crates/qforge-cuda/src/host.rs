@@ -104,3 +104,24 @@ pub fn quantize_q8_1(x: &[f32], m: usize, k: usize, nblocks: usize) -> Vec<QfBlo
     unsafe { QUANTIZE_Q8_1(x.as_ptr(), out.as_mut_ptr(), k as i64, nblocks as i64, m as i64) };
     out
 }
+
+/// The mat-vec reference: for each output `y[r·n + i]`, the f64 sum of
+/// `w[i][j]·act.d·act.qs[j]` over the `k` real columns and the sum of the terms' magnitudes
+/// (the scale the tolerance is relative to). `w` is the dequantized n × k weights.
+pub fn matvec_reference(w: &[f32], act: &[QfBlockQ8_1], n: usize, k: usize, m: usize) -> Vec<(f64, f64)> {
+    let nblocks = act.len() / m.max(1);
+    let mut out = Vec::with_capacity(m * n);
+    for r in 0..m {
+        for i in 0..n {
+            let (mut sum, mut abs) = (0f64, 0f64);
+            for j in 0..k {
+                let a = &act[r * nblocks + j / 32];
+                let term = f64::from(w[i * k + j]) * f64::from(a.d) * f64::from(a.qs[j % 32]);
+                sum += term;
+                abs += term.abs();
+            }
+            out.push((sum, abs));
+        }
+    }
+    out
+}

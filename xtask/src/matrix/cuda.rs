@@ -117,18 +117,9 @@ fn matvec_check(f: &'static dyn Format) -> Result<f64, String> {
         let y = gpu.matvec(&dw, &dx.slice(..), m, &s).map_err(|x| e(&x))?;
         let y = s.clone_dtoh(&y).map_err(|x| format!("{x:?}"))?;
         let act = host::quantize_q8_1(xs, m, k, nblocks);
-        for r in 0..m {
-            for i in 0..n {
-                let (mut sum, mut abs) = (0f64, 0f64);
-                for j in 0..k {
-                    let a = &act[r * nblocks + j / 32];
-                    let t = f64::from(wf[i * k + j]) * f64::from(a.d) * f64::from(a.qs[j % 32]);
-                    sum += t;
-                    abs += t.abs();
-                }
-                let err = (f64::from(y[r * n + i]) - sum).abs() / abs.max(f64::MIN_POSITIVE);
-                worst = if err.is_nan() { f64::INFINITY } else { worst.max(err) };
-            }
+        for (&got, (sum, abs)) in y.iter().zip(host::matvec_reference(&wf, &act, n, k, m)) {
+            let err = (f64::from(got) - sum).abs() / abs.max(f64::MIN_POSITIVE);
+            worst = if err.is_nan() { f64::INFINITY } else { worst.max(err) };
         }
     }
     Ok(worst)
