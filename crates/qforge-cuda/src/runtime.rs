@@ -104,7 +104,9 @@ pub fn driver_present() -> bool {
 }
 
 fn launch_1d(items: i64, threads: u32) -> LaunchConfig {
-    let blocks = (items.max(1) as u64).div_ceil(u64::from(threads)).min(1 << 20) as u32;
+    // At most the grid limit (2^31 - 1 blocks): the dequant and quantize kernels are grid-stride;
+    // the mat-vec needs n / 4 blocks, far below it for any real n.
+    let blocks = (items.max(1) as u64).div_ceil(u64::from(threads)).min(i32::MAX as u64) as u32;
     LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 }
 }
 
