@@ -11,6 +11,8 @@
 //!   `matmul_cells`); the columns show the worst error relative to Σ|terms| (max_abs_err)
 //!   and the native mode's relative error against the f64 product (rmse).
 
+mod cuda;
+
 use anyhow::{Result, bail};
 use qforge_core::{DType, Format, QuantTensor, Shape, bf16, f16};
 use serde::Serialize;
@@ -109,8 +111,9 @@ impl Backend for Cpu {
 
 fn backends(device: &str) -> Result<Vec<Box<dyn Backend>>> {
     match device {
-        "cpu" | "all" => Ok(vec![Box::new(Cpu)]),
-        "cuda" => bail!("the project has no CUDA backend yet; the CUDA device joins the matrix with qforge-cuda"),
+        "cpu" => Ok(vec![Box::new(Cpu)]),
+        "cuda" => Ok(vec![Box::new(cuda::Cuda::new())]),
+        "all" => Ok(vec![Box::new(Cpu), Box::new(cuda::Cuda::new())]),
         other => bail!("--device '{other}': expected cpu, cuda or all"),
     }
 }
@@ -386,6 +389,10 @@ pub fn run(device: &str, json: bool) -> Result<bool> {
     for f in reg.iter() {
         let r = decode_ref(f)?;
         for dev in &devs {
+            if dev.name() == "cuda" {
+                cells.extend(cuda::cells(f, dev.as_ref(), &r));
+                continue;
+            }
             if let Err(why) = dev.available() {
                 cells.extend(OPS.iter().map(|op| skipped(f, dev.as_ref(), op, &why)));
                 continue;

@@ -1,6 +1,6 @@
 //! `qforge bench`: throughput of one op on one format, in elements/s and bytes/s.
 
-use crate::exit::{Classify, CliResult, bad_input, failed};
+use crate::exit::{Classify, CliResult, bad_input};
 use qforge_core::{Format, Shape};
 use std::time::{Duration, Instant};
 
@@ -18,7 +18,7 @@ pub struct BenchArgs<'a> {
 }
 
 /// Deterministic gaussian-ish test data (sum of uniforms), no RNG dependency.
-fn data(n: usize) -> Vec<f32> {
+pub(crate) fn data(n: usize) -> Vec<f32> {
     let mut s = 0x2545_f491_4f6c_dd1du64;
     let mut u = move || {
         s ^= s << 13;
@@ -30,7 +30,7 @@ fn data(n: usize) -> Vec<f32> {
 }
 
 /// Run `f` repeatedly for at least `min` (and at least 3 times); the median time per run.
-fn time(min: Duration, mut f: impl FnMut() -> CliResult<()>) -> CliResult<(f64, usize)> {
+pub(crate) fn time(min: Duration, mut f: impl FnMut() -> CliResult<()>) -> CliResult<(f64, usize)> {
     f()?; // warm-up
     let mut times = Vec::new();
     let start = Instant::now();
@@ -45,11 +45,7 @@ fn time(min: Duration, mut f: impl FnMut() -> CliResult<()>) -> CliResult<(f64, 
 
 pub fn bench(a: BenchArgs<'_>) -> CliResult<()> {
     let f: &'static dyn Format = crate::commands::format_by_name(a.format, a.group_size)?;
-    match a.device.to_ascii_lowercase().as_str() {
-        "cpu" => {}
-        "cuda" => return Err(failed("this build of qforge has no CUDA backend; use --device cpu")),
-        d => return Err(bad_input(format!("--device '{d}': expected cpu or cuda"))),
-    }
+    let device = crate::device::parse(a.device)?;
     let shape = match (a.shape, a.n) {
         (Some(_), Some(_)) => return Err(bad_input("give --n or --shape, not both")),
         (Some(s), None) => crate::commands::parse_shape(s)?,
@@ -72,6 +68,29 @@ pub fn bench(a: BenchArgs<'_>) -> CliResult<()> {
     let q = qforge_cpu::quantize(f, shape.clone(), &x, None).input()?;
     let qbytes = q.data().len();
     let min = Duration::from_millis(700);
+    if device == crate::device::Device::Cuda {
+        let (secs, runs, name) = crate::device::bench(&q, a.op, min)?;
+        // Bytes moved: the quantized weights plus the f32 output (dequant) or input (matvec).
+        let side = if a.op == "dequant" { 4 * n } else { 4 * shape.cols() };
+        let bytes = (qbytes + side) as f64 / secs;
+        if a.json {
+            let v = serde_json::json!({
+                "format": f.desc().name, "op": a.op, "device": "cuda", "device_name": name, "n": n,
+                "shape": shape.dims(), "runs": runs, "seconds": secs, "elements_per_s": n as f64 / secs,
+                "bytes_per_s": bytes, "quantized_bytes": qbytes,
+            });
+            println!("{v}");
+        } else {
+            println!(
+                "{} {} cuda ({name}) n={n}: {:.3} ms/run, {:.1} GB/s ({runs} runs)",
+                f.desc().name,
+                a.op,
+                secs * 1e3,
+                bytes / 1e9
+            );
+        }
+        return Ok(());
+    }
     let (secs, runs) = match a.op {
         "dequant" => {
             let mut out = vec![0f32; n];

@@ -1,6 +1,6 @@
 //! The subcommands.
 
-use crate::exit::{Classify, CliResult, bad_input, failed};
+use crate::exit::{Classify, CliResult, bad_input};
 use crate::files;
 use qforge_core::{DType, Format, Params, QuantError, QuantTensor, Role, Shape};
 use std::io::Write;
@@ -26,14 +26,6 @@ pub fn format_by_name(name: &str, group_size: Option<usize>) -> CliResult<&'stat
         QuantError::Unsupported { .. } if group_size.is_some() => bad_input(format!("--group-size: {e}")),
         e => bad_input(e.to_string()),
     })
-}
-
-pub fn check_device(device: &str) -> CliResult<()> {
-    match device.to_ascii_lowercase().as_str() {
-        "cpu" => Ok(()),
-        "cuda" => Err(failed("this build of qforge has no CUDA backend; use --device cpu")),
-        other => Err(bad_input(format!("--device '{other}': expected cpu or cuda"))),
-    }
 }
 
 /// How `--act-quant native` quantizes activations for `f`.
@@ -135,11 +127,14 @@ pub fn dequant(
     let f = format_by_name(format, group_size)?;
     let dtype: DType = dtype.parse().map_err(|e| bad_input(format!("--dtype: {e}")))?;
     let shape = parse_shape(shape)?;
-    check_device(device)?;
+    let device = crate::device::parse(device)?;
     files::check_distinct(output, &[input])?;
     let expected = QuantTensor::expected_bytes(f, &shape).map_err(|e| bad_input(format!("--shape {shape}: {e}")))?;
     let data = files::read_blocks(input, expected, "quantized input", (f.desc().name, f.desc().block_bytes))?;
     let t = QuantTensor::new(f, shape, data).input()?;
+    if device == crate::device::Device::Cuda {
+        return files::write_atomic(output, &crate::device::dequant(&t, dtype)?);
+    }
     let y = qforge_cpu::dequantize_dyn(&t, dtype).input()?;
     files::write_atomic(output, &y.le_bytes())
 }

@@ -7,6 +7,7 @@
 mod bench;
 mod commands;
 mod convert;
+mod device;
 mod exit;
 mod files;
 mod gemm_config;
@@ -92,9 +93,10 @@ enum Cmd {
         /// Output: M×N little-endian f32, row-major.
         #[arg(long)]
         output: PathBuf,
-        /// Activation quantization: none, native, int8-dyn or fp8-1x128.
-        #[arg(long, default_value = "none")]
-        act_quant: String,
+        /// Activation quantization: none (default on the CPU), native (default and only mode
+        /// with --device cuda), int8-dyn or fp8-1x128.
+        #[arg(long)]
+        act_quant: Option<String>,
         #[arg(long, default_value = "cpu")]
         device: String,
         #[arg(long)]
@@ -213,7 +215,8 @@ fn main() -> ExitCode {
                 input: &input,
                 rows,
                 output: &output,
-                act_quant: &act_quant,
+                act_quant: act_quant.as_deref().unwrap_or("none"),
+                act_quant_default: act_quant.is_none(),
                 device: &device,
                 group_size,
             })

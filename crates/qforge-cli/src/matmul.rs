@@ -1,6 +1,7 @@
 //! `qforge matmul`: Y = X · Wᵀ on a raw quantized weight file.
 
-use crate::commands::{check_device, format_by_name, parse_shape};
+use crate::commands::{format_by_name, parse_shape};
+use crate::device::Device;
 use crate::exit::{CliResult, bad_input};
 use crate::files;
 use qforge_core::QuantTensor;
@@ -15,6 +16,8 @@ pub struct MatmulArgs<'a> {
     pub rows: usize,
     pub output: &'a Path,
     pub act_quant: &'a str,
+    /// `--act-quant` was not given (on the GPU that means native).
+    pub act_quant_default: bool,
     pub device: &'a str,
     pub group_size: Option<usize>,
 }
@@ -31,7 +34,15 @@ pub fn matmul(a: MatmulArgs<'_>) -> CliResult<()> {
     if a.rows == 0 {
         return Err(bad_input("--rows must be at least 1"));
     }
-    check_device(a.device)?;
+    let device = crate::device::parse(a.device)?;
+    if device == Device::Cuda && !(mode == ActQuant::Native || mode == ActQuant::None && a.act_quant_default) {
+        return Err(bad_input(format!(
+            "--act-quant {mode} --device cuda: the GPU mat-vec quantizes activations to q8_1 (native)"
+        )));
+    }
+    if device == Device::Cuda && !(1..=8).contains(&a.rows) {
+        return Err(bad_input(format!("--rows {} --device cuda: the GPU mat-vec takes 1 to 8 rows", a.rows)));
+    }
     files::check_distinct(a.output, &[a.weights, a.input])?;
     let expected = QuantTensor::expected_bytes(f, &shape).map_err(|e| bad_input(format!("--shape {shape}: {e}")))?;
     let data = files::read_blocks(a.weights, expected, "weights", (f.desc().name, f.desc().block_bytes))?;
@@ -39,7 +50,10 @@ pub fn matmul(a: MatmulArgs<'_>) -> CliResult<()> {
     let count = a.rows.checked_mul(k).ok_or_else(|| bad_input("--rows x K overflows"))?;
     let x = files::read_f32(a.input, count, "input activations (M x K f32)")?;
     let w = QuantTensor::new(f, shape, data).map_err(|e| bad_input(format!("weights: {e}")))?;
-    let y = qforge_cpu::matmul(&w, &x, a.rows, mode).map_err(|e| bad_input(format!("matmul: {e}")))?;
+    let y = match device {
+        Device::Cuda => crate::device::matvec(&w, &x, a.rows)?,
+        Device::Cpu => qforge_cpu::matmul(&w, &x, a.rows, mode).map_err(|e| bad_input(format!("matmul: {e}")))?,
+    };
     files::write_atomic(a.output, bytemuck::cast_slice(&to_le(y)))
 }
 

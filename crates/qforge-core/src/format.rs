@@ -19,20 +19,22 @@ pub enum Role {
     Activation,
 }
 
-/// The slot for a format's CUDA device code (filled by the CUDA issue; `None` until then).
+/// A format's CUDA device code (the `cuda` slot of [`FormatDesc`]; `None` until a format has
+/// one).
 ///
-/// The header is `__host__ __device__` C++ that the kernel templates in `kernels-cuda/`
-/// include; the same header is compiled for the host and checked against the Rust reference.
+/// The header is `__host__ __device__` C++ holding one traits struct per format (see
+/// `kernels-cuda/README.md` for the interface); the kernel templates in `kernels-cuda/`
+/// include it, and the same header is compiled for the host and checked against the Rust
+/// reference.
 #[derive(Clone, Copy, Debug)]
 pub struct CudaDeviceCode {
-    /// Source of the header (usually `include_str!("../cuda/<family>.cuh")`).
+    /// Source of the family header (usually `include_str!("../cuda/<family>.cuh")`).
     pub header: &'static str,
-    /// C type name of the block struct in that header.
-    pub block_type: &'static str,
-    /// Device function decoding one block to floats: `void f(const block_t*, float* out)`.
-    pub decode_fn: &'static str,
-    /// Device function for the dot product of one block with its activation block, if any.
-    pub dot_fn: Option<&'static str>,
+    /// File name the header is included under (`<family>.cuh`); formats sharing a header use
+    /// the same name.
+    pub header_file: &'static str,
+    /// Name of the format's traits struct in that header (`qf_<format>`).
+    pub traits: &'static str,
 }
 
 /// Static facts about a format.

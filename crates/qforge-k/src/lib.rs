@@ -43,6 +43,12 @@ const K_DOT: Option<&str> = Some("q8_k");
 
 q8k_native_dot!(Q2K, Q3K, Q4K, Q5K, Q6K, Q8K);
 
+/// The CUDA device code of the format whose traits struct in `cuda/k.cuh` is `traits`
+/// (interface: `kernels-cuda/README.md`).
+const fn cuda(traits: &'static str) -> Option<qforge_core::CudaDeviceCode> {
+    Some(qforge_core::CudaDeviceCode { header: include_str!("../cuda/k.cuh"), header_file: "k.cuh", traits })
+}
+
 /// Every format of this family, in GGML type order, for the registry.
 pub static FORMATS: &[&dyn Format] = &[
     &Registered::<Q2K, GgmlDot>::NEW,

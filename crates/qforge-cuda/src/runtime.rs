@@ -1,0 +1,291 @@
+//! The CUDA runtime (feature `cuda`): driver loaded dynamically (cudarc), per-format PTX
+//! modules loaded lazily on first use and cached, typed errors.
+//!
+//! Every operation takes the stream it runs on and only enqueues work there: uploads are the
+//! caller's explicit host→device copies, results stay on the device, and nothing falls back
+//! to the CPU.
+
+use crate::CudaError;
+use cudarc::driver::{
+    CudaContext, CudaFunction, CudaSlice, CudaStream, CudaView, DevicePtr, DriverError, LaunchConfig, PushKernelArg,
+    sys::CUresult,
+};
+use qforge_core::{DType, Format, QuantTensor, Shape};
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+include!(concat!(env!("OUT_DIR"), "/modules.rs"));
+
+/// Bytes of one `qf_block_q8_1` activation block (f32 d, f32 s, 32 × i8).
+pub const Q8_1_BLOCK_BYTES: usize = 40;
+
+/// Most activation rows one mat-vec launch takes.
+pub const MAX_M: usize = 8;
+
+fn driver(op: &'static str) -> impl Fn(DriverError) -> CudaError {
+    move |e| CudaError::Driver { op, msg: format!("{e:?}") }
+}
+
+fn alloc_err(bytes: usize) -> impl Fn(DriverError) -> CudaError {
+    move |e| {
+        if e.0 == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
+            CudaError::OutOfMemory { bytes }
+        } else {
+            CudaError::Driver { op: "allocate", msg: format!("{e:?}") }
+        }
+    }
+}
+
+/// The kernels of one format's module.
+struct Kernels {
+    dequant: [CudaFunction; 3],
+    matvec: CudaFunction,
+    quantize_q8_1: CudaFunction,
+}
+
+/// A CUDA device with qforge's kernels.
+pub struct Cuda {
+    ctx: Arc<CudaContext>,
+    modules: Mutex<HashMap<&'static str, Arc<Kernels>>>,
+}
+
+/// A quantized tensor in device memory (the GGUF bytes, rows padded to whole blocks).
+pub struct DeviceQuantTensor {
+    format: &'static dyn Format,
+    shape: Shape,
+    data: CudaSlice<u8>,
+}
+
+impl DeviceQuantTensor {
+    pub fn format(&self) -> &'static dyn Format {
+        self.format
+    }
+    pub fn shape(&self) -> &Shape {
+        &self.shape
+    }
+    pub fn data(&self) -> &CudaSlice<u8> {
+        &self.data
+    }
+}
+
+/// A dequantized tensor in device memory. f16 / bf16 elements are their IEEE bit patterns.
+pub enum DeviceBuffer {
+    F32(CudaSlice<f32>),
+    F16(CudaSlice<u16>),
+    Bf16(CudaSlice<u16>),
+}
+
+impl DeviceBuffer {
+    pub fn dtype(&self) -> DType {
+        match self {
+            DeviceBuffer::F32(_) => DType::F32,
+            DeviceBuffer::F16(_) => DType::F16,
+            DeviceBuffer::Bf16(_) => DType::Bf16,
+        }
+    }
+
+    /// Copy to the host as little-endian bytes of the dtype (waits for `stream`).
+    pub fn to_host_bytes(&self, stream: &Arc<CudaStream>) -> Result<Vec<u8>, CudaError> {
+        let op = driver("copy device to host");
+        Ok(match self {
+            DeviceBuffer::F32(s) => stream.clone_dtoh(s).map_err(op)?.iter().flat_map(|v| v.to_le_bytes()).collect(),
+            DeviceBuffer::F16(s) | DeviceBuffer::Bf16(s) => {
+                stream.clone_dtoh(s).map_err(op)?.iter().flat_map(|v| v.to_le_bytes()).collect()
+            }
+        })
+    }
+}
+
+/// Whether the CUDA driver library can be loaded on this machine (no context is created).
+pub fn driver_present() -> bool {
+    // SAFETY: tries to dlopen libcuda by its usual names and drops the handle; loading the
+    // driver library runs only its own initializers.
+    unsafe { cudarc::driver::sys::is_culib_present() }
+}
+
+fn launch_1d(items: i64, threads: u32) -> LaunchConfig {
+    // At most the grid limit (2^31 - 1 blocks): the dequant and quantize kernels are grid-stride;
+    // the mat-vec needs n / 4 blocks, far below it for any real n.
+    let blocks = (items.max(1) as u64).div_ceil(u64::from(threads)).min(i32::MAX as u64) as u32;
+    LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 }
+}
+
+fn dim(v: usize) -> Result<i64, CudaError> {
+    i64::try_from(v).map_err(|_| CudaError::Quant(qforge_core::QuantError::Overflow { what: "tensor dimension" }))
+}
+
+impl Cuda {
+    /// Opens device `ordinal`. Checks that the driver library loads before creating a
+    /// context: no driver → [`CudaError::NoDriver`], no such device → [`CudaError::NoDevice`].
+    pub fn new(ordinal: usize) -> Result<Cuda, CudaError> {
+        if !driver_present() {
+            return Err(CudaError::NoDriver("libcuda.so.1 cannot be loaded".into()));
+        }
+        // A driver older than the bindings could lack a symbol, which cudarc reports by
+        // panicking; keep that a typed error too.
+        let count = std::panic::catch_unwind(CudaContext::device_count)
+            .map_err(|_| CudaError::NoDriver("the driver library lacks CUDA 13 entry points".into()))?
+            .map_err(|e| CudaError::NoDriver(format!("cuInit failed: {e:?}")))?;
+        let count = usize::try_from(count).unwrap_or(0);
+        if ordinal >= count {
+            return Err(CudaError::NoDevice { ordinal, count });
+        }
+        let ctx = CudaContext::new(ordinal).map_err(driver("create context"))?;
+        Ok(Cuda { ctx, modules: Mutex::new(HashMap::new()) })
+    }
+
+    /// The device's name (`NVIDIA H100 80GB HBM3`).
+    pub fn name(&self) -> Result<String, CudaError> {
+        self.ctx.name().map_err(driver("device name"))
+    }
+
+    /// The context's default stream.
+    pub fn default_stream(&self) -> Arc<CudaStream> {
+        self.ctx.default_stream()
+    }
+
+    /// A new stream on this device.
+    pub fn new_stream(&self) -> Result<Arc<CudaStream>, CudaError> {
+        self.ctx.new_stream().map_err(driver("create stream"))
+    }
+
+    /// The kernels of `format`, loading its PTX module on first use.
+    fn kernels(&self, format: &'static dyn Format) -> Result<Arc<Kernels>, CudaError> {
+        let name = format.desc().name;
+        let mut cache = self.modules.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(k) = cache.get(name) {
+            return Ok(k.clone());
+        }
+        let ptx = MODULES.iter().find(|(f, _)| *f == name).map(|(_, p)| *p).ok_or(CudaError::MissingKernels(name))?;
+        let module = self.ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx)).map_err(driver("load PTX module"))?;
+        let [f32k, f16k, bf16k, matvec, quantize] = crate::codegen::kernel_names(name);
+        let load = |n: &str| module.load_function(n).map_err(driver("load kernel"));
+        let k = Arc::new(Kernels {
+            dequant: [load(&f32k)?, load(&f16k)?, load(&bf16k)?],
+            matvec: load(&matvec)?,
+            quantize_q8_1: load(&quantize)?,
+        });
+        cache.insert(name, k.clone());
+        Ok(k)
+    }
+
+    /// Copies a quantized tensor to the device (enqueued on `stream`).
+    pub fn upload(&self, t: &QuantTensor<'_>, stream: &Arc<CudaStream>) -> Result<DeviceQuantTensor, CudaError> {
+        let data = stream.clone_htod(t.data()).map_err(alloc_err(t.data().len()))?;
+        Ok(DeviceQuantTensor { format: t.format(), shape: t.shape().clone(), data })
+    }
+
+    /// Dequantizes `t` into a new device buffer of `dtype`, directly (f16 / bf16 are written
+    /// by their own kernels, never through an f32 buffer). Enqueued on `stream`.
+    pub fn dequantize(
+        &self,
+        t: &DeviceQuantTensor,
+        dtype: DType,
+        stream: &Arc<CudaStream>,
+    ) -> Result<DeviceBuffer, CudaError> {
+        let n = t.shape.numel();
+        let bytes = n * dtype.size();
+        Ok(match dtype {
+            DType::F32 => {
+                // SAFETY: the kernel writes every one of the n elements before anything reads them.
+                let mut out = unsafe { stream.alloc::<f32>(n) }.map_err(alloc_err(bytes))?;
+                self.dequantize_into(t, &mut out, DType::F32, stream)?;
+                DeviceBuffer::F32(out)
+            }
+            DType::F16 | DType::Bf16 => {
+                // SAFETY: as above.
+                let mut out = unsafe { stream.alloc::<u16>(n) }.map_err(alloc_err(bytes))?;
+                self.dequantize_into(t, &mut out, dtype, stream)?;
+                if dtype == DType::F16 { DeviceBuffer::F16(out) } else { DeviceBuffer::Bf16(out) }
+            }
+        })
+    }
+
+    /// Dequantizes `t` into `out` (f32 elements for `DType::F32`, u16 bit patterns for f16 /
+    /// bf16; exactly `rows × cols` of them).
+    pub fn dequantize_into<T: cudarc::driver::DeviceRepr>(
+        &self,
+        t: &DeviceQuantTensor,
+        out: &mut CudaSlice<T>,
+        dtype: DType,
+        stream: &Arc<CudaStream>,
+    ) -> Result<(), CudaError> {
+        if std::mem::size_of::<T>() != dtype.size() {
+            return Err(CudaError::Size {
+                what: "output element bytes",
+                expected: dtype.size(),
+                actual: std::mem::size_of::<T>(),
+            });
+        }
+        let n = t.shape.numel();
+        if out.len() != n {
+            return Err(CudaError::Size { what: "dequant output elements", expected: n, actual: out.len() });
+        }
+        let k = self.kernels(t.format)?;
+        let (rows, cols) = (dim(t.shape.rows())?, dim(t.shape.cols())?);
+        let d = t.format.desc();
+        let items = rows * dim(d.blocks_per_row(t.shape.cols()))? * dim(d.block_size / chunk_hint(d.block_size))?;
+        let f = &k.dequant[DType::ALL.iter().position(|x| *x == dtype).unwrap_or(0)];
+        let mut b = stream.launch_builder(f);
+        b.arg(&t.data).arg(out).arg(&rows).arg(&cols);
+        // SAFETY: the kernel reads rows × row_bytes(cols) bytes of `t.data` (its whole
+        // allocation, sized by QuantTensor's checks at upload) and writes rows × cols elements
+        // of `out` (checked above, element size checked against dtype); the argument types
+        // match its signature (u8*, T*, long long, long long).
+        unsafe { b.launch(launch_1d(items, 256)) }.map_err(driver("launch dequant"))?;
+        Ok(())
+    }
+
+    /// `y[r][i] = Σ_j W[i][j]·x[r][j]` for `m` (1..=8) activation rows `x` (row-major m × K
+    /// f32 on the device). The activations are quantized to q8_1 on the GPU (into a scratch
+    /// buffer), then dotted with integer `__dp4a` products. Returns m × N f32 on the device.
+    pub fn matvec(
+        &self,
+        w: &DeviceQuantTensor,
+        x: &CudaView<'_, f32>,
+        m: usize,
+        stream: &Arc<CudaStream>,
+    ) -> Result<CudaSlice<f32>, CudaError> {
+        let (n, k) = (w.shape.rows(), w.shape.cols());
+        if !(1..=MAX_M).contains(&m) {
+            return Err(CudaError::Size { what: "activation rows (1..=8)", expected: MAX_M, actual: m });
+        }
+        if x.len() != m * k {
+            return Err(CudaError::Size { what: "activation elements (m × K)", expected: m * k, actual: x.len() });
+        }
+        let (ptr, sync) = x.device_ptr(stream);
+        if ptr % 4 != 0 {
+            return Err(CudaError::Misaligned { what: "activations", addr: ptr, align: 4 });
+        }
+        drop(sync);
+        let kern = self.kernels(w.format)?;
+        let d = w.format.desc();
+        let nblocks = d.blocks_per_row(k) * d.block_size / 32;
+        let act_bytes = m * nblocks * Q8_1_BLOCK_BYTES;
+        // SAFETY: quantize_q8_1 writes every activation block, the mat-vec every element of y,
+        // before anything reads them (same stream, in order).
+        let mut act = unsafe { stream.alloc::<u8>(act_bytes) }.map_err(alloc_err(act_bytes))?;
+        // SAFETY: as above.
+        let mut y = unsafe { stream.alloc::<f32>(m * n) }.map_err(alloc_err(4 * m * n))?;
+        let (ki, nbi, mi, ni) = (dim(k)?, dim(nblocks)?, dim(m)?, dim(n)?);
+        let mut q = stream.launch_builder(&kern.quantize_q8_1);
+        q.arg(x).arg(&mut act).arg(&ki).arg(&nbi).arg(&mi);
+        // SAFETY: reads m × k f32 of x (length checked), writes m × nblocks 40-byte blocks
+        // into `act` (allocated with exactly that size, 256-byte aligned).
+        unsafe { q.launch(launch_1d(mi * nbi, 128)) }.map_err(driver("launch quantize_q8_1"))?;
+        let m32 = m as i32;
+        let mut mv = stream.launch_builder(&kern.matvec);
+        mv.arg(&w.data).arg(&act).arg(&mut y).arg(&ni).arg(&ki).arg(&m32);
+        // SAFETY: one warp per weight row (n rows of whole blocks in w.data), m × nblocks
+        // activation blocks in `act`, writes m × n f32 of y (allocated so); m in 1..=8.
+        unsafe { mv.launch(launch_1d(ni * 32, 128)) }.map_err(driver("launch matvec"))?;
+        Ok(y)
+    }
+}
+
+/// The CHUNK the templates use for a block size (mirrors the headers: 8 for 32-element
+/// blocks, 16 for larger ones). Only sizes the launch grid; any value ≥ 1 is correct (the
+/// kernels loop grid-stride over their own item count).
+fn chunk_hint(block_size: usize) -> usize {
+    if block_size <= 32 { 8 } else { 16 }
+}
