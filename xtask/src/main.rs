@@ -5,9 +5,13 @@
 //!   format); exits non-zero on any `fail` or `missing` cell.
 //! * `bench [--formats a,b] [--n N] [--json]`: qforge's CPU quantize / dequantize throughput
 //!   next to ggml's (PyPI ggml-py), measured in the same run, as ratios.
+//! * `setup-cuda`: installs the CUDA 13.0 compiler from PyPI into `.cuda/` (idempotent).
+//! * `build-kernels [--json]`: compiles every format's PTX module in parallel, with figures.
 
 mod bench;
+mod build_kernels;
 mod matrix;
+mod setup_cuda;
 
 use clap::{Parser, Subcommand};
 use std::process::ExitCode;
@@ -41,12 +45,25 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Install the CUDA 13.0 compiler (nvcc, from PyPI) into the git-ignored `.cuda/` folder.
+    SetupCuda,
+    /// Compile every format's kernel module to PTX (in parallel) and report the figures.
+    BuildKernels {
+        /// Print `{"total_seconds", "formats": [...]}` instead of a table.
+        #[arg(long)]
+        json: bool,
+        /// Parallel nvcc processes.
+        #[arg(long, default_value_t = 2)]
+        jobs: usize,
+    },
 }
 
 fn main() -> ExitCode {
     let result = match Cli::parse().cmd {
         Cmd::TestMatrix { device, json } => matrix::run(&device, json),
         Cmd::Bench { formats, n, json } => bench::run(formats.as_deref(), n, json),
+        Cmd::SetupCuda => setup_cuda::run(),
+        Cmd::BuildKernels { json, jobs } => build_kernels::run(json, jobs),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

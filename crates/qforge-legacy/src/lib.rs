@@ -21,7 +21,10 @@ mod codec;
 
 pub use block::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1, QK};
 
-use qforge_core::{BlockFormat, Elem, Format, FormatDesc, Registered, Role};
+use qforge_core::{BlockFormat, CudaDeviceCode, Elem, Format, FormatDesc, Registered, Role};
+
+/// The family's CUDA device code (one traits struct per format; see `kernels-cuda/README.md`).
+const CUDA_HEADER: &str = include_str!("../cuda/legacy.cuh");
 
 macro_rules! legacy_format {
     ($(#[$doc:meta])* $fmt:ident, $block:ident, $name:literal, $ggml:literal, $role:ident, $dot:expr, $summary:literal) => {
@@ -40,7 +43,7 @@ macro_rules! legacy_format {
                 role: Role::$role,
                 dot_type: $dot,
                 summary: $summary,
-                cuda: None,
+                cuda: Some(CudaDeviceCode { header: CUDA_HEADER, header_file: "legacy.cuh", traits: concat!("qf_", $name) }),
             };
 
             fn decode<O: Elem>(block: &$block, out: &mut [O]) {
@@ -125,7 +128,7 @@ mod tests {
             let d = f.desc();
             assert_eq!((d.name, d.ggml_type, d.block_size, d.block_bytes), (name, Some(id), 32, bytes));
             assert_eq!((d.role, d.dot_type, d.family), (role, dot, "legacy"));
-            assert!(d.cuda.is_none() && !d.summary.is_empty() && !d.summary.contains('\n'));
+            assert!(d.cuda.is_some() && !d.summary.is_empty() && !d.summary.contains('\n'));
         }
     }
 }

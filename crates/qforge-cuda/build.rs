@@ -1,0 +1,181 @@
+//! Without the `cuda` feature: nothing (the crate builds with no CUDA toolkit).
+//!
+//! With it: generates one `.cu` per registered format with device code (see `src/codegen.rs`),
+//! compiles each to PTX with bindgen_cuda (nvcc from `.cuda/` or the user's toolkit, compute
+//! capability 80 set explicitly, `-fmad=false`), compiles the same headers for the host into
+//! a static library of `extern "C"` wrappers for the tests, and writes `modules.rs` /
+//! `host_fns.rs` into `OUT_DIR`.
+
+fn main() {
+    println!("cargo:rerun-if-changed=build.rs");
+    #[cfg(feature = "cuda")]
+    cuda::build();
+}
+
+#[cfg(feature = "cuda")]
+extern crate qforge_core_build as qforge_core;
+
+#[cfg(feature = "cuda")]
+#[path = "src/codegen.rs"]
+#[allow(dead_code)]
+mod codegen;
+
+#[cfg(feature = "cuda")]
+#[path = "src/toolkit.rs"]
+#[allow(dead_code)]
+mod toolkit;
+
+#[cfg(feature = "cuda")]
+mod cuda {
+    use super::{codegen, toolkit};
+    use qforge_core::FormatDesc;
+    use std::fmt::Write as _;
+    use std::path::{Path, PathBuf};
+    use std::process::Command;
+
+    fn write_if_changed(path: &Path, text: &str) {
+        if std::fs::read_to_string(path).ok().as_deref() != Some(text) {
+            std::fs::write(path, text).unwrap_or_else(|e| panic!("writing {}: {e}", path.display()));
+        }
+    }
+
+    pub fn build() {
+        let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
+        let workspace = manifest.join("../..").canonicalize().expect("the workspace root exists");
+        let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
+        let kernels = workspace.join("kernels-cuda");
+        for var in ["NVCC", "CUDA_HOME", "CUDA_PATH"] {
+            println!("cargo:rerun-if-env-changed={var}");
+        }
+        println!("cargo:rerun-if-changed={}", kernels.display());
+        println!("cargo:rerun-if-changed={}", toolkit::local_root(&workspace).join("bin").display());
+
+        let Some(tk) = toolkit::find(&workspace) else { panic!("qforge-cuda feature `cuda`: {}", toolkit::NOT_FOUND) };
+        let descs: Vec<&'static FormatDesc> =
+            qforge_formats_build::FAMILIES.iter().flat_map(|f| f.iter()).map(|f| f.desc()).collect();
+        let with_code: Vec<&'static FormatDesc> = descs.iter().copied().filter(|d| d.cuda.is_some()).collect();
+        for d in descs.iter().filter(|d| d.cuda.is_none()) {
+            println!("cargo:warning=qforge-cuda: format {} has no CUDA device code: MISSING (no kernels)", d.name);
+        }
+
+        // The generated sources: family headers (from the registry) and one .cu per format.
+        let gen_dir = out.join("gen");
+        std::fs::create_dir_all(&gen_dir).expect("creating OUT_DIR/gen");
+        for (file, text) in codegen::headers(with_code.iter().copied()) {
+            write_if_changed(&gen_dir.join(file), text);
+        }
+        let mut cu_files = Vec::new();
+        for d in &with_code {
+            let path = gen_dir.join(format!("{}.cu", codegen::module_stem(d.name)));
+            write_if_changed(&path, &codegen::module_source(d).expect("filtered on cuda.is_some()"));
+            // bindgen_cuda skips a .cu whose .ptx is newer; any rerun of this script means an
+            // input changed, so every module is compiled afresh.
+            let _ = std::fs::remove_file(out.join(format!("{}.ptx", codegen::module_stem(d.name))));
+            cu_files.push(path);
+        }
+
+        build_ptx(&tk, &kernels, &gen_dir, &out, cu_files);
+        build_host(&tk, &kernels, &gen_dir, &out, &with_code);
+        write_tables(&out, &with_code);
+    }
+
+    fn build_ptx(tk: &toolkit::Toolkit, kernels: &Path, gen_dir: &Path, out: &Path, cu_files: Vec<PathBuf>) {
+        // bindgen_cuda runs a plain `nvcc` and reads the compute capability from the
+        // environment (else it asks nvidia-smi, which build machines lack).
+        let path = std::env::var_os("PATH").unwrap_or_default();
+        let path = std::env::join_paths(std::iter::once(tk.bin_dir()).chain(std::env::split_paths(&path)))
+            .expect("PATH entries are joinable");
+        // SAFETY: the build script is single-threaded here: no thread that could read the
+        // environment concurrently has been started yet (bindgen_cuda's rayon pool is created
+        // by `Builder::default()` below, after these writes).
+        unsafe {
+            std::env::set_var("PATH", path);
+            std::env::set_var("CUDA_COMPUTE_CAP", toolkit::COMPUTE_CAP.to_string());
+        }
+        let mut b = bindgen_cuda::Builder::default()
+            .kernel_paths(cu_files)
+            .out_dir(out)
+            .compute_cap(toolkit::COMPUTE_CAP as usize)
+            .arg("-fmad=false")
+            .arg("-std=c++17")
+            .arg(leak(format!("-I{}", kernels.display())))
+            .arg(leak(format!("-I{}", gen_dir.display())));
+        b.cuda_root(&tk.root);
+        b.build_ptx().expect("nvcc compiled every kernel module");
+    }
+
+    fn leak(s: String) -> &'static str {
+        Box::leak(s.into_boxed_str())
+    }
+
+    fn build_host(tk: &toolkit::Toolkit, kernels: &Path, gen_dir: &Path, out: &Path, formats: &[&'static FormatDesc]) {
+        let src = gen_dir.join("host_check.cu");
+        write_if_changed(&src, &codegen::host_source(formats.iter().copied()));
+        let obj = out.join("host_check.o");
+        let status = Command::new(&tk.nvcc)
+            .args(codegen::NVCC_HOST_FLAGS)
+            .arg(format!("-I{}", kernels.display()))
+            .arg(format!("-I{}", gen_dir.display()))
+            .arg(&src)
+            .arg("-o")
+            .arg(&obj)
+            .status()
+            .unwrap_or_else(|e| panic!("running {}: {e}", tk.nvcc.display()));
+        assert!(status.success(), "nvcc failed on the host compilation of the device code ({status})");
+        let lib = out.join("libqforge_cuda_host.a");
+        let _ = std::fs::remove_file(&lib);
+        let status = Command::new("ar").arg("crs").arg(&lib).arg(&obj).status().expect("running ar");
+        assert!(status.success(), "ar failed ({status})");
+        println!("cargo:rustc-link-search=native={}", out.display());
+        println!("cargo:rustc-link-lib=static=qforge_cuda_host");
+        // nvcc's host objects register their (empty) device code with the static runtime.
+        println!("cargo:rustc-link-search=native={}", tk.lib_dir().display());
+        println!("cargo:rustc-link-lib=static=cudart_static");
+        for l in ["dl", "rt", "pthread", "stdc++"] {
+            println!("cargo:rustc-link-lib=dylib={l}");
+        }
+    }
+
+    fn write_tables(out: &Path, formats: &[&'static FormatDesc]) {
+        let mut modules =
+            String::from("/// Every format with device code and its PTX module (generated by build.rs).\n");
+        modules += "pub static MODULES: &[(&str, &str)] = &[\n";
+        let mut host = String::from(
+            "unsafe extern \"C\" {\n    fn qf_host_quantize_q8_1(x: *const f32, out: *mut QfBlockQ8_1, k: i64, nblocks: i64, m: i64);\n",
+        );
+        let mut table = String::from(
+            "/// Host-compiled device code of every format with a header (generated by build.rs).\npub static HOST: &[HostFns] = &[\n",
+        );
+        for d in formats {
+            let n = d.name;
+            let stem = codegen::module_stem(n);
+            writeln!(modules, "    ({n:?}, include_str!(concat!(env!(\"OUT_DIR\"), \"/{stem}.ptx\"))),").unwrap();
+            for t in ["f32", "f16", "bf16"] {
+                let ty = if t == "f32" { "f32" } else { "u16" };
+                writeln!(host, "    fn qf_host_dequant_{n}_{t}(src: *const u8, dst: *mut {ty}, rows: i64, cols: i64);")
+                    .unwrap();
+            }
+            writeln!(
+                host,
+                "    fn qf_host_matvec_{n}(w: *const u8, act: *const QfBlockQ8_1, y: *mut f32, n: i64, k: i64, m: i32);"
+            )
+            .unwrap();
+            writeln!(
+                table,
+                "    HostFns {{ format: {n:?}, dequant_f32: qf_host_dequant_{n}_f32, dequant_f16: qf_host_dequant_{n}_f16, \
+                 dequant_bf16: qf_host_dequant_{n}_bf16, matvec: qf_host_matvec_{n} }},"
+            )
+            .unwrap();
+        }
+        modules += "];\n";
+        host += "}\n";
+        table += "];\n";
+        write_if_changed(&out.join("modules.rs"), &modules);
+        write_if_changed(
+            &out.join("host_fns.rs"),
+            &format!(
+                "{host}\n{table}\n/// The host-compiled activation quantizer.\npub const QUANTIZE_Q8_1: QuantizeFn = qf_host_quantize_q8_1;\n"
+            ),
+        );
+    }
+}

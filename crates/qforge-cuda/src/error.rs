@@ -1,0 +1,36 @@
+//! The typed errors of the CUDA path.
+
+use qforge_core::QuantError;
+
+/// Everything that can go wrong on the CUDA path. No GPU, no driver, bad sizes, out of
+/// memory: each is a value, never a panic.
+#[derive(Debug, thiserror::Error)]
+pub enum CudaError {
+    /// The driver library (`libcuda.so.1`) could not be loaded: no NVIDIA driver here.
+    #[error("no CUDA driver found ({0}); this machine has no usable NVIDIA GPU")]
+    NoDriver(String),
+    /// The driver loaded but reports no device (or not the one asked for).
+    #[error("no CUDA device {ordinal} (the driver reports {count})")]
+    NoDevice { ordinal: usize, count: usize },
+    /// This build has no CUDA support (qforge-cuda without the `cuda` feature).
+    #[error("built without CUDA support (enable the `cuda` feature of qforge-cuda)")]
+    NotBuilt,
+    /// The format has no device code, so no kernels.
+    #[error("format {0} has no CUDA kernels (no device code in its FormatDesc)")]
+    MissingKernels(&'static str),
+    /// A buffer or argument has the wrong size.
+    #[error("{what}: expected {expected}, got {actual}")]
+    Size { what: &'static str, expected: usize, actual: usize },
+    /// A device pointer/offset is not aligned as the kernel needs.
+    #[error("{what}: device address {addr:#x} is not {align}-byte aligned")]
+    Misaligned { what: &'static str, addr: u64, align: usize },
+    /// The device ran out of memory.
+    #[error("out of device memory allocating {bytes} bytes")]
+    OutOfMemory { bytes: usize },
+    /// Invalid tensor / shape (from qforge-core).
+    #[error(transparent)]
+    Quant(#[from] QuantError),
+    /// Any other driver error, with the operation that failed.
+    #[error("CUDA driver error in {op}: {msg}")]
+    Driver { op: &'static str, msg: String },
+}

@@ -1,0 +1,106 @@
+//! The formats' device code compiled **for the host** (by nvcc, in the build script) behind
+//! `extern "C"` wrappers: the very dequant / mat-vec / activation-quantize work items the GPU
+//! kernels run, looped on the CPU. The tests compare them with the Rust reference; nothing
+//! here needs a GPU.
+
+use qforge_core::{DType, QuantError, QuantTensor};
+
+/// The activation block of the mat-vec (`qf_block_q8_1` in `kernels-cuda/common.cuh`):
+/// q8_1's meaning (`x ≈ d·qs[i]`, `s = d·Σqs`) with f32 `d` and `s`.
+#[repr(C)]
+#[derive(Clone, Copy, Debug, Default, PartialEq)]
+pub struct QfBlockQ8_1 {
+    pub d: f32,
+    pub s: f32,
+    pub qs: [i8; 32],
+}
+
+/// `(src, dst, rows, cols)` of a host-compiled dequant wrapper.
+pub type DequantFn<T> = unsafe extern "C" fn(*const u8, *mut T, i64, i64);
+/// `(w, act, y, n, k, m)` of a host-compiled mat-vec wrapper.
+pub type MatvecFn = unsafe extern "C" fn(*const u8, *const QfBlockQ8_1, *mut f32, i64, i64, i32);
+/// `(x, out, k, nblocks, m)` of the host-compiled activation quantizer.
+pub type QuantizeFn = unsafe extern "C" fn(*const f32, *mut QfBlockQ8_1, i64, i64, i64);
+
+/// One format's host-compiled wrappers.
+#[derive(Clone, Copy, Debug)]
+pub struct HostFns {
+    pub format: &'static str,
+    pub dequant_f32: DequantFn<f32>,
+    pub dequant_f16: DequantFn<u16>,
+    pub dequant_bf16: DequantFn<u16>,
+    pub matvec: MatvecFn,
+}
+
+include!(concat!(env!("OUT_DIR"), "/host_fns.rs"));
+
+/// The host wrappers of `format`, if it has device code.
+pub fn get(format: &str) -> Option<&'static HostFns> {
+    HOST.iter().find(|h| h.format == format)
+}
+
+fn dims(t: &QuantTensor<'_>) -> Result<(i64, i64), QuantError> {
+    let cols = t.cols();
+    let rows = t.rows();
+    let conv = |v: usize| i64::try_from(v).map_err(|_| QuantError::Overflow { what: "tensor dimension" });
+    Ok((conv(rows)?, conv(cols)?))
+}
+
+impl HostFns {
+    /// Dequantize a tensor with the host-compiled device code; little-endian bytes of `dtype`.
+    pub fn dequant(&self, t: &QuantTensor<'_>, dtype: DType) -> Result<Vec<u8>, QuantError> {
+        let (rows, cols) = dims(t)?;
+        let n = t.shape().numel();
+        let src = t.data().as_ptr();
+        Ok(match dtype {
+            DType::F32 => {
+                let mut out = vec![0f32; n];
+                // SAFETY: `t` holds rows × row_bytes(cols) bytes (checked by QuantTensor::new),
+                // exactly what the wrapper reads; `out` has rows × cols elements, what it writes.
+                unsafe { (self.dequant_f32)(src, out.as_mut_ptr(), rows, cols) };
+                out.iter().flat_map(|v| v.to_le_bytes()).collect()
+            }
+            DType::F16 | DType::Bf16 => {
+                let f = if dtype == DType::F16 { self.dequant_f16 } else { self.dequant_bf16 };
+                let mut out = vec![0u16; n];
+                // SAFETY: as above, with 16-bit output elements.
+                unsafe { f(src, out.as_mut_ptr(), rows, cols) };
+                out.iter().flat_map(|v| v.to_le_bytes()).collect()
+            }
+        })
+    }
+
+    /// `y[r][i] = Σ_j W[i][j]·x[r][j]` with `act` = [`quantize_q8_1`] of `x` (`m` rows).
+    pub fn matvec(&self, w: &QuantTensor<'_>, act: &[QfBlockQ8_1], m: usize) -> Result<Vec<f32>, QuantError> {
+        let (n, k) = dims(w)?;
+        let nblocks = q8_1_blocks(w.format().desc(), w.cols());
+        if !(1..=8).contains(&m) || act.len() != m * nblocks {
+            return Err(QuantError::ShapeMismatch {
+                what: "q8_1 activation blocks",
+                expected: m * nblocks,
+                actual: act.len(),
+            });
+        }
+        let mut y = vec![0f32; m * w.rows()];
+        // SAFETY: w holds n whole-block rows of k elements; act holds m × nblocks blocks, the
+        // padded row length the wrapper reads; y has m × n elements. m is in 1..=8.
+        unsafe { (self.matvec)(w.data().as_ptr(), act.as_ptr(), y.as_mut_ptr(), n, k, m as i32) };
+        Ok(y)
+    }
+}
+
+/// q8_1 activation blocks per row for weights of format `d` with `k` columns (the padded row
+/// length of the weights, in 32-element blocks).
+pub fn q8_1_blocks(d: &qforge_core::FormatDesc, k: usize) -> usize {
+    d.blocks_per_row(k) * d.block_size / 32
+}
+
+/// Quantize `m` rows of `k` f32 activations to `nblocks` q8_1 blocks per row (host-compiled
+/// device code).
+pub fn quantize_q8_1(x: &[f32], m: usize, k: usize, nblocks: usize) -> Vec<QfBlockQ8_1> {
+    assert!(x.len() == m * k && nblocks * 32 >= k, "x is m × k and nblocks covers k");
+    let mut out = vec![QfBlockQ8_1::default(); m * nblocks];
+    // SAFETY: x has m × k values; out has m × nblocks blocks; both sizes asserted above.
+    unsafe { QUANTIZE_Q8_1(x.as_ptr(), out.as_mut_ptr(), k as i64, nblocks as i64, m as i64) };
+    out
+}

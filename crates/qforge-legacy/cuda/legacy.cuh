@@ -1,0 +1,98 @@
+// qforge-legacy CUDA device code: q4_0 q4_1 q5_0 q5_1 q8_0 q8_1 (32-element blocks).
+// Included after kernels-cuda/common.cuh; interface in kernels-cuda/README.md.
+//
+// Every legacy format is a code per element plus a scale d (and an offset m for the affine
+// ones): x = (code - OFFSET)·d, or code·d + m. A code layout (4-bit, 5-bit, 8-bit) over a
+// block struct says where the codes are; qf_legacy<> turns it into the traits struct.
+#pragma once
+
+// Codes of the 4-bit layout as packed bytes: elements 0..15 are the low nibbles of qs,
+// 16..31 the high ones. w[i] holds elements 4i..4i+3.
+QF_HD void qf_legacy_nibbles(const uint8_t* qs, int w[8]) {
+    for (int i = 0; i < 4; ++i) {
+        const uint32_t v = qf_load_u32(qs + 4 * i);
+        w[i] = (int)(v & 0x0f0f0f0fu);
+        w[i + 4] = (int)(v >> 4 & 0x0f0f0f0fu);
+    }
+}
+QF_HD int qf_legacy_nibble(const uint8_t* qs, int i) { return i < 16 ? qs[i] & 15 : qs[i - 16] >> 4; }
+// Bit i of the little-endian qh word is bit 4 of element i's code.
+QF_HD void qf_legacy_high(const uint8_t* qh, int w[8]) {
+    const uint32_t h = qf_load_u32(qh);
+    for (int i = 0; i < 8; ++i) w[i] |= qf_spread_bits4(h >> 4 * i) << 4;
+}
+
+// The three code layouts, for a block type B with fields d, qs (and qh).
+template <class B, int OFF>
+struct qf_legacy_4bit {
+    typedef B block;
+    static constexpr int OFFSET = OFF;
+    QF_HD static int code(const B* b, int i) { return qf_legacy_nibble(b->qs, i); }
+    QF_HD static void codes(const B* b, int w[8]) { qf_legacy_nibbles(b->qs, w); }
+};
+template <class B, int OFF>
+struct qf_legacy_5bit {
+    typedef B block;
+    static constexpr int OFFSET = OFF;
+    QF_HD static int code(const B* b, int i) {
+        return qf_legacy_nibble(b->qs, i) | (int)(qf_load_u32(b->qh) >> i & 1) << 4;
+    }
+    QF_HD static void codes(const B* b, int w[8]) { qf_legacy_nibbles(b->qs, w); qf_legacy_high(b->qh, w); }
+};
+template <class B>
+struct qf_legacy_8bit {
+    typedef B block;
+    static constexpr int OFFSET = 0;
+    QF_HD static int code(const B* b, int i) { return b->qs[i]; }
+    QF_HD static void codes(const B* b, int w[8]) {
+        for (int i = 0; i < 8; ++i) w[i] = qf_load_i8x4(b->qs + 4 * i);
+    }
+};
+
+struct qf_legacy_b4_0 { uint8_t d[2]; uint8_t qs[16]; };
+struct qf_legacy_b4_1 { uint8_t d[2]; uint8_t m[2]; uint8_t qs[16]; };
+struct qf_legacy_b5_0 { uint8_t d[2]; uint8_t qh[4]; uint8_t qs[16]; };
+struct qf_legacy_b5_1 { uint8_t d[2]; uint8_t m[2]; uint8_t qh[4]; uint8_t qs[16]; };
+struct qf_legacy_b8_0 { uint8_t d[2]; int8_t qs[32]; };
+// q8_1's stored s = d·Σq is needed neither to decode nor to dot.
+struct qf_legacy_b8_1 { uint8_t d[2]; uint8_t s[2]; int8_t qs[32]; };
+
+// The traits struct of a legacy format with code layout L; AFFINE: x = code·d + m.
+template <class L, bool AFFINE>
+struct qf_legacy {
+    typedef typename L::block block;
+    static constexpr int BLOCK = 32;
+    static constexpr int CHUNK = 8;
+
+    QF_HD static float offset(const block* b) {
+        if constexpr (AFFINE) return qf_load_f16(b->m);
+        else return 0.0f;
+    }
+
+    // x = (code - OFFSET)·d  or  code·d + m, as the Rust reference (q as f32 * d [+ m]).
+    QF_HD static void decode(const block* b, int chunk, float* out) {
+        const float d = qf_load_f16(b->d);
+        const float m = offset(b);
+        for (int j = 0; j < CHUNK; ++j) {
+            const float v = (float)(L::code(b, chunk * CHUNK + j) - L::OFFSET) * d;
+            out[j] = AFFINE ? v + m : v;
+        }
+    }
+
+    // d·a.d·Σ(code - OFFSET)·q  (+ m·a.s for the affine formats).
+    QF_HD static float dot_q8_1(const block* b, int, const qf_block_q8_1* a) {
+        int w[8];
+        L::codes(b, w);
+        int sumi = qf_dot_codes(w, a, 0, 32);
+        if (L::OFFSET != 0) sumi -= L::OFFSET * qf_q8_1_sum(a, 0, 32);
+        const float r = qf_load_f16(b->d) * a->d * (float)sumi;
+        return AFFINE ? r + offset(b) * a->s : r;
+    }
+};
+
+struct qf_q4_0 : qf_legacy<qf_legacy_4bit<qf_legacy_b4_0, 8>, false> {};
+struct qf_q4_1 : qf_legacy<qf_legacy_4bit<qf_legacy_b4_1, 0>, true> {};
+struct qf_q5_0 : qf_legacy<qf_legacy_5bit<qf_legacy_b5_0, 16>, false> {};
+struct qf_q5_1 : qf_legacy<qf_legacy_5bit<qf_legacy_b5_1, 0>, true> {};
+struct qf_q8_0 : qf_legacy<qf_legacy_8bit<qf_legacy_b8_0>, false> {};
+struct qf_q8_1 : qf_legacy<qf_legacy_8bit<qf_legacy_b8_1>, false> {};

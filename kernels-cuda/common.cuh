@@ -1,0 +1,132 @@
+// qforge kernels-cuda/common.cuh: what every format header and template may use.
+//
+// Compiled twice from the same source: for the device (nvcc -ptx, -fmad=false) and for the
+// host (nvcc -c, -ffp-contract=off) where qforge-cuda's tests check it against the Rust
+// reference. Everything here therefore gives the same bits on both sides: conversions are
+// integer code, not __half intrinsics or F16C.
+#pragma once
+#include <math.h>
+#include <stdint.h>
+
+#define QF_HD __host__ __device__ __forceinline__
+
+// Tables (grids, value maps) of a format: global memory of the module on the device, a plain
+// array on the host. Define with QF_TABLE(type, name, {…}); read with QF_TAB(name)[i].
+#define QF_TABLE(T, name, ...) \
+    __device__ const T name##_qf_dev[] = __VA_ARGS__; \
+    static const T name##_qf_host[] = __VA_ARGS__
+#ifdef __CUDA_ARCH__
+#define QF_TAB(name) name##_qf_dev
+#else
+#define QF_TAB(name) name##_qf_host
+#endif
+
+// ---- little-endian loads at any alignment (blocks are byte arrays, alignment 1) ----------
+QF_HD uint32_t qf_load_u16(const uint8_t* p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
+QF_HD int32_t qf_load_i16(const uint8_t* p) { return (int32_t)(int16_t)qf_load_u16(p); }
+QF_HD uint32_t qf_load_u32(const uint8_t* p) {
+    return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
+}
+QF_HD int32_t qf_load_i32(const uint8_t* p) { return (int32_t)qf_load_u32(p); }
+// Four int8 values as the packed operand of qf_dp4a.
+QF_HD int32_t qf_load_i8x4(const int8_t* p) { return qf_load_i32((const uint8_t*)p); }
+
+QF_HD float qf_bits_to_f32(uint32_t u) {
+#ifdef __CUDA_ARCH__
+    return __uint_as_float(u);
+#else
+    union { uint32_t u; float f; } c;
+    c.u = u;
+    return c.f;
+#endif
+}
+QF_HD uint32_t qf_f32_to_bits(float f) {
+#ifdef __CUDA_ARCH__
+    return __float_as_uint(f);
+#else
+    union { uint32_t u; float f; } c;
+    c.f = f;
+    return c.u;
+#endif
+}
+
+// IEEE half -> f32, exact (subnormals, ±Inf; NaN stays NaN).
+QF_HD float qf_half_to_f32(uint32_t h) {
+    const uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ffu;
+    if (exp == 0x1f) return qf_bits_to_f32(sign | 0x7f800000u | man << 13);
+    if (exp == 0) {
+        // man · 2^-24, exact in f32; the sign is applied by bits so that -0 stays -0.
+        const float v = (float)man * 5.9604644775390625e-8f;
+        return qf_bits_to_f32(qf_f32_to_bits(v) | sign);
+    }
+    return qf_bits_to_f32(sign | (exp + 112) << 23 | man << 13);
+}
+QF_HD float qf_load_f16(const uint8_t* p) { return qf_half_to_f32(qf_load_u16(p)); }
+QF_HD float qf_load_bf16(const uint8_t* p) { return qf_bits_to_f32(qf_load_u16(p) << 16); }
+QF_HD float qf_load_f32(const uint8_t* p) { return qf_bits_to_f32(qf_load_u32(p)); }
+
+// f32 -> f16 / bf16 bits, round to nearest even, exactly as Rust's `half` (2.x) converts.
+QF_HD uint16_t qf_f32_to_f16_bits(float f) {
+    const uint32_t x = qf_f32_to_bits(f);
+    const uint32_t sign = x & 0x80000000u, exp = x & 0x7f800000u, man = x & 0x007fffffu;
+    const uint32_t hsign = sign >> 16;
+    if (exp == 0x7f800000u) return (uint16_t)(hsign | 0x7c00u | (man ? 0x0200u : 0u) | man >> 13);
+    const int hexp = (int)(exp >> 23) - 127 + 15;
+    if (hexp >= 0x1f) return (uint16_t)(hsign | 0x7c00u);
+    if (hexp <= 0) {
+        if (14 - hexp > 24) return (uint16_t)hsign;
+        const uint32_t m = man | 0x00800000u;
+        uint32_t hman = m >> (14 - hexp);
+        const uint32_t round = 1u << (13 - hexp);
+        if ((m & round) && (m & (3 * round - 1))) hman += 1;
+        return (uint16_t)(hsign | hman);
+    }
+    const uint32_t h = hsign | (uint32_t)hexp << 10 | man >> 13;
+    const uint32_t round = 0x1000u;
+    return (uint16_t)((man & round) && (man & (3 * round - 1)) ? h + 1 : h);
+}
+QF_HD uint16_t qf_f32_to_bf16_bits(float f) {
+    const uint32_t x = qf_f32_to_bits(f);
+    if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x0040u);
+    const uint32_t round = 0x8000u;
+    return (uint16_t)((x & round) && (x & (3 * round - 1)) ? (x >> 16) + 1 : x >> 16);
+}
+
+// ---- integer dot products ---------------------------------------------------------------
+// c + Σ_{j<4} a.i8[j] · b.i8[j] (signed bytes): __dp4a on the device, the same sum on the host.
+QF_HD int qf_dp4a(int a, int b, int c) {
+#ifdef __CUDA_ARCH__
+    return __dp4a(a, b, c);
+#else
+    for (int j = 0; j < 4; ++j) c += (int)(int8_t)(a >> 8 * j) * (int)(int8_t)(b >> 8 * j);
+    return c;
+#endif
+}
+
+// Four bits (b0..b3 of x) spread to the low bit of four bytes.
+QF_HD int qf_spread_bits4(uint32_t x) {
+    return (int)((x & 1u) | (x & 2u) << 7 | (x & 4u) << 14 | (x & 8u) << 21);
+}
+
+// ---- activations ------------------------------------------------------------------------
+// The activation block of the mat-vec: q8_1's meaning (x ≈ d·qs[i], s = d·Σqs) with f32 d
+// and s, so nothing is lost to f16 rounding. Produced on the GPU by qforge_quantize_q8_1.
+struct qf_block_q8_1 {
+    float d;
+    float s;
+    int8_t qs[32];
+};
+
+// Σ_{i<n} qs[i] of an activation block, n a multiple of 4 (integer, exact).
+QF_HD int qf_q8_1_sum(const qf_block_q8_1* a, int first, int n) {
+    int s = 0;
+    for (int i = first; i < first + n; i += 4) s = qf_dp4a(0x01010101, qf_load_i8x4(a->qs + i), s);
+    return s;
+}
+
+// Σ_{i<n} codes·qs over 32 bits-packed code words `w` (n/4 words) against qs[first..first+n].
+QF_HD int qf_dot_codes(const int* w, const qf_block_q8_1* a, int first, int n) {
+    int s = 0;
+    for (int i = 0; i < n / 4; ++i) s = qf_dp4a(w[i], qf_load_i8x4(a->qs + first + 4 * i), s);
+    return s;
+}

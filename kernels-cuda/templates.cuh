@@ -1,0 +1,184 @@
+// qforge kernels-cuda/templates.cuh: the kernels every format gets, written once over a
+// format's traits struct F (interface: kernels-cuda/README.md).
+//
+// Each kernel's per-thread body is a QF_HD function, so the host wrappers that qforge-cuda's
+// tests call run the very code the GPU runs (the device loops over threads, the host over
+// the same indices).
+#pragma once
+
+// ---- dequantize: one thread per CHUNK elements of one block ----------------------------
+struct qf_out_f32 {
+    typedef float T;
+    QF_HD static T conv(float v) { return v; }
+};
+struct qf_out_f16 {
+    typedef uint16_t T;
+    QF_HD static T conv(float v) { return qf_f32_to_f16_bits(v); }
+};
+struct qf_out_bf16 {
+    typedef uint16_t T;
+    QF_HD static T conv(float v) { return qf_f32_to_bf16_bits(v); }
+};
+
+// Work items of a rows × cols tensor (rows padded to whole blocks, as GGUF stores them).
+template <class F>
+QF_HD long long qf_dequant_items(long long rows, long long cols) {
+    return rows * ((cols + F::BLOCK - 1) / F::BLOCK) * (F::BLOCK / F::CHUNK);
+}
+
+// Work item t: decode one chunk straight into the output type (no f32 buffer in memory) and
+// write its real elements (the padded tail of a row's last block is dropped).
+template <class F, class O>
+QF_HD void qf_dequant_item(const uint8_t* src, typename O::T* dst, long long cols, long long t) {
+    static_assert(F::BLOCK % F::CHUNK == 0, "CHUNK must divide BLOCK");
+    constexpr int CPB = F::BLOCK / F::CHUNK;
+    const long long nb = (cols + F::BLOCK - 1) / F::BLOCK;
+    const long long bi = t / CPB;  // block index over the whole tensor: row·nb + block
+    const int chunk = (int)(t % CPB);
+    const long long row = bi / nb;
+    const long long col0 = (bi % nb) * F::BLOCK + (long long)chunk * F::CHUNK;
+    float v[F::CHUNK];
+    F::decode(reinterpret_cast<const typename F::block*>(src) + bi, chunk, v);
+    typename O::T* out = dst + row * cols + col0;
+    if (col0 + F::CHUNK <= cols) {
+#pragma unroll
+        for (int j = 0; j < F::CHUNK; ++j) out[j] = O::conv(v[j]);
+    } else {
+        for (int j = 0; j < F::CHUNK && col0 + j < cols; ++j) out[j] = O::conv(v[j]);
+    }
+}
+
+// ---- activations: f32 → qf_block_q8_1, one work item per 32-element block ---------------
+// ggml's quantize_row_q8_1 arithmetic with f32 d and s: d = amax/127, q = round(x/d) (as
+// x·(1/d)), s = d·Σq. Elements at or past k (padding) are 0. x is m × k, out m × nblocks.
+QF_HD void qf_quantize_q8_1_item(const float* x, qf_block_q8_1* out, long long k, long long nblocks, long long t) {
+    const long long row = t / nblocks, b = t % nblocks;
+    const float* xr = x + row * k;
+    float amax = 0.0f;
+    for (int i = 0; i < 32; ++i) {
+        const long long c = b * 32 + i;
+        const float v = c < k ? xr[c] : 0.0f;
+        amax = fmaxf(amax, fabsf(v));
+    }
+    const float d = amax / 127.0f;
+    const float id = d != 0.0f ? 1.0f / d : 0.0f;
+    qf_block_q8_1* o = out + t;
+    int sum = 0;
+    for (int i = 0; i < 32; ++i) {
+        const long long c = b * 32 + i;
+        const int q = (int)roundf((c < k ? xr[c] : 0.0f) * id);
+        o->qs[i] = (int8_t)q;
+        sum += q;
+    }
+    o->d = d;
+    o->s = d * (float)sum;
+}
+
+// ---- mat-vec: y[m][n] = Σ_k W[n][k]·x[m][k] ------------------------------------------------
+// W is n rows of whole blocks (k padded); act is m rows of nblocks = k_padded/32 q8_1 blocks.
+// acc[r] += the dots of W's row `row` with activation row r over the 32-element sub-blocks
+// first, first + stride, … (a warp's lane on the device; all of them on the host).
+template <class F>
+QF_HD void qf_matvec_part(const uint8_t* w, const qf_block_q8_1* act, long long k, int m, long long row,
+                          int first, int stride, float* acc) {
+    static_assert(F::BLOCK % 32 == 0, "dot_q8_1 works on 32-element sub-blocks");
+    constexpr int SPB = F::BLOCK / 32;
+    const long long nb = (k + F::BLOCK - 1) / F::BLOCK;
+    const long long subs = nb * SPB;
+    const typename F::block* blocks = reinterpret_cast<const typename F::block*>(w) + row * nb;
+    for (long long s = first; s < subs; s += stride) {
+        const typename F::block* blk = blocks + s / SPB;
+        const int sub = (int)(s % SPB);
+        for (int r = 0; r < m; ++r) acc[r] += F::dot_q8_1(blk, sub, act + r * subs + s);
+    }
+}
+
+#ifdef __CUDACC__
+// ---- device kernels ---------------------------------------------------------------------
+#define QF_GRID_STRIDE(t, total) \
+    for (long long t = (long long)blockIdx.x * blockDim.x + threadIdx.x; t < (total); \
+         t += (long long)gridDim.x * blockDim.x)
+
+template <class F, class O>
+__device__ __forceinline__ void qf_dequant_kernel(const uint8_t* __restrict__ src, typename O::T* __restrict__ dst,
+                                                  long long rows, long long cols) {
+    QF_GRID_STRIDE(t, qf_dequant_items<F>(rows, cols)) qf_dequant_item<F, O>(src, dst, cols, t);
+}
+
+// One warp per weight row; M (1..8) activation rows at once; lane 0 writes y[r·n + row].
+template <class F, int M>
+__device__ __forceinline__ void qf_matvec_kernel(const uint8_t* __restrict__ w, const qf_block_q8_1* __restrict__ act,
+                                                 float* __restrict__ y, long long n, long long k) {
+    const long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
+    const int lane = threadIdx.x % 32;
+    if (row >= n) return;  // whole warps leave together (blockDim is a multiple of 32)
+    float acc[M];
+#pragma unroll
+    for (int r = 0; r < M; ++r) acc[r] = 0.0f;
+    qf_matvec_part<F>(w, act, k, M, row, lane, 32, acc);
+#pragma unroll
+    for (int r = 0; r < M; ++r) {
+        float v = acc[r];
+        for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+        if (lane == 0) y[r * n + row] = v;
+    }
+}
+
+#define QF_MATVEC_CASE(F, M) \
+    case M: qf_matvec_kernel<F, M>(w, act, y, n, k); break;
+
+// The extern "C" kernels of one format module (the module source is generated per format).
+#define QF_INSTANTIATE(F, NAME, BYTES)                                                              \
+    static_assert(sizeof(F::block) == (BYTES), "device block size differs from the Rust block");     \
+    extern "C" __global__ void qforge_dequant_##NAME##_f32(const uint8_t* src, float* dst,           \
+                                                           long long rows, long long cols) {        \
+        qf_dequant_kernel<F, qf_out_f32>(src, dst, rows, cols);                                     \
+    }                                                                                               \
+    extern "C" __global__ void qforge_dequant_##NAME##_f16(const uint8_t* src, uint16_t* dst,        \
+                                                           long long rows, long long cols) {        \
+        qf_dequant_kernel<F, qf_out_f16>(src, dst, rows, cols);                                     \
+    }                                                                                               \
+    extern "C" __global__ void qforge_dequant_##NAME##_bf16(const uint8_t* src, uint16_t* dst,       \
+                                                            long long rows, long long cols) {       \
+        qf_dequant_kernel<F, qf_out_bf16>(src, dst, rows, cols);                                    \
+    }                                                                                               \
+    extern "C" __global__ void qforge_matvec_##NAME(const uint8_t* w, const qf_block_q8_1* act,      \
+                                                    float* y, long long n, long long k, int m) {    \
+        switch (m) {                                                                                \
+            QF_MATVEC_CASE(F, 1) QF_MATVEC_CASE(F, 2) QF_MATVEC_CASE(F, 3) QF_MATVEC_CASE(F, 4)     \
+            QF_MATVEC_CASE(F, 5) QF_MATVEC_CASE(F, 6) QF_MATVEC_CASE(F, 7) QF_MATVEC_CASE(F, 8)     \
+            default: break;                                                                         \
+        }                                                                                           \
+    }                                                                                               \
+    extern "C" __global__ void qforge_quantize_q8_1(const float* x, qf_block_q8_1* out, long long k, \
+                                                    long long nblocks, long long m) {               \
+        QF_GRID_STRIDE(t, m * nblocks) qf_quantize_q8_1_item(x, out, k, nblocks, t);                \
+    }
+#endif
+
+// ---- host wrappers (qforge-cuda's tests): the same work items, looped on the CPU --------
+#define QF_HOST_INSTANTIATE(F, NAME, BYTES)                                                         \
+    static_assert(sizeof(F::block) == (BYTES), "device block size differs from the Rust block");     \
+    extern "C" void qf_host_dequant_##NAME##_f32(const uint8_t* src, float* dst, long long rows,     \
+                                                  long long cols) {                                 \
+        for (long long t = 0; t < qf_dequant_items<F>(rows, cols); ++t)                              \
+            qf_dequant_item<F, qf_out_f32>(src, dst, cols, t);                                      \
+    }                                                                                               \
+    extern "C" void qf_host_dequant_##NAME##_f16(const uint8_t* src, uint16_t* dst, long long rows,  \
+                                                  long long cols) {                                 \
+        for (long long t = 0; t < qf_dequant_items<F>(rows, cols); ++t)                              \
+            qf_dequant_item<F, qf_out_f16>(src, dst, cols, t);                                      \
+    }                                                                                               \
+    extern "C" void qf_host_dequant_##NAME##_bf16(const uint8_t* src, uint16_t* dst, long long rows, \
+                                                   long long cols) {                                \
+        for (long long t = 0; t < qf_dequant_items<F>(rows, cols); ++t)                              \
+            qf_dequant_item<F, qf_out_bf16>(src, dst, cols, t);                                     \
+    }                                                                                               \
+    extern "C" void qf_host_matvec_##NAME(const uint8_t* w, const qf_block_q8_1* act, float* y,      \
+                                          long long n, long long k, int m) {                        \
+        for (long long row = 0; row < n; ++row) {                                                   \
+            float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};                                                \
+            qf_matvec_part<F>(w, act, k, m, row, 0, 1, acc);                                        \
+            for (int r = 0; r < m; ++r) y[r * n + row] = acc[r];                                    \
+        }                                                                                           \
+    }

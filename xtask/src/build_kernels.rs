@@ -1,0 +1,3 @@
+pub fn run(_json: bool, _jobs: usize) -> anyhow::Result<bool> {
+    todo!()
+}
