@@ -13,9 +13,6 @@ fn main() {
 }
 
 #[cfg(feature = "cuda")]
-extern crate qforge_core_build as qforge_core;
-
-#[cfg(feature = "cuda")]
 #[path = "src/codegen.rs"]
 #[allow(dead_code)]
 mod codegen;
@@ -52,7 +49,7 @@ mod cuda {
 
         let Some(tk) = toolkit::find(&workspace) else { panic!("qforge-cuda feature `cuda`: {}", toolkit::NOT_FOUND) };
         let descs: Vec<&'static FormatDesc> =
-            qforge_formats_build::FAMILIES.iter().flat_map(|f| f.iter()).map(|f| f.desc()).collect();
+            qforge_formats::FAMILIES.iter().flat_map(|f| f.iter()).map(|f| f.desc()).collect();
         let with_code: Vec<&'static FormatDesc> = descs.iter().copied().filter(|d| d.cuda.is_some()).collect();
         for d in descs.iter().filter(|d| d.cuda.is_none()) {
             println!("cargo:warning=qforge-cuda: format {} has no CUDA device code: MISSING (no kernels)", d.name);

@@ -40,6 +40,12 @@ pub const QK_K: usize = 256;
 /// The activation format every K-quant weight format is dotted with.
 const K_DOT: Option<&str> = Some("q8_k");
 
+/// The CUDA device code of the format whose traits struct in `cuda/k.cuh` is `traits`
+/// (interface: `kernels-cuda/README.md`).
+const fn cuda(traits: &'static str) -> Option<qforge_core::CudaDeviceCode> {
+    Some(qforge_core::CudaDeviceCode { header: include_str!("../cuda/k.cuh"), header_file: "k.cuh", traits })
+}
+
 /// Every format of this family, in GGML type order, for the registry.
 pub static FORMATS: &[&dyn Format] = &[
     &Registered::<Q2K>::NEW,

@@ -65,7 +65,7 @@ impl BlockFormat for Q2K {
         role: Role::Weight,
         dot_type: K_DOT,
         summary: "2.625 bpw K-quant: 2-bit codes, 16x16 sub-blocks with 4-bit scales and mins",
-        cuda: None,
+        cuda: crate::cuda("qf_q2_k"),
     };
 
     crate::decode::block_decoders!(BlockQ2K);

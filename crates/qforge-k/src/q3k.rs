@@ -54,7 +54,7 @@ impl BlockFormat for Q3K {
         role: Role::Weight,
         dot_type: K_DOT,
         summary: "3.4375 bpw K-quant: 3-bit codes, 16x16 sub-blocks with signed 6-bit scales",
-        cuda: None,
+        cuda: crate::cuda("qf_q3_k"),
     };
 
     crate::decode::block_decoders!(BlockQ3K);

@@ -123,7 +123,7 @@ impl BlockFormat for Q4K {
         role: Role::Weight,
         dot_type: K_DOT,
         summary: "4.5 bpw K-quant: 4-bit codes, 8x32 sub-blocks with 6-bit scales and mins",
-        cuda: None,
+        cuda: crate::cuda("qf_q4_k"),
     };
 
     crate::decode::block_decoders!(BlockQ4K);
@@ -146,7 +146,7 @@ impl BlockFormat for Q5K {
         role: Role::Weight,
         dot_type: K_DOT,
         summary: "5.5 bpw K-quant: 5-bit codes, 8x32 sub-blocks with 6-bit scales and mins",
-        cuda: None,
+        cuda: crate::cuda("qf_q5_k"),
     };
 
     crate::decode::block_decoders!(BlockQ5K);

@@ -77,7 +77,7 @@ impl BlockFormat for Q6K {
         role: Role::Weight,
         dot_type: K_DOT,
         summary: "6.5625 bpw K-quant: 6-bit codes, 16x16 sub-blocks with int8 scales",
-        cuda: None,
+        cuda: crate::cuda("qf_q6_k"),
     };
 
     crate::decode::block_decoders!(BlockQ6K);

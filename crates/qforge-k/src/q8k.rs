@@ -41,7 +41,7 @@ impl BlockFormat for Q8K {
         role: Role::Activation,
         dot_type: None,
         summary: "9.125 bpw K-quant activations: int8 codes, f32 scale, 16-element code sums",
-        cuda: None,
+        cuda: crate::cuda("qf_q8_k"),
     };
 
     crate::decode::block_decoders!(BlockQ8K);

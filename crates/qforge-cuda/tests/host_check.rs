@@ -1,0 +1,208 @@
+//! The formats' CUDA device code, compiled for the host by nvcc (build script, feature
+//! `cuda`), checked against the Rust reference. No GPU needed: this is what keeps the
+//! kernels' arithmetic honest between GPU runs.
+//!
+//! * dequant f32 / f16 / bf16 (the kernels' own work items, partial last blocks included) of
+//!   random blocks — NaN / Inf / subnormal scales included — bit for bit with the Rust
+//!   `dequant_row` (NaN where it gives NaN);
+//! * mat-vec (M = 1..8) with activations quantized to q8_1 by the device code: within 1e-5
+//!   of Σ|terms| of an f64 dot of the Rust-dequantized weights and the q8_1 activations;
+//! * the activation quantizer: d = amax/127, |x - d·q| ≤ d/2, s = d·Σq.
+#![cfg(feature = "cuda")]
+
+use qforge_core::{DType, Format, QuantTensor, Shape};
+use qforge_cuda::host::{self, HostFns, QfBlockQ8_1};
+
+/// xorshift64*: deterministic bytes without a dependency.
+struct Rng(u64);
+impl Rng {
+    fn next(&mut self) -> u64 {
+        self.0 ^= self.0 >> 12;
+        self.0 ^= self.0 << 25;
+        self.0 ^= self.0 >> 27;
+        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
+    }
+    fn bytes(&mut self, n: usize) -> Vec<u8> {
+        (0..n).map(|_| (self.next() >> 32) as u8).collect()
+    }
+    /// Uniform in [-1, 1) times 2^e, e in -8..8.
+    fn f32(&mut self) -> f32 {
+        let u = (self.next() >> 40) as f32 / (1u64 << 24) as f32;
+        let e = (self.next() % 16) as i32 - 8;
+        (2.0 * u - 1.0) * 2f32.powi(e)
+    }
+}
+
+fn formats_with_code() -> Vec<(&'static dyn Format, &'static HostFns)> {
+    let mut out = Vec::new();
+    let mut missing = Vec::new();
+    for f in qforge_formats::registry().iter() {
+        match (&f.desc().cuda, host::get(f.desc().name)) {
+            (Some(_), Some(h)) => out.push((f, h)),
+            (Some(_), None) => panic!("{} has device code but no host wrappers", f.desc().name),
+            (None, _) => missing.push(f.desc().name),
+        }
+    }
+    if !missing.is_empty() {
+        eprintln!("MISSING CUDA device code (no kernels, not checked): {}", missing.join(" "));
+    }
+    assert!(!out.is_empty());
+    out
+}
+
+fn same(a: u32, b: u32, nan: fn(u32) -> bool) -> bool {
+    a == b || (nan(a) && nan(b))
+}
+
+/// Blocks with every scale field hit: a random block per byte offset o, with the f16 at o set
+/// to +Inf, -Inf, a subnormal or -0 in turn, and the f32 at o (4-aligned) set to +Inf / NaN.
+/// Wherever a format keeps its scales, some of these blocks have special ones.
+fn special_blocks(block_bytes: usize, rng: &mut Rng) -> Vec<u8> {
+    let mut out = Vec::new();
+    for o in 0..block_bytes - 1 {
+        for v in [[0x00, 0x7c], [0x00, 0xfc], [0x01, 0x00], [0x00, 0x80]] {
+            let mut b = rng.bytes(block_bytes);
+            b[o..o + 2].copy_from_slice(&v);
+            out.extend_from_slice(&b);
+        }
+        if o % 4 == 0 && o + 4 <= block_bytes {
+            for v in [f32::INFINITY, f32::NAN] {
+                let mut b = rng.bytes(block_bytes);
+                b[o..o + 4].copy_from_slice(&v.to_le_bytes());
+                out.extend_from_slice(&b);
+            }
+        }
+    }
+    out
+}
+
+/// Every format with device code decodes random bytes bit for bit like the Rust reference.
+#[test]
+fn dequant_matches_rust_reference_bit_for_bit() {
+    for (f, h) in formats_with_code() {
+        let d = f.desc();
+        let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ d.block_bytes as u64);
+        let special = special_blocks(d.block_bytes, &mut rng);
+        let (mut nans, mut infs) = (0, 0);
+        // 64 rows × (3 blocks + 5 elements): whole blocks and a partial last block per row
+        // (random bytes: NaN / subnormal f16 scales many times over); then one block per row
+        // of the special-scale blocks.
+        let nspecial = special.len() / d.block_bytes;
+        for (rows, cols, fixed) in
+            [(64, 3 * d.block_size + 5, None), (64, 4 * d.block_size, None), (nspecial, d.block_size, Some(special))]
+        {
+            let bytes = fixed.unwrap_or_else(|| rng.bytes(rows * d.row_bytes(cols).unwrap()));
+            let t = QuantTensor::new(f, Shape::new([rows, cols]).unwrap(), bytes).unwrap();
+            for dtype in DType::ALL {
+                let got = h.dequant(&t, dtype).unwrap();
+                let want = qforge_cpu::dequantize_dyn(&t, dtype).unwrap();
+                let want = want.le_bytes();
+                assert_eq!(got.len(), want.len(), "{} {dtype}: output length", d.name);
+                let sz = dtype.size();
+                let word = |b: &[u8]| b.iter().rev().fold(0u32, |w, &x| w << 8 | u32::from(x));
+                let nan: fn(u32) -> bool = match dtype {
+                    DType::F32 => |w| f32::from_bits(w).is_nan(),
+                    DType::F16 => |w| w & 0x7c00 == 0x7c00 && w & 0x3ff != 0,
+                    DType::Bf16 => |w| w & 0x7f80 == 0x7f80 && w & 0x7f != 0,
+                };
+                for (i, (g, w)) in got.chunks_exact(sz).zip(want.chunks_exact(sz)).enumerate() {
+                    let (g, w) = (word(g), word(w));
+                    assert!(
+                        same(g, w, nan),
+                        "{} {dtype}: element {i} (row {}, col {}): device code gives {g:#x}, Rust {w:#x}",
+                        d.name,
+                        i / cols,
+                        i % cols
+                    );
+                    nans += usize::from(dtype == DType::F32 && nan(w));
+                    infs += usize::from(dtype == DType::F32 && f32::from_bits(w).is_infinite());
+                }
+            }
+        }
+        assert!(nans > 0 && infs > 0, "{}: the data must cover NaN and Inf results", d.name);
+        eprintln!("{}: bit-exact in f32/f16/bf16 ({nans} NaN, {infs} Inf values)", d.name);
+    }
+}
+
+/// Random blocks whose decoded values are all finite (re-rolled until they are).
+fn finite_weights(f: &'static dyn Format, rng: &mut Rng, n: usize, k: usize) -> (Vec<u8>, Vec<f32>) {
+    let d = f.desc();
+    let rb = d.row_bytes(k).unwrap();
+    let mut bytes = Vec::with_capacity(n * rb);
+    let mut vals = Vec::with_capacity(n * k);
+    let mut row = vec![0f32; k];
+    for _ in 0..n {
+        loop {
+            let b = rng.bytes(rb);
+            f.dequant_row(&b, qforge_core::OutRow::F32(&mut row)).unwrap();
+            if row.iter().all(|v| v.is_finite() && v.abs() < 1e30) {
+                bytes.extend_from_slice(&b);
+                vals.extend_from_slice(&row);
+                break;
+            }
+        }
+    }
+    (bytes, vals)
+}
+
+/// The mat-vec work items (dot_q8_1 of every format) against an f64 reference.
+#[test]
+fn matvec_matches_f64_reference() {
+    for (f, h) in formats_with_code() {
+        let d = f.desc();
+        let mut rng = Rng(0x1234_5678 ^ d.block_bytes as u64);
+        for (n, k, m) in [(7, 2 * d.block_size, 1), (5, 3 * d.block_size + 7, 3), (3, d.block_size, 8)] {
+            let (bytes, wv) = finite_weights(f, &mut rng, n, k);
+            let t = QuantTensor::new(f, Shape::new([n, k]).unwrap(), bytes).unwrap();
+            let x: Vec<f32> = (0..m * k).map(|_| rng.f32()).collect();
+            let nblocks = host::q8_1_blocks(d, k);
+            let act = host::quantize_q8_1(&x, m, k, nblocks);
+            let y = h.matvec(&t, &act, m).unwrap();
+            for r in 0..m {
+                for i in 0..n {
+                    let (mut sum, mut abs) = (0f64, 0f64);
+                    for j in 0..k {
+                        let a = &act[r * nblocks + j / 32];
+                        let term = f64::from(wv[i * k + j]) * f64::from(a.d) * f64::from(a.qs[j % 32]);
+                        sum += term;
+                        abs += term.abs();
+                    }
+                    let got = f64::from(y[r * n + i]);
+                    assert!(
+                        (got - sum).abs() <= 1e-5 * abs + 1e-30,
+                        "{} matvec n={n} k={k} m={m}: y[{r}][{i}] = {got}, f64 reference {sum} (Σ|terms| {abs})",
+                        d.name
+                    );
+                }
+            }
+        }
+        eprintln!("{}: matvec within 1e-5 of Σ|terms| for M = 1, 3, 8", d.name);
+    }
+}
+
+/// The activation quantizer: ggml's q8_1 arithmetic, padding quantized as 0.
+#[test]
+fn quantize_q8_1_is_amax_scaled_rounding() {
+    let mut rng = Rng(42);
+    let (m, k, nblocks) = (3, 100, 4);
+    let mut x: Vec<f32> = (0..m * k).map(|_| rng.f32()).collect();
+    x[5..37].fill(0.0); // an all-zero block: d = 0, q = 0
+    x[0] = 0.0;
+    let act = host::quantize_q8_1(&x, m, k, nblocks);
+    for r in 0..m {
+        for b in 0..nblocks {
+            let a: QfBlockQ8_1 = act[r * nblocks + b];
+            let xs: Vec<f32> = (0..32).map(|i| if b * 32 + i < k { x[r * k + b * 32 + i] } else { 0.0 }).collect();
+            let amax = xs.iter().fold(0f32, |s, v| s.max(v.abs()));
+            assert_eq!(a.d, amax / 127.0);
+            let sum: i32 = a.qs.iter().map(|&q| i32::from(q)).sum();
+            assert_eq!(a.s, a.d * sum as f32);
+            for (i, (&q, &v)) in a.qs.iter().zip(&xs).enumerate() {
+                assert!((v - a.d * f32::from(q)).abs() <= a.d * 0.5 * 1.0001, "row {r} block {b} elem {i}: {v} -> {q}");
+                if b * 32 + i >= k {
+                    assert_eq!(q, 0, "padding quantizes to 0");
+                }
+            }
+        }
+    }
+}

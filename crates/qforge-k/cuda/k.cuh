@@ -1,0 +1,179 @@
+// qforge-k CUDA device code: q2_k q3_k q4_k q5_k q6_k q8_k (256-element super-blocks).
+// Included after kernels-cuda/common.cuh; interface in kernels-cuda/README.md.
+//
+// Element i of a block lies in 16-element sub-block i/16 and 32-element sub-block s = i/32.
+// decode works on 16-element chunks (one scale each); dot_q8_1 on the 32 elements of s,
+// building their codes as packed bytes (w[t] = elements 4t..4t+3 of s) for qf_dp4a.
+#pragma once
+
+// q4_k / q5_k: the 6-bit (scale, min) of 32-element sub-block j (ggml's get_scale_min_k4).
+QF_HD void qf_k_scale_min(int j, const uint8_t* q, int* sc, int* m) {
+    if (j < 4) {
+        *sc = q[j] & 63;
+        *m = q[j + 4] & 63;
+    } else {
+        *sc = (q[j + 4] & 0xf) | (q[j - 4] >> 6) << 4;
+        *m = (q[j + 4] >> 4) | (q[j] >> 6) << 4;
+    }
+}
+// q3_k: the biased 6-bit scale of 16-element sub-block j.
+QF_HD int qf_k_scale_q3(int j, const uint8_t* q) {
+    const int low = j < 8 ? q[j] & 0xf : q[j - 8] >> 4;
+    return low | ((q[8 + j % 4] >> (2 * (j / 4))) & 3) << 4;
+}
+// Packed bytes (v >> shift) & mask of the 8 words at p (p[0..32)).
+QF_HD void qf_k_words(const uint8_t* p, int shift, uint32_t mask, int w[8]) {
+    for (int t = 0; t < 8; ++t) w[t] = (int)(qf_load_u32(p + 4 * t) >> shift & mask);
+}
+// Σ code·q and Σ q over the two 16-element halves of an activation block.
+struct qf_k_sums {
+    int dot[2], sum[2];
+};
+QF_HD qf_k_sums qf_k_halves(const int w[8], const qf_block_q8_1* a) {
+    qf_k_sums r;
+    for (int h = 0; h < 2; ++h) {
+        r.dot[h] = qf_dot_codes(w + 4 * h, a, 16 * h, 16);
+        r.sum[h] = qf_q8_1_sum(a, 16 * h, 16);
+    }
+    return r;
+}
+
+// x = d·(sc & 15)·code - dmin·(sc >> 4), 2-bit codes in four planes per 128 elements.
+struct qf_q2_k {
+    struct block { uint8_t scales[16]; uint8_t qs[64]; uint8_t d[2]; uint8_t dmin[2]; };
+    static constexpr int BLOCK = 256;
+    static constexpr int CHUNK = 16;
+    QF_HD static void decode(const block* b, int chunk, float* out) {
+        const int sc = b->scales[chunk];
+        const float dl = qf_load_f16(b->d) * (float)(sc & 0xf);
+        const float ml = qf_load_f16(b->dmin) * (float)(sc >> 4);
+        const int h = chunk / 8, k = chunk % 8 / 2, l0 = chunk % 2 * 16;
+        for (int j = 0; j < 16; ++j) out[j] = dl * (float)(b->qs[32 * h + l0 + j] >> 2 * k & 3) - ml;
+    }
+    QF_HD static float dot_q8_1(const block* b, int s, const qf_block_q8_1* a) {
+        int w[8];
+        qf_k_words(b->qs + 32 * (s / 4), 2 * (s % 4), 0x03030303u, w);
+        const qf_k_sums r = qf_k_halves(w, a);
+        const float d = qf_load_f16(b->d), dmin = qf_load_f16(b->dmin);
+        float acc = 0.0f;
+        for (int h = 0; h < 2; ++h) {
+            const int sc = b->scales[2 * s + h];
+            acc += d * (float)(sc & 0xf) * (float)r.dot[h] - dmin * (float)(sc >> 4) * (float)r.sum[h];
+        }
+        return a->d * acc;
+    }
+};
+
+// x = d·(scale - 32)·(low + 4·high - 4), low 2 bits as q2_k, high bit in hmask.
+struct qf_q3_k {
+    struct block { uint8_t hmask[32]; uint8_t qs[64]; uint8_t scales[12]; uint8_t d[2]; };
+    static constexpr int BLOCK = 256;
+    static constexpr int CHUNK = 16;
+    QF_HD static void decode(const block* b, int chunk, float* out) {
+        const float dl = qf_load_f16(b->d) * (float)(qf_k_scale_q3(chunk, b->scales) - 32);
+        const int h = chunk / 8, k = chunk % 8 / 2, l0 = chunk % 2 * 16, hk = chunk / 2;
+        for (int j = 0; j < 16; ++j) {
+            const int l = l0 + j;
+            const int low = b->qs[32 * h + l] >> 2 * k & 3, high = b->hmask[l] >> hk & 1;
+            out[j] = dl * (float)(low - 4 + 4 * high);
+        }
+    }
+    QF_HD static float dot_q8_1(const block* b, int s, const qf_block_q8_1* a) {
+        int w[8], hw[8];
+        qf_k_words(b->qs + 32 * (s / 4), 2 * (s % 4), 0x03030303u, w);
+        qf_k_words(b->hmask, s, 0x01010101u, hw);
+        for (int t = 0; t < 8; ++t) w[t] |= hw[t] << 2;  // codes 0..7 = value + 4
+        const qf_k_sums r = qf_k_halves(w, a);
+        const float d = qf_load_f16(b->d);
+        float acc = 0.0f;
+        for (int h = 0; h < 2; ++h) {
+            acc += d * (float)(qf_k_scale_q3(2 * s + h, b->scales) - 32) * (float)(r.dot[h] - 4 * r.sum[h]);
+        }
+        return a->d * acc;
+    }
+};
+
+// q4_k (HIGH = false) and q5_k (HIGH = true, fifth code bit in qh):
+// x = d·sc·code - dmin·m per 32-element sub-block, 4-bit codes two planes per 64 elements.
+struct qf_k_b4 { uint8_t d[2]; uint8_t dmin[2]; uint8_t scales[12]; uint8_t qs[128]; };
+struct qf_k_b5 { uint8_t d[2]; uint8_t dmin[2]; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; };
+template <class B, bool HIGH>
+struct qf_k_4bit {
+    typedef B block;
+    static constexpr int BLOCK = 256;
+    static constexpr int CHUNK = 16;
+    QF_HD static int high(const B* b, int l, int s) {
+        if constexpr (HIGH) return (b->qh[l] >> s & 1) << 4;
+        else return 0;
+    }
+    QF_HD static void decode(const B* b, int chunk, float* out) {
+        const int s = chunk / 2, p = s / 2, shift = 4 * (s % 2), l0 = chunk % 2 * 16;
+        int sc, m;
+        qf_k_scale_min(s, b->scales, &sc, &m);
+        const float dl = qf_load_f16(b->d) * (float)sc, ml = qf_load_f16(b->dmin) * (float)m;
+        for (int j = 0; j < 16; ++j) {
+            const int l = l0 + j;
+            out[j] = dl * (float)((b->qs[32 * p + l] >> shift & 0xf) | high(b, l, s)) - ml;
+        }
+    }
+    QF_HD static float dot_q8_1(const B* b, int s, const qf_block_q8_1* a) {
+        int w[8];
+        qf_k_words(b->qs + 32 * (s / 2), 4 * (s % 2), 0x0f0f0f0fu, w);
+        if constexpr (HIGH) {
+            int hw[8];
+            qf_k_words(b->qh, s, 0x01010101u, hw);
+            for (int t = 0; t < 8; ++t) w[t] |= hw[t] << 4;
+        }
+        int sc, m;
+        qf_k_scale_min(s, b->scales, &sc, &m);
+        const int dot = qf_dot_codes(w, a, 0, 32), sum = qf_q8_1_sum(a, 0, 32);
+        const float dl = qf_load_f16(b->d) * (float)sc, ml = qf_load_f16(b->dmin) * (float)m;
+        return a->d * (dl * (float)dot - ml * (float)sum);
+    }
+};
+struct qf_q4_k : qf_k_4bit<qf_k_b4, false> {};
+struct qf_q5_k : qf_k_4bit<qf_k_b5, true> {};
+
+// x = d·scale·(code - 32), 6-bit codes: low 4 bits in ql, high 2 in qh.
+struct qf_q6_k {
+    struct block { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; uint8_t d[2]; };
+    static constexpr int BLOCK = 256;
+    static constexpr int CHUNK = 16;
+    QF_HD static void decode(const block* b, int chunk, float* out) {
+        const float dl = qf_load_f16(b->d) * (float)b->scales[chunk];
+        const int h = chunk / 8, k = chunk % 8 / 2, l0 = chunk % 2 * 16;
+        for (int j = 0; j < 16; ++j) {
+            const int l = l0 + j;
+            const int c = (b->ql[64 * h + 32 * (k % 2) + l] >> 4 * (k / 2) & 0xf) | (b->qh[32 * h + l] >> 2 * k & 3) << 4;
+            out[j] = dl * (float)(c - 32);
+        }
+    }
+    QF_HD static float dot_q8_1(const block* b, int s, const qf_block_q8_1* a) {
+        const int h = s / 4, k = s % 4;
+        int w[8], hw[8];
+        qf_k_words(b->ql + 64 * h + 32 * (k % 2), 4 * (k / 2), 0x0f0f0f0fu, w);
+        qf_k_words(b->qh + 32 * h, 2 * k, 0x03030303u, hw);
+        for (int t = 0; t < 8; ++t) w[t] |= hw[t] << 4;
+        const qf_k_sums r = qf_k_halves(w, a);
+        const float d = qf_load_f16(b->d);
+        float acc = 0.0f;
+        for (int i = 0; i < 2; ++i) acc += d * (float)b->scales[2 * s + i] * (float)(r.dot[i] - 32 * r.sum[i]);
+        return a->d * acc;
+    }
+};
+
+// x = d·q with an f32 d (the block's bsums are not needed).
+struct qf_q8_k {
+    struct block { uint8_t d[4]; int8_t qs[256]; uint8_t bsums[32]; };
+    static constexpr int BLOCK = 256;
+    static constexpr int CHUNK = 16;
+    QF_HD static void decode(const block* b, int chunk, float* out) {
+        const float d = qf_load_f32(b->d);
+        for (int j = 0; j < 16; ++j) out[j] = d * (float)b->qs[16 * chunk + j];
+    }
+    QF_HD static float dot_q8_1(const block* b, int s, const qf_block_q8_1* a) {
+        int w[8];
+        for (int t = 0; t < 8; ++t) w[t] = qf_load_i8x4(b->qs + 32 * s + 4 * t);
+        return qf_load_f32(b->d) * a->d * (float)qf_dot_codes(w, a, 0, 32);
+    }
+};
