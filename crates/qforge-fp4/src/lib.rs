@@ -20,6 +20,7 @@
 //! device code. Layouts and algorithms: `docs/formats/fp4.md`. Register with [`FORMATS`].
 #![forbid(unsafe_code)]
 
+mod cuda;
 mod dot;
 pub mod e2m1;
 mod mxfp4;
@@ -50,7 +51,7 @@ mod tests {
             let d = f.desc();
             assert_eq!((d.name, d.ggml_type, d.block_size, d.block_bytes), (name, Some(id), bs, bytes));
             assert_eq!((d.family, d.role, d.dot_type), ("fp4", Role::Weight, Some("q8_0")));
-            assert!(d.cuda.is_none() && !d.summary.is_empty() && !d.summary.contains('\n'));
+            assert!(d.cuda.is_some() && !d.summary.is_empty() && !d.summary.contains('\n'));
         }
     }
 }

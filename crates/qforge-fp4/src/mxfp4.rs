@@ -33,7 +33,7 @@ impl BlockFormat for Mxfp4 {
         role: Role::Weight,
         dot_type: Some("q8_0"),
         summary: "4.25 bpw OCP MXFP4: E2M1 values with one E8M0 power-of-two scale per 32 weights",
-        cuda: None,
+        cuda: crate::cuda::device_code("qf_mxfp4"),
     };
 
     /// ggml's `dequantize_row_mxfp4`: `x = E2M1_X2[code] · 2^(e - 128)`.

@@ -51,7 +51,7 @@ impl BlockFormat for Nvfp4 {
         role: Role::Weight,
         dot_type: Some("q8_0"),
         summary: "4.5 bpw NVFP4: E2M1 values with a UE4M3 scale per 16 weights, 64 per block",
-        cuda: None,
+        cuda: crate::cuda::device_code("qf_nvfp4"),
     };
 
     /// ggml's `dequantize_row_nvfp4`: `x = E2M1_X2[code] · ue4m3(d[s]) / 2`.

@@ -166,7 +166,7 @@ impl BlockFormat for Iq1S {
         role: Role::Weight,
         dot_type: Some("q8_k"),
         summary: "1.56 bpw ternary grid quant: 2048-entry {-1,0,1} grid shifted by 1/8, 3-bit scales per 32",
-        cuda: None,
+        cuda: crate::device_code("qf_iq1_s"),
     };
 
     fn decode<O: Elem>(b: &BlockIq1S, out: &mut [O]) {
@@ -285,7 +285,7 @@ impl BlockFormat for Iq1M {
         role: Role::Weight,
         dot_type: Some("q8_k"),
         summary: "1.75 bpw ternary grid quant: 2048-entry {-1,0,1} grid, shift per 8, 3-bit scales per 16",
-        cuda: None,
+        cuda: crate::device_code("qf_iq1_m"),
     };
 
     fn decode<O: Elem>(b: &BlockIq1M, out: &mut [O]) {

@@ -84,7 +84,7 @@ impl BlockFormat for Iq2Xxs {
         role: Role::Weight,
         dot_type: Some("q8_k"),
         summary: "2.06 bpw grid quant: 8-value points of a 256-entry E8 grid, 4-bit scales per 32",
-        cuda: None,
+        cuda: crate::device_code("qf_iq2_xxs"),
     };
 
     fn decode<O: Elem>(b: &BlockIq2Xxs, out: &mut [O]) {
@@ -155,7 +155,7 @@ impl BlockFormat for Iq2Xs {
         role: Role::Weight,
         dot_type: Some("q8_k"),
         summary: "2.31 bpw grid quant: 8-value points of a 512-entry E8 grid, 4-bit scales per 16",
-        cuda: None,
+        cuda: crate::device_code("qf_iq2_xs"),
     };
 
     fn decode<O: Elem>(b: &BlockIq2Xs, out: &mut [O]) {
@@ -227,7 +227,7 @@ impl BlockFormat for Iq2S {
         role: Role::Weight,
         dot_type: Some("q8_k"),
         summary: "2.56 bpw grid quant: 1024-entry E8 grid, 8 sign bits per 8 values, 4-bit scales per 16",
-        cuda: None,
+        cuda: crate::device_code("qf_iq2_s"),
     };
 
     fn decode<O: Elem>(b: &BlockIq2S, out: &mut [O]) {

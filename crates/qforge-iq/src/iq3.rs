@@ -65,7 +65,7 @@ impl BlockFormat for Iq3Xxs {
         role: Role::Weight,
         dot_type: Some("q8_k"),
         summary: "3.06 bpw grid quant: 4-value points of a 256-entry D4 grid, 4-bit scales per 32",
-        cuda: None,
+        cuda: crate::device_code("qf_iq3_xxs"),
     };
 
     fn decode<O: Elem>(b: &BlockIq3Xxs, out: &mut [O]) {
@@ -142,7 +142,7 @@ impl BlockFormat for Iq3S {
         role: Role::Weight,
         dot_type: Some("q8_k"),
         summary: "3.44 bpw grid quant: 512-entry D4 grid, 8 sign bits per 8 values, 4-bit odd scales per 32",
-        cuda: None,
+        cuda: crate::device_code("qf_iq3_s"),
     };
 
     fn decode<O: Elem>(b: &BlockIq3S, out: &mut [O]) {

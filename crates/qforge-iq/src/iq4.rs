@@ -96,7 +96,7 @@ impl BlockFormat for Iq4Nl {
         role: Role::Weight,
         dot_type: Some("q8_0"),
         summary: "4.5 bpw non-linear quant: 4-bit indices into a 16-value table, f16 scale per 32",
-        cuda: None,
+        cuda: crate::device_code("qf_iq4_nl"),
     };
 
     fn decode<O: Elem>(b: &BlockIq4Nl, out: &mut [O]) {
@@ -143,7 +143,7 @@ impl BlockFormat for Iq4Xs {
         role: Role::Weight,
         dot_type: Some("q8_k"),
         summary: "4.25 bpw non-linear quant: 16-value table, 6-bit scales per 32, f16 scale per 256",
-        cuda: None,
+        cuda: crate::device_code("qf_iq4_xs"),
     };
 
     fn decode<O: Elem>(b: &BlockIq4Xs, out: &mut [O]) {

@@ -34,7 +34,18 @@ pub use iq3::{BlockIq3S, BlockIq3Xxs, Iq3S, Iq3Xxs};
 pub use iq4::{BlockIq4Nl, BlockIq4Xs, Iq4Nl, Iq4Xs};
 pub use tables::c_header;
 
-use qforge_core::{Format, GgmlDot, Registered};
+use qforge_core::{CudaDeviceCode, Format, GgmlDot, Registered};
+
+/// The family's CUDA device code: the tables rendered by build.rs from `tables/*.txt` (the
+/// same values as [`tables`]) followed by `cuda/iq.cuh` (one traits struct per format, see
+/// `kernels-cuda/README.md`).
+const FAMILY_CUH: &str =
+    concat!(include_str!(concat!(env!("OUT_DIR"), "/iq_tables.cuh")), include_str!("../cuda/iq.cuh"));
+
+/// The `cuda` slot of an I-quant's descriptor.
+const fn device_code(traits: &'static str) -> Option<CudaDeviceCode> {
+    Some(CudaDeviceCode { header: FAMILY_CUH, header_file: "iq.cuh", traits })
+}
 
 /// Elements per I-quant super-block (ggml's `QK_K`; iq4_nl uses 32-element blocks).
 pub const QK_K: usize = common::QK_K;

@@ -28,7 +28,7 @@ fn registry_lists_the_i_quants() {
         assert_eq!((d.family, d.role), ("iq", qforge_core::Role::Weight));
         // ggml's type_traits vec_dot_type: q8_0 for iq4_nl (32-blocks), q8_k for the others.
         assert_eq!(d.dot_type, Some(if d.name == "iq4_nl" { "q8_0" } else { "q8_k" }));
-        assert!(d.cuda.is_none());
+        assert!(d.cuda.is_some_and(|c| c.traits == format!("qf_{}", d.name)));
         // ggml has a to_float and honours importance weights for every I-quant.
         let e = qforge_golden::entry(d.name);
         assert!(e.has_to_float && e.quant_files.iter().any(|q| q == "quant_imatrix.bin"), "{}", d.name);

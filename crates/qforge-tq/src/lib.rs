@@ -30,10 +30,19 @@ mod tq2;
 pub use tq1::{BlockTq1_0, Tq1_0};
 pub use tq2::{BlockTq2_0, Tq2_0};
 
-use qforge_core::{BlockFormat, Elem, Format, GgmlDot, Registered};
+use qforge_core::{BlockFormat, CudaDeviceCode, Elem, Format, GgmlDot, Registered};
 
 /// Elements per ternary block (ggml's `QK_K`).
 pub const QK_K: usize = 256;
+
+/// The family's CUDA device code (`cuda/tq.cuh`: one traits struct per format, see
+/// `kernels-cuda/README.md`). tq has no tables: the codes are unpacked arithmetically.
+const FAMILY_CUH: &str = include_str!("../cuda/tq.cuh");
+
+/// The `cuda` slot of a tq format's descriptor.
+const fn device_code(traits: &'static str) -> Option<CudaDeviceCode> {
+    Some(CudaDeviceCode { header: FAMILY_CUH, header_file: "tq.cuh", traits })
+}
 
 /// Every format of this family, in GGML type order, for the registry.
 pub static FORMATS: &[&dyn Format] = &[&Registered::<Tq1_0, GgmlDot>::NEW, &Registered::<Tq2_0, GgmlDot>::NEW];
@@ -66,7 +75,7 @@ mod tests {
             let d = f.desc();
             assert_eq!((d.name, d.ggml_type, d.block_size, d.block_bytes), (name, Some(id), QK_K, bytes));
             assert_eq!((d.family, d.role, d.dot_type), ("tq", Role::Weight, Some("q8_k")));
-            assert!(d.cuda.is_none() && !d.summary.is_empty() && !d.summary.contains('\n'));
+            assert!(d.cuda.is_some() && !d.summary.is_empty() && !d.summary.contains('\n'));
         }
     }
 }

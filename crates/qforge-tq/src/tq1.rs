@@ -104,7 +104,7 @@ impl BlockFormat for Tq1_0 {
         role: Role::Weight,
         dot_type: Some("q8_k"),
         summary: "1.6875 bpw ternary (BitNet b1.58 / TriLM): x = t*d, t in {-1,0,1}, 5 codes per byte",
-        cuda: None,
+        cuda: crate::device_code("qf_tq1_0"),
     };
 
     /// ggml's `dequantize_row_tq1_0`: `x = (float)(t - 1) · d`. Writes at most `out.len()`.

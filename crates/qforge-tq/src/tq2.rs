@@ -66,7 +66,7 @@ impl BlockFormat for Tq2_0 {
         role: Role::Weight,
         dot_type: Some("q8_k"),
         summary: "2.0625 bpw ternary (BitNet b1.58 / TriLM): x = t*d, t in {-1,0,1}, 2 bits per code",
-        cuda: None,
+        cuda: crate::device_code("qf_tq2_0"),
     };
 
     /// ggml's `dequantize_row_tq2_0`: `x = (float)(q - 1) · d` for the 2-bit field `q` (the
