@@ -92,6 +92,30 @@ impl<'a> TensorView<'a> {
     }
 }
 
+#[cfg(feature = "cuda")]
+use qforge_core::QuantError;
+
+#[cfg(feature = "cuda")]
+impl TensorView<'_> {
+    /// Upload a quantized tensor to the GPU straight from the file's memory map: the borrowed
+    /// bytes are handed to the driver's host-to-device copy (which stages pageable memory
+    /// through its own pinned buffer) on `stream`; qforge makes no copy of its own, except
+    /// for an fp8 weight, whose values and scale grid are joined first (they are two places
+    /// in the file). Plain-dtype tensors are refused (`Ok(None)`).
+    pub fn upload(
+        &self,
+        gpu: &qforge_cuda::Cuda,
+        stream: &std::sync::Arc<cudarc::driver::CudaStream>,
+    ) -> std::result::Result<Option<qforge_cuda::DeviceQuantTensor>, qforge_cuda::CudaError> {
+        let t = match self.quant_tensor() {
+            Ok(Some(t)) => t,
+            Ok(None) => return Ok(None),
+            Err(e) => return Err(qforge_cuda::CudaError::Quant(QuantError::InvalidShape { reason: e.to_string() })),
+        };
+        gpu.upload(&t, stream).map(Some)
+    }
+}
+
 /// A parsed model file of either container.
 #[derive(Debug)]
 pub struct ModelFile<'a> {
