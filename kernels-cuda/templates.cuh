@@ -32,17 +32,20 @@ struct qf_layout {
 
     QF_HD static long long blocks_per_row(long long cols) { return (cols + F::BLOCK - 1) / F::BLOCK; }
 
-    // Block b of row `row` of a rows × cols tensor. A grid format's partial last block is
-    // copied into `tmp` with its missing elements zeroed (every grid format's zero byte pattern
-    // decodes to 0), so nothing reads past the row.
-    QF_HD static const block* at(const uint8_t* src, long long row, long long cols, long long b, block* tmp) {
+    // Block b of row `row` of a rows × cols tensor, to be read at elements [lo, lo + n) only.
+    // For a grid format's partial last block, those elements are copied into `tmp` with the
+    // ones past the row zeroed (every grid format's zero byte pattern decodes to 0), so
+    // nothing reads past the row.
+    QF_HD static const block* at(const uint8_t* src, long long row, long long cols, long long b, block* tmp, int lo,
+                                 int n) {
         if constexpr (GRID) {
             const long long eb = REGISTRY_BYTES, first = b * F::BLOCK;
             const uint8_t* p = src + (row * cols + first) * eb;
             if (first + F::BLOCK <= cols) return reinterpret_cast<const block*>(p);
-            const long long n = (cols - first) * eb;
+            const long long real = (cols - first) * eb;
             uint8_t* t = reinterpret_cast<uint8_t*>(tmp);
-            for (int i = 0; i < (int)sizeof(block); ++i) t[i] = i < n ? p[i] : 0;
+#pragma unroll 1
+            for (int i = lo * (int)eb; i < (lo + n) * (int)eb; ++i) t[i] = i < real ? p[i] : 0;
             return tmp;
         } else {
             return reinterpret_cast<const block*>(src) + row * blocks_per_row(cols) + b;
@@ -58,10 +61,6 @@ struct qf_layout {
     QF_HD static void decode(const block* blk, int chunk, float scale, float* out) {
         if constexpr (GRID) F::decode(blk, chunk, scale, out);
         else F::decode(blk, chunk, out);
-    }
-    QF_HD static float dot_q8_1(const block* blk, int sub, float scale, const qf_block_q8_1* a) {
-        if constexpr (GRID) return F::dot_q8_1(blk, sub, scale, a);
-        else return F::dot_q8_1(blk, sub, a);
     }
 
     // q8_1 activation blocks per row of k elements: whole blocks for a block format, the
@@ -105,7 +104,7 @@ QF_HD void qf_dequant_item(const uint8_t* src, const uint8_t* grid, typename O::
     const long long col0 = b * F::BLOCK + (long long)chunk * F::CHUNK;
     float v[F::CHUNK];
     typename F::block tmp;
-    L::decode(L::at(src, row, cols, b, &tmp), chunk, L::scale(grid, row, cols, b), v);
+    L::decode(L::at(src, row, cols, b, &tmp, chunk * F::CHUNK, F::CHUNK), chunk, L::scale(grid, row, cols, b), v);
     typename O::T* out = dst + row * cols + col0;
     if (col0 + F::CHUNK <= cols) {
 #pragma unroll
@@ -152,13 +151,21 @@ QF_HD void qf_matvec_part(const uint8_t* w, const uint8_t* grid, const qf_block_
     typedef qf_layout<F> L;
     constexpr int SPB = F::BLOCK / 32;
     const long long subs = L::act_blocks(k);
-    typename F::block tmp;
-    for (long long s = first; s < subs; s += stride) {
-        const long long b = s / SPB;
-        const typename F::block* blk = L::at(w, row, k, b, &tmp);
-        const float scale = L::scale(grid, row, k, b);
-        const int sub = (int)(s % SPB);
-        for (int r = 0; r < m; ++r) acc[r] += L::dot_q8_1(blk, sub, scale, act + r * subs + s);
+    if constexpr (L::GRID) {
+        typename F::block tmp;
+        for (long long s = first; s < subs; s += stride) {
+            const long long b = s / SPB;
+            const int sub = (int)(s % SPB);
+            const typename F::block* blk = L::at(w, row, k, b, &tmp, 32 * sub, 32);
+            const float scale = L::scale(grid, row, k, b);
+            for (int r = 0; r < m; ++r) acc[r] += F::dot_q8_1(blk, sub, scale, act + r * subs + s);
+        }
+    } else {
+        const typename F::block* blocks = reinterpret_cast<const typename F::block*>(w) + row * L::blocks_per_row(k);
+        for (long long s = first; s < subs; s += stride) {
+            const typename F::block* blk = blocks + s / SPB;
+            for (int r = 0; r < m; ++r) acc[r] += F::dot_q8_1(blk, (int)(s % SPB), act + r * subs + s);
+        }
     }
 }
 
