@@ -232,7 +232,9 @@ impl Cuda {
         let k = self.kernels(t.format)?;
         let (rows, cols) = (dim(t.shape.rows())?, dim(t.shape.cols())?);
         let d = t.format.desc();
-        let items = rows * dim(d.blocks_per_row(t.shape.cols()))? * dim(d.block_size / chunk_hint(d.block_size))?;
+        // One work item per CHUNK elements of the padded rows (a grid format, registered per
+        // element, has no padding: rows × cols / 8, not rows × cols × (1 / 8) = 0).
+        let items = rows * dim(d.padded_cols(t.shape.cols())?.div_ceil(chunk_hint(d.block_size)))?;
         let f = &k.dequant[DType::ALL.iter().position(|x| *x == dtype).unwrap_or(0)];
         let mut b = stream.launch_builder(f);
         let grid = t.data.slice(t.rows_len..);
