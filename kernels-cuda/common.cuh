@@ -15,6 +15,12 @@
 #define QF_TABLE(T, name, ...) \
     __device__ const T name##_qf_dev[] = __VA_ARGS__; \
     static const T name##_qf_host[] = __VA_ARGS__
+// A table this translation unit does not instantiate (see QF_FORMAT_<name> in
+// kernels-cuda/README.md): declared, so that code naming it compiles, but not defined, so
+// that the module does not carry it. Using it from an instantiated format fails to link.
+#define QF_TABLE_DECL(T, name) \
+    extern __device__ const T name##_qf_dev[]; \
+    extern const T name##_qf_host[]
 #ifdef __CUDA_ARCH__
 #define QF_TAB(name) name##_qf_dev
 #else

@@ -6,6 +6,70 @@
 // the same indices).
 #pragma once
 
+// ---- tensor layout: block formats and grid formats -------------------------------------
+// A block format (the default) stores rows of whole blocks (GGUF). A grid format (traits flag
+// `static constexpr bool GRID = true;`, e.g. fp8) stores rows of exactly `cols` elements of
+// sizeof(block)/BLOCK bytes each (no padding) and one f32 scale per BLOCK × BLOCK cell in a
+// separate grid (little-endian, row-major, ceil(rows/BLOCK) × ceil(cols/BLOCK)); its decode
+// and dot_q8_1 take the block's scale as an extra argument.
+template <class F, class = void>
+struct qf_grid_flag {
+    static constexpr bool value = false;
+};
+template <class F>
+struct qf_grid_flag<F, decltype((void)F::GRID)> {
+    static constexpr bool value = F::GRID;
+};
+
+template <class F>
+struct qf_layout {
+    typedef typename F::block block;
+    static constexpr bool GRID = qf_grid_flag<F>::value;
+    static_assert(!GRID || sizeof(block) % F::BLOCK == 0, "a grid format's block is BLOCK whole elements");
+    // What the registry calls block_bytes: bytes per block, or per element for a grid format
+    // (whose registry block is one element).
+    static constexpr int REGISTRY_BYTES = GRID ? (int)(sizeof(block) / F::BLOCK) : (int)sizeof(block);
+
+    QF_HD static long long blocks_per_row(long long cols) { return (cols + F::BLOCK - 1) / F::BLOCK; }
+
+    // Block b of row `row` of a rows × cols tensor, to be read at elements [lo, lo + n) only.
+    // For a grid format's partial last block, those elements are copied into `tmp` with the
+    // ones past the row zeroed (every grid format's zero byte pattern decodes to 0), so
+    // nothing reads past the row.
+    QF_HD static const block* at(const uint8_t* src, long long row, long long cols, long long b, block* tmp, int lo,
+                                 int n) {
+        if constexpr (GRID) {
+            const long long eb = REGISTRY_BYTES, first = b * F::BLOCK;
+            const uint8_t* p = src + (row * cols + first) * eb;
+            if (first + F::BLOCK <= cols) return reinterpret_cast<const block*>(p);
+            const long long real = (cols - first) * eb;
+            uint8_t* t = reinterpret_cast<uint8_t*>(tmp);
+#pragma unroll 1
+            for (int i = lo * (int)eb; i < (lo + n) * (int)eb; ++i) t[i] = i < real ? p[i] : 0;
+            return tmp;
+        } else {
+            return reinterpret_cast<const block*>(src) + row * blocks_per_row(cols) + b;
+        }
+    }
+
+    // The grid scale of block b of row `row` (grid formats; 1 otherwise, unused).
+    QF_HD static float scale(const uint8_t* grid, long long row, long long cols, long long b) {
+        if constexpr (GRID) return qf_load_f32(grid + 4 * ((row / F::BLOCK) * blocks_per_row(cols) + b));
+        else return 1.0f;
+    }
+
+    QF_HD static void decode(const block* blk, int chunk, float scale, float* out) {
+        if constexpr (GRID) F::decode(blk, chunk, scale, out);
+        else F::decode(blk, chunk, out);
+    }
+
+    // q8_1 activation blocks per row of k elements: whole blocks for a block format, the
+    // real elements rounded up to 32 for a grid format (its zero-filled tail adds 0).
+    QF_HD static long long act_blocks(long long k) {
+        return GRID ? (k + 31) / 32 : blocks_per_row(k) * (F::BLOCK / 32);
+    }
+};
+
 // ---- dequantize: one thread per CHUNK elements of one block ----------------------------
 struct qf_out_f32 {
     typedef float T;
@@ -29,16 +93,18 @@ QF_HD long long qf_dequant_items(long long rows, long long cols) {
 // Work item t: decode one chunk straight into the output type (no f32 buffer in memory) and
 // write its real elements (the padded tail of a row's last block is dropped).
 template <class F, class O>
-QF_HD void qf_dequant_item(const uint8_t* src, typename O::T* dst, long long cols, long long t) {
+QF_HD void qf_dequant_item(const uint8_t* src, const uint8_t* grid, typename O::T* dst, long long cols, long long t) {
     static_assert(F::BLOCK % F::CHUNK == 0, "CHUNK must divide BLOCK");
+    typedef qf_layout<F> L;
     constexpr int CPB = F::BLOCK / F::CHUNK;
-    const long long nb = (cols + F::BLOCK - 1) / F::BLOCK;
+    const long long nb = L::blocks_per_row(cols);
     const long long bi = t / CPB;  // block index over the whole tensor: row·nb + block
     const int chunk = (int)(t % CPB);
-    const long long row = bi / nb;
-    const long long col0 = (bi % nb) * F::BLOCK + (long long)chunk * F::CHUNK;
+    const long long row = bi / nb, b = bi % nb;
+    const long long col0 = b * F::BLOCK + (long long)chunk * F::CHUNK;
     float v[F::CHUNK];
-    F::decode(reinterpret_cast<const typename F::block*>(src) + bi, chunk, v);
+    typename F::block tmp;
+    L::decode(L::at(src, row, cols, b, &tmp, chunk * F::CHUNK, F::CHUNK), chunk, L::scale(grid, row, cols, b), v);
     typename O::T* out = dst + row * cols + col0;
     if (col0 + F::CHUNK <= cols) {
 #pragma unroll
@@ -79,17 +145,27 @@ QF_HD void qf_quantize_q8_1_item(const float* x, qf_block_q8_1* out, long long k
 // acc[r] += the dots of W's row `row` with activation row r over the 32-element sub-blocks
 // first, first + stride, … (a warp's lane on the device; all of them on the host).
 template <class F>
-QF_HD void qf_matvec_part(const uint8_t* w, const qf_block_q8_1* act, long long k, int m, long long row,
-                          int first, int stride, float* acc) {
+QF_HD void qf_matvec_part(const uint8_t* w, const uint8_t* grid, const qf_block_q8_1* act, long long k, int m,
+                          long long row, int first, int stride, float* acc) {
     static_assert(F::BLOCK % 32 == 0, "dot_q8_1 works on 32-element sub-blocks");
+    typedef qf_layout<F> L;
     constexpr int SPB = F::BLOCK / 32;
-    const long long nb = (k + F::BLOCK - 1) / F::BLOCK;
-    const long long subs = nb * SPB;
-    const typename F::block* blocks = reinterpret_cast<const typename F::block*>(w) + row * nb;
-    for (long long s = first; s < subs; s += stride) {
-        const typename F::block* blk = blocks + s / SPB;
-        const int sub = (int)(s % SPB);
-        for (int r = 0; r < m; ++r) acc[r] += F::dot_q8_1(blk, sub, act + r * subs + s);
+    const long long subs = L::act_blocks(k);
+    if constexpr (L::GRID) {
+        typename F::block tmp;
+        for (long long s = first; s < subs; s += stride) {
+            const long long b = s / SPB;
+            const int sub = (int)(s % SPB);
+            const typename F::block* blk = L::at(w, row, k, b, &tmp, 32 * sub, 32);
+            const float scale = L::scale(grid, row, k, b);
+            for (int r = 0; r < m; ++r) acc[r] += F::dot_q8_1(blk, sub, scale, act + r * subs + s);
+        }
+    } else {
+        const typename F::block* blocks = reinterpret_cast<const typename F::block*>(w) + row * L::blocks_per_row(k);
+        for (long long s = first; s < subs; s += stride) {
+            const typename F::block* blk = blocks + s / SPB;
+            for (int r = 0; r < m; ++r) acc[r] += F::dot_q8_1(blk, (int)(s % SPB), act + r * subs + s);
+        }
     }
 }
 
@@ -100,22 +176,23 @@ QF_HD void qf_matvec_part(const uint8_t* w, const qf_block_q8_1* act, long long 
          t += (long long)gridDim.x * blockDim.x)
 
 template <class F, class O>
-__device__ __forceinline__ void qf_dequant_kernel(const uint8_t* __restrict__ src, typename O::T* __restrict__ dst,
-                                                  long long rows, long long cols) {
-    QF_GRID_STRIDE(t, qf_dequant_items<F>(rows, cols)) qf_dequant_item<F, O>(src, dst, cols, t);
+__device__ __forceinline__ void qf_dequant_kernel(const uint8_t* __restrict__ src, const uint8_t* __restrict__ grid,
+                                                  typename O::T* __restrict__ dst, long long rows, long long cols) {
+    QF_GRID_STRIDE(t, qf_dequant_items<F>(rows, cols)) qf_dequant_item<F, O>(src, grid, dst, cols, t);
 }
 
 // One warp per weight row; M (1..8) activation rows at once; lane 0 writes y[r·n + row].
 template <class F, int M>
-__device__ __forceinline__ void qf_matvec_kernel(const uint8_t* __restrict__ w, const qf_block_q8_1* __restrict__ act,
-                                                 float* __restrict__ y, long long n, long long k) {
+__device__ __forceinline__ void qf_matvec_kernel(const uint8_t* __restrict__ w, const uint8_t* __restrict__ grid,
+                                                 const qf_block_q8_1* __restrict__ act, float* __restrict__ y,
+                                                 long long n, long long k) {
     const long long row = ((long long)blockIdx.x * blockDim.x + threadIdx.x) / 32;
     const int lane = threadIdx.x % 32;
     if (row >= n) return;  // whole warps leave together (blockDim is a multiple of 32)
     float acc[M];
 #pragma unroll
     for (int r = 0; r < M; ++r) acc[r] = 0.0f;
-    qf_matvec_part<F>(w, act, k, M, row, lane, 32, acc);
+    qf_matvec_part<F>(w, grid, act, k, M, row, lane, 32, acc);
 #pragma unroll
     for (int r = 0; r < M; ++r) {
         float v = acc[r];
@@ -125,25 +202,27 @@ __device__ __forceinline__ void qf_matvec_kernel(const uint8_t* __restrict__ w, 
 }
 
 #define QF_MATVEC_CASE(F, M) \
-    case M: qf_matvec_kernel<F, M>(w, act, y, n, k); break;
+    case M: qf_matvec_kernel<F, M>(w, grid, act, y, n, k); break;
 
 // The extern "C" kernels of one format module (the module source is generated per format).
+// `grid` is the tensor's scale grid for a grid format and ignored (any pointer) otherwise.
 #define QF_INSTANTIATE(F, NAME, BYTES)                                                              \
-    static_assert(sizeof(F::block) == (BYTES), "device block size differs from the Rust block");     \
-    extern "C" __global__ void qforge_dequant_##NAME##_f32(const uint8_t* src, float* dst,           \
-                                                           long long rows, long long cols) {        \
-        qf_dequant_kernel<F, qf_out_f32>(src, dst, rows, cols);                                     \
+    static_assert(qf_layout<F>::REGISTRY_BYTES == (BYTES), "device block size differs from the Rust block"); \
+    extern "C" __global__ void qforge_dequant_##NAME##_f32(const uint8_t* src, const uint8_t* grid,  \
+                                                           float* dst, long long rows, long long cols) { \
+        qf_dequant_kernel<F, qf_out_f32>(src, grid, dst, rows, cols);                               \
     }                                                                                               \
-    extern "C" __global__ void qforge_dequant_##NAME##_f16(const uint8_t* src, uint16_t* dst,        \
-                                                           long long rows, long long cols) {        \
-        qf_dequant_kernel<F, qf_out_f16>(src, dst, rows, cols);                                     \
+    extern "C" __global__ void qforge_dequant_##NAME##_f16(const uint8_t* src, const uint8_t* grid,  \
+                                                           uint16_t* dst, long long rows, long long cols) { \
+        qf_dequant_kernel<F, qf_out_f16>(src, grid, dst, rows, cols);                               \
     }                                                                                               \
-    extern "C" __global__ void qforge_dequant_##NAME##_bf16(const uint8_t* src, uint16_t* dst,       \
-                                                            long long rows, long long cols) {       \
-        qf_dequant_kernel<F, qf_out_bf16>(src, dst, rows, cols);                                    \
+    extern "C" __global__ void qforge_dequant_##NAME##_bf16(const uint8_t* src, const uint8_t* grid, \
+                                                            uint16_t* dst, long long rows, long long cols) { \
+        qf_dequant_kernel<F, qf_out_bf16>(src, grid, dst, rows, cols);                              \
     }                                                                                               \
-    extern "C" __global__ void qforge_matvec_##NAME(const uint8_t* w, const qf_block_q8_1* act,      \
-                                                    float* y, long long n, long long k, int m) {    \
+    extern "C" __global__ void qforge_matvec_##NAME(const uint8_t* w, const uint8_t* grid,           \
+                                                    const qf_block_q8_1* act, float* y, long long n, \
+                                                    long long k, int m) {                           \
         switch (m) {                                                                                \
             QF_MATVEC_CASE(F, 1) QF_MATVEC_CASE(F, 2) QF_MATVEC_CASE(F, 3) QF_MATVEC_CASE(F, 4)     \
             QF_MATVEC_CASE(F, 5) QF_MATVEC_CASE(F, 6) QF_MATVEC_CASE(F, 7) QF_MATVEC_CASE(F, 8)     \
@@ -157,28 +236,22 @@ __device__ __forceinline__ void qf_matvec_kernel(const uint8_t* __restrict__ w, 
 #endif
 
 // ---- host wrappers (qforge-cuda's tests): the same work items, looped on the CPU --------
+#define QF_HOST_DEQUANT(F, NAME, SUFFIX, O)                                                         \
+    extern "C" void qf_host_dequant_##NAME##_##SUFFIX(const uint8_t* src, const uint8_t* grid,       \
+                                                       O::T* dst, long long rows, long long cols) { \
+        for (long long t = 0; t < qf_dequant_items<F>(rows, cols); ++t)                              \
+            qf_dequant_item<F, O>(src, grid, dst, cols, t);                                         \
+    }
 #define QF_HOST_INSTANTIATE(F, NAME, BYTES)                                                         \
-    static_assert(sizeof(F::block) == (BYTES), "device block size differs from the Rust block");     \
-    extern "C" void qf_host_dequant_##NAME##_f32(const uint8_t* src, float* dst, long long rows,     \
-                                                  long long cols) {                                 \
-        for (long long t = 0; t < qf_dequant_items<F>(rows, cols); ++t)                              \
-            qf_dequant_item<F, qf_out_f32>(src, dst, cols, t);                                      \
-    }                                                                                               \
-    extern "C" void qf_host_dequant_##NAME##_f16(const uint8_t* src, uint16_t* dst, long long rows,  \
-                                                  long long cols) {                                 \
-        for (long long t = 0; t < qf_dequant_items<F>(rows, cols); ++t)                              \
-            qf_dequant_item<F, qf_out_f16>(src, dst, cols, t);                                      \
-    }                                                                                               \
-    extern "C" void qf_host_dequant_##NAME##_bf16(const uint8_t* src, uint16_t* dst, long long rows, \
-                                                   long long cols) {                                \
-        for (long long t = 0; t < qf_dequant_items<F>(rows, cols); ++t)                              \
-            qf_dequant_item<F, qf_out_bf16>(src, dst, cols, t);                                     \
-    }                                                                                               \
-    extern "C" void qf_host_matvec_##NAME(const uint8_t* w, const qf_block_q8_1* act, float* y,      \
-                                          long long n, long long k, int m) {                        \
+    static_assert(qf_layout<F>::REGISTRY_BYTES == (BYTES), "device block size differs from the Rust block"); \
+    QF_HOST_DEQUANT(F, NAME, f32, qf_out_f32)                                                       \
+    QF_HOST_DEQUANT(F, NAME, f16, qf_out_f16)                                                       \
+    QF_HOST_DEQUANT(F, NAME, bf16, qf_out_bf16)                                                     \
+    extern "C" void qf_host_matvec_##NAME(const uint8_t* w, const uint8_t* grid, const qf_block_q8_1* act, \
+                                          float* y, long long n, long long k, int m) {              \
         for (long long row = 0; row < n; ++row) {                                                   \
             float acc[8] = {0, 0, 0, 0, 0, 0, 0, 0};                                                \
-            qf_matvec_part<F>(w, act, k, m, row, 0, 1, acc);                                        \
+            qf_matvec_part<F>(w, grid, act, k, m, row, 0, 1, acc);                                  \
             for (int r = 0; r < m; ++r) y[r * n + row] = acc[r];                                    \
         }                                                                                           \
     }

@@ -88,6 +88,8 @@ mod cuda {
             std::env::set_var("PATH", path);
             std::env::set_var("CUDA_COMPUTE_CAP", toolkit::COMPUTE_CAP.to_string());
         }
+        let ptx_files: Vec<PathBuf> =
+            cu_files.iter().map(|cu| out.join(cu.with_extension("ptx").file_name().unwrap())).collect();
         let mut b = bindgen_cuda::Builder::default()
             .kernel_paths(cu_files)
             .out_dir(out)
@@ -98,6 +100,15 @@ mod cuda {
             .arg(leak(format!("-I{}", gen_dir.display())));
         b.cuda_root(&tk.root);
         b.build_ptx().expect("nvcc compiled every kernel module");
+        // A table a format uses but its module only declares (QF_TABLE_DECL: the family header's
+        // QF_FORMAT_<name> guard misses the format) compiles to an unresolved `.extern` that
+        // would only fail when the driver loads the module: refuse it here.
+        for ptx in ptx_files {
+            let text = std::fs::read_to_string(&ptx).unwrap_or_else(|e| panic!("reading {}: {e}", ptx.display()));
+            if let Some(line) = text.lines().find(|l| l.starts_with(".extern")) {
+                panic!("{}: unresolved `{line}`: a table is guarded off for this format", ptx.display());
+            }
+        }
     }
 
     fn leak(s: String) -> &'static str {
@@ -148,12 +159,15 @@ mod cuda {
             writeln!(modules, "    ({n:?}, include_str!(concat!(env!(\"OUT_DIR\"), \"/{stem}.ptx\"))),").unwrap();
             for t in ["f32", "f16", "bf16"] {
                 let ty = if t == "f32" { "f32" } else { "u16" };
-                writeln!(host, "    fn qf_host_dequant_{n}_{t}(src: *const u8, dst: *mut {ty}, rows: i64, cols: i64);")
+                writeln!(
+                    host,
+                    "    fn qf_host_dequant_{n}_{t}(src: *const u8, grid: *const u8, dst: *mut {ty}, rows: i64, cols: i64);"
+                )
                     .unwrap();
             }
             writeln!(
                 host,
-                "    fn qf_host_matvec_{n}(w: *const u8, act: *const QfBlockQ8_1, y: *mut f32, n: i64, k: i64, m: i32);"
+                "    fn qf_host_matvec_{n}(w: *const u8, grid: *const u8, act: *const QfBlockQ8_1, y: *mut f32, n: i64, k: i64, m: i32);"
             )
             .unwrap();
             writeln!(

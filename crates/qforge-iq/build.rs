@@ -19,6 +19,20 @@ const TABLES: &[(&str, &str, &str, usize)] = &[
     ("iq1s_grid", "IQ1S_GRID", "u64", 2048),
 ];
 
+/// The formats whose device code reads each CUDA table. A module defines only the tables of
+/// its format (`#define QF_FORMAT_<name>` comes first, see qforge-cuda's codegen) and merely
+/// declares the others, so each PTX module carries its own grids only.
+const CUDA_USERS: &[(&str, &[&str])] = &[
+    ("ksigns_iq2xs", &["iq2_xxs", "iq2_xs", "iq3_xxs"]),
+    ("kvalues_iq4nl", &["iq4_nl", "iq4_xs"]),
+    ("iq2xxs_grid", &["iq2_xxs"]),
+    ("iq2xs_grid", &["iq2_xs"]),
+    ("iq2s_grid", &["iq2_s"]),
+    ("iq3xxs_grid", &["iq3_xxs"]),
+    ("iq3s_grid", &["iq3_s"]),
+    ("iq1s_grid", &["iq1_s", "iq1_m"]),
+];
+
 fn parse(text: &str, signed: bool) -> Result<Vec<i128>, String> {
     let mut out = Vec::new();
     for (no, line) in text.lines().enumerate() {
@@ -71,6 +85,10 @@ fn main() {
         // The device code tests sign bits directly, so kmask_iq2xs (bit j) is not needed there.
         if stem != "kmask_iq2xs" {
             let cty = if ty.starts_with('i') { "int" } else { "uint" };
+            let users = CUDA_USERS.iter().find(|(t, _)| *t == stem).map(|(_, u)| *u);
+            let users = users.unwrap_or_else(|| panic!("{stem}: list the formats using it in CUDA_USERS"));
+            let cond: Vec<String> = users.iter().map(|f| format!("defined(QF_FORMAT_{f})")).collect();
+            writeln!(cuh, "#if {}", cond.join(" || ")).unwrap();
             write!(cuh, "QF_TABLE({cty}{bits}_t, qf_{stem}, {{").unwrap();
             for (i, v) in vals.iter().enumerate() {
                 if i % 8 == 0 {
@@ -83,6 +101,7 @@ fn main() {
                 }
             }
             cuh.push_str("\n});\n");
+            writeln!(cuh, "#else\nQF_TABLE_DECL({cty}{bits}_t, qf_{stem});\n#endif").unwrap();
         }
     }
     let out = Path::new(&std::env::var("OUT_DIR").unwrap()).join("tables.rs");

@@ -15,10 +15,11 @@ pub struct QfBlockQ8_1 {
     pub qs: [i8; 32],
 }
 
-/// `(src, dst, rows, cols)` of a host-compiled dequant wrapper.
-pub type DequantFn<T> = unsafe extern "C" fn(*const u8, *mut T, i64, i64);
-/// `(w, act, y, n, k, m)` of a host-compiled mat-vec wrapper.
-pub type MatvecFn = unsafe extern "C" fn(*const u8, *const QfBlockQ8_1, *mut f32, i64, i64, i32);
+/// `(src, grid, dst, rows, cols)` of a host-compiled dequant wrapper (`grid`: the tensor's
+/// side section, read by grid formats only).
+pub type DequantFn<T> = unsafe extern "C" fn(*const u8, *const u8, *mut T, i64, i64);
+/// `(w, grid, act, y, n, k, m)` of a host-compiled mat-vec wrapper.
+pub type MatvecFn = unsafe extern "C" fn(*const u8, *const u8, *const QfBlockQ8_1, *mut f32, i64, i64, i32);
 /// `(x, out, k, nblocks, m)` of the host-compiled activation quantizer.
 pub type QuantizeFn = unsafe extern "C" fn(*const f32, *mut QfBlockQ8_1, i64, i64, i64);
 
@@ -51,20 +52,22 @@ impl HostFns {
     pub fn dequant(&self, t: &QuantTensor<'_>, dtype: DType) -> Result<Vec<u8>, QuantError> {
         let (rows, cols) = dims(t)?;
         let n = t.shape().numel();
-        let src = t.data().as_ptr();
+        let (src, grid) = (t.rows_data().as_ptr(), t.aux().as_ptr());
         Ok(match dtype {
             DType::F32 => {
                 let mut out = vec![0f32; n];
-                // SAFETY: `t` holds rows × row_bytes(cols) bytes (checked by QuantTensor::new),
-                // exactly what the wrapper reads; `out` has rows × cols elements, what it writes.
-                unsafe { (self.dequant_f32)(src, out.as_mut_ptr(), rows, cols) };
+                // SAFETY: `t` holds rows × row_bytes(cols) value bytes and its side section
+                // (a grid format's scale grid; empty and unread otherwise), checked by
+                // QuantTensor::new, exactly what the wrapper reads; `out` has rows × cols
+                // elements, what it writes.
+                unsafe { (self.dequant_f32)(src, grid, out.as_mut_ptr(), rows, cols) };
                 out.iter().flat_map(|v| v.to_le_bytes()).collect()
             }
             DType::F16 | DType::Bf16 => {
                 let f = if dtype == DType::F16 { self.dequant_f16 } else { self.dequant_bf16 };
                 let mut out = vec![0u16; n];
                 // SAFETY: as above, with 16-bit output elements.
-                unsafe { f(src, out.as_mut_ptr(), rows, cols) };
+                unsafe { f(src, grid, out.as_mut_ptr(), rows, cols) };
                 out.iter().flat_map(|v| v.to_le_bytes()).collect()
             }
         })
@@ -82,17 +85,20 @@ impl HostFns {
             });
         }
         let mut y = vec![0f32; m * w.rows()];
-        // SAFETY: w holds n whole-block rows of k elements; act holds m × nblocks blocks, the
-        // padded row length the wrapper reads; y has m × n elements. m is in 1..=8.
-        unsafe { (self.matvec)(w.data().as_ptr(), act.as_ptr(), y.as_mut_ptr(), n, k, m as i32) };
+        // SAFETY: w holds n rows of k elements (and a grid format's scale grid in aux); act
+        // holds m × nblocks blocks, the padded row length the wrapper reads; y has m × n
+        // elements. m is in 1..=8.
+        let (wp, grid) = (w.rows_data().as_ptr(), w.aux().as_ptr());
+        unsafe { (self.matvec)(wp, grid, act.as_ptr(), y.as_mut_ptr(), n, k, m as i32) };
         Ok(y)
     }
 }
 
-/// q8_1 activation blocks per row for weights of format `d` with `k` columns (the padded row
-/// length of the weights, in 32-element blocks).
+/// q8_1 activation blocks per row for weights of format `d` with `k` columns: the padded row
+/// length of the weights in 32-element blocks (whole blocks; for a grid format, whose rows
+/// are not padded, `k` rounded up to 32).
 pub fn q8_1_blocks(d: &qforge_core::FormatDesc, k: usize) -> usize {
-    d.blocks_per_row(k) * d.block_size / 32
+    (d.blocks_per_row(k) * d.block_size).div_ceil(32)
 }
 
 /// Quantize `m` rows of `k` f32 activations to `nblocks` q8_1 blocks per row (host-compiled

@@ -49,11 +49,14 @@ pub struct Cuda {
     modules: Mutex<HashMap<&'static str, Arc<Kernels>>>,
 }
 
-/// A quantized tensor in device memory (the GGUF bytes, rows padded to whole blocks).
+/// A quantized tensor in device memory: its bytes as on the host (the GGUF rows, padded to
+/// whole blocks, then the side section: a grid format's scale grid), in one allocation.
 pub struct DeviceQuantTensor {
     format: &'static dyn Format,
     shape: Shape,
     data: CudaSlice<u8>,
+    /// Bytes of the rows; the side section (the kernels' `grid` argument) follows.
+    rows_len: usize,
 }
 
 impl DeviceQuantTensor {
@@ -156,6 +159,10 @@ impl Cuda {
         if let Some(k) = cache.get(name) {
             return Ok(k.clone());
         }
+        // Variants share their registered format's name but not its kernels (int4g group 64).
+        if format.desc().cuda.is_none() {
+            return Err(CudaError::MissingKernels(name));
+        }
         let ptx = MODULES.iter().find(|(f, _)| *f == name).map(|(_, p)| *p).ok_or(CudaError::MissingKernels(name))?;
         let module = self.ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx)).map_err(driver("load PTX module"))?;
         let [f32k, f16k, bf16k, matvec, quantize] = crate::codegen::kernel_names(name);
@@ -169,10 +176,11 @@ impl Cuda {
         Ok(k)
     }
 
-    /// Copies a quantized tensor to the device (enqueued on `stream`).
+    /// Copies a quantized tensor to the device, side section (scale grid) included, in one
+    /// allocation (enqueued on `stream`).
     pub fn upload(&self, t: &QuantTensor<'_>, stream: &Arc<CudaStream>) -> Result<DeviceQuantTensor, CudaError> {
         let data = stream.clone_htod(t.data()).map_err(alloc_err(t.data().len()))?;
-        Ok(DeviceQuantTensor { format: t.format(), shape: t.shape().clone(), data })
+        Ok(DeviceQuantTensor { format: t.format(), shape: t.shape().clone(), data, rows_len: t.rows_data().len() })
     }
 
     /// Dequantizes `t` into a new device buffer of `dtype`, directly (f16 / bf16 are written
@@ -224,12 +232,16 @@ impl Cuda {
         let k = self.kernels(t.format)?;
         let (rows, cols) = (dim(t.shape.rows())?, dim(t.shape.cols())?);
         let d = t.format.desc();
-        let items = rows * dim(d.blocks_per_row(t.shape.cols()))? * dim(d.block_size / chunk_hint(d.block_size))?;
+        // One work item per CHUNK elements of the padded rows (a grid format, registered per
+        // element, has no padding: rows × cols / 8, not rows × cols × (1 / 8) = 0).
+        let items = rows * dim(d.padded_cols(t.shape.cols())?.div_ceil(chunk_hint(d.block_size)))?;
         let f = &k.dequant[DType::ALL.iter().position(|x| *x == dtype).unwrap_or(0)];
         let mut b = stream.launch_builder(f);
-        b.arg(&t.data).arg(out).arg(&rows).arg(&cols);
-        // SAFETY: the kernel reads rows × row_bytes(cols) bytes of `t.data` (its whole
-        // allocation, sized by QuantTensor's checks at upload) and writes rows × cols elements
+        let grid = t.data.slice(t.rows_len..);
+        b.arg(&t.data).arg(&grid).arg(out).arg(&rows).arg(&cols);
+        // SAFETY: the kernel reads rows × row_bytes(cols) bytes of `t.data` and, for a grid
+        // format, the scale grid after them (together the whole allocation, sized by
+        // QuantTensor's checks at upload; `grid` is only read by grid formats) and writes rows × cols elements
         // of `out` (checked above, element size checked against dtype); the argument types
         // match its signature (u8*, T*, long long, long long).
         unsafe { b.launch(launch_1d(items, 256)) }.map_err(driver("launch dequant"))?;
@@ -260,7 +272,7 @@ impl Cuda {
         drop(sync);
         let kern = self.kernels(w.format)?;
         let d = w.format.desc();
-        let nblocks = d.blocks_per_row(k) * d.block_size / 32;
+        let nblocks = crate::host::q8_1_blocks(d, k);
         let act_bytes = m * nblocks * Q8_1_BLOCK_BYTES;
         // SAFETY: quantize_q8_1 writes every activation block, the mat-vec every element of y,
         // before anything reads them (same stream, in order).
@@ -275,8 +287,10 @@ impl Cuda {
         unsafe { q.launch(launch_1d(mi * nbi, 128)) }.map_err(driver("launch quantize_q8_1"))?;
         let m32 = m as i32;
         let mut mv = stream.launch_builder(&kern.matvec);
-        mv.arg(&w.data).arg(&act).arg(&mut y).arg(&ni).arg(&ki).arg(&m32);
-        // SAFETY: one warp per weight row (n rows of whole blocks in w.data), m × nblocks
+        let grid = w.data.slice(w.rows_len..);
+        mv.arg(&w.data).arg(&grid).arg(&act).arg(&mut y).arg(&ni).arg(&ki).arg(&m32);
+        // SAFETY: one warp per weight row (n rows of whole blocks in w.data, or of k elements
+        // plus the scale grid after them for a grid format), m × nblocks
         // activation blocks in `act`, writes m × n f32 of y (allocated so); m in 1..=8.
         unsafe { mv.launch(launch_1d(ni * 32, 128)) }.map_err(driver("launch matvec"))?;
         Ok(y)

@@ -76,22 +76,62 @@ fn special_blocks(block_bytes: usize, rng: &mut Rng) -> Vec<u8> {
     out
 }
 
+/// Format-specific special blocks: scale fields the byte-offset sweep of [`special_blocks`]
+/// cannot hit, as (byte offset, mask of the bits to set, value) patches on a random block.
+/// iq1_m keeps its f16 super-block scale in the top nibbles of its four u16 scales (bytes 49,
+/// 51, 53, 55): nibbles 0, 0, 0xC, 0x7 are d = 0x7C00 (+Inf), 0, 0, 0xE, 0x7 a NaN.
+fn format_special_blocks(name: &str, block_bytes: usize, rng: &mut Rng) -> Vec<u8> {
+    let patches: &[&[(usize, u8, u8)]] = match name {
+        "iq1_m" => &[
+            &[(49, 0xf0, 0x00), (51, 0xf0, 0x00), (53, 0xf0, 0xc0), (55, 0xf0, 0x70)],
+            &[(49, 0xf0, 0x00), (51, 0xf0, 0x00), (53, 0xf0, 0xe0), (55, 0xf0, 0x70)],
+        ],
+        _ => &[],
+    };
+    let mut out = Vec::new();
+    for p in patches {
+        let mut b = rng.bytes(block_bytes);
+        for &(o, mask, v) in *p {
+            b[o] = (b[o] & !mask) | v;
+        }
+        out.extend_from_slice(&b);
+    }
+    out
+}
+
+/// Formats whose decode cannot give NaN / cannot give Inf, whatever the bytes: nvfp4 (a
+/// UE4M3 scale whose NaN code decodes to 0, at most 224 times e2m1's 6) gives neither;
+/// mxfp4 (an e8m0 scale, 0xFF a finite 2^127 that can overflow to Inf) no NaN. Every
+/// other format must show both in the data below, so a format that can produce them but is
+/// never exercised with them fails the test. The list itself is checked: a listed format
+/// that does give NaN / Inf on any block fails too.
+const NEVER_NAN: &[&str] = &["nvfp4", "mxfp4"];
+const NEVER_INF: &[&str] = &["nvfp4"];
+
 /// Every format with device code decodes random bytes bit for bit like the Rust reference.
 #[test]
 fn dequant_matches_rust_reference_bit_for_bit() {
     for (f, h) in formats_with_code() {
         let d = f.desc();
         let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ d.block_bytes as u64);
-        let special = special_blocks(d.block_bytes, &mut rng);
         let (mut nans, mut infs) = (0, 0);
         // 64 rows × (3 blocks + 5 elements): whole blocks and a partial last block per row
         // (random bytes: NaN / subnormal f16 scales many times over); then one block per row
-        // of the special-scale blocks.
-        let nspecial = special.len() / d.block_bytes;
-        for (rows, cols, fixed) in
-            [(64, 3 * d.block_size + 5, None), (64, 4 * d.block_size, None), (nspecial, d.block_size, Some(special))]
-        {
-            let bytes = fixed.unwrap_or_else(|| rng.bytes(rows * d.row_bytes(cols).unwrap()));
+        // of the special-scale blocks. A grid format (fp8) has its specials in the grid
+        // instead: 130 × 300 random codes (partial grid cells at both edges) with the grid
+        // cells set to ±Inf, NaN, a subnormal, -0 and random scales in turn.
+        let unit = f.split_granularity().1;
+        let cases = if is_grid(f) {
+            vec![(64, 3 * unit + 5, None, false), (130, 2 * unit, None, false), (130, 300, None, true)]
+        } else {
+            let mut special = special_blocks(d.block_bytes, &mut rng);
+            special.extend(format_special_blocks(d.name, d.block_bytes, &mut rng));
+            let nspecial = special.len() / d.block_bytes;
+            vec![(64, 3 * unit + 5, None, false), (64, 4 * unit, None, false), (nspecial, unit, Some(special), false)]
+        };
+        for (rows, cols, fixed, special_grid) in cases {
+            let mut bytes = fixed.unwrap_or_else(|| rng.bytes(rows * d.row_bytes(cols).unwrap()));
+            bytes.extend(grid_cells(f, rows, cols, &mut rng, special_grid));
             let t = QuantTensor::new(f, Shape::new([rows, cols]).unwrap(), bytes).unwrap();
             for dtype in DType::ALL {
                 let got = h.dequant(&t, dtype).unwrap();
@@ -119,29 +159,54 @@ fn dequant_matches_rust_reference_bit_for_bit() {
                 }
             }
         }
-        assert!(nans > 0 && infs > 0, "{}: the data must cover NaN and Inf results", d.name);
+        let (no_nan, no_inf) = (NEVER_NAN.contains(&d.name), NEVER_INF.contains(&d.name));
+        assert!(!no_nan || nans == 0, "{}: listed as never NaN but decodes {nans} NaN values", d.name);
+        assert!(!no_inf || infs == 0, "{}: listed as never Inf but decodes {infs} Inf values", d.name);
+        assert!(no_nan || nans > 0, "{}: the data must cover NaN results (none decoded)", d.name);
+        assert!(no_inf || infs > 0, "{}: the data must cover Inf results (none decoded)", d.name);
         eprintln!("{}: bit-exact in f32/f16/bf16 ({nans} NaN, {infs} Inf values)", d.name);
     }
 }
 
-/// Random blocks whose decoded values are all finite (re-rolled until they are).
+/// Whether `f` is a grid format (its tensors carry a side section: the fp8 scale grid).
+fn is_grid(f: &dyn Format) -> bool {
+    f.aux_bytes(1, 1).unwrap() > 0
+}
+
+/// The side section of a rows × cols tensor of a grid format (empty for block formats): f32
+/// scale cells, random finite ones, or with `special` ±Inf, NaN, a subnormal, -0 and random
+/// ones in turn.
+fn grid_cells(f: &dyn Format, rows: usize, cols: usize, rng: &mut Rng, special: bool) -> Vec<u8> {
+    let specials = [f32::INFINITY, f32::NAN, f32::NEG_INFINITY, 1e-40, -0.0];
+    let cells = f.aux_bytes(rows, cols).unwrap() / 4;
+    let cell = |i: usize, rng: &mut Rng| if special && i < specials.len() { specials[i] } else { rng.f32() };
+    (0..cells).flat_map(|i| cell(i, rng).to_le_bytes()).collect()
+}
+
+/// Random weights whose decoded values are all finite (a block with a non-finite value is
+/// re-rolled until there is none; a grid format gets positive finite scales): the tensor's
+/// bytes (side section included) and its values.
 fn finite_weights(f: &'static dyn Format, rng: &mut Rng, n: usize, k: usize) -> (Vec<u8>, Vec<f32>) {
     let d = f.desc();
     let rb = d.row_bytes(k).unwrap();
-    let mut bytes = Vec::with_capacity(n * rb);
+    let aux: Vec<u8> =
+        (0..f.aux_bytes(n, k).unwrap() / 4).flat_map(|_| (rng.f32().abs() + 0.01).to_le_bytes()).collect();
+    let mut bytes = Vec::with_capacity(n * rb + aux.len());
     let mut vals = Vec::with_capacity(n * k);
     let mut row = vec![0f32; k];
-    for _ in 0..n {
+    for r in 0..n {
+        let mut b = rng.bytes(rb);
         loop {
-            let b = rng.bytes(rb);
-            f.dequant_row(&b, qforge_core::OutRow::F32(&mut row)).unwrap();
-            if row.iter().all(|v| v.is_finite() && v.abs() < 1e30) {
-                bytes.extend_from_slice(&b);
-                vals.extend_from_slice(&row);
-                break;
-            }
+            f.dequant_row_at(&b, r, &aux, qforge_core::OutRow::F32(&mut row)).unwrap();
+            let Some(i) = row.iter().position(|v| !(v.is_finite() && v.abs() < 1e30)) else { break };
+            let bi = i / d.block_size;
+            let fresh = rng.bytes(d.block_bytes);
+            b[bi * d.block_bytes..(bi + 1) * d.block_bytes].copy_from_slice(&fresh);
         }
+        bytes.extend_from_slice(&b);
+        vals.extend_from_slice(&row);
     }
+    bytes.extend_from_slice(&aux);
     (bytes, vals)
 }
 
@@ -151,7 +216,8 @@ fn matvec_matches_f64_reference() {
     for (f, h) in formats_with_code() {
         let d = f.desc();
         let mut rng = Rng(0x1234_5678 ^ d.block_bytes as u64);
-        for (n, k, m) in [(7, 2 * d.block_size, 1), (5, 3 * d.block_size + 7, 3), (3, d.block_size, 8)] {
+        let unit = f.split_granularity().1;
+        for (n, k, m) in [(7, 2 * unit, 1), (5, 3 * unit + 7, 3), (3, unit, 8), (130, unit + 40, 2)] {
             let (bytes, wv) = finite_weights(f, &mut rng, n, k);
             let t = QuantTensor::new(f, Shape::new([n, k]).unwrap(), bytes).unwrap();
             let x: Vec<f32> = (0..m * k).map(|_| rng.f32()).collect();

@@ -24,8 +24,18 @@ pub mod grid;
 pub use codec::{E4m3, E5m2, Fp8Kind, from_f32, to_f32};
 
 use grid::BLOCK;
-use qforge_core::{ActKind, ActRow, Elem, Format, FormatDesc, OutRow, QuantError, Role, bf16, f16};
+use qforge_core::{ActKind, ActRow, CudaDeviceCode, Elem, Format, FormatDesc, OutRow, QuantError, Role, bf16, f16};
 use std::marker::PhantomData;
+
+/// The family's CUDA device code: the code tables rendered from [`codec`] by build.rs, then
+/// `cuda/fp8.cuh` (a grid format, `kernels-cuda/README.md`).
+const CUDA_HEADER: &str =
+    concat!(include_str!(concat!(env!("OUT_DIR"), "/fp8_tables.cuh")), include_str!("../cuda/fp8.cuh"));
+
+/// The device code's traits struct for `K` (`qf_<name>`; qforge-cuda's tests check the name).
+const fn cuda_traits<K: Fp8Kind>() -> &'static str {
+    if K::IEEE_SPECIALS { "qf_fp8_e5m2" } else { "qf_fp8_e4m3" }
+}
 
 /// An FP8 weight format with 128×128 block scales.
 pub struct Fp8Format<K: Fp8Kind>(PhantomData<fn() -> K>);
@@ -42,7 +52,7 @@ impl<K: Fp8Kind> Fp8Format<K> {
         role: Role::Weight,
         dot_type: None,
         summary: K::SUMMARY,
-        cuda: None,
+        cuda: Some(CudaDeviceCode { header: CUDA_HEADER, header_file: "fp8.cuh", traits: cuda_traits::<K>() }),
     };
 
     fn needs_grid(&self, op: &str) -> QuantError {

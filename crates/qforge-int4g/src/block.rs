@@ -2,7 +2,10 @@
 
 use crate::scale::ScaleKind;
 use bytemuck::{Pod, Zeroable};
-use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
+use qforge_core::{BlockFormat, CudaDeviceCode, DType, Elem, FormatDesc, Role};
+
+/// The family's CUDA device code (`kernels-cuda/README.md`).
+const CUDA_HEADER: &str = include_str!("../cuda/int4g.cuh");
 use std::marker::PhantomData;
 
 /// torchao's `eps` (`torch.finfo(torch.float32).eps` = 2^-23): the smallest scale
@@ -163,7 +166,13 @@ impl<S: ScaleKind, const H: usize> BlockFormat for Int4g<S, H> {
         dot_type: None,
         summary: "4-5 bpw symmetric group-wise int4 (torchao 8da4w): one scale per group; \
                   default group 128 with f16 scales, --group-size any power of two 32..4096",
-        cuda: None,
+        // Device code for the registered variant only (group 128, f16 scales): the kernels are
+        // found by format name, which every variant shares.
+        cuda: if H == 64 && matches!(S::DTYPE, DType::F16) {
+            Some(CudaDeviceCode { header: CUDA_HEADER, header_file: "int4g.cuh", traits: "qf_int4g" })
+        } else {
+            None
+        },
     };
 
     /// `w = q · scale`, the product in f32, then `O::from_f32`. Writes `out.len()` (at most

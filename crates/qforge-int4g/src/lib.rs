@@ -122,7 +122,8 @@ mod tests {
     fn descriptor_and_variants() {
         let d = FORMATS[0].desc();
         assert_eq!((d.name, d.family, d.ggml_type, d.block_size, d.block_bytes), ("int4g", "int4g", None, 128, 66));
-        assert_eq!((d.role, d.dot_type, d.cuda.is_none()), (Role::Weight, None, true));
+        assert_eq!((d.role, d.dot_type), (Role::Weight, None));
+        assert_eq!(d.cuda.as_ref().map(|c| c.traits), Some("qf_int4g"));
         assert!(!d.summary.contains('\n'));
         assert_eq!(FORMATS[0].params(), Params { group_size: Some(128), scale_dtype: Some(DType::F16) });
         assert_eq!(FORMATS[0].native_act(), ActKind::Int8Dyn);
@@ -132,6 +133,8 @@ mod tests {
                 let p = Params { group_size: Some(g), scale_dtype: Some(dt) };
                 assert_eq!(f.params(), p);
                 assert_eq!((f.desc().block_size, f.desc().block_bytes), (g, dt.size() + g / 2));
+                // Only the registered variant has device code (kernels are found by name).
+                assert_eq!(f.desc().cuda.is_some(), (g, dt) == (DEFAULT_GROUP, DType::F16));
                 let v = <dyn Format>::with_params(FORMATS[0], &p).unwrap();
                 assert_eq!(v.params(), p);
                 // (The instances are zero-sized: compare what they are, not where.)
