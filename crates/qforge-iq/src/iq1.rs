@@ -432,10 +432,16 @@ fn iq1m_group(b: &BlockIq1M, g: usize) -> (usize, bool) {
 
 // ---- Native dots with q8_k (ggml's `ggml_vec_dot_iq1_*_q8_K`) -----------------------------
 
-/// The grid values of a group as integers.
+/// `8·g ± 1` for the 8 grid values `g` (−1, 0, 1) of grid entry `idx`: the values of a group
+/// with its shift folded in (×8), as one 64-bit word: `8·g` per byte is `(g << 3) & 0xF8`,
+/// and the ±1 is added per byte without carries between bytes.
 #[inline(always)]
-fn grid8(idx: usize) -> [i8; 8] {
-    IQ1S_GRID[idx & 2047].to_le_bytes().map(|v| v as i8)
+fn shifted8(idx: usize, negative: bool) -> [i8; 8] {
+    const H: u64 = 0x8080_8080_8080_8080;
+    let x = (IQ1S_GRID[idx & 2047] << 3) & 0xF8F8_F8F8_F8F8_F8F8;
+    let y: u64 = if negative { u64::MAX } else { 0x0101_0101_0101_0101 };
+    let sum = ((x & !H) + (y & !H)) ^ ((x ^ y) & H);
+    bytemuck::cast(sum.to_le_bytes())
 }
 
 /// iq1_s: `d·d_y · (Σ ls·Σ g·q8 + 1/8 · Σ ls·δ·(bsums))`, `ls = 2s + 1`, `δ = ±1` per 32
@@ -457,10 +463,10 @@ impl KDot for Iq1S {
         let mut ls = [0i16; QK_K / 32];
         for (((w4, qs), qh), ls) in w.as_chunks_mut::<4>().0.iter_mut().zip(qs).zip(qh).zip(&mut ls) {
             let qh = u16::from_le_bytes(*qh);
-            let delta: i8 = if qh & 0x8000 != 0 { -1 } else { 1 };
+            let negative = qh & 0x8000 != 0;
             for (l, w8) in w4.iter_mut().enumerate() {
                 let idx = usize::from(qs[l]) | (usize::from(qh >> (3 * l)) & 7) << 8;
-                *w8 = grid8(idx).map(|v| v * INV_DELTA + delta);
+                *w8 = shifted8(idx, negative);
                 no_gather();
             }
             *ls = 2 * ((qh >> 12) & 7) as i16 + 1;
@@ -483,11 +489,26 @@ impl KDot for Iq1M {
         const { assert!(IQ1M_DELTA * INV_DELTA as f32 == 1.0) };
         for (g, w8) in w.iter_mut().enumerate() {
             let (idx, negative) = iq1m_group(b, g);
-            let delta = if negative { -1 } else { 1 };
-            *w8 = grid8(idx).map(|v| v * INV_DELTA + delta);
+            *w8 = shifted8(idx, negative);
             no_gather();
         }
         let (sc, _) = iq1m_scales(b);
         std::array::from_fn(|k| iq1m_odd_scale(&sc, k) as i16)
+    }
+}
+
+#[cfg(test)]
+mod shifted_tests {
+    use super::*;
+
+    #[test]
+    fn shifted8_is_8g_plus_minus_1() {
+        for (idx, word) in IQ1S_GRID.iter().enumerate() {
+            let g = word.to_le_bytes().map(|v| v as i8);
+            for negative in [false, true] {
+                let d = if negative { -1 } else { 1 };
+                assert_eq!(shifted8(idx, negative), g.map(|v| 8 * v + d), "{idx} {negative}");
+            }
+        }
     }
 }
