@@ -167,13 +167,28 @@ impl NativeDot for Iq4Nl {
     /// ggml's `ggml_vec_dot_iq4_nl_q8_0`: `Σ_b (d_y · d_x) · Σ kvalues_iq4nl[q]·q8`, the
     /// exact integer sums kept in 16 lanes and accumulated in f32 lanes as ggml's SIMD does.
     fn vec_dot(w: &[BlockIq4Nl], a: &[BlockQ8_0]) -> f32 {
+        let n = w.len().min(a.len());
+        let (w, a) = (&w[..n], &a[..n]);
         let mut acc = [0f32; 16];
-        for (x, y) in w.iter().zip(a) {
-            let d = y.d.get() * x.d.get();
+        #[inline(always)]
+        fn block(x: &BlockIq4Nl, y: &BlockQ8_0, d: f32, acc: &mut [f32; 16]) {
             let lanes = idot_lanes(&nibble_values(&x.qs, &KVALUES_IQ4NL), &y.qs);
             for l in 0..16 {
                 acc[l] += d * lanes[l] as f32;
             }
+        }
+        // Scales widened 8 blocks at a time: one by one inside the loop, the f16 load
+        // (`vpinsrw`) picks up a false dependency on the accumulator and serializes the loop.
+        let (wb, wt) = w.as_chunks::<8>();
+        let (ab, at) = a.as_chunks::<8>();
+        for (xs, ys) in wb.iter().zip(ab) {
+            let d: [f32; 8] = std::array::from_fn(|j| ys[j].d.get() * xs[j].d.get());
+            for j in 0..8 {
+                block(&xs[j], &ys[j], d[j], &mut acc);
+            }
+        }
+        for (x, y) in wt.iter().zip(at) {
+            block(x, y, y.d.get() * x.d.get(), &mut acc);
         }
         let mut sumf = 0.0f32;
         for v in acc {
