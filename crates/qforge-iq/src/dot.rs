@@ -44,9 +44,10 @@ pub(crate) fn signed8_mask(grid: u64, m: u64) -> [i8; 8] {
 
 /// A compiler-only barrier (no instruction) placed after each grid lookup of an `ints` loop.
 /// Without it LLVM's SLP vectorizer turns the 4–8 independent table loads of a sub-block
-/// into AVX2 / AVX-512 gathers, which are microcoded and, on CPUs with the "Downfall"
-/// (GDS) mitigation, much slower than the scalar loads they replace (see docs/matmul.md,
-/// "Speed"). ggml's kernels load grid words with scalar loads too.
+/// into AVX2 / AVX-512 gathers, which are microcoded and were measured ~10x slower than the
+/// scalar loads they replace on the Ice Lake build VM (worse still under the "Downfall" /
+/// GDS microcode mitigation; docs/matmul.md, "Speed"). ggml's kernels load grid words with
+/// scalar loads too.
 #[inline(always)]
 pub(crate) fn no_gather() {
     std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
