@@ -1,7 +1,13 @@
 #!/usr/bin/env python3
-"""Time ggml's own C quantize / dequantize (PyPI ggml-py, via ctypes), single-threaded.
+"""Time ggml's own C quantize / dequantize / mat-vec (PyPI ggml-py, via ctypes), single-threaded.
 
     python3 xtask/scripts/ggml_bench.py FORMAT OP N      # prints one JSON object
+    python3 xtask/scripts/ggml_bench.py FORMAT matvec N,K
+
+OP `matvec` times ggml's real mat-vec: a graph `ggml_mul_mat(W[FORMAT, K x N], x[f32, K x 1])`
+computed with `ggml_graph_compute_with_ctx(ctx, gf, 1)` (one thread). That includes ggml
+quantizing x to the format's `vec_dot_type`, as qforge's native mode does. Formats without a
+CPU `vec_dot` in ggml print an "error" field instead of a rate.
 
 Used by `cargo xtask bench` to put qforge's numbers next to ggml's from the same run.
 """
@@ -19,8 +25,85 @@ from gen import FORMATS, ggml_name, load_lib  # noqa: E402
 COLS = 4096
 
 
+class TraitsCpu(ctypes.Structure):
+    _fields_ = [
+        ("from_float", ctypes.c_void_p),
+        ("vec_dot", ctypes.c_void_p),
+        ("vec_dot_type", ctypes.c_int),
+        ("nrows", ctypes.c_int64),
+    ]
+
+
+def median_time(fn):
+    """Median seconds per call after one warm-up: at least 3 runs, about 0.7 s, at most 1000."""
+    fn()
+    times = []
+    start = time.perf_counter()
+    while len(times) < 3 or (time.perf_counter() - start < 0.7 and len(times) < 1000):
+        t = time.perf_counter()
+        fn()
+        times.append(time.perf_counter() - t)
+    times.sort()
+    return times[len(times) // 2], len(times)
+
+
+def matvec(fmt, shape):
+    import ggml
+    from ggml import ggml as G
+
+    n, k = (int(v) for v in shape.split(","))
+    if fmt not in FORMATS:
+        print(json.dumps({"format": fmt, "op": "matvec", "error": "not a ggml type"}))
+        return
+    tid, bs, bb, _, _ = FORMATS[fmt]
+    libdir = os.path.join(os.path.dirname(ggml.__file__), "lib")
+    cpu = ctypes.CDLL(os.path.join(libdir, "libggml-cpu.so"))
+    cpu.ggml_cpu_init.restype = None
+    cpu.ggml_cpu_init()
+    cpu.ggml_get_type_traits_cpu.restype = ctypes.POINTER(TraitsCpu)
+    cpu.ggml_get_type_traits_cpu.argtypes = [ctypes.c_int]
+    tr = cpu.ggml_get_type_traits_cpu(tid).contents
+    if not tr.vec_dot:
+        print(json.dumps({"format": fmt, "op": "matvec", "error": "ggml has no CPU vec_dot for this type"}))
+        return
+    wbytes = n * (k // bs) * bb
+    runs_max = 1000
+    # ggml_graph_compute_with_ctx takes its work buffer (x quantized to vec_dot_type) from the
+    # context on every call: room for the weights, x, y and one work buffer per run.
+    mem = wbytes + 4 * (k + n) + (runs_max + 8) * (4 * k + 4096) + (1 << 20)
+    ctx = G.ggml_init(G.ggml_init_params(mem_size=mem, mem_buffer=None, no_alloc=False))
+    w = G.ggml_new_tensor_2d(ctx, tid, k, n)
+    x = G.ggml_new_tensor_2d(ctx, 0, k, 1)  # GGML_TYPE_F32
+    y = G.ggml_mul_mat(ctx, w, x)
+    gf = G.ggml_new_graph(ctx)
+    G.ggml_build_forward_expand(gf, y)
+
+    rng = np.random.default_rng(1)
+    wf = (rng.standard_normal(n * k) * 1.7).astype(np.float32)
+    G.ggml_quantize_init(tid)
+    lib = load_lib()
+    lib.ggml_quantize_requires_imatrix.restype = ctypes.c_bool
+    ones = np.ones(k, dtype=np.float32)
+    fp = ctypes.POINTER(ctypes.c_float)
+    imp = ones.ctypes.data_as(fp) if lib.ggml_quantize_requires_imatrix(ctypes.c_int(tid)) else None
+    lib.ggml_quantize_chunk.restype = ctypes.c_size_t
+    lib.ggml_quantize_chunk(ctypes.c_int(tid), wf.ctypes.data_as(fp), ctypes.c_void_p(G.ggml_get_data(w)),
+                            ctypes.c_int64(0), ctypes.c_int64(n), ctypes.c_int64(k), imp)
+    xv = (rng.standard_normal(k) * 1.7).astype(np.float32)
+    ctypes.memmove(G.ggml_get_data(x), xv.ctypes.data, 4 * k)
+
+    secs, runs = median_time(lambda: G.ggml_graph_compute_with_ctx(ctx, gf, 1))
+    G.ggml_free(ctx)
+    print(json.dumps({"format": fmt, "op": "matvec", "shape": [n, k], "threads": 1, "seconds": secs,
+                      "elements_per_s": n * k / secs, "weight_bytes_per_s": wbytes / secs,
+                      "quantized_bytes": wbytes, "runs": runs}))
+
+
 def main():
-    fmt, op, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+    fmt, op = sys.argv[1], sys.argv[2]
+    if op == "matvec":
+        return matvec(fmt, sys.argv[3])
+    n = int(sys.argv[3])
     tid, bs, bb, _, kind = FORMATS[fmt]
     lib = load_lib()
     g = ggml_name(fmt)
@@ -57,17 +140,9 @@ def main():
         fn = lambda: df(qp, yp, ctypes.c_int64(n))
     else:
         raise SystemExit(f"unknown op {op}")
-    fn()
-    times = []
-    start = time.perf_counter()
-    while len(times) < 3 or (time.perf_counter() - start < 0.7 and len(times) < 1000):
-        t = time.perf_counter()
-        fn()
-        times.append(time.perf_counter() - t)
-    times.sort()
-    secs = times[len(times) // 2]
+    secs, runs = median_time(fn)
     print(json.dumps({"format": fmt, "op": op, "n": n, "seconds": secs, "elements_per_s": n / secs,
-                      "bytes_per_s": (q.size + 4 * n) / secs, "runs": len(times)}))
+                      "bytes_per_s": (q.size + 4 * n) / secs, "runs": runs}))
 
 
 if __name__ == "__main__":

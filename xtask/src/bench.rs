@@ -6,6 +6,13 @@
 //! `xtask/scripts/ggml_bench.py`. Both single-threaded (ggml's row functions are), plus
 //! qforge on all cores.
 //!
+//! `--op matvec` measures mat-vec (M = 1) on an N×K weight (`--shape`, default 4096×4096):
+//! qforge `bench --op matvec --act-quant native` (the format's own activation quantization and
+//! integer dot) against ggml's real mat-vec, a `ggml_mul_mat` graph computed with
+//! `ggml_graph_compute_with_ctx(.., 1)` — one thread, quantization of x to ggml's
+//! `vec_dot_type` included on both sides. Rates are N·K weight elements/s and weight bytes/s;
+//! formats ggml has no CPU `vec_dot` for get a qforge figure and no ratio.
+//!
 //! Like for like: ggml-py builds its C library from source on the machine it is installed on,
 //! with the host's native CPU flags (AVX2 / F16C / FMA …). So the qforge binary measured here
 //! is built with `RUSTFLAGS=-C target-cpu=native` into its own target dir
@@ -82,7 +89,22 @@ fn build_native() -> Result<PathBuf> {
     Ok(dir.join("release/qforge"))
 }
 
-pub fn run(formats: Option<&str>, n: usize, json: bool) -> Result<bool> {
+/// Which ops `cargo xtask bench` measures (`--op`).
+pub fn parse_ops(op: &str) -> Result<Vec<&'static str>> {
+    let mut ops = Vec::new();
+    for o in op.split(',').map(str::trim) {
+        match o {
+            "dequant" => ops.push("dequant"),
+            "quantize" => ops.push("quantize"),
+            "matvec" => ops.push("matvec"),
+            "all" => ops.extend(["dequant", "quantize", "matvec"]),
+            _ => bail!("--op '{o}': expected dequant, quantize, matvec or all (comma-separated)"),
+        }
+    }
+    Ok(ops)
+}
+
+pub fn run(formats: Option<&str>, n: usize, ops: &[&str], shape: (usize, usize), json: bool) -> Result<bool> {
     let qforge = build_native()?;
     let py = python()?;
     let names: Vec<String> = match formats {
@@ -91,7 +113,8 @@ pub fn run(formats: Option<&str>, n: usize, json: bool) -> Result<bool> {
     };
     let cores = std::thread::available_parallelism().map_or(1, |p| p.get());
     let mut rows = Vec::new();
-    if !json {
+    let elementwise: Vec<&str> = ops.iter().copied().filter(|o| *o != "matvec").collect();
+    if !json && !elementwise.is_empty() {
         println!(
             "qforge: {} built with RUSTFLAGS='{NATIVE}' (as ggml-py's C library); ggml: PyPI ggml-py",
             qforge.display()
@@ -109,7 +132,7 @@ pub fn run(formats: Option<&str>, n: usize, json: bool) -> Result<bool> {
         );
     }
     for name in &names {
-        for op in ["dequant", "quantize"] {
+        for &op in &elementwise {
             let q = |threads: usize| {
                 let mut c = Command::new(&qforge);
                 c.args(["bench", "--format", name, "--op", op, "--n", &n.to_string(), "--json"]);
@@ -150,9 +173,97 @@ pub fn run(formats: Option<&str>, n: usize, json: bool) -> Result<bool> {
             }
         }
     }
+    if ops.contains(&"matvec") {
+        matvec_rows(&qforge, &py, &names, shape, cores, json, &mut rows)?;
+    }
     if json {
         let v = serde_json::json!({ "qforge_rustflags": NATIVE, "results": rows });
         println!("{}", serde_json::to_string_pretty(&v)?);
     }
     Ok(true)
+}
+
+/// The `matvec` rows: qforge (1 thread and all cores) and ggml (1 thread) on an N×K weight.
+fn matvec_rows(
+    qforge: &Path,
+    py: &Path,
+    names: &[String],
+    (n, k): (usize, usize),
+    cores: usize,
+    json: bool,
+    rows: &mut Vec<serde_json::Value>,
+) -> Result<()> {
+    let shape = format!("{n},{k}");
+    if !json {
+        println!();
+        println!(
+            "matvec (M = 1), W {n}x{k}, --act-quant native (x quantized to the format's activation type, \
+             timed on both sides); Gel/s = N*K/s, GB/s = weight bytes/s; ratio = qforge / ggml (1 thread each)"
+        );
+        println!(
+            "{:<9} {:>13} {:>9} {:>13} {:>9} {:>8} {:>15} {:>9}",
+            "format",
+            "qforge Gel/s",
+            "GB/s",
+            "ggml Gel/s",
+            "GB/s",
+            "ratio",
+            format!("qforge {cores}T"),
+            "ratio"
+        );
+    }
+    for name in names {
+        let q = |threads: usize| {
+            let mut c = Command::new(qforge);
+            c.args(["bench", "--format", name, "--op", "matvec", "--act-quant", "native", "--shape", &shape, "--json"]);
+            c.args(["--threads", &threads.to_string()]);
+            json_of(c)
+        };
+        let q1 = q(1)?;
+        let qn = q(cores)?;
+        let mut c = Command::new(py);
+        c.arg(root().join("xtask/scripts/ggml_bench.py")).args([name.as_str(), "matvec", &shape]);
+        c.env("NUMPY_MADVISE_HUGEPAGE", "0");
+        let g = json_of(c)?;
+        let rate = |v: &serde_json::Value| v["elements_per_s"].as_f64();
+        // Weight bytes/s: the quantized weight read once per mat-vec.
+        let wrate =
+            |v: &serde_json::Value| v["quantized_bytes"].as_f64().zip(v["seconds"].as_f64()).map(|(b, s)| b / s);
+        let (r1, rn, rg) = (rate(&q1), rate(&qn), rate(&g));
+        let ratio = |a: Option<f64>| a.zip(rg).map(|(a, g)| a / g);
+        if json {
+            rows.push(serde_json::json!({
+                "format": name, "op": "matvec", "shape": [n, k], "act_quant": "native",
+                "qforge_1t_elements_per_s": r1, "qforge_1t_weight_bytes_per_s": wrate(&q1),
+                "qforge_all_elements_per_s": rn, "threads": cores,
+                "ggml_elements_per_s": rg, "ggml_weight_bytes_per_s": wrate(&g),
+                "ratio_1t": ratio(r1), "ratio_all": ratio(rn),
+            }));
+        } else {
+            let f = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.4}", v / 1e9));
+            let fb = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.3}", v / 1e9));
+            let fr = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2}x"));
+            println!(
+                "{:<9} {:>13} {:>9} {:>13} {:>9} {:>8} {:>15} {:>9}",
+                name,
+                f(r1),
+                fb(wrate(&q1)),
+                f(rg),
+                fb(wrate(&g)),
+                fr(ratio(r1)),
+                f(rn),
+                fr(ratio(rn))
+            );
+        }
+    }
+    Ok(())
+}
+
+/// `--shape N,K` for the mat-vec rows.
+pub fn parse_shape(s: &str) -> Result<(usize, usize)> {
+    let parts: Vec<_> = s.split(',').map(|p| p.trim().parse::<usize>()).collect();
+    match parts.as_slice() {
+        [Ok(n), Ok(k)] if *n > 0 && *k > 0 => Ok((*n, *k)),
+        _ => bail!("--shape '{s}': expected N,K (two positive integers)"),
+    }
 }

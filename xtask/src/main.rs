@@ -3,8 +3,9 @@
 //! * `test-matrix [--device cpu|cuda|all] [--json]`: every registered format × device × op,
 //!   each cell checked against its reference (ggml golden vectors where ggml defines the
 //!   format); exits non-zero on any `fail` or `missing` cell.
-//! * `bench [--formats a,b] [--n N] [--json]`: qforge's CPU quantize / dequantize throughput
-//!   next to ggml's (PyPI ggml-py), measured in the same run, as ratios.
+//! * `bench [--formats a,b] [--op dequant,quantize|matvec|all] [--n N] [--shape N,K] [--json]`:
+//!   qforge's CPU quantize / dequantize / mat-vec throughput next to ggml's (PyPI ggml-py),
+//!   measured in the same run, as ratios.
 //! * `setup-cuda`: installs the CUDA 13.0 compiler from PyPI into `.cuda/` (idempotent).
 //! * `build-kernels [--json]`: compiles every format's PTX module in parallel, with figures.
 
@@ -43,6 +44,12 @@ enum Cmd {
         /// Elements per measurement (a multiple of 4096).
         #[arg(long, default_value_t = 1 << 22)]
         n: usize,
+        /// Ops to measure, comma-separated: dequant, quantize, matvec, or all.
+        #[arg(long, default_value = "dequant,quantize")]
+        op: String,
+        /// Mat-vec weight shape N,K (output features, input features).
+        #[arg(long, default_value = "4096,4096")]
+        shape: String,
         #[arg(long)]
         json: bool,
     },
@@ -62,7 +69,9 @@ enum Cmd {
 fn main() -> ExitCode {
     let result = match Cli::parse().cmd {
         Cmd::TestMatrix { device, json } => matrix::run(&device, json),
-        Cmd::Bench { formats, n, json } => bench::run(formats.as_deref(), n, json),
+        Cmd::Bench { formats, n, op, shape, json } => bench::parse_ops(&op)
+            .and_then(|ops| Ok((ops, bench::parse_shape(&shape)?)))
+            .and_then(|(ops, shape)| bench::run(formats.as_deref(), n, &ops, shape, json)),
         Cmd::SetupCuda => setup_cuda::run(),
         Cmd::BuildKernels { json, jobs } => build_kernels::run(json, jobs),
     };

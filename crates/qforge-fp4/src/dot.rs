@@ -4,8 +4,9 @@
 //! Each E2M1 code becomes its doubled value ([`E2M1_X2`], a small integer), so a group of codes
 //! dotted with the q8_0 codes is an exact integer sum; the scale of the group (half the E8M0 /
 //! UE4M3 scale, which absorbs the doubling) times the q8_0 scale multiplies it in f32, group by
-//! group, in ggml's order: mxfp4 `Σ (d_y · e8m0_half) · sumi` per 32 values, nvfp4
-//! `Σ (d_y · ue4m3_half) · sumi` per 16.
+//! group: mxfp4 `Σ (d_y · e8m0_half) · sumi` per 32 values, nvfp4 `Σ (d_y · ue4m3_half) · sumi`
+//! per 16. As in ggml's SIMD kernels the integer sums stay split in lanes and the f32 sum is
+//! kept per lane (16 of them); the codes are looked up with vectorized selects.
 
 use crate::e2m1::E2M1_X2;
 use crate::mxfp4::{BlockMxfp4, Mxfp4};
@@ -14,37 +15,90 @@ use crate::scale::{e8m0_to_f32_half, ue4m3_to_f32_half};
 use qforge_core::NativeDot;
 use qforge_legacy::{BlockQ8_0, Q8_0};
 
-/// `Σ w[i]·a[i]` in i32 over fixed-length lanes (vectorizes: widen, multiply, add).
+/// `table[q & 15]` for every byte of `q`, as a select per table entry: branch-free and
+/// vectorized (compare + blend), where an indexed load per element is not.
 #[inline(always)]
-fn idot<const N: usize>(w: &[i8; N], a: &[i8; N]) -> i32 {
-    w.iter().zip(a).map(|(&x, &y)| i32::from(x) * i32::from(y)).sum()
+fn lut16<const N: usize>(table: &[i8; 16], q: &[u8; N]) -> [i8; N] {
+    let mut out = [table[0]; N];
+    for (o, &c) in out.iter_mut().zip(q) {
+        let c = c & 0x0F;
+        let mut v = table[0];
+        for (j, &t) in table.iter().enumerate().skip(1) {
+            if c == j as u8 {
+                v = t;
+            }
+        }
+        *o = v;
+    }
+    out
 }
 
-/// The doubled E2M1 values of `H` bytes of codes: low nibbles, then high nibbles.
+/// The doubled E2M1 values of `H` bytes of split-half packed codes (`2·H` values): low
+/// nibbles, then high nibbles.
 #[inline(always)]
-fn codes<const H: usize>(qs: &[u8; H]) -> ([i8; H], [i8; H]) {
-    (qs.map(|q| E2M1_X2[usize::from(q & 0x0F)]), qs.map(|q| E2M1_X2[usize::from(q >> 4)]))
+fn codes<const H: usize, const N: usize>(qs: &[u8; H]) -> [i8; N] {
+    const { assert!(N == 2 * H) };
+    let both: [u8; N] = std::array::from_fn(|i| if i < H { qs[i] & 0x0F } else { qs[i - H] >> 4 });
+    lut16(&E2M1_X2, &both)
 }
 
-/// Integer dot of a split-half packed group (`2·H` codes) with `2·H` activation codes.
+/// `w[i]·a[i]` summed in 16 exact `i32` lanes (lane `l`: elements `l`, `l + 16`, ...).
 #[inline(always)]
-fn group_dot<const H: usize>(qs: &[u8; H], a: &[[i8; H]; 2]) -> i32 {
-    let (lo, hi) = codes(qs);
-    idot(&lo, &a[0]) + idot(&hi, &a[1])
+fn idot_lanes<const N: usize>(w: &[i8; N], a: &[i8; N]) -> [i32; 16] {
+    let p: [i16; N] = std::array::from_fn(|i| i16::from(w[i]) * i16::from(a[i]));
+    let (pc, _) = p.as_chunks::<16>();
+    let mut acc = [0i32; 16];
+    for c in pc {
+        for l in 0..16 {
+            acc[l] += i32::from(c[l]);
+        }
+    }
+    acc
+}
+
+/// Blocks whose scales are widened together: widened one by one inside the loop, the f16
+/// load (`vpinsrw`) picks up a false dependency on the accumulator register and serializes
+/// the loop on it.
+const BATCH: usize = 8;
+
+/// The 16 f32 lanes summed.
+#[inline(always)]
+fn hsum(acc: [f32; 16]) -> f32 {
+    let mut s = 0.0f32;
+    for v in acc {
+        s += v;
+    }
+    s
 }
 
 impl NativeDot for Mxfp4 {
     type Act = Q8_0;
 
-    /// ggml's `ggml_vec_dot_mxfp4_q8_0`: `Σ_b (d_y · 2^(e-128)) · Σ E2M1_X2[q]·q8`.
+    /// ggml's `ggml_vec_dot_mxfp4_q8_0`: `Σ_b (d_y · 2^(e-128)) · Σ E2M1_X2[q]·q8`, the exact
+    /// integer sums kept in 16 lanes and accumulated in f32 lanes (as ggml's SIMD kernels).
     fn vec_dot(w: &[BlockMxfp4], a: &[BlockQ8_0]) -> f32 {
-        let mut sumf = 0.0f32;
-        for (x, y) in w.iter().zip(a) {
-            let d = y.d.get() * e8m0_to_f32_half(x.e);
-            let halves: &[[i8; 16]; 2] = bytemuck::cast_ref(&y.qs);
-            sumf += d * group_dot(&x.qs, halves) as f32;
+        let n = w.len().min(a.len());
+        let (w, a) = (&w[..n], &a[..n]);
+        let mut acc = [0f32; 16];
+        #[inline(always)]
+        fn block(x: &BlockMxfp4, y: &BlockQ8_0, d: f32, acc: &mut [f32; 16]) {
+            let lanes = idot_lanes(&codes::<16, 32>(&x.qs), &y.qs);
+            for l in 0..16 {
+                acc[l] += d * lanes[l] as f32;
+            }
         }
-        sumf
+        let (wb, wt) = w.as_chunks::<BATCH>();
+        let (ab, at) = a.as_chunks::<BATCH>();
+        for (xs, ys) in wb.iter().zip(ab) {
+            let d: [f32; BATCH] = std::array::from_fn(|j| ys[j].d.get() * e8m0_to_f32_half(xs[j].e));
+            for j in 0..BATCH {
+                block(&xs[j], &ys[j], d[j], &mut acc);
+            }
+        }
+        for (x, y) in wt.iter().zip(at) {
+            block(x, y, y.d.get() * e8m0_to_f32_half(x.e), &mut acc);
+        }
+        hsum(acc)
     }
 }
 
@@ -52,21 +106,22 @@ impl NativeDot for Nvfp4 {
     type Act = Q8_0;
 
     /// ggml's `ggml_vec_dot_nvfp4_q8_0`: per 16-value sub-block `s`,
-    /// `(d_y · ue4m3_half(d[s])) · Σ E2M1_X2[q]·q8`; two q8_0 blocks per nvfp4 block.
+    /// `(d_y · ue4m3_half(d[s])) · Σ E2M1_X2[q]·q8`; two q8_0 blocks per nvfp4 block. The
+    /// products of a sub-block are exact integers, scaled and accumulated in 16 f32 lanes.
     fn vec_dot(w: &[BlockNvfp4], a: &[BlockQ8_0]) -> f32 {
-        let mut sumf = 0.0f32;
+        let mut acc = [0f32; 16];
         for (x, ys) in w.iter().zip(a.chunks_exact(2)) {
             let qs: &[[u8; 8]; 4] = bytemuck::cast_ref(&x.qs);
-            for (k, y) in ys.iter().enumerate() {
-                let dy = y.d.get();
-                // Sub-blocks 2k (activation codes 0..16) and 2k + 1 (16..32), split in halves.
-                let quarters: &[[[i8; 8]; 2]; 2] = bytemuck::cast_ref(&y.qs);
-                for (h, aq) in quarters.iter().enumerate() {
-                    let s = 2 * k + h;
-                    sumf += dy * ue4m3_to_f32_half(x.d[s]) * group_dot(&qs[s], aq) as f32;
+            let dy = [ys[0].d.get(), ys[1].d.get()];
+            let d: [f32; 4] = std::array::from_fn(|s| dy[s / 2] * ue4m3_to_f32_half(x.d[s]));
+            for (s, q) in qs.iter().enumerate() {
+                let aq: &[[i8; 16]; 2] = bytemuck::cast_ref(&ys[s / 2].qs);
+                let lanes = idot_lanes(&codes::<8, 16>(q), &aq[s % 2]);
+                for l in 0..16 {
+                    acc[l] += d[s] * lanes[l] as f32;
                 }
             }
         }
-        sumf
+        hsum(acc)
     }
 }

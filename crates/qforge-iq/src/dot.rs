@@ -3,45 +3,65 @@
 //! `ggml_vec_dot_iq*_q8_K` / `ggml_vec_dot_iq4_nl_q8_0`, up to f32 rounding order.
 //!
 //! Every format turns a block into its integer values ([`KDot::ints`]: grid value × sign,
-//! table value, ...; they all fit an `i8`), the driver [`q8k_dot`] takes the exact integer dot
-//! with the q8_k codes per 16 values, and the format applies its sub-block scales and the f32
-//! block scales in ggml's order ([`KDot::accumulate`]). The integer loops run over fixed-size
-//! arrays and vectorize; the grids are looked up once per 8 (or 4) values.
+//! table value, ...; they all fit an `i8`) and the integer scale of each 16 values, and
+//! `qforge-k`'s shared q8_k kernel takes the exact scaled integer dot with the q8_k codes and
+//! multiplies it by the f32 block factors once per block (ggml's sub-block scales are
+//! integers, so only the f32 rounding order differs from ggml). The grids are looked up once
+//! per 8 (or 4) values and signed as one 64-bit word; the 4-bit tables are applied with
+//! vectorized selects.
 
 use crate::common::QK_K;
 use crate::iq1::{Iq1M, Iq1S};
 use crate::iq2::{Iq2S, Iq2Xs, Iq2Xxs};
 use crate::iq3::{Iq3S, Iq3Xxs};
 use crate::iq4::{BlockIq4Nl, Iq4Nl, Iq4Xs};
-use crate::tables::KVALUES_IQ4NL;
+use crate::tables::{KSIGNS_IQ2XS, KVALUES_IQ4NL};
 use qforge_core::{BlockFormat, NativeDot};
+use qforge_k::dot::{GroupScales, Q8KDot, q8k_vec_dot};
 use qforge_k::{BlockQ8K, Q8K};
 use qforge_legacy::{BlockQ8_0, Q8_0};
 
-/// `Σ w[i]·a[i]` in i32 over fixed-length lanes (vectorizes: widen, multiply, add).
+/// The bytes of `v` (little-endian) as `i8`.
 #[inline(always)]
-pub(crate) fn idot<const N: usize>(w: &[i8; N], a: &[i8; N]) -> i32 {
-    // i8 · i8 fits an i16 (|-128 · -128| = 2^14): the widening multiply-add pattern.
-    w.iter().zip(a).map(|(&x, &y)| i32::from(i16::from(x) * i16::from(y))).sum()
+fn bytes_i8(v: u64) -> [i8; 8] {
+    bytemuck::cast(v.to_le_bytes())
 }
 
-/// The 8 values of grid word `grid` (bytes, each < 128), negated where bit `j` of `signs`
-/// is set (ggml's `signs & kmask_iq2xs[j] ? -1 : 1`).
+/// The 8 values of grid word `grid`, negated where bit `j` of `signs` is set (ggml's
+/// `signs & kmask_iq2xs[j] ? -1 : 1`), as one 64-bit word operation: `(g ^ m) + (m & 1)` per
+/// byte with `m` = 0xFF where negated. Exact for grid bytes in `1..128` (no carry between
+/// bytes), which every iq2 / iq3 grid is (checked in the tests).
 #[inline(always)]
 pub(crate) fn signed8(grid: u64, signs: u8) -> [i8; 8] {
-    let (g, s) = (grid.to_le_bytes(), &SIGN_MULT[usize::from(signs)]);
-    std::array::from_fn(|j| g[j] as i8 * s[j])
+    signed8_mask(grid, SIGN_MASK[usize::from(signs)])
 }
 
-/// `SIGN_MULT[b][j]` is −1 where bit `j` of `b` is set, else 1.
-static SIGN_MULT: [[i8; 8]; 256] = {
-    let mut t = [[1i8; 8]; 256];
+/// [`signed8`] with the byte mask already looked up.
+#[inline(always)]
+pub(crate) fn signed8_mask(grid: u64, m: u64) -> [i8; 8] {
+    bytes_i8((grid ^ m).wrapping_add(m & 0x0101_0101_0101_0101))
+}
+
+/// A compiler-only barrier (no instruction) placed after each grid lookup of an `ints` loop.
+/// Without it LLVM's SLP vectorizer turns the 4–8 independent table loads of a sub-block
+/// into AVX2 / AVX-512 gathers, which are microcoded and were measured ~10x slower than the
+/// scalar loads they replace on the Ice Lake build VM (worse still under the "Downfall" /
+/// GDS microcode mitigation; docs/matmul.md, "Speed"). ggml's kernels load grid words with
+/// scalar loads too.
+#[inline(always)]
+pub(crate) fn no_gather() {
+    std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
+}
+
+/// `SIGN_MASK[b]` has byte `j` = 0xFF where bit `j` of `b` is set, else 0.
+pub(crate) static SIGN_MASK: [u64; 256] = {
+    let mut t = [0u64; 256];
     let mut b = 0;
     while b < 256 {
         let mut j = 0;
         while j < 8 {
             if b >> j & 1 != 0 {
-                t[b][j] = -1;
+                t[b] |= 0xFF << (8 * j);
             }
             j += 1;
         }
@@ -50,65 +70,83 @@ static SIGN_MULT: [[i8; 8]; 256] = {
     t
 };
 
-/// `table[q]` for the 32 codes of the 16 bytes `qs`: low nibbles (values 0..16), then high
-/// nibbles (values 16..32), as iq4_nl / iq4_xs pack them.
+/// `KSIGNS_MASK[i]` = `SIGN_MASK[KSIGNS_IQ2XS[i]]`: iq2_xxs / iq2_xs / iq3_xxs's 7-bit sign
+/// codes straight to byte masks (one lookup instead of two).
+pub(crate) static KSIGNS_MASK: [u64; 128] = {
+    let mut t = [0u64; 128];
+    let mut i = 0;
+    while i < 128 {
+        t[i] = SIGN_MASK[KSIGNS_IQ2XS[i] as usize];
+        i += 1;
+    }
+    t
+};
+
+/// `table[q & 15]` for every byte of `q`, as a select per table entry: branch-free and
+/// vectorized (compare + blend), where an indexed load per element would not be.
 #[inline(always)]
-pub(crate) fn nibble_values(qs: &[u8; 16], table: &[i8; 16]) -> [i8; 32] {
-    let mut out = [0i8; 32];
-    let (lo, hi) = out.split_at_mut(16);
-    for ((l, h), &q) in lo.iter_mut().zip(hi.iter_mut()).zip(qs) {
-        *l = table[usize::from(q & 0x0F)];
-        *h = table[usize::from(q >> 4)];
+pub(crate) fn lut16<const N: usize>(table: &[i8; 16], q: &[u8; N]) -> [i8; N] {
+    let mut out = [table[0]; N];
+    for (o, &c) in out.iter_mut().zip(q) {
+        let c = c & 0x0F;
+        let mut v = table[0];
+        for (j, &t) in table.iter().enumerate().skip(1) {
+            if c == j as u8 {
+                v = t;
+            }
+        }
+        *o = v;
     }
     out
 }
 
-/// A 256-value I-quant dotted with q8_k activations.
+/// `table[q]` for the 32 codes of the 16 bytes `qs`: low nibbles (values 0..16), then high
+/// nibbles (values 16..32), as iq4_nl / iq4_xs pack them.
+#[inline(always)]
+pub(crate) fn nibble_values(qs: &[u8; 16], table: &[i8; 16]) -> [i8; 32] {
+    let both: [u8; 32] = std::array::from_fn(|i| if i < 16 { qs[i] & 0x0F } else { qs[i - 16] >> 4 });
+    lut16(table, &both)
+}
+
+/// A 256-value I-quant dotted with q8_k activations through `qforge-k`'s shared kernel
+/// ([`q8k_vec_dot`]): the format gives its integer values and the integer scale of each
+/// 16-value group, so that the block's exact integer sum is `Σ_g scale[g]·Σ_{i in g} v[i]·q8[i]`,
+/// and the f32 factor `d` it is multiplied by (with `d_y`).
 pub(crate) trait KDot: BlockFormat {
-    /// ggml's final factor of the sum (its `0.125f * sumf` for iq2, `0.25f` for iq3_xxs).
-    const FINAL: f32 = 1.0;
+    /// The block's f32 factor: its scale times ggml's final constant (`0.125f * sumf` for
+    /// iq2, `0.25f` for iq3_xxs, ...; powers of two, so folding them in is exact).
+    fn d(b: &Self::Block) -> f32;
 
-    /// The block's integer values in element order, as 32 groups of 8.
-    fn ints(b: &Self::Block, w: &mut [[i8; 8]; QK_K / 8]);
-
-    /// Adds the block's contribution to `sumf`, from the exact integer sums `sums[k]` of
-    /// `ints · q8` over values `16k..16k + 16`, in ggml's f32 order.
-    fn accumulate(b: &Self::Block, y: &BlockQ8K, sums: &[i32; QK_K / 16], sumf: &mut f32);
+    /// Writes the block's integer values in element order, as 32 groups of 8, and returns
+    /// the integer scale of each 16-value group (`|value · scale| < 2^15`).
+    fn ints(b: &Self::Block, w: &mut [[i8; 8]; QK_K / 8]) -> [i16; QK_K / 16];
 }
 
-/// The dot of a row of `F` blocks with as many q8_k blocks.
-#[inline]
-pub(crate) fn q8k_dot<F: KDot>(w: &[F::Block], a: &[BlockQ8K]) -> f32 {
-    let mut sumf = 0.0f32;
-    let mut v = [[0i8; 8]; QK_K / 8];
-    for (x, y) in w.iter().zip(a) {
-        F::ints(x, &mut v);
-        let wv: &[[i8; 16]; QK_K / 16] = bytemuck::cast_ref(&v);
-        let av: &[[i8; 16]; QK_K / 16] = bytemuck::cast_ref(&y.qs);
-        let sums: [i32; QK_K / 16] = std::array::from_fn(|k| idot(&wv[k], &av[k]));
-        F::accumulate(x, y, &sums, &mut sumf);
-    }
-    F::FINAL * sumf
-}
-
-/// `Σ_k (sums[2k] + sums[2k+1]) · ls(k)` over the 8 sub-blocks of 32 values.
+/// Each scale of the 8 sub-blocks of 32 values, repeated over its two 16-value groups.
 #[inline(always)]
-pub(crate) fn scaled32(sums: &[i32; QK_K / 16], ls: impl Fn(usize) -> i32) -> i32 {
-    (0..QK_K / 32).map(|k| (sums[2 * k] + sums[2 * k + 1]) * ls(k)).sum()
-}
-
-/// `Σ_k sums[k] · ls(k)` over the 16 sub-blocks of 16 values.
-#[inline(always)]
-pub(crate) fn scaled16(sums: &[i32; QK_K / 16], ls: impl Fn(usize) -> i32) -> i32 {
-    sums.iter().enumerate().map(|(k, &s)| s * ls(k)).sum()
+pub(crate) fn per32(ls: impl Fn(usize) -> i16) -> [i16; QK_K / 16] {
+    std::array::from_fn(|k| ls(k / 2))
 }
 
 macro_rules! q8k_native_dot {
     ($($fmt:ty),*) => {$(
+        impl Q8KDot for $fmt {
+            const HAS_MINS: bool = false;
+            #[inline(always)]
+            fn d_dmin(b: &Self::Block) -> (f32, f32) {
+                (<Self as KDot>::d(b), 0.0)
+            }
+            #[inline(always)]
+            fn unpack(b: &Self::Block, q: &mut [i8; QK_K]) -> GroupScales {
+                let scales = <Self as KDot>::ints(b, bytemuck::cast_mut(q));
+                GroupScales { scales, mins: [0; QK_K / 16] }
+            }
+        }
+
         impl NativeDot for $fmt {
             type Act = Q8K;
             fn vec_dot(w: &[Self::Block], a: &[BlockQ8K]) -> f32 {
-                q8k_dot::<Self>(w, a)
+                q8k_vec_dot::<Self>(w, a)
             }
         }
     )*};
@@ -116,16 +154,88 @@ macro_rules! q8k_native_dot {
 
 q8k_native_dot!(Iq2Xxs, Iq2Xs, Iq2S, Iq3Xxs, Iq3S, Iq1S, Iq1M, Iq4Xs);
 
+/// `Σ w[i]·a[i]` over one 32-value block as 16 exact `i32` lanes (lane `l`: elements `l`
+/// and `l + 16`): widening multiplies and one add, one 16-lane vector.
+#[inline(always)]
+pub(crate) fn idot_lanes(w: &[i8; 32], a: &[i8; 32]) -> [i32; 16] {
+    let p: [i16; 32] = std::array::from_fn(|i| i16::from(w[i]) * i16::from(a[i]));
+    std::array::from_fn(|l| i32::from(p[l]) + i32::from(p[l + 16]))
+}
+
 impl NativeDot for Iq4Nl {
     type Act = Q8_0;
 
-    /// ggml's `ggml_vec_dot_iq4_nl_q8_0`: `Σ_b (d_y · d_x) · Σ kvalues_iq4nl[q]·q8`.
+    /// ggml's `ggml_vec_dot_iq4_nl_q8_0`: `Σ_b (d_y · d_x) · Σ kvalues_iq4nl[q]·q8`, the
+    /// exact integer sums kept in 16 lanes and accumulated in f32 lanes as ggml's SIMD does.
     fn vec_dot(w: &[BlockIq4Nl], a: &[BlockQ8_0]) -> f32 {
+        let n = w.len().min(a.len());
+        let (w, a) = (&w[..n], &a[..n]);
+        let mut acc = [0f32; 16];
+        #[inline(always)]
+        fn block(x: &BlockIq4Nl, y: &BlockQ8_0, d: f32, acc: &mut [f32; 16]) {
+            let lanes = idot_lanes(&nibble_values(&x.qs, &KVALUES_IQ4NL), &y.qs);
+            for l in 0..16 {
+                acc[l] += d * lanes[l] as f32;
+            }
+        }
+        // Scales widened 8 blocks at a time: one by one inside the loop, the f16 load
+        // (`vpinsrw`) picks up a false dependency on the accumulator and serializes the loop.
+        let (wb, wt) = w.as_chunks::<8>();
+        let (ab, at) = a.as_chunks::<8>();
+        for (xs, ys) in wb.iter().zip(ab) {
+            let d: [f32; 8] = std::array::from_fn(|j| ys[j].d.get() * xs[j].d.get());
+            for j in 0..8 {
+                block(&xs[j], &ys[j], d[j], &mut acc);
+            }
+        }
+        for (x, y) in wt.iter().zip(at) {
+            block(x, y, y.d.get() * x.d.get(), &mut acc);
+        }
         let mut sumf = 0.0f32;
-        for (x, y) in w.iter().zip(a) {
-            let d = y.d.get() * x.d.get();
-            sumf += d * idot(&nibble_values(&x.qs, &KVALUES_IQ4NL), &y.qs) as f32;
+        for v in acc {
+            sumf += v;
         }
         sumf
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tables::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID};
+
+    /// [`signed8`]'s word trick needs every grid byte in `1..128`.
+    #[test]
+    fn grid_bytes_are_small_and_nonzero() {
+        let ok = |b: u8| (1..128).contains(&b);
+        for g in IQ2XXS_GRID.iter().chain(&IQ2XS_GRID).chain(&IQ2S_GRID) {
+            assert!(g.to_le_bytes().into_iter().all(ok), "{g:#x}");
+        }
+        for g in IQ3XXS_GRID.iter().chain(&IQ3S_GRID) {
+            assert!(g.to_le_bytes().into_iter().all(ok), "{g:#x}");
+        }
+    }
+
+    #[test]
+    fn signed8_matches_per_byte_signs() {
+        for grid in [0x2b19_0808_192b_2b08u64, 0x0101_0101_0101_0101, 0x7f7f_7f7f_7f7f_7f7f] {
+            for s in 0..=255u8 {
+                let want: [i8; 8] =
+                    std::array::from_fn(|j| grid.to_le_bytes()[j] as i8 * if s >> j & 1 != 0 { -1 } else { 1 });
+                assert_eq!(signed8(grid, s), want);
+            }
+        }
+        for i in 0..128 {
+            assert_eq!(KSIGNS_MASK[i], SIGN_MASK[usize::from(KSIGNS_IQ2XS[i])]);
+        }
+    }
+
+    #[test]
+    fn lut16_is_a_table_lookup() {
+        let q: [u8; 64] = std::array::from_fn(|i| (i * 37 + 11) as u8);
+        let got = lut16(&KVALUES_IQ4NL, &q);
+        for (g, c) in got.iter().zip(q) {
+            assert_eq!(*g, KVALUES_IQ4NL[usize::from(c & 15)]);
+        }
     }
 }

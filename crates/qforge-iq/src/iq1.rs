@@ -8,14 +8,13 @@
 //! pattern is not a grid point move to the best of their precomputed neighbours.
 
 use crate::common::{NoImatrix, QK_K, padded, search_weights, sigma2};
-use crate::dot::{KDot, scaled16, scaled32};
+use crate::dot::{KDot, no_gather, per32};
 use crate::lattice::{Lattice, levels_of};
 use crate::tables::{IQ1M_DELTA, IQ1S_DELTA, IQ1S_GRID};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
 use qforge_ggml_search::{c_max, nearest_int};
-use qforge_k::BlockQ8K;
 use std::sync::OnceLock;
 
 /// The quantizer's iq1 grid (levels 0, 1, 2 for -1, 0, 1), shared by iq1_s and iq1_m.
@@ -431,60 +430,85 @@ fn iq1m_group(b: &BlockIq1M, g: usize) -> (usize, bool) {
     (b.qs[g] as usize | ((h << (8 - shift)) & 0x700), h & (0x08 << shift) != 0)
 }
 
-/// Grid index of iq1_s's 8-value group `g` and the `u16` of its 32-value sub-block.
-#[inline(always)]
-fn iq1s_group(b: &BlockIq1S, g: usize) -> (usize, usize) {
-    let qh = u16::from_le_bytes([b.qh[2 * (g / 4)], b.qh[2 * (g / 4) + 1]]) as usize;
-    (b.qs[g] as usize | ((qh >> (3 * (g % 4))) & 7) << 8, qh)
-}
-
 // ---- Native dots with q8_k (ggml's `ggml_vec_dot_iq1_*_q8_K`) -----------------------------
 
-/// The grid values of a group as integers.
+/// `8·g ± 1` for the 8 grid values `g` (−1, 0, 1) of grid entry `idx`: the values of a group
+/// with its shift folded in (×8), as one 64-bit word: `8·g` per byte is `(g << 3) & 0xF8`,
+/// and the ±1 is added per byte without carries between bytes.
 #[inline(always)]
-fn grid8(idx: usize) -> [i8; 8] {
-    IQ1S_GRID[idx & 2047].to_le_bytes().map(|v| v as i8)
+fn shifted8(idx: usize, negative: bool) -> [i8; 8] {
+    const H: u64 = 0x8080_8080_8080_8080;
+    let x = (IQ1S_GRID[idx & 2047] << 3) & 0xF8F8_F8F8_F8F8_F8F8;
+    let y: u64 = if negative { u64::MAX } else { 0x0101_0101_0101_0101 };
+    let sum = ((x & !H) + (y & !H)) ^ ((x ^ y) & H);
+    bytemuck::cast(sum.to_le_bytes())
 }
 
 /// iq1_s: `d·d_y · (Σ ls·Σ g·q8 + 1/8 · Σ ls·δ·(bsums))`, `ls = 2s + 1`, `δ = ±1` per 32
 /// values, the shift term from q8_k's 16-value sums as in ggml.
 impl KDot for Iq1S {
-    fn ints(b: &BlockIq1S, w: &mut [[i8; 8]; QK_K / 8]) {
-        for (g, w8) in w.iter_mut().enumerate() {
-            *w8 = grid8(iq1s_group(b, g).0);
-        }
+    /// ggml's `d·(sumi + IQ1S_DELTA·sumi1)` is `(d·IQ1S_DELTA)·Σ ls·(8g ± 1)·q8`: the shift
+    /// folded into the values (exact: IQ1S_DELTA = 1/8).
+    #[inline(always)]
+    fn d(b: &BlockIq1S) -> f32 {
+        b.d.get() * IQ1S_DELTA
     }
 
-    fn accumulate(b: &BlockIq1S, y: &BlockQ8K, sums: &[i32; QK_K / 16], sumf: &mut f32) {
-        let qh = |ib: usize| i32::from(u16::from_le_bytes([b.qh[2 * ib], b.qh[2 * ib + 1]]));
-        let ls = |ib: usize| 2 * ((qh(ib) >> 12) & 7) + 1;
-        let sumi = scaled32(sums, ls);
-        let sumi1: i32 = (0..QK_K / 32)
-            .map(|ib| {
-                let delta = if qh(ib) & 0x8000 != 0 { -1 } else { 1 };
-                ls(ib) * delta * (i32::from(y.bsums[2 * ib].get()) + i32::from(y.bsums[2 * ib + 1].get()))
-            })
-            .sum();
-        *sumf += b.d.get() * y.d.get() * (sumi as f32 + IQ1S_DELTA * sumi1 as f32);
+    #[inline(always)]
+    fn ints(b: &BlockIq1S, w: &mut [[i8; 8]; QK_K / 8]) -> [i16; QK_K / 16] {
+        const INV_DELTA: i8 = 8;
+        const { assert!(IQ1S_DELTA * INV_DELTA as f32 == 1.0) };
+        let (qh, _) = b.qh.as_chunks::<2>();
+        let (qs, _) = b.qs.as_chunks::<4>();
+        let mut ls = [0i16; QK_K / 32];
+        for (((w4, qs), qh), ls) in w.as_chunks_mut::<4>().0.iter_mut().zip(qs).zip(qh).zip(&mut ls) {
+            let qh = u16::from_le_bytes(*qh);
+            let negative = qh & 0x8000 != 0;
+            for (l, w8) in w4.iter_mut().enumerate() {
+                let idx = usize::from(qs[l]) | (usize::from(qh >> (3 * l)) & 7) << 8;
+                *w8 = shifted8(idx, negative);
+                no_gather();
+            }
+            *ls = 2 * ((qh >> 12) & 7) as i16 + 1;
+        }
+        per32(|k| ls[k])
     }
 }
 
-/// iq1_m: the shift (`±1/8` per 8 values) is folded into the integers, `8·g ± 1`, so the
-/// exact sum `Σ ls·Σ (8g ± 1)·q8` times 1/8 is ggml's `sumi1 + 1/8 · sumi2`.
+/// iq1_m: `d·d_y·IQ1M_DELTA · Σ ls·Σ (8g ± 1)·q8`, `ls` the odd 3-bit scale per 16 values, the
+/// shift folded into the integer values (exact: IQ1M_DELTA = 1/8).
 impl KDot for Iq1M {
-    fn ints(b: &BlockIq1M, w: &mut [[i8; 8]; QK_K / 8]) {
+    #[inline(always)]
+    fn d(b: &BlockIq1M) -> f32 {
+        iq1m_scales(b).1 * IQ1M_DELTA
+    }
+
+    #[inline(always)]
+    fn ints(b: &BlockIq1M, w: &mut [[i8; 8]; QK_K / 8]) -> [i16; QK_K / 16] {
         const INV_DELTA: i8 = 8;
         const { assert!(IQ1M_DELTA * INV_DELTA as f32 == 1.0) };
         for (g, w8) in w.iter_mut().enumerate() {
             let (idx, negative) = iq1m_group(b, g);
-            let delta = if negative { -1 } else { 1 };
-            *w8 = grid8(idx).map(|v| v * INV_DELTA + delta);
+            *w8 = shifted8(idx, negative);
+            no_gather();
         }
+        let (sc, _) = iq1m_scales(b);
+        std::array::from_fn(|k| iq1m_odd_scale(&sc, k) as i16)
     }
+}
 
-    fn accumulate(b: &BlockIq1M, y: &BlockQ8K, sums: &[i32; QK_K / 16], sumf: &mut f32) {
-        let (sc, d) = iq1m_scales(b);
-        let isum = scaled16(sums, |k| iq1m_odd_scale(&sc, k));
-        *sumf += d * y.d.get() * (isum as f32 * IQ1M_DELTA);
+#[cfg(test)]
+mod shifted_tests {
+    use super::*;
+
+    #[test]
+    fn shifted8_is_8g_plus_minus_1() {
+        for (idx, word) in IQ1S_GRID.iter().enumerate() {
+            let g = word.to_le_bytes().map(|v| v as i8);
+            for negative in [false, true] {
+                let d = if negative { -1 } else { 1 };
+                assert_eq!(shifted8(idx, negative), g.map(|v| 8 * v + d), "{idx} {negative}");
+            }
+        }
     }
 }

@@ -3,14 +3,13 @@
 //! (values 8, 25, 43), a 4-bit sub-block scale `s` and a sign per value.
 
 use crate::common::{NoImatrix, QK_K};
-use crate::dot::{KDot, scaled16, scaled32, signed8};
+use crate::dot::{KDot, KSIGNS_MASK, no_gather, per32, signed8, signed8_mask};
 use crate::lattice::{Lattice, levels_of};
 use crate::search::{GridSearch, Refine, Signs, Start, block_weights, scale_code, search_sub_blocks};
 use crate::tables::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, KMASK_IQ2XS, KSIGNS_IQ2XS};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
-use qforge_k::BlockQ8K;
 use std::sync::OnceLock;
 
 /// Writes the 8 values `db * g[j] * (±1)` of grid word `grid` with sign bits `signs` to
@@ -284,54 +283,61 @@ fn odd_nibble16(scales: &[u8; 8], k: usize) -> i32 {
 }
 
 impl KDot for Iq2Xxs {
-    const FINAL: f32 = 0.125;
-
-    fn ints(b: &BlockIq2Xxs, w: &mut [[i8; 8]; QK_K / 8]) {
-        for (ib, w4) in w.chunks_exact_mut(4).enumerate() {
-            let (aux0, aux1) = (u32_at(&b.qs, 8 * ib), u32_at(&b.qs, 8 * ib + 4));
-            for (l, w8) in w4.iter_mut().enumerate() {
-                let grid = IQ2XXS_GRID[((aux0 >> (8 * l)) & 255) as usize];
-                *w8 = signed8(grid, KSIGNS_IQ2XS[((aux1 >> (7 * l)) & 127) as usize]);
-            }
-        }
+    #[inline(always)]
+    fn d(b: &BlockIq2Xxs) -> f32 {
+        0.125 * b.d.get()
     }
 
-    fn accumulate(b: &BlockIq2Xxs, y: &BlockQ8K, sums: &[i32; QK_K / 16], sumf: &mut f32) {
-        let d = b.d.get() * y.d.get();
-        let bsum = scaled32(sums, |ib| 2 * (u32_at(&b.qs, 8 * ib + 4) >> 28) as i32 + 1);
-        *sumf += d * bsum as f32;
+    #[inline(always)]
+    fn ints(b: &BlockIq2Xxs, w: &mut [[i8; 8]; QK_K / 8]) -> [i16; QK_K / 16] {
+        let (words, _) = b.qs.as_chunks::<8>();
+        let mut ls = [0i16; QK_K / 32];
+        for ((w4, q), ls) in w.as_chunks_mut::<4>().0.iter_mut().zip(words).zip(&mut ls) {
+            let (aux0, aux1) =
+                (u32::from_le_bytes([q[0], q[1], q[2], q[3]]), u32::from_le_bytes([q[4], q[5], q[6], q[7]]));
+            for (l, w8) in w4.iter_mut().enumerate() {
+                let grid = IQ2XXS_GRID[((aux0 >> (8 * l)) & 255) as usize];
+                *w8 = signed8_mask(grid, KSIGNS_MASK[((aux1 >> (7 * l)) & 127) as usize]);
+                no_gather();
+            }
+            *ls = 2 * (aux1 >> 28) as i16 + 1;
+        }
+        per32(|k| ls[k])
     }
 }
 
 impl KDot for Iq2Xs {
-    const FINAL: f32 = 0.125;
-
-    fn ints(b: &BlockIq2Xs, w: &mut [[i8; 8]; QK_K / 8]) {
-        for (g, w8) in w.iter_mut().enumerate() {
-            let q = u16::from_le_bytes([b.qs[2 * g], b.qs[2 * g + 1]]);
-            *w8 = signed8(IQ2XS_GRID[(q & 511) as usize], KSIGNS_IQ2XS[(q >> 9) as usize]);
-        }
+    #[inline(always)]
+    fn d(b: &BlockIq2Xs) -> f32 {
+        0.125 * b.d.get()
     }
 
-    fn accumulate(b: &BlockIq2Xs, y: &BlockQ8K, sums: &[i32; QK_K / 16], sumf: &mut f32) {
-        let d = b.d.get() * y.d.get();
-        *sumf += d * scaled16(sums, |k| odd_nibble16(&b.scales, k)) as f32;
+    #[inline(always)]
+    fn ints(b: &BlockIq2Xs, w: &mut [[i8; 8]; QK_K / 8]) -> [i16; QK_K / 16] {
+        let (pairs, _) = b.qs.as_chunks::<2>();
+        for (w8, q) in w.iter_mut().zip(pairs) {
+            let q = u16::from_le_bytes(*q);
+            *w8 = signed8_mask(IQ2XS_GRID[(q & 511) as usize], KSIGNS_MASK[(q >> 9) as usize]);
+            no_gather();
+        }
+        std::array::from_fn(|k| odd_nibble16(&b.scales, k) as i16)
     }
 }
 
 impl KDot for Iq2S {
-    const FINAL: f32 = 0.125;
-
-    fn ints(b: &BlockIq2S, w: &mut [[i8; 8]; QK_K / 8]) {
-        for (g, w8) in w.iter_mut().enumerate() {
-            let (ib, l) = (g / 4, g % 4);
-            let idx = b.qs[g] as usize | ((b.qh[ib] as usize) << (8 - 2 * l) & 0x300);
-            *w8 = signed8(IQ2S_GRID[idx], b.qs[QK_K / 8 + g]);
-        }
+    #[inline(always)]
+    fn d(b: &BlockIq2S) -> f32 {
+        0.125 * b.d.get()
     }
 
-    fn accumulate(b: &BlockIq2S, y: &BlockQ8K, sums: &[i32; QK_K / 16], sumf: &mut f32) {
-        let d = b.d.get() * y.d.get();
-        *sumf += d * scaled16(sums, |k| odd_nibble16(&b.scales, k)) as f32;
+    #[inline(always)]
+    fn ints(b: &BlockIq2S, w: &mut [[i8; 8]; QK_K / 8]) -> [i16; QK_K / 16] {
+        let (codes, signs) = b.qs.split_at(QK_K / 8);
+        for (g, ((w8, &c), &s)) in w.iter_mut().zip(codes).zip(signs).enumerate() {
+            let idx = usize::from(c) | ((usize::from(b.qh[(g / 4) % 8]) << (8 - 2 * (g % 4))) & 0x300);
+            *w8 = signed8(IQ2S_GRID[idx], s);
+            no_gather();
+        }
+        std::array::from_fn(|k| odd_nibble16(&b.scales, k) as i16)
     }
 }

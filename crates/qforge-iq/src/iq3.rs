@@ -2,7 +2,7 @@
 //! sub-block scale times `g * sign`, with `g` a 4-value point of a D4-lattice-derived grid.
 
 use crate::common::{NoImatrix, QK_K};
-use crate::dot::{KDot, scaled32, signed8};
+use crate::dot::{KDot, KSIGNS_MASK, no_gather, per32, signed8, signed8_mask};
 use crate::iq2::{emit8, groups8, u32_at};
 use crate::lattice::{Lattice, levels_of};
 use crate::search::{GridSearch, Refine, Signs, Start, block_weights, scale_code, search_sub_blocks};
@@ -10,7 +10,6 @@ use crate::tables::{IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
-use qforge_k::BlockQ8K;
 use std::sync::OnceLock;
 
 fn lattice(
@@ -194,42 +193,49 @@ impl BlockFormat for Iq3S {
 // values `d·(2s + 1) · g · sign`; the odd scales multiply exact per-32 integer sums.
 
 impl KDot for Iq3Xxs {
-    const FINAL: f32 = 0.25;
-
-    fn ints(b: &BlockIq3Xxs, w: &mut [[i8; 8]; QK_K / 8]) {
-        for (ib, w4) in w.chunks_exact_mut(4).enumerate() {
-            let aux = u32_at(&b.qs, QK_K / 4 + 4 * ib);
-            for (l, w8) in w4.iter_mut().enumerate() {
-                let q = &b.qs[8 * ib + 2 * l..8 * ib + 2 * l + 2];
-                let grid = pair(IQ3XXS_GRID[q[0] as usize], IQ3XXS_GRID[q[1] as usize]);
-                *w8 = signed8(grid, KSIGNS_IQ2XS[((aux >> (7 * l)) & 127) as usize]);
-            }
-        }
+    #[inline(always)]
+    fn d(b: &BlockIq3Xxs) -> f32 {
+        0.25 * b.d.get()
     }
 
-    fn accumulate(b: &BlockIq3Xxs, y: &BlockQ8K, sums: &[i32; QK_K / 16], sumf: &mut f32) {
-        let d = b.d.get() * y.d.get();
-        let bsum = scaled32(sums, |ib| 2 * (u32_at(&b.qs, QK_K / 4 + 4 * ib) >> 28) as i32 + 1);
-        *sumf += d * bsum as f32;
+    #[inline(always)]
+    fn ints(b: &BlockIq3Xxs, w: &mut [[i8; 8]; QK_K / 8]) -> [i16; QK_K / 16] {
+        let (codes, aux) = b.qs.split_at(QK_K / 4);
+        let (codes, _) = codes.as_chunks::<8>();
+        let (aux, _) = aux.as_chunks::<4>();
+        let mut ls = [0i16; QK_K / 32];
+        for (((w4, q), aux), ls) in w.as_chunks_mut::<4>().0.iter_mut().zip(codes).zip(aux).zip(&mut ls) {
+            let aux = u32::from_le_bytes(*aux);
+            for (l, w8) in w4.iter_mut().enumerate() {
+                let grid = pair(IQ3XXS_GRID[usize::from(q[2 * l])], IQ3XXS_GRID[usize::from(q[2 * l + 1])]);
+                *w8 = signed8_mask(grid, KSIGNS_MASK[((aux >> (7 * l)) & 127) as usize]);
+                no_gather();
+            }
+            *ls = 2 * (aux >> 28) as i16 + 1;
+        }
+        per32(|k| ls[k])
     }
 }
 
 impl KDot for Iq3S {
-    fn ints(b: &BlockIq3S, w: &mut [[i8; 8]; QK_K / 8]) {
-        for (ib, w4) in w.chunks_exact_mut(4).enumerate() {
-            let qh = b.qh[ib] as usize;
-            for (l, w8) in w4.iter_mut().enumerate() {
-                let q = &b.qs[8 * ib + 2 * l..8 * ib + 2 * l + 2];
-                let g1 = IQ3S_GRID[q[0] as usize | ((qh << (8 - 2 * l)) & 256)];
-                let g2 = IQ3S_GRID[q[1] as usize | ((qh << (7 - 2 * l)) & 256)];
-                *w8 = signed8(pair(g1, g2), b.signs[4 * ib + l]);
-            }
-        }
+    #[inline(always)]
+    fn d(b: &BlockIq3S) -> f32 {
+        b.d.get()
     }
 
-    fn accumulate(b: &BlockIq3S, y: &BlockQ8K, sums: &[i32; QK_K / 16], sumf: &mut f32) {
-        let d = b.d.get() * y.d.get();
-        let bsum = scaled32(sums, |ib| 2 * i32::from((b.scales[ib / 2] >> (4 * (ib % 2))) & 0xf) + 1);
-        *sumf += d * bsum as f32;
+    #[inline(always)]
+    fn ints(b: &BlockIq3S, w: &mut [[i8; 8]; QK_K / 8]) -> [i16; QK_K / 16] {
+        let (codes, _) = b.qs.as_chunks::<8>();
+        let (signs, _) = b.signs.as_chunks::<4>();
+        for (((w4, q), &qh), s) in w.as_chunks_mut::<4>().0.iter_mut().zip(codes).zip(&b.qh).zip(signs) {
+            let qh = usize::from(qh);
+            for (l, w8) in w4.iter_mut().enumerate() {
+                let g1 = IQ3S_GRID[usize::from(q[2 * l]) | ((qh << (8 - 2 * l)) & 256)];
+                let g2 = IQ3S_GRID[usize::from(q[2 * l + 1]) | ((qh << (7 - 2 * l)) & 256)];
+                *w8 = signed8(pair(g1, g2), s[l]);
+                no_gather();
+            }
+        }
+        per32(|ib| 2 * i16::from((b.scales[ib / 2] >> (4 * (ib % 2))) & 0xf) + 1)
     }
 }

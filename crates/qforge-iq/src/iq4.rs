@@ -3,13 +3,12 @@
 //! non-uniformly spaced values. Both encoders are ggml's `quantize_row_iq4_nl_impl`.
 
 use crate::common::{NoImatrix, QK_K, best_index_int8, padded, search_weights, sum_sq};
-use crate::dot::{KDot, nibble_values};
+use crate::dot::{KDot, nibble_values, per32};
 use crate::tables::KVALUES_IQ4NL;
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::{F16Le, U16Le};
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
 use qforge_ggml_search::{GROUP_MAX_EPS, nearest_int, signed_absmax};
-use qforge_k::BlockQ8K;
 
 /// Writes `dl * kvalues[q]` for the 32 values of the 16 bytes `qs` (low nibbles, then high
 /// nibbles) to `dst` (32 elements).
@@ -195,21 +194,22 @@ fn xs_scale(b: &BlockIq4Xs, ib: usize) -> i32 {
     ls - 32
 }
 
-/// ggml's `ggml_vec_dot_iq4_xs_q8_K`: per 32 values `(d·d_y·(ls - 32)) · Σ kvalues[q]·q8`,
-/// added to the row's f32 sum sub-block by sub-block.
+/// ggml's `ggml_vec_dot_iq4_xs_q8_K`: per 32 values `(d·d_y)·(ls - 32) · Σ kvalues[q]·q8`;
+/// the sub-block scales are integers, so the block's sum is taken exactly in integers and
+/// scaled once (as ggml's SIMD kernels do).
 impl KDot for Iq4Xs {
-    fn ints(b: &BlockIq4Xs, w: &mut [[i8; 8]; QK_K / 8]) {
+    #[inline(always)]
+    fn d(b: &BlockIq4Xs) -> f32 {
+        b.d.get()
+    }
+
+    #[inline(always)]
+    fn ints(b: &BlockIq4Xs, w: &mut [[i8; 8]; QK_K / 8]) -> [i16; QK_K / 16] {
         let w32: &mut [[i8; 32]; QK_K / 32] = bytemuck::cast_mut(w);
         let qs: &[[u8; 16]; QK_K / 32] = bytemuck::cast_ref(&b.qs);
         for (w, q) in w32.iter_mut().zip(qs) {
             *w = nibble_values(q, &KVALUES_IQ4NL);
         }
-    }
-
-    fn accumulate(b: &BlockIq4Xs, y: &BlockQ8K, sums: &[i32; QK_K / 16], sumf: &mut f32) {
-        let d4d8 = b.d.get() * y.d.get();
-        for ib in 0..QK_K / 32 {
-            *sumf += d4d8 * xs_scale(b, ib) as f32 * (sums[2 * ib] + sums[2 * ib + 1]) as f32;
-        }
+        per32(|ib| xs_scale(b, ib) as i16)
     }
 }

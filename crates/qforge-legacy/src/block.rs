@@ -58,6 +58,7 @@ fn small_quants(qs: &[u8; 16], qh: Option<[u8; 4]>, offset: i8) -> [i8; QK] {
 }
 
 /// Low nibbles hold elements 0..16, high nibbles elements 16..32 (ggml's order).
+#[inline(always)]
 fn unpack_nibbles(qs: &[u8; 16]) -> [u8; QK] {
     let mut c = [0u8; QK];
     for (j, &b) in qs.iter().enumerate() {
@@ -76,10 +77,12 @@ fn pack_nibbles(codes: &[u8; QK]) -> [u8; 16] {
 }
 
 /// Bit `j` of the little-endian `qh` word is bit 4 of element `j`.
+#[inline(always)]
 fn unpack_high(qh: [u8; 4], codes: &mut [u8; QK]) {
-    let h = u32::from_le_bytes(qh);
+    // Byte `j / 8` of `qh`, tested against bit `j % 8`: a byte broadcast, an AND and a
+    // compare per element, which vectorizes (a variable shift per element does not, well).
     for (j, c) in codes.iter_mut().enumerate() {
-        *c |= (((h >> j) & 1) as u8) << 4;
+        *c |= if qh[j / 8] & (1 << (j % 8)) != 0 { 0x10 } else { 0 };
     }
 }
 

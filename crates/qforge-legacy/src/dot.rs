@@ -3,7 +3,8 @@
 //!
 //! Per block pair the 32 quant products are summed in integers (`sumi`), then scaled in f32
 //! as ggml does: `sumf += (d_w·d_a)·sumi` for the symmetric formats, plus `m_w·s_a` for the
-//! affine ones (q4_1, q5_1), where `s_a = d_a·Σq_a` is q8_1's precomputed sum. The q8_1 ·
+//! affine ones (q4_1, q5_1), where `s_a = d_a·Σq_a` is q8_1's precomputed sum. Like ggml's
+//! SIMD kernels, `sumi` stays split in 16 lanes and the f32 sum is kept per lane. The q8_1 ·
 //! q8_1 self-dot (qforge's own: ggml has no vec_dot for q8_1) is the symmetric formula.
 
 use crate::block::{BlockQ8_0, BlockQ8_1, Kind, LegacyBlock, QK};
@@ -47,30 +48,70 @@ impl ActBlock for BlockQ8_1 {
     }
 }
 
-/// `Σ w[i]·a[i]` over one block, exact in `i32` (|w|, |a| ≤ 128). Fixed-length arrays and a
-/// plain widening multiply-add: this compiles to `pmaddwd`-style SIMD without bounds checks.
+/// Lanes of the f32 accumulator of [`vec_dot`].
+const LANES: usize = QK / 2;
+
+/// `Σ w[i]·a[i]` over one block as [`LANES`] partial sums (lane `l`: elements `l` and
+/// `l + 16`), each exact in `i32` (|w|, |a| ≤ 128). Fixed-length arrays, widening multiplies
+/// and one add: one 16-lane vector, no bounds checks and no horizontal sum per block.
 #[inline(always)]
-fn isum(w: &[i8; QK], a: &[i8; QK]) -> i32 {
-    let mut acc = [0i32; 16];
-    for (w, a) in w.chunks_exact(16).zip(a.chunks_exact(16)) {
-        for ((acc, &w), &a) in acc.iter_mut().zip(w).zip(a) {
-            *acc += i32::from(i16::from(w) * i16::from(a));
-        }
-    }
-    acc.iter().sum()
+fn isum_lanes(w: &[i8; QK], a: &[i8; QK]) -> [i32; LANES] {
+    let p: [i16; QK] = std::array::from_fn(|i| i16::from(w[i]) * i16::from(a[i]));
+    std::array::from_fn(|l| i32::from(p[l]) + i32::from(p[l + LANES]))
 }
+
+/// Blocks whose f16 scales are widened together in [`vec_dot`].
+const BATCH: usize = 8;
 
 /// ggml's `vec_dot` of a weight row with its activation row (`w.len() == a.len()`, checked by
 /// the caller; extra blocks on either side would be ignored).
+///
+/// As ggml's SIMD kernels do, the exact integer partial sums of each block are converted to
+/// f32, scaled by `d_w·d_a` and accumulated in f32 lanes (one horizontal sum per row, not per
+/// block); the affine formats' `m_w·s_a` terms are summed separately and added at the end.
+/// The scales of [`BATCH`] blocks are widened from f16 up front: widened one by one inside
+/// the loop, the f16 load (`vpinsrw`) picks up a false dependency on the accumulator register
+/// and serializes the whole loop on it.
 #[inline]
 pub(crate) fn vec_dot<W: LegacyBlock, A: ActBlock>(w: &[W], a: &[A]) -> f32 {
-    let mut sumf = 0.0f32;
-    for (w, a) in w.iter().zip(a) {
-        let sumi = isum(&w.quants_i8(), a.qs()) as f32;
-        sumf += match W::KIND {
-            Kind::Symmetric => (w.d() * a.d()) * sumi,
-            Kind::Affine => (w.d() * a.d()) * sumi + w.m() * a.s(),
-        };
+    let n = w.len().min(a.len());
+    let (w, a) = (&w[..n], &a[..n]);
+    let mut acc = [0f32; LANES];
+    let mut summs = [0.0f32; BATCH];
+    #[inline(always)]
+    fn block<W: LegacyBlock, A: ActBlock>(w: &W, a: &A, d: f32, acc: &mut [f32; LANES]) {
+        let lanes = isum_lanes(&w.quants_i8(), a.qs());
+        for l in 0..LANES {
+            acc[l] += d * lanes[l] as f32;
+        }
     }
-    sumf
+    let (wb, wt) = w.as_chunks::<BATCH>();
+    let (ab, at) = a.as_chunks::<BATCH>();
+    for (wb, ab) in wb.iter().zip(ab) {
+        let d: [f32; BATCH] = std::array::from_fn(|j| wb[j].d() * ab[j].d());
+        for j in 0..BATCH {
+            block(&wb[j], &ab[j], d[j], &mut acc);
+        }
+        if W::KIND == Kind::Affine {
+            let ms: [f32; BATCH] = std::array::from_fn(|j| wb[j].m() * ab[j].s());
+            for j in 0..BATCH {
+                summs[j] += ms[j];
+            }
+        }
+    }
+    for (w, a) in wt.iter().zip(at) {
+        block(w, a, w.d() * a.d(), &mut acc);
+        if W::KIND == Kind::Affine {
+            summs[0] += w.m() * a.s();
+        }
+    }
+    let mut sumf = 0.0f32;
+    for v in acc {
+        sumf += v;
+    }
+    let mut m = 0.0f32;
+    for v in summs {
+        m += v;
+    }
+    sumf + m
 }
