@@ -65,8 +65,10 @@ pub trait Q8KDot: BlockFormat {
 }
 
 /// `Σ_g scale[g] · Σ_{i in g} q[i]·a[i]`, exact (`|result| ≤ 256 · 2^15 · 128 < 2^31`).
+///
+/// The portable kernel; [`crate::simd`] has an AVX2 one with the same (exact) result.
 #[inline(always)]
-fn scaled_isum(q: &[i8; QK_K], a: &[i8; QK_K], scales: &[i16; GROUPS]) -> i32 {
+pub(crate) fn scaled_isum(q: &[i8; QK_K], a: &[i8; QK_K], scales: &[i16; GROUPS]) -> i32 {
     let mut acc = [0i32; 16];
     for ((q, a), &s) in q.chunks_exact(16).zip(a.chunks_exact(16)).zip(scales) {
         for ((acc, &q), &a) in acc.iter_mut().zip(q).zip(a) {
@@ -78,13 +80,32 @@ fn scaled_isum(q: &[i8; QK_K], a: &[i8; QK_K], scales: &[i16; GROUPS]) -> i32 {
 
 /// ggml's `vec_dot` of a row of `F` blocks with a row of q8_k blocks (`w.len() == a.len()`,
 /// checked by the caller).
+///
+/// Runs the AVX2 kernel where the CPU has it (checked once, [`crate::simd`]), the portable
+/// one elsewhere. Both compute the same integer `isum` per block and the same f32 operations
+/// in the same order, so the result is bit-identical either way.
 #[inline]
 pub fn q8k_vec_dot<F: Q8KDot>(w: &[F::Block], a: &[BlockQ8K]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(sumf) = crate::simd::q8k_vec_dot::<F>(w, a) {
+        return sumf;
+    }
+    q8k_vec_dot_with::<F>(w, a, scaled_isum)
+}
+
+/// The body of [`q8k_vec_dot`], with the block's integer sum computed by `isum` (one of the
+/// [`scaled_isum`] kernels).
+#[inline(always)]
+pub(crate) fn q8k_vec_dot_with<F: Q8KDot>(
+    w: &[F::Block],
+    a: &[BlockQ8K],
+    isum: impl Fn(&[i8; QK_K], &[i8; QK_K], &[i16; GROUPS]) -> i32,
+) -> f32 {
     let mut sumf = 0.0f32;
     let mut q = [0i8; QK_K];
     for (w, a) in w.iter().zip(a) {
         let g = F::unpack(w, &mut q);
-        let isum = scaled_isum(&q, &a.qs, &g.scales) as f32;
+        let isum = isum(&q, &a.qs, &g.scales) as f32;
         let (d, dmin) = F::d_dmin(w);
         let ad = a.d.get();
         sumf += if F::HAS_MINS {

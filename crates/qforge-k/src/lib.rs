@@ -14,7 +14,7 @@
 //!
 //! [`FORMATS`] registers them all. The layouts and algorithms are described in
 //! `docs/formats/k.md`.
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 mod affine;
 mod decode;
@@ -25,6 +25,8 @@ mod q3k;
 mod q4k;
 mod q6k;
 mod q8k;
+#[cfg(target_arch = "x86_64")]
+mod simd;
 mod symmetric;
 
 pub use q2k::{BlockQ2K, Q2K};

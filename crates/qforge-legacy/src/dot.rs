@@ -49,13 +49,15 @@ impl ActBlock for BlockQ8_1 {
 }
 
 /// Lanes of the f32 accumulator of [`vec_dot`].
-const LANES: usize = QK / 2;
+pub(crate) const LANES: usize = QK / 2;
 
 /// `Σ w[i]·a[i]` over one block as [`LANES`] partial sums (lane `l`: elements `l` and
 /// `l + 16`), each exact in `i32` (|w|, |a| ≤ 128). Fixed-length arrays, widening multiplies
 /// and one add: one 16-lane vector, no bounds checks and no horizontal sum per block.
+///
+/// The portable kernel; [`crate::simd`] has an AVX2 one giving the same lanes.
 #[inline(always)]
-fn isum_lanes(w: &[i8; QK], a: &[i8; QK]) -> [i32; LANES] {
+pub(crate) fn isum_lanes(w: &[i8; QK], a: &[i8; QK]) -> [i32; LANES] {
     let p: [i16; QK] = std::array::from_fn(|i| i16::from(w[i]) * i16::from(a[i]));
     std::array::from_fn(|l| i32::from(p[l]) + i32::from(p[l + LANES]))
 }
@@ -72,15 +74,39 @@ const BATCH: usize = 8;
 /// The scales of [`BATCH`] blocks are widened from f16 up front: widened one by one inside
 /// the loop, the f16 load (`vpinsrw`) picks up a false dependency on the accumulator register
 /// and serializes the whole loop on it.
+///
+/// Runs the AVX2 lane sums where the CPU has them (checked once, [`crate::simd`]): the same
+/// exact integer lanes and the same f32 operations in the same order, so the same result.
 #[inline]
 pub(crate) fn vec_dot<W: LegacyBlock, A: ActBlock>(w: &[W], a: &[A]) -> f32 {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(sumf) = crate::simd::vec_dot(w, a) {
+        return sumf;
+    }
+    vec_dot_with(w, a, isum_lanes)
+}
+
+/// The body of [`vec_dot`], with each block's integer lanes computed by `isum` (one of the
+/// [`isum_lanes`] kernels).
+#[inline(always)]
+pub(crate) fn vec_dot_with<W: LegacyBlock, A: ActBlock>(
+    w: &[W],
+    a: &[A],
+    isum: impl Fn(&[i8; QK], &[i8; QK]) -> [i32; LANES] + Copy,
+) -> f32 {
     let n = w.len().min(a.len());
     let (w, a) = (&w[..n], &a[..n]);
     let mut acc = [0f32; LANES];
     let mut summs = [0.0f32; BATCH];
     #[inline(always)]
-    fn block<W: LegacyBlock, A: ActBlock>(w: &W, a: &A, d: f32, acc: &mut [f32; LANES]) {
-        let lanes = isum_lanes(&w.quants_i8(), a.qs());
+    fn block<W: LegacyBlock, A: ActBlock>(
+        w: &W,
+        a: &A,
+        d: f32,
+        acc: &mut [f32; LANES],
+        isum: impl Fn(&[i8; QK], &[i8; QK]) -> [i32; LANES],
+    ) {
+        let lanes = isum(&w.quants_i8(), a.qs());
         for l in 0..LANES {
             acc[l] += d * lanes[l] as f32;
         }
@@ -90,7 +116,7 @@ pub(crate) fn vec_dot<W: LegacyBlock, A: ActBlock>(w: &[W], a: &[A]) -> f32 {
     for (wb, ab) in wb.iter().zip(ab) {
         let d: [f32; BATCH] = std::array::from_fn(|j| wb[j].d() * ab[j].d());
         for j in 0..BATCH {
-            block(&wb[j], &ab[j], d[j], &mut acc);
+            block(&wb[j], &ab[j], d[j], &mut acc, isum);
         }
         if W::KIND == Kind::Affine {
             let ms: [f32; BATCH] = std::array::from_fn(|j| wb[j].m() * ab[j].s());
@@ -100,7 +126,7 @@ pub(crate) fn vec_dot<W: LegacyBlock, A: ActBlock>(w: &[W], a: &[A]) -> f32 {
         }
     }
     for (w, a) in wt.iter().zip(at) {
-        block(w, a, w.d() * a.d(), &mut acc);
+        block(w, a, w.d() * a.d(), &mut acc, isum);
         if W::KIND == Kind::Affine {
             summs[0] += w.m() * a.s();
         }

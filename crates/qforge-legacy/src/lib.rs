@@ -14,11 +14,13 @@
 //!
 //! See `docs/formats/legacy.md` for layouts and algorithms. Register the family with
 //! [`FORMATS`].
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 mod block;
 mod codec;
 mod dot;
+#[cfg(target_arch = "x86_64")]
+mod simd;
 
 pub use block::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1, QK};
 
