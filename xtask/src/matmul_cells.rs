@@ -19,19 +19,7 @@ const K: usize = 300;
 const RTOL: f64 = 1e-5;
 
 fn data(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed | 1;
-    (0..n)
-        .map(|_| {
-            let mut acc = 0f32;
-            for _ in 0..4 {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                acc += (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
-            }
-            acc * 1.7
-        })
-        .collect()
+    qforge_golden::signal(n, seed)
 }
 
 /// Relative error ||y − r|| / ||r|| (f64).

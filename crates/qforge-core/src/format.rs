@@ -273,6 +273,31 @@ impl std::fmt::Debug for dyn Format {
     }
 }
 
+/// The input checks every quantizer applies to one row: `x` finite (`NonFinite` with the index
+/// of the first offender) and, if given, one finite non-negative importance weight per
+/// element. `Registered` formats get it for free; a format implementing [`Format`] directly
+/// calls it.
+pub fn check_row_input(x: &[f32], weights: Option<&[f32]>) -> Result<(), QuantError> {
+    // A branch-free pass that vectorizes; the index is searched for only on failure.
+    if !x.iter().fold(true, |ok, v| ok & v.is_finite()) {
+        let index = x.iter().position(|v| !v.is_finite()).unwrap_or(0);
+        return Err(QuantError::NonFinite { index, value: x[index] });
+    }
+    if let Some(w) = weights {
+        if w.len() != x.len() {
+            return Err(QuantError::InvalidImatrix {
+                reason: format!("{} weights for a row of {} elements", w.len(), x.len()),
+            });
+        }
+        if let Some(i) = w.iter().position(|v| !(v.is_finite() && *v >= 0.0)) {
+            return Err(QuantError::InvalidImatrix {
+                reason: format!("weight {} at column {i} is not a finite non-negative number", w[i]),
+            });
+        }
+    }
+    Ok(())
+}
+
 /// Adapter that makes a [`BlockFormat`] a registrable `&'static dyn Format`:
 /// `pub static FORMATS: &[&dyn Format] = &[&Registered::<Q4_0, GgmlDot>::NEW];`
 ///
@@ -337,23 +362,7 @@ impl<F: BlockFormat, D: DotKernel<F>> Format for Registered<F, D> {
         if out.len() != want {
             return Err(QuantError::ShapeMismatch { what: "quantized row bytes", expected: want, actual: out.len() });
         }
-        // A branch-free pass that vectorizes; the index is searched for only on failure.
-        if !x.iter().fold(true, |ok, v| ok & v.is_finite()) {
-            let index = x.iter().position(|v| !v.is_finite()).unwrap_or(0);
-            return Err(QuantError::NonFinite { index, value: x[index] });
-        }
-        if let Some(w) = weights {
-            if w.len() != x.len() {
-                return Err(QuantError::InvalidImatrix {
-                    reason: format!("{} weights for a row of {} elements", w.len(), x.len()),
-                });
-            }
-            if let Some(i) = w.iter().position(|v| !(v.is_finite() && *v >= 0.0)) {
-                return Err(QuantError::InvalidImatrix {
-                    reason: format!("weight {} at column {i} is not a finite non-negative number", w[i]),
-                });
-            }
-        }
+        check_row_input(x, weights)?;
         let blocks: &mut [F::Block] = bytemuck::try_cast_slice_mut(out).map_err(|_| QuantError::NotWholeBlocks {
             what: "quantized output",
             format: d.name,

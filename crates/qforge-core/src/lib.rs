@@ -32,7 +32,7 @@ mod tensor;
 pub use dot::{ActKind, ActRow, DotKernel, GgmlDot, NativeDot, NoDot};
 pub use dtype::{DType, Elem, OutRow};
 pub use error::QuantError;
-pub use format::{BlockFormat, CudaDeviceCode, Format, FormatDesc, Registered, Role};
+pub use format::{BlockFormat, CudaDeviceCode, Format, FormatDesc, Registered, Role, check_row_input};
 pub use half::{bf16, f16};
 pub use params::Params;
 pub use registry::Registry;

@@ -1,18 +1,8 @@
 //! Activation quantization for mat-vec / mat-mul: the four `--act-quant` modes.
 
 use qforge_core::{ActKind, ActRow, Format, OutRow, QuantError};
+use qforge_fp8::{E4m3, Fp8Kind};
 use std::str::FromStr;
-
-mod fp8 {
-    use qforge_fp8::{E4m3, Fp8Kind};
-    pub const E4M3_MAX: f32 = E4m3::MAX;
-    pub fn e4m3_from_f32(x: f32) -> u8 {
-        qforge_fp8::from_f32::<E4m3>(x)
-    }
-    pub fn e4m3_to_f32(q: u8) -> f32 {
-        qforge_fp8::to_f32::<E4m3>(q)
-    }
-}
 
 /// How mat-vec / mat-mul treats the activations (`--act-quant`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
@@ -121,10 +111,10 @@ impl QuantAct {
                 let mut scales = Vec::with_capacity(padded.div_ceil(FP8_GROUP));
                 for (xs, qs) in xp.chunks(FP8_GROUP).zip(q.chunks_mut(FP8_GROUP)) {
                     let amax = xs.iter().fold(0f32, |m, v| m.max(v.abs()));
-                    let s = qforge_fp8::grid::scale_for(amax, fp8::E4M3_MAX);
+                    let s = qforge_fp8::grid::scale_for(amax, E4m3::MAX);
                     scales.push(s);
                     for (v, o) in xs.iter().zip(qs) {
-                        *o = fp8::e4m3_from_f32(v / s);
+                        *o = qforge_fp8::from_f32::<E4m3>(v / s);
                     }
                 }
                 QuantAct::Fp8 { q, scales }
@@ -161,7 +151,7 @@ impl QuantAct {
             QuantAct::Fp8 { q, scales } => q
                 .chunks(FP8_GROUP)
                 .zip(scales)
-                .flat_map(|(qs, &s)| qs.iter().map(move |&b| fp8::e4m3_to_f32(b) * s))
+                .flat_map(|(qs, &s)| qs.iter().map(move |&b| qforge_fp8::to_f32::<E4m3>(b) * s))
                 .collect(),
         }
     }

@@ -6,19 +6,7 @@ use qforge_core::{Format, Params, QuantTensor, Shape};
 use qforge_cpu::{ActQuant, matmul, quantize_acts, reference_f64};
 
 fn data(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed | 1;
-    (0..n)
-        .map(|_| {
-            let mut acc = 0f32;
-            for _ in 0..4 {
-                s ^= s << 13;
-                s ^= s >> 7;
-                s ^= s << 17;
-                acc += (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
-            }
-            acc * 1.7
-        })
-        .collect()
+    qforge_golden::signal(n, seed)
 }
 
 fn quantized(f: &'static dyn Format, n: usize, k: usize, seed: u64) -> QuantTensor<'static> {

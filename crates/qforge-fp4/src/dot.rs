@@ -13,47 +13,13 @@ use crate::mxfp4::{BlockMxfp4, Mxfp4};
 use crate::nvfp4::{BlockNvfp4, Nvfp4};
 use crate::scale::{e8m0_to_f32_half, ue4m3_to_f32_half};
 use qforge_core::NativeDot;
+use qforge_legacy::kernels::{idot_lanes, nibble_lut};
 use qforge_legacy::{BlockQ8_0, Q8_0};
 
-/// `table[q & 15]` for every byte of `q`, as a select per table entry: branch-free and
-/// vectorized (compare + blend), where an indexed load per element is not.
-#[inline(always)]
-fn lut16<const N: usize>(table: &[i8; 16], q: &[u8; N]) -> [i8; N] {
-    let mut out = [table[0]; N];
-    for (o, &c) in out.iter_mut().zip(q) {
-        let c = c & 0x0F;
-        let mut v = table[0];
-        for (j, &t) in table.iter().enumerate().skip(1) {
-            if c == j as u8 {
-                v = t;
-            }
-        }
-        *o = v;
-    }
-    out
-}
-
-/// The doubled E2M1 values of `H` bytes of split-half packed codes (`2·H` values): low
-/// nibbles, then high nibbles.
+/// The doubled E2M1 values of `H` bytes of split-half packed codes (`2·H` values).
 #[inline(always)]
 fn codes<const H: usize, const N: usize>(qs: &[u8; H]) -> [i8; N] {
-    const { assert!(N == 2 * H) };
-    let both: [u8; N] = std::array::from_fn(|i| if i < H { qs[i] & 0x0F } else { qs[i - H] >> 4 });
-    lut16(&E2M1_X2, &both)
-}
-
-/// `w[i]·a[i]` summed in 16 exact `i32` lanes (lane `l`: elements `l`, `l + 16`, ...).
-#[inline(always)]
-fn idot_lanes<const N: usize>(w: &[i8; N], a: &[i8; N]) -> [i32; 16] {
-    let p: [i16; N] = std::array::from_fn(|i| i16::from(w[i]) * i16::from(a[i]));
-    let (pc, _) = p.as_chunks::<16>();
-    let mut acc = [0i32; 16];
-    for c in pc {
-        for l in 0..16 {
-            acc[l] += i32::from(c[l]);
-        }
-    }
-    acc
+    nibble_lut(qs, &E2M1_X2)
 }
 
 /// Blocks whose scales are widened together: widened one by one inside the loop, the f16

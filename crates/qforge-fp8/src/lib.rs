@@ -24,7 +24,9 @@ pub mod grid;
 pub use codec::{E4m3, E5m2, Fp8Kind, from_f32, to_f32};
 
 use grid::BLOCK;
-use qforge_core::{ActKind, ActRow, CudaDeviceCode, Elem, Format, FormatDesc, OutRow, QuantError, Role, bf16, f16};
+use qforge_core::{
+    ActKind, ActRow, CudaDeviceCode, Elem, Format, FormatDesc, OutRow, QuantError, Role, bf16, check_row_input, f16,
+};
 use std::marker::PhantomData;
 
 /// The family's CUDA device code: the code tables rendered from [`codec`] by build.rs, then
@@ -78,14 +80,6 @@ impl<K: Fp8Kind> Fp8Format<K> {
     }
 }
 
-fn first_non_finite(x: &[f32]) -> Result<(), QuantError> {
-    if x.iter().fold(true, |ok, v| ok & v.is_finite()) {
-        return Ok(());
-    }
-    let index = x.iter().position(|v| !v.is_finite()).unwrap_or(0);
-    Err(QuantError::NonFinite { index, value: x[index] })
-}
-
 impl<K: Fp8Kind> Format for Fp8Format<K> {
     fn desc(&self) -> &'static FormatDesc {
         &Self::DESC
@@ -109,7 +103,9 @@ impl<K: Fp8Kind> Format for Fp8Format<K> {
         let n = rows.checked_mul(cols).ok_or(QuantError::Overflow { what: "element count" })?;
         Self::check_len("fp8 input elements (rows x cols)", n, x.len())?;
         Self::check_len("fp8 scale grid bytes", grid::bytes(rows, cols)?, aux.len())?;
-        first_non_finite(x)?;
+        // Checked here, before any scale is computed: an Inf would otherwise make a grid
+        // entry infinite, and a finite row of the same band would report that instead.
+        check_row_input(x, None)?;
         if n == 0 {
             return Ok(());
         }
@@ -140,19 +136,7 @@ impl<K: Fp8Kind> Format for Fp8Format<K> {
         out: &mut [u8],
     ) -> Result<(), QuantError> {
         Self::check_len("fp8 row bytes", x.len(), out.len())?;
-        first_non_finite(x)?;
-        if let Some(w) = weights {
-            if w.len() != x.len() {
-                return Err(QuantError::InvalidImatrix {
-                    reason: format!("{} weights for a row of {} elements", w.len(), x.len()),
-                });
-            }
-            if let Some(i) = w.iter().position(|v| !(v.is_finite() && *v >= 0.0)) {
-                return Err(QuantError::InvalidImatrix {
-                    reason: format!("weight {} at column {i} is not a finite non-negative number", w[i]),
-                });
-            }
-        }
+        check_row_input(x, weights)?;
         if x.is_empty() {
             return Ok(());
         }

@@ -125,3 +125,21 @@ pub fn weighted_rmse(a: &[f32], b: &[f32], w: &[f32]) -> f64 {
     }
     if ws == 0.0 { 0.0 } else { (s / ws).sqrt() }
 }
+
+/// Deterministic gaussian-like test data (sum of four uniforms, σ ≈ 1), `n` values from
+/// `seed`: for properties and cells that need many shapes without committed files.
+pub fn signal(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed | 1;
+    (0..n)
+        .map(|_| {
+            let mut acc = 0f32;
+            for _ in 0..4 {
+                s ^= s << 13;
+                s ^= s >> 7;
+                s ^= s << 17;
+                acc += (s >> 40) as f32 / (1u64 << 24) as f32 - 0.5;
+            }
+            acc * 1.7
+        })
+        .collect()
+}

@@ -19,6 +19,7 @@ use crate::tables::{KSIGNS_IQ2XS, KVALUES_IQ4NL};
 use qforge_core::{BlockFormat, NativeDot};
 use qforge_k::dot::{GroupScales, Q8KDot, q8k_vec_dot};
 use qforge_k::{BlockQ8K, Q8K};
+use qforge_legacy::kernels::{idot_lanes, nibble_lut};
 use qforge_legacy::{BlockQ8_0, Q8_0};
 
 /// The bytes of `v` (little-endian) as `i8`.
@@ -82,30 +83,11 @@ pub(crate) static KSIGNS_MASK: [u64; 128] = {
     t
 };
 
-/// `table[q & 15]` for every byte of `q`, as a select per table entry: branch-free and
-/// vectorized (compare + blend), where an indexed load per element would not be.
-#[inline(always)]
-pub(crate) fn lut16<const N: usize>(table: &[i8; 16], q: &[u8; N]) -> [i8; N] {
-    let mut out = [table[0]; N];
-    for (o, &c) in out.iter_mut().zip(q) {
-        let c = c & 0x0F;
-        let mut v = table[0];
-        for (j, &t) in table.iter().enumerate().skip(1) {
-            if c == j as u8 {
-                v = t;
-            }
-        }
-        *o = v;
-    }
-    out
-}
-
 /// `table[q]` for the 32 codes of the 16 bytes `qs`: low nibbles (values 0..16), then high
 /// nibbles (values 16..32), as iq4_nl / iq4_xs pack them.
 #[inline(always)]
 pub(crate) fn nibble_values(qs: &[u8; 16], table: &[i8; 16]) -> [i8; 32] {
-    let both: [u8; 32] = std::array::from_fn(|i| if i < 16 { qs[i] & 0x0F } else { qs[i - 16] >> 4 });
-    lut16(table, &both)
+    nibble_lut(qs, table)
 }
 
 /// A 256-value I-quant dotted with q8_k activations through `qforge-k`'s shared kernel
@@ -153,14 +135,6 @@ macro_rules! q8k_native_dot {
 }
 
 q8k_native_dot!(Iq2Xxs, Iq2Xs, Iq2S, Iq3Xxs, Iq3S, Iq1S, Iq1M, Iq4Xs);
-
-/// `Σ w[i]·a[i]` over one 32-value block as 16 exact `i32` lanes (lane `l`: elements `l`
-/// and `l + 16`): widening multiplies and one add, one 16-lane vector.
-#[inline(always)]
-pub(crate) fn idot_lanes(w: &[i8; 32], a: &[i8; 32]) -> [i32; 16] {
-    let p: [i16; 32] = std::array::from_fn(|i| i16::from(w[i]) * i16::from(a[i]));
-    std::array::from_fn(|l| i32::from(p[l]) + i32::from(p[l + 16]))
-}
 
 impl NativeDot for Iq4Nl {
     type Act = Q8_0;
@@ -233,7 +207,7 @@ mod tests {
     #[test]
     fn lut16_is_a_table_lookup() {
         let q: [u8; 64] = std::array::from_fn(|i| (i * 37 + 11) as u8);
-        let got = lut16(&KVALUES_IQ4NL, &q);
+        let got = qforge_legacy::kernels::lut16(&KVALUES_IQ4NL, &q);
         for (g, c) in got.iter().zip(q) {
             assert_eq!(*g, KVALUES_IQ4NL[usize::from(c & 15)]);
         }

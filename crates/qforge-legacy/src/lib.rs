@@ -19,6 +19,7 @@
 mod block;
 mod codec;
 mod dot;
+pub mod kernels;
 #[cfg(target_arch = "x86_64")]
 mod simd;
 
