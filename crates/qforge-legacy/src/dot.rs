@@ -125,10 +125,12 @@ pub(crate) fn vec_dot_with<W: LegacyBlock, A: ActBlock>(
             }
         }
     }
-    for (w, a) in wt.iter().zip(at) {
+    // Block i's affine term always goes to slot i % BATCH, tail included, so appending zero
+    // blocks (padding) never regroups the sums and cannot change the result.
+    for (j, (w, a)) in wt.iter().zip(at).enumerate() {
         block(w, a, w.d() * a.d(), &mut acc, isum);
         if W::KIND == Kind::Affine {
-            summs[0] += w.m() * a.s();
+            summs[j] += w.m() * a.s();
         }
     }
     let mut sumf = 0.0f32;

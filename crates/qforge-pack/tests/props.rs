@@ -187,3 +187,19 @@ fn shard_boundaries_are_validated() {
     let parts = shard(&t, Axis::K, 3).unwrap();
     assert_eq!(parts.iter().map(|p| p.cols()).collect::<Vec<_>>(), vec![1376, 1376, 1345]);
 }
+
+/// Regression (found by `matmul_padded_equals_unpadded`): q4_1's affine terms of the blocks
+/// after the last whole batch of 8 were summed into one slot, so zero blocks appended by
+/// padding regrouped them and the native result moved by one ulp.
+#[test]
+fn q4_1_native_padding_regression() {
+    let f = qforge_formats::get("q4_1").unwrap();
+    let (n, k, m) = (2, 373, 3);
+    let (t, _) = quantized(f, n, k, 2804097317293875370);
+    let x = values(m * k, 2804097317293875370 ^ 0x9e37);
+    let y = matmul(&t, &x, m, ActQuant::Native).unwrap();
+    let p = pad_tensor(&t, 1, 256).unwrap();
+    let xp = pad_matrix(&x, m, k, m, p.cols(), 0.0).unwrap();
+    let yp = unpad_matrix(&matmul(&p, &xp, m, ActQuant::Native).unwrap(), m, p.rows(), m, n).unwrap();
+    assert_eq!(y, yp);
+}
