@@ -69,6 +69,9 @@ mod cuda {
             let _ = std::fs::remove_file(out.join(format!("{}.ptx", codegen::module_stem(d.name))));
             cu_files.push(path);
         }
+        // The module of kernels that belong to no format (the f32 → f16 cast).
+        cu_files.push(kernels.join(codegen::UTIL_MODULE_FILE));
+        let _ = std::fs::remove_file(out.join(Path::new(codegen::UTIL_MODULE_FILE).with_extension("ptx")));
 
         build_ptx(&tk, &kernels, &gen_dir, &out, cu_files);
         build_host(&tk, &kernels, &gen_dir, &out, &with_code);
@@ -178,6 +181,14 @@ mod cuda {
             .unwrap();
         }
         modules += "];\n";
+        let util = Path::new(codegen::UTIL_MODULE_FILE).with_extension("ptx");
+        writeln!(
+            modules,
+            "/// The module of kernels that belong to no format (`kernels-cuda/{}`).\npub static UTIL_PTX: &str = include_str!(concat!(env!(\"OUT_DIR\"), \"/{}\"));",
+            codegen::UTIL_MODULE_FILE,
+            util.display()
+        )
+        .unwrap();
         host += "}\n";
         table += "];\n";
         write_if_changed(&out.join("modules.rs"), &modules);

@@ -8,9 +8,13 @@
 //!   measured in the same run, as ratios.
 //! * `setup-cuda`: installs the CUDA 13.0 compiler from PyPI into `.cuda/` (idempotent).
 //! * `build-kernels [--json]`: compiles every format's PTX module in parallel, with figures.
+//! * `gpu-kit [--out DIR]`: builds the GPU kit (binaries with `cuda`, test binaries, PTX,
+//!   `run.sh`) for a GPU machine without Rust, and checks it here (`run.sh --check`).
+//! * `gpu-bench`, `gpu-report`, `kit-check-ptx`: the kit's steps (see [`gpu`]).
 
 mod bench;
 mod build_kernels;
+mod gpu;
 mod matmul_cells;
 mod matrix;
 mod setup_cuda;
@@ -64,6 +68,34 @@ enum Cmd {
         #[arg(long, default_value_t = 2)]
         jobs: usize,
     },
+    /// Build the GPU kit (default target/gpu-kit) and check it here with its run.sh --check.
+    GpuKit {
+        /// Where to put the kit (replaced if it is an older kit).
+        #[arg(long)]
+        out: Option<std::path::PathBuf>,
+    },
+    /// On a GPU: dequant / mat-vec / f16-vs-cast benchmarks against device-to-device copy.
+    GpuBench {
+        /// Comma-separated format names (default: every format with device code).
+        #[arg(long)]
+        formats: Option<String>,
+        /// Write the JSON here instead of stdout.
+        #[arg(long)]
+        out: Option<std::path::PathBuf>,
+    },
+    /// Gather a kit run's folder into gpu-report.json and gpu-report.md.
+    GpuReport {
+        #[arg(long)]
+        dir: std::path::PathBuf,
+        /// The kit folder (its kit.txt names the commit and toolkit).
+        #[arg(long)]
+        kit: Option<std::path::PathBuf>,
+        /// The whole run's seconds, as run.sh measured them.
+        #[arg(long)]
+        seconds: Option<u64>,
+    },
+    /// Check a folder of PTX modules: every expected module parses (and assembles, with ptxas).
+    KitCheckPtx { dir: std::path::PathBuf },
 }
 
 fn main() -> ExitCode {
@@ -74,6 +106,10 @@ fn main() -> ExitCode {
             .and_then(|(ops, shape)| bench::run(formats.as_deref(), n, &ops, shape, json)),
         Cmd::SetupCuda => setup_cuda::run(),
         Cmd::BuildKernels { json, jobs } => build_kernels::run(json, jobs),
+        Cmd::GpuKit { out } => gpu::kit::build(out),
+        Cmd::GpuBench { formats, out } => gpu_bench(formats.as_deref(), out.as_deref()),
+        Cmd::GpuReport { dir, kit, seconds } => gpu::report::run(&dir, kit.as_deref(), seconds),
+        Cmd::KitCheckPtx { dir } => gpu::kit::check_ptx(&dir),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,
@@ -83,4 +119,14 @@ fn main() -> ExitCode {
             ExitCode::from(2)
         }
     }
+}
+
+#[cfg(feature = "cuda")]
+fn gpu_bench(formats: Option<&str>, out: Option<&std::path::Path>) -> anyhow::Result<bool> {
+    gpu::bench::run(formats, out)
+}
+
+#[cfg(not(feature = "cuda"))]
+fn gpu_bench(_: Option<&str>, _: Option<&std::path::Path>) -> anyhow::Result<bool> {
+    anyhow::bail!("xtask built without its `cuda` feature: gpu-bench runs from the GPU kit (cargo xtask gpu-kit)")
 }

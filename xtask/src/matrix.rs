@@ -429,12 +429,67 @@ pub fn run(device: &str, json: bool) -> Result<bool> {
         }
     }
     let ok = !cells.is_empty() && cells.iter().all(|c| c.status == "pass" || c.status == "skip");
+    let summary = Summary::of(&cells);
     if json {
-        println!("{}", serde_json::to_string_pretty(&serde_json::json!({ "cells": cells, "ok": ok }))?);
+        println!(
+            "{}",
+            serde_json::to_string_pretty(&serde_json::json!({ "cells": cells, "summary": summary, "ok": ok }))?
+        );
     } else {
         print_table(&cells);
+        summary.print();
     }
     Ok(ok)
+}
+
+/// The counts by status, and why cells were skipped (each distinct reason with its count):
+/// a run that skipped the whole CUDA column says so next to its passes.
+#[derive(Serialize, Debug, PartialEq)]
+pub struct Summary {
+    pub cells: usize,
+    pub pass: usize,
+    pub fail: usize,
+    pub skip: usize,
+    pub missing: usize,
+    pub skipped_because: Vec<SkipReason>,
+}
+
+#[derive(Serialize, Debug, PartialEq)]
+pub struct SkipReason {
+    pub device: &'static str,
+    pub reason: String,
+    pub cells: usize,
+}
+
+impl Summary {
+    pub fn of(cells: &[Cell]) -> Summary {
+        let count = |s: &str| cells.iter().filter(|c| c.status == s).count();
+        let mut skipped_because: Vec<SkipReason> = Vec::new();
+        for c in cells.iter().filter(|c| c.status == "skip") {
+            match skipped_because.iter_mut().find(|r| r.device == c.device && r.reason == c.detail) {
+                Some(r) => r.cells += 1,
+                None => skipped_because.push(SkipReason { device: c.device, reason: c.detail.clone(), cells: 1 }),
+            }
+        }
+        Summary {
+            cells: cells.len(),
+            pass: count("pass"),
+            fail: count("fail"),
+            skip: count("skip"),
+            missing: count("missing"),
+            skipped_because,
+        }
+    }
+
+    fn print(&self) {
+        println!(
+            "{} cells: {} pass, {} fail, {} skip, {} missing",
+            self.cells, self.pass, self.fail, self.skip, self.missing
+        );
+        for r in &self.skipped_because {
+            println!("  skipped {} {} cells: {}", r.cells, r.device, r.reason);
+        }
+    }
 }
 
 fn leak(s: &str) -> &'static str {
@@ -463,13 +518,4 @@ fn print_table(cells: &[Cell]) {
             c.detail
         );
     }
-    let count = |s: &str| cells.iter().filter(|c| c.status == s).count();
-    println!(
-        "{} cells: {} pass, {} fail, {} skip, {} missing",
-        cells.len(),
-        count("pass"),
-        count("fail"),
-        count("skip"),
-        count("missing")
-    );
 }

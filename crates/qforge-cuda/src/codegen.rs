@@ -28,6 +28,12 @@ pub fn kernel_names(format: &str) -> [String; 5] {
     ]
 }
 
+/// The module of kernels that belong to no format, a plain file in `kernels-cuda/`.
+pub const UTIL_MODULE_FILE: &str = "qforge_util.cu";
+
+/// The kernels of the util module (what a kit checks its PTX for).
+pub const UTIL_KERNELS: &[&str] = &["qforge_cast_f32_f16"];
+
 /// File stem of a format's module (`qforge_q4_0` → `qforge_q4_0.cu` / `.ptx`).
 pub fn module_stem(format: &str) -> String {
     format!("qforge_{format}")

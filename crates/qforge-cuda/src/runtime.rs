@@ -12,7 +12,10 @@ use cudarc::driver::{
 };
 use qforge_core::{DType, Format, QuantTensor, Shape};
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex};
+use std::sync::{Arc, Mutex, OnceLock};
+
+/// The cudarc this crate is built on, so callers name the same types (streams, slices, events).
+pub use cudarc;
 
 include!(concat!(env!("OUT_DIR"), "/modules.rs"));
 
@@ -47,6 +50,29 @@ struct Kernels {
 pub struct Cuda {
     ctx: Arc<CudaContext>,
     modules: Mutex<HashMap<&'static str, Arc<Kernels>>>,
+    /// The util module's f32 → f16 cast, loaded on first use.
+    cast: OnceLock<CudaFunction>,
+}
+
+/// What a report names a device by: `Cuda::info`.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct DeviceInfo {
+    /// `NVIDIA H100 80GB HBM3`.
+    pub name: String,
+    /// (major, minor): (9, 0) on Hopper.
+    pub compute_capability: (i32, i32),
+    pub multiprocessors: i32,
+    pub l2_cache_bytes: i64,
+    pub memory_bytes: u64,
+    /// The driver's CUDA version as `cuDriverGetVersion` gives it (13000 = 13.0).
+    pub driver_cuda_version: i32,
+}
+
+impl DeviceInfo {
+    /// The driver's CUDA version as text (`13.0`).
+    pub fn driver_cuda(&self) -> String {
+        format!("{}.{}", self.driver_cuda_version / 1000, self.driver_cuda_version % 1000 / 10)
+    }
 }
 
 /// A quantized tensor in device memory: its bytes as on the host (the GGUF rows, padded to
@@ -134,7 +160,33 @@ impl Cuda {
             return Err(CudaError::NoDevice { ordinal, count });
         }
         let ctx = CudaContext::new(ordinal).map_err(driver("create context"))?;
-        Ok(Cuda { ctx, modules: Mutex::new(HashMap::new()) })
+        Ok(Cuda { ctx, modules: Mutex::new(HashMap::new()), cast: OnceLock::new() })
+    }
+
+    /// The cudarc context (events, streams, graphs for callers that time or batch work).
+    pub fn context(&self) -> &Arc<CudaContext> {
+        &self.ctx
+    }
+
+    /// Name, compute capability, multiprocessors, L2, memory and the driver's CUDA version.
+    pub fn info(&self) -> Result<DeviceInfo, CudaError> {
+        use cudarc::driver::sys::CUdevice_attribute as A;
+        let attr = |a| self.ctx.attribute(a).map_err(driver("device attribute"));
+        let mut version = 0i32;
+        // SAFETY: cuDriverGetVersion writes one int through the pointer it is given, which
+        // points at a live local; the driver library is loaded (a context exists).
+        let r = unsafe { cudarc::driver::sys::cuDriverGetVersion(&mut version) };
+        if r != CUresult::CUDA_SUCCESS {
+            return Err(CudaError::Driver { op: "driver version", msg: format!("{r:?}") });
+        }
+        Ok(DeviceInfo {
+            name: self.name()?,
+            compute_capability: self.ctx.compute_capability().map_err(driver("compute capability"))?,
+            multiprocessors: attr(A::CU_DEVICE_ATTRIBUTE_MULTIPROCESSOR_COUNT)?,
+            l2_cache_bytes: i64::from(attr(A::CU_DEVICE_ATTRIBUTE_L2_CACHE_SIZE)?),
+            memory_bytes: self.ctx.total_mem().map_err(driver("total memory"))? as u64,
+            driver_cuda_version: version,
+        })
     }
 
     /// The device's name (`NVIDIA H100 80GB HBM3`).
@@ -248,6 +300,37 @@ impl Cuda {
         Ok(())
     }
 
+    /// `dst = f16(src)`, round to nearest even, element by element (the util module's cast).
+    /// This is the detour direct f16 dequantization avoids; it is here so that the detour
+    /// can be measured (`xtask gpu-bench`) and for callers that hold f32 data already.
+    pub fn cast_f32_to_f16(
+        &self,
+        src: &CudaView<'_, f32>,
+        dst: &mut CudaSlice<u16>,
+        stream: &Arc<CudaStream>,
+    ) -> Result<(), CudaError> {
+        if dst.len() != src.len() {
+            return Err(CudaError::Size { what: "cast output elements", expected: src.len(), actual: dst.len() });
+        }
+        let f = match self.cast.get() {
+            Some(f) => f,
+            None => {
+                let module =
+                    self.ctx.load_module(cudarc::nvrtc::Ptx::from_src(UTIL_PTX)).map_err(driver("load PTX module"))?;
+                let f = module.load_function(crate::codegen::UTIL_KERNELS[0]).map_err(driver("load kernel"))?;
+                self.cast.get_or_init(|| f)
+            }
+        };
+        let n = dim(src.len())?;
+        let mut b = stream.launch_builder(f);
+        b.arg(src).arg(dst).arg(&n);
+        // SAFETY: the kernel reads n f32 of `src` and writes n u16 of `dst` (lengths checked
+        // equal above); argument types match (const float*, uint16_t*, long long); it takes
+        // the vector path only for 16-byte / 8-byte aligned pointers.
+        unsafe { b.launch(launch_1d((n + 3) / 4, 256)) }.map_err(driver("launch cast"))?;
+        Ok(())
+    }
+
     /// `y[r][i] = Σ_j W[i][j]·x[r][j]` for `m` (1..=8) activation rows `x` (row-major m × K
     /// f32 on the device). The activations are quantized to q8_1 on the GPU (into a scratch
     /// buffer), then dotted with integer `__dp4a` products. Returns m × N f32 on the device.
@@ -258,12 +341,52 @@ impl Cuda {
         m: usize,
         stream: &Arc<CudaStream>,
     ) -> Result<CudaSlice<f32>, CudaError> {
+        if !(1..=MAX_M).contains(&m) {
+            return Err(CudaError::Size { what: "activation rows (1..=8)", expected: MAX_M, actual: m });
+        }
+        let mut scratch = self.matvec_scratch(w, m, stream)?;
+        let n = w.shape.rows();
+        // SAFETY: the mat-vec writes every element of y before anything reads it (same stream).
+        let mut y = unsafe { stream.alloc::<f32>(m * n) }.map_err(alloc_err(4 * m * n))?;
+        self.matvec_into(w, x, m, &mut scratch, &mut y, stream)?;
+        Ok(y)
+    }
+
+    /// The activation scratch buffer `matvec_into` needs for `m` rows against `w` (the q8_1
+    /// blocks: `m × ceil(K / 32) × 40` bytes). Reuse it across calls of the same or smaller m.
+    pub fn matvec_scratch(
+        &self,
+        w: &DeviceQuantTensor,
+        m: usize,
+        stream: &Arc<CudaStream>,
+    ) -> Result<CudaSlice<u8>, CudaError> {
+        let bytes = m.max(1) * crate::host::q8_1_blocks(w.format.desc(), w.shape.cols()) * Q8_1_BLOCK_BYTES;
+        // SAFETY: quantize_q8_1 writes every activation block a mat-vec reads before it reads
+        // them (same stream, in order); the bytes are never read otherwise.
+        unsafe { stream.alloc::<u8>(bytes) }.map_err(alloc_err(bytes))
+    }
+
+    /// [`Cuda::matvec`] into caller-owned buffers: no allocation, two launches (activation
+    /// quantization, mat-vec), so a caller can keep the hot path allocation-free or capture it
+    /// in a CUDA graph. `scratch` from [`Cuda::matvec_scratch`] (at least that size), `y` m × N.
+    pub fn matvec_into(
+        &self,
+        w: &DeviceQuantTensor,
+        x: &CudaView<'_, f32>,
+        m: usize,
+        scratch: &mut CudaSlice<u8>,
+        y: &mut CudaSlice<f32>,
+        stream: &Arc<CudaStream>,
+    ) -> Result<(), CudaError> {
         let (n, k) = (w.shape.rows(), w.shape.cols());
         if !(1..=MAX_M).contains(&m) {
             return Err(CudaError::Size { what: "activation rows (1..=8)", expected: MAX_M, actual: m });
         }
         if x.len() != m * k {
             return Err(CudaError::Size { what: "activation elements (m × K)", expected: m * k, actual: x.len() });
+        }
+        if y.len() != m * n {
+            return Err(CudaError::Size { what: "mat-vec output elements (m × N)", expected: m * n, actual: y.len() });
         }
         let (ptr, sync) = x.device_ptr(stream);
         if ptr % 4 != 0 {
@@ -274,26 +397,24 @@ impl Cuda {
         let d = w.format.desc();
         let nblocks = crate::host::q8_1_blocks(d, k);
         let act_bytes = m * nblocks * Q8_1_BLOCK_BYTES;
-        // SAFETY: quantize_q8_1 writes every activation block, the mat-vec every element of y,
-        // before anything reads them (same stream, in order).
-        let mut act = unsafe { stream.alloc::<u8>(act_bytes) }.map_err(alloc_err(act_bytes))?;
-        // SAFETY: as above.
-        let mut y = unsafe { stream.alloc::<f32>(m * n) }.map_err(alloc_err(4 * m * n))?;
+        if scratch.len() < act_bytes {
+            return Err(CudaError::Size { what: "mat-vec scratch bytes", expected: act_bytes, actual: scratch.len() });
+        }
         let (ki, nbi, mi, ni) = (dim(k)?, dim(nblocks)?, dim(m)?, dim(n)?);
         let mut q = stream.launch_builder(&kern.quantize_q8_1);
-        q.arg(x).arg(&mut act).arg(&ki).arg(&nbi).arg(&mi);
+        q.arg(x).arg(&mut *scratch).arg(&ki).arg(&nbi).arg(&mi);
         // SAFETY: reads m × k f32 of x (length checked), writes m × nblocks 40-byte blocks
-        // into `act` (allocated with exactly that size, 256-byte aligned).
+        // into `scratch` (at least that size, checked; device allocations are 256-byte aligned).
         unsafe { q.launch(launch_1d(mi * nbi, 128)) }.map_err(driver("launch quantize_q8_1"))?;
         let m32 = m as i32;
         let mut mv = stream.launch_builder(&kern.matvec);
         let grid = w.data.slice(w.rows_len..);
-        mv.arg(&w.data).arg(&grid).arg(&act).arg(&mut y).arg(&ni).arg(&ki).arg(&m32);
+        mv.arg(&w.data).arg(&grid).arg(&*scratch).arg(y).arg(&ni).arg(&ki).arg(&m32);
         // SAFETY: one warp per weight row (n rows of whole blocks in w.data, or of k elements
         // plus the scale grid after them for a grid format), m × nblocks
-        // activation blocks in `act`, writes m × n f32 of y (allocated so); m in 1..=8.
+        // activation blocks in `scratch`, writes m × n f32 of y (length checked); m in 1..=8.
         unsafe { mv.launch(launch_1d(ni * 32, 128)) }.map_err(driver("launch matvec"))?;
-        Ok(y)
+        Ok(())
     }
 }
 

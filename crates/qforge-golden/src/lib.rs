@@ -44,9 +44,13 @@ pub struct Manifest {
     pub formats: BTreeMap<String, FormatEntry>,
 }
 
-/// `tests/golden/` of the workspace.
+/// `tests/golden/` of the workspace, or `$QFORGE_GOLDEN_DIR` where that is set (a binary
+/// run away from its source tree: the GPU kit carries a copy of the folder).
 pub fn dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/golden")
+    match std::env::var_os("QFORGE_GOLDEN_DIR") {
+        Some(d) if !d.is_empty() => PathBuf::from(d),
+        _ => PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../../tests/golden"),
+    }
 }
 
 fn read(rel: &str) -> Vec<u8> {

@@ -5,8 +5,19 @@ use std::io::Write;
 use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 
+/// The qforge binary under test: the one cargo built, or `$QFORGE_BIN` where that is set (a
+/// test binary run away from its build tree: the GPU kit points it at the kit's qforge).
+pub fn qforge_bin() -> std::ffi::OsString {
+    std::env::var_os("QFORGE_BIN").filter(|p| !p.is_empty()).unwrap_or_else(|| env!("CARGO_BIN_EXE_qforge").into())
+}
+
 pub fn qforge(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_qforge")).args(args).output().expect("run qforge")
+    Command::new(qforge_bin()).args(args).output().expect("run qforge")
+}
+
+/// `qforge` with extra environment variables.
+pub fn qforge_env(args: &[&str], env: &[(&str, &str)]) -> Output {
+    Command::new(qforge_bin()).args(args).envs(env.iter().copied()).output().expect("run qforge")
 }
 
 pub struct Tmp(pub PathBuf);
@@ -50,7 +61,7 @@ pub fn assert_fails(out: &Output, code: i32, needle: &str) {
 }
 
 pub fn qforge_stdin(args: &[&str], input: &str) -> Output {
-    let mut child = Command::new(env!("CARGO_BIN_EXE_qforge"))
+    let mut child = Command::new(qforge_bin())
         .args(args)
         .stdin(Stdio::piped())
         .stdout(Stdio::piped())

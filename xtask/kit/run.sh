@@ -1,0 +1,106 @@
+#!/usr/bin/env bash
+# qforge GPU kit (made by `cargo xtask gpu-kit` on a build machine; see docs/cuda.md).
+#
+#   run.sh [OUTDIR]   on a machine with an NVIDIA GPU and its driver (no Rust needed): prints
+#                     the device and driver, runs the CUDA tests (the GPU-only ones included),
+#                     `xtask test-matrix --device cuda`, the GPU benchmarks, and writes
+#                     gpu-report.json and gpu-report.md (plus every step's log) into OUTDIR
+#                     (default: ./gpu-report). Exits non-zero if any step failed.
+#   run.sh --check    anywhere (no GPU needed): everything the kit needs is present and loads
+#                     (binaries execute, test binaries list their tests, the PTX modules parse;
+#                     with ptxas on PATH or in $PTXAS, every module also assembles for sm_80).
+#
+# Each step has its own time limit (seconds, overridable: QF_T_TESTS, QF_T_MATRIX, QF_T_BENCH);
+# together they stay under 8 minutes.
+set -u
+KIT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+export QFORGE_BIN="$KIT/bin/qforge" QFORGE_GOLDEN_DIR="$KIT/golden"
+T_TESTS="${QF_T_TESTS:-150}" T_MATRIX="${QF_T_MATRIX:-90}" T_BENCH="${QF_T_BENCH:-210}"
+
+die() { echo "run.sh: $*" >&2; exit 2; }
+[ -f "$KIT/kit.txt" ] || die "$KIT/kit.txt is missing: not a complete kit (make one with cargo xtask gpu-kit)"
+command -v timeout >/dev/null || die "coreutils' timeout is needed"
+
+# ---- --check: no GPU needed ----------------------------------------------------------------
+if [ "${1:-}" = "--check" ]; then
+  fails=0
+  ok() { echo "  ok    $*"; }
+  bad() { echo "  FAIL  $*"; fails=$((fails + 1)); }
+  echo "== files (kit.txt)"
+  while read -r kind path; do
+    case "$kind" in ''|'#'*) continue ;; esac
+    if [ -s "$KIT/$path" ]; then ok "$path"; else bad "$path is missing or empty"; fi
+    if [ "$kind" = bin ] || [ "$kind" = test ]; then
+      [ -x "$KIT/$path" ] || bad "$path is not executable"
+    fi
+  done < "$KIT/kit.txt"
+  echo "== binaries execute"
+  if n=$("$KIT/bin/qforge" formats --json 2>&1 | grep -c '"name"'); [ "$n" -gt 0 ]; then
+    ok "bin/qforge formats --json ($n formats)"
+  else
+    bad "bin/qforge formats --json: $n formats"
+  fi
+  if "$KIT/bin/xtask" --help >/dev/null 2>&1; then ok "bin/xtask --help"; else bad "bin/xtask --help"; fi
+  echo "== test binaries list their tests (GPU-only tests are ignored by default, run here with --include-ignored)"
+  while read -r kind path; do
+    [ "$kind" = test ] || continue
+    all=$("$KIT/$path" --list 2>/dev/null | grep -c ': test$') || true
+    ign=$("$KIT/$path" --list --ignored 2>/dev/null | grep -c ': test$') || true
+    if [ "${all:-0}" -gt 0 ]; then ok "$path: $all tests, $ign of them ignored without --include-ignored"; else bad "$path lists no tests"; fi
+  done < "$KIT/kit.txt"
+  echo "== PTX modules"
+  if "$KIT/bin/xtask" kit-check-ptx "$KIT/ptx"; then ok "every module parses and defines its kernels"; else bad "PTX check"; fi
+  [ "$fails" -eq 0 ] && { echo "kit check: ok ($KIT)"; exit 0; }
+  echo "kit check: $fails problem(s)"
+  exit 1
+fi
+
+# ---- the GPU run --------------------------------------------------------------------------
+case "${1:-}" in -*) die "unknown option $1 (run.sh [OUTDIR] | run.sh --check)" ;; esac
+OUT="${1:-$PWD/gpu-report}"
+mkdir -p "$OUT" || die "cannot create $OUT"
+OUT="$(cd "$OUT" && pwd)"
+STEPS="$OUT/steps.tsv"
+: > "$STEPS"
+started=$(date +%s)
+
+# step NAME LIMIT LOGFILE CMD...: runs CMD under `timeout LIMIT`, stdout+stderr into LOGFILE,
+# and records "NAME<TAB>rc<TAB>milliseconds<TAB>LOGFILE" (rc 124: it ran past its limit).
+step() {
+  local name=$1 limit=$2 log=$3; shift 3
+  local t0 rc
+  t0=$(date +%s%N)
+  timeout --kill-after=10 "$limit" "$@" > "$OUT/$log" 2>&1
+  rc=$?
+  printf '%s\t%s\t%s\t%s\n' "$name" "$rc" "$(( ($(date +%s%N) - t0) / 1000000 ))" "$log" >> "$STEPS"
+  printf '%-28s rc=%-3s %s\n' "$name" "$rc" "$(tail -n 1 "$OUT/$log" | cut -c1-100)"
+  return 0
+}
+
+echo "== device and driver"
+if command -v nvidia-smi >/dev/null; then
+  nvidia-smi --query-gpu=name,driver_version,memory.total,compute_cap,clocks.max.sm,clocks.max.mem --format=csv \
+    | tee "$OUT/device.txt"
+else
+  echo "nvidia-smi not found; the device is named from the driver by the benchmarks" | tee "$OUT/device.txt"
+fi
+
+echo "== CUDA tests (GPU-only tests included)"
+while read -r kind path; do
+  [ "$kind" = test ] || continue
+  name=$(basename "$path")
+  step "test:$name" "$T_TESTS" "test-$name.log" "$KIT/$path" --include-ignored
+done < "$KIT/kit.txt"
+
+echo "== test matrix, CUDA cells"
+step "test-matrix --device cuda" "$T_MATRIX" "matrix.log" \
+  sh -c "'$KIT/bin/xtask' test-matrix --device cuda --json > '$OUT/matrix.json'"
+
+echo "== GPU benchmarks"
+step "gpu-bench" "$T_BENCH" "bench.log" "$KIT/bin/xtask" gpu-bench --out "$OUT/bench.json"
+
+echo "== report"
+"$KIT/bin/xtask" gpu-report --dir "$OUT" --kit "$KIT" --seconds "$(( $(date +%s) - started ))"
+rc=$?
+echo "report: $OUT/gpu-report.md, $OUT/gpu-report.json (whole run $(( $(date +%s) - started )) s)"
+exit $rc

@@ -1,0 +1,269 @@
+//! `xtask gpu-bench [--formats a,b] [--out FILE]` (feature `cuda`, on a GPU): the figures of
+//! the GPU kit, all measured in one run on one device, as fractions of a device-to-device copy
+//! measured in the same run.
+//!
+//! * Copy: 1 GiB → 1 GiB with `cuMemcpyDtoDAsync`; bytes read + written per second.
+//! * Dequant: every format with device code to f32, f16 and bf16, on a 32768 × 4096 tensor
+//!   (128 Mi elements: 512 MiB of f32, 256 MiB of f16 output); bytes read + written per second.
+//! * Mat-vec: M = 1, 2, 4, 8 on 4096 × 4096 and 14336 × 4096, activation quantization
+//!   included (two launches per call, caller-owned buffers); weight bytes per second. The
+//!   timed calls cycle through copies of the weights that together exceed the L2 several times,
+//!   so the weights come from device memory, as in a model; each figure is per call, for the
+//!   calls enqueued back to back on a stream and for the same calls replayed from a CUDA graph
+//!   (launch gaps removed), and the faster of the two is the one compared.
+//! * The seed case: direct f16 dequant against f32 dequant followed by the f32 → f16 cast.
+//!
+//! Every time is the median of several event-timed runs after warm-up runs. Inputs are real
+//! quantized data (a deterministic pseudo-gaussian tensor quantized on the CPU, its 1024 rows
+//! repeated to the size measured), never zeros.
+
+use super::{BenchReport, CastRow, CopyJson, DequantRow, DeviceJson, MatvecRow};
+use anyhow::{Context, Result, anyhow};
+use qforge_core::{DType, Format, QuantTensor, Shape};
+use qforge_cuda::Cuda;
+use qforge_cuda::cudarc::driver::sys::{CUevent_flags, CUgraphInstantiate_flags, CUstreamCaptureMode};
+use qforge_cuda::cudarc::driver::{CudaSlice, CudaStream};
+use std::path::Path;
+use std::sync::Arc;
+
+const BASE_ROWS: usize = 1024;
+const COLS: usize = 4096;
+const DEQUANT_ROWS: usize = 32768;
+const MATVEC_ROWS: [usize; 2] = [4096, 14336];
+const MATVEC_M: [usize; 4] = [1, 2, 4, 8];
+/// Weight copies cycled by the mat-vec timings: at least this many bytes together.
+const ROTATE_BYTES: usize = 512 << 20;
+const COPY_BYTES: usize = 1 << 30;
+const WARM: usize = 3;
+const REPS: usize = 15;
+
+fn drv<E: std::fmt::Debug>(what: &'static str) -> impl Fn(E) -> anyhow::Error {
+    move |e| anyhow!("{what}: {e:?}")
+}
+
+/// Deterministic pseudo-gaussian data (sum of four uniforms), never zeros.
+fn data(n: usize, seed: u64) -> Vec<f32> {
+    let mut s = seed | 1;
+    let mut u = move || {
+        s ^= s << 13;
+        s ^= s >> 7;
+        s ^= s << 17;
+        (s >> 40) as f32 / (1u64 << 24) as f32
+    };
+    (0..n).map(|_| (u() + u() + u() + u() - 2.0) * 1.7).collect()
+}
+
+fn median(mut v: Vec<f64>) -> f64 {
+    v.sort_by(f64::total_cmp);
+    v[v.len() / 2]
+}
+
+/// Median milliseconds of `f` over [`REPS`] runs after [`WARM`] warm-ups, each run between two
+/// timing events on `s`.
+fn time_ms(s: &Arc<CudaStream>, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+    for _ in 0..WARM {
+        f()?;
+    }
+    let mut ms = Vec::with_capacity(REPS);
+    for _ in 0..REPS {
+        let a = s.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(drv("record event"))?;
+        f()?;
+        let b = s.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(drv("record event"))?;
+        ms.push(f64::from(a.elapsed_ms(&b).map_err(drv("event time"))?));
+    }
+    Ok(median(ms))
+}
+
+/// Milliseconds of `f` replayed from a CUDA graph captured on `s`, or why capture failed.
+fn time_graph_ms(s: &Arc<CudaStream>, f: impl FnOnce() -> Result<()>) -> Result<f64> {
+    s.begin_capture(CUstreamCaptureMode::CU_STREAM_CAPTURE_MODE_THREAD_LOCAL).map_err(drv("begin capture"))?;
+    let captured = f();
+    let graph = s.end_capture(CUgraphInstantiate_flags(0)).map_err(drv("end capture"));
+    captured?;
+    let graph = graph?.ok_or_else(|| anyhow!("capture produced no graph"))?;
+    graph.upload().map_err(drv("graph upload"))?;
+    time_ms(s, || graph.launch().map_err(drv("graph launch")))
+}
+
+fn gbps(bytes: u64, ms: f64) -> f64 {
+    bytes as f64 / (ms * 1e-3) / 1e9
+}
+
+fn copy_bandwidth(s: &Arc<CudaStream>) -> Result<CopyJson> {
+    let n = COPY_BYTES / 4;
+    let src: CudaSlice<f32> = s.clone_htod(&data(n, 7)).map_err(drv("upload copy source"))?;
+    let mut dst: CudaSlice<f32> = s.alloc_zeros(n).map_err(drv("allocate copy target"))?;
+    let ms = time_ms(s, || s.memcpy_dtod(&src, &mut dst).map_err(drv("device-to-device copy")))?;
+    let bytes = 2 * COPY_BYTES as u64;
+    Ok(CopyJson { bytes, ms, gbps: gbps(bytes, ms) })
+}
+
+/// `base`'s rows repeated to `rows` rows (a multiple of its row count).
+fn repeat(base: &QuantTensor<'_>, rows: usize) -> Result<QuantTensor<'static>> {
+    let copies = vec![base.clone(); rows / base.rows()];
+    qforge_pack::concat(&copies, qforge_pack::Axis::N).map_err(|e| anyhow!("repeating rows: {e}"))
+}
+
+struct Ctx<'a> {
+    gpu: &'a Cuda,
+    s: Arc<CudaStream>,
+    copy_gbps: f64,
+}
+
+impl Ctx<'_> {
+    fn dequant(&self, f: &'static dyn Format, base: &QuantTensor<'_>, r: &mut BenchReport) -> Result<()> {
+        let (gpu, s) = (self.gpu, &self.s);
+        let big = repeat(base, DEQUANT_ROWS)?;
+        let n = big.shape().numel();
+        let read = big.data().len() as u64;
+        let w = gpu.upload(&big, s)?;
+        drop(big);
+        let mut out32: CudaSlice<f32> = s.alloc_zeros(n).map_err(drv("allocate f32 output"))?;
+        let mut out16: CudaSlice<u16> = s.alloc_zeros(n).map_err(drv("allocate 16-bit output"))?;
+        let mut ms_of = [0f64; 3];
+        for (i, dtype) in DType::ALL.into_iter().enumerate() {
+            let ms = match dtype {
+                DType::F32 => time_ms(s, || Ok(gpu.dequantize_into(&w, &mut out32, dtype, s)?))?,
+                _ => time_ms(s, || Ok(gpu.dequantize_into(&w, &mut out16, dtype, s)?))?,
+            };
+            ms_of[i] = ms;
+            let written = (n * dtype.size()) as u64;
+            let g = gbps(read + written, ms);
+            r.dequant.push(DequantRow {
+                format: f.desc().name.into(),
+                dtype: dtype.to_string(),
+                rows: DEQUANT_ROWS,
+                cols: COLS,
+                bytes_read: read,
+                bytes_written: written,
+                ms,
+                gbps: g,
+                of_copy: g / self.copy_gbps,
+            });
+        }
+        let cast_ms = time_ms(s, || Ok(gpu.cast_f32_to_f16(&out32.slice(..), &mut out16, s)?))?;
+        let detour_ms = time_ms(s, || {
+            gpu.dequantize_into(&w, &mut out32, DType::F32, s)?;
+            Ok(gpu.cast_f32_to_f16(&out32.slice(..), &mut out16, s)?)
+        })?;
+        let direct = ms_of[DType::ALL.iter().position(|d| *d == DType::F16).unwrap_or(1)];
+        r.f16_direct_vs_cast.push(CastRow {
+            format: f.desc().name.into(),
+            elements: n as u64,
+            direct_f16_ms: direct,
+            f32_ms: ms_of[0],
+            cast_ms,
+            detour_ms,
+            speedup: detour_ms / direct,
+        });
+        Ok(())
+    }
+
+    fn matvec(&self, f: &'static dyn Format, base: &QuantTensor<'_>, r: &mut BenchReport) -> Result<()> {
+        let (gpu, s) = (self.gpu, &self.s);
+        for rows in MATVEC_ROWS {
+            let t = repeat(base, rows)?;
+            let wbytes = t.data().len();
+            let copies = ROTATE_BYTES.div_ceil(wbytes).clamp(2, 64);
+            let ws = (0..copies).map(|_| gpu.upload(&t, s)).collect::<Result<Vec<_>, _>>()?;
+            for m in MATVEC_M {
+                let x = s.clone_htod(&data(m * COLS, m as u64)).map_err(drv("upload activations"))?;
+                let mut scratch = gpu.matvec_scratch(&ws[0], m, s)?;
+                let mut y: CudaSlice<f32> = s.alloc_zeros(m * rows).map_err(drv("allocate output"))?;
+                let mut all = || -> Result<()> {
+                    for w in &ws {
+                        gpu.matvec_into(w, &x.slice(..), m, &mut scratch, &mut y, s)?;
+                    }
+                    Ok(())
+                };
+                let ms_stream = time_ms(s, &mut all)? / copies as f64;
+                let ms_graph = match time_graph_ms(s, &mut all) {
+                    Ok(ms) => Some(ms / copies as f64),
+                    Err(e) => {
+                        r.errors.push(format!("{} {rows}x{COLS} m={m}: no graph timing ({e:#})", f.desc().name));
+                        None
+                    }
+                };
+                let best = ms_graph.map_or(ms_stream, |g| g.min(ms_stream));
+                let g = gbps(wbytes as u64, best);
+                r.matvec.push(MatvecRow {
+                    format: f.desc().name.into(),
+                    n: rows,
+                    k: COLS,
+                    m,
+                    weight_bytes: wbytes as u64,
+                    ms_stream,
+                    ms_graph,
+                    weight_gbps: g,
+                    of_copy: g / self.copy_gbps,
+                });
+            }
+        }
+        Ok(())
+    }
+}
+
+/// Runs every benchmark on device 0; writes the JSON to `out` (or stdout) and a table to
+/// stderr. `Ok(false)` if a format could not be measured.
+pub fn run(formats: Option<&str>, out: Option<&Path>) -> Result<bool> {
+    let gpu = Cuda::new(0).context("gpu-bench needs a CUDA GPU")?;
+    let info = gpu.info()?;
+    let s = gpu.new_stream()?;
+    // SAFETY: every allocation, copy, launch and free of this benchmark is on the one stream
+    // `s` (the context's default stream is never used), so stream order alone orders every
+    // use of every buffer; cudarc's cross-stream events are not needed, and they would break
+    // graph capture.
+    unsafe { gpu.context().disable_event_tracking() };
+    let copy = copy_bandwidth(&s)?;
+    let mut r = BenchReport {
+        device: DeviceJson {
+            name: info.name.clone(),
+            compute_capability: format!("{}.{}", info.compute_capability.0, info.compute_capability.1),
+            multiprocessors: info.multiprocessors,
+            l2_cache_bytes: info.l2_cache_bytes,
+            memory_bytes: info.memory_bytes,
+            driver_cuda: info.driver_cuda(),
+        },
+        copy: copy.clone(),
+        method: format!(
+            "median of {REPS} event-timed runs after {WARM} warm-ups; one stream; copy = {} MiB device-to-device; \
+             dequant on {DEQUANT_ROWS}x{COLS}; mat-vec weights cycled over copies of at least {} MiB together",
+            COPY_BYTES >> 20,
+            ROTATE_BYTES >> 20
+        ),
+        ..BenchReport::default()
+    };
+    eprintln!("gpu-bench: {} (cc {}), driver CUDA {}", info.name, r.device.compute_capability, r.device.driver_cuda);
+    eprintln!("gpu-bench: device-to-device copy {:.0} GB/s (read + written)", copy.gbps);
+    let ctx = Ctx { gpu: &gpu, s: s.clone(), copy_gbps: copy.gbps };
+    let wanted: Option<Vec<&str>> = formats.map(|f| f.split(',').map(str::trim).collect());
+    for f in qforge_formats::registry().iter() {
+        let d = f.desc();
+        if d.cuda.is_none() || wanted.as_ref().is_some_and(|w| !w.contains(&d.name)) {
+            continue;
+        }
+        let started = std::time::Instant::now();
+        let result = qforge_cpu::quantize(f, Shape::new([BASE_ROWS, COLS])?, &data(BASE_ROWS * COLS, 42), None)
+            .map_err(|e| anyhow!("quantize: {e}"))
+            .and_then(|base| {
+                ctx.dequant(f, &base, &mut r)?;
+                ctx.matvec(f, &base, &mut r)
+            });
+        s.synchronize().map_err(drv("synchronize"))?;
+        match result {
+            Ok(()) => eprintln!("gpu-bench: {:<9} done in {:.1} s", d.name, started.elapsed().as_secs_f64()),
+            Err(e) => {
+                eprintln!("gpu-bench: {:<9} FAILED: {e:#}", d.name);
+                r.errors.push(format!("{}: {e:#}", d.name));
+            }
+        }
+    }
+    let failed = r.errors.iter().any(|e| !e.contains("no graph timing"));
+    let text = serde_json::to_string_pretty(&r)?;
+    match out {
+        Some(p) => std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?,
+        None => println!("{text}"),
+    }
+    eprint!("{}", super::report::bench_markdown(&r));
+    Ok(!failed)
+}

@@ -1,0 +1,348 @@
+//! `cargo xtask gpu-kit [--out DIR]`: everything a GPU machine without Rust needs to prove
+//! qforge's CUDA side, built here (no GPU needed) into one folder, default `target/gpu-kit/`
+//! (git-ignored), then checked here with its own `run.sh --check`.
+//!
+//! The folder: `run.sh`; `bin/qforge` and `bin/xtask` (release, feature `cuda`); `tests/`, the
+//! CUDA test binaries (`cargo test --workspace --features cuda --no-run`: qforge-cuda's and the
+//! CLI's `cuda_device`); `ptx/`, every PTX module the binaries embed; `golden/`, the ggml
+//! golden vectors the test matrix reads; `kit.txt`, what is in it. Binaries are copied with
+//! their debug info stripped; the whole kit must stay under 64 MiB (what the GPU machine's
+//! transfer takes).
+//!
+//! `xtask kit-check-ptx DIR` (run by `run.sh --check`) parses every module: the `.version`
+//! (≤ the 13.0 driver's PTX ISA 9.0), `.target sm_80`, every kernel the runtime loads, no
+//! unresolved `.extern`; with `ptxas` on PATH or in `$PTXAS`, each also assembles for sm_80.
+
+use crate::setup_cuda::workspace_root;
+use anyhow::{Context, Result, bail};
+use qforge_cuda::{codegen, toolkit};
+use std::path::{Path, PathBuf};
+use std::process::{Command, Stdio};
+
+/// The kit must fit the GPU machine's transfer with room to spare.
+pub const MAX_KIT_BYTES: u64 = 64 << 20;
+/// The newest PTX ISA a CUDA 13.0 driver loads.
+const MAX_PTX_ISA: (u32, u32) = (9, 0);
+
+/// Test binaries the kit carries: (package, test target); `None` = every target of it.
+const TEST_TARGETS: &[(&str, Option<&str>)] = &[("qforge-cuda", None), ("qforge-cli", Some("cuda_device"))];
+
+fn cargo() -> Command {
+    let mut c = Command::new(std::env::var_os("CARGO").unwrap_or_else(|| "cargo".into()));
+    c.current_dir(workspace_root());
+    c
+}
+
+/// One `cargo ... --message-format=json-render-diagnostics` run: its JSON messages.
+fn cargo_json(args: &[&str]) -> Result<Vec<serde_json::Value>> {
+    eprintln!("gpu-kit: cargo {}", args.join(" "));
+    let out = cargo()
+        .args(args)
+        .arg("--message-format=json-render-diagnostics")
+        .stderr(Stdio::inherit())
+        .output()
+        .context("running cargo")?;
+    if !out.status.success() {
+        bail!("cargo {} failed ({})", args.join(" "), out.status);
+    }
+    Ok(String::from_utf8_lossy(&out.stdout).lines().filter_map(|l| serde_json::from_str(l).ok()).collect())
+}
+
+fn package_name(msg: &serde_json::Value) -> &str {
+    // package_id: "path+file:///…/crates/qforge-cuda#0.1.0" or "…#qforge-cuda@0.1.0".
+    let id = msg["package_id"].as_str().unwrap_or("");
+    let tail = id.rsplit('/').next().unwrap_or(id);
+    let (name, ver) = tail.split_once('#').unwrap_or((tail, ""));
+    ver.split_once('@').map_or(name, |(n, _)| n)
+}
+
+/// Built executables: (package, target name, path, is a test).
+fn executables(msgs: &[serde_json::Value]) -> Vec<(String, String, PathBuf, bool)> {
+    msgs.iter()
+        .filter(|m| m["reason"] == "compiler-artifact")
+        .filter_map(|m| {
+            let exe = m["executable"].as_str()?;
+            Some((
+                package_name(m).to_string(),
+                m["target"]["name"].as_str().unwrap_or("").to_string(),
+                PathBuf::from(exe),
+                m["profile"]["test"].as_bool().unwrap_or(false),
+            ))
+        })
+        .collect()
+}
+
+fn copy_stripped(from: &Path, to: &Path) -> Result<()> {
+    std::fs::copy(from, to).with_context(|| format!("copying {}", from.display()))?;
+    let ok = Command::new("strip").arg("--strip-debug").arg(to).status().is_ok_and(|s| s.success());
+    if !ok {
+        eprintln!("gpu-kit: warning: `strip --strip-debug {}` failed; kept with debug info", to.display());
+    }
+    Ok(())
+}
+
+fn copy_dir(from: &Path, to: &Path) -> Result<()> {
+    std::fs::create_dir_all(to)?;
+    for e in std::fs::read_dir(from).with_context(|| format!("reading {}", from.display()))? {
+        let e = e?;
+        let p = e.path();
+        if e.file_type()?.is_dir() {
+            if e.file_name() != ".work" {
+                copy_dir(&p, &to.join(e.file_name()))?;
+            }
+        } else if p.extension().is_none_or(|x| x != "py") {
+            std::fs::copy(&p, to.join(e.file_name()))?;
+        }
+    }
+    Ok(())
+}
+
+fn dir_bytes(p: &Path) -> u64 {
+    std::fs::read_dir(p).map_or(0, |rd| {
+        rd.flatten()
+            .map(|e| match e.file_type() {
+                Ok(t) if t.is_dir() => dir_bytes(&e.path()),
+                _ => e.metadata().map_or(0, |m| m.len()),
+            })
+            .sum()
+    })
+}
+
+fn git_commit() -> String {
+    let out = Command::new("git").args(["rev-parse", "--short=12", "HEAD"]).current_dir(workspace_root()).output();
+    let dirty = Command::new("git")
+        .args(["status", "--porcelain", "--untracked-files=no"])
+        .current_dir(workspace_root())
+        .output()
+        .is_ok_and(|o| !o.stdout.is_empty());
+    match out {
+        Ok(o) if o.status.success() => {
+            format!(
+                "{}{}",
+                String::from_utf8_lossy(&o.stdout).trim(),
+                if dirty { " (with uncommitted changes)" } else { "" }
+            )
+        }
+        _ => "unknown".into(),
+    }
+}
+
+/// Builds the kit into `out` (default `target/gpu-kit`), then runs its `run.sh --check`.
+pub fn build(out: Option<PathBuf>) -> Result<bool> {
+    let root = workspace_root();
+    let tk = toolkit::find(&root).context(toolkit::NOT_FOUND)?;
+    let kit = out.unwrap_or_else(|| {
+        std::env::var_os("CARGO_TARGET_DIR").map_or_else(|| root.join("target"), PathBuf::from).join("gpu-kit")
+    });
+    if kit.exists() {
+        if !kit.join("kit.txt").exists() && std::fs::read_dir(&kit)?.next().is_some() {
+            bail!("{} exists and is not a GPU kit: refusing to replace it", kit.display());
+        }
+        std::fs::remove_dir_all(&kit).with_context(|| format!("removing the old kit {}", kit.display()))?;
+    }
+    let release = cargo_json(&["build", "--release", "-p", "qforge-cli", "-p", "xtask", "--features", "cuda"])?;
+    let tests = cargo_json(&["test", "--workspace", "--features", "cuda", "--no-run"])?;
+
+    for sub in ["bin", "tests", "ptx"] {
+        std::fs::create_dir_all(kit.join(sub))?;
+    }
+    let mut listing = vec![
+        format!("# qforge GPU kit, commit {}", git_commit()),
+        format!("# built with {}", tk.version().unwrap_or_else(|| "nvcc (version unknown)".into())),
+        "# kind path".to_string(),
+        "file run.sh".to_string(),
+    ];
+    for name in ["qforge", "xtask"] {
+        let (_, _, exe, _) = executables(&release)
+            .into_iter()
+            .find(|(_, t, _, test)| t == name && !test)
+            .with_context(|| format!("cargo built no `{name}` binary"))?;
+        copy_stripped(&exe, &kit.join("bin").join(name))?;
+        listing.push(format!("bin bin/{name}"));
+    }
+    let mut n_tests = 0;
+    for (pkg, target, exe, test) in executables(&tests) {
+        let wanted = TEST_TARGETS.iter().any(|(p, t)| *p == pkg && t.is_none_or(|t| t == target));
+        if test && wanted {
+            let name = format!("{pkg}-{target}");
+            copy_stripped(&exe, &kit.join("tests").join(&name))?;
+            listing.push(format!("test tests/{name}"));
+            n_tests += 1;
+        }
+    }
+    if n_tests == 0 {
+        bail!("cargo built none of the CUDA test binaries");
+    }
+    // The PTX the release qforge-cuda embeds: its build script's OUT_DIR.
+    let out_dir = release
+        .iter()
+        .filter(|m| m["reason"] == "build-script-executed" && package_name(m) == "qforge-cuda")
+        .find_map(|m| m["out_dir"].as_str())
+        .context("cargo reported no build-script output for qforge-cuda")?;
+    let mut modules: Vec<String> = qforge_formats::registry()
+        .iter()
+        .filter(|f| f.desc().cuda.is_some())
+        .map(|f| format!("{}.ptx", codegen::module_stem(f.desc().name)))
+        .collect();
+    modules.push(Path::new(codegen::UTIL_MODULE_FILE).with_extension("ptx").display().to_string());
+    for m in &modules {
+        std::fs::copy(Path::new(out_dir).join(m), kit.join("ptx").join(m))
+            .with_context(|| format!("copying {m} from {out_dir}"))?;
+        listing.push(format!("ptx ptx/{m}"));
+    }
+    copy_dir(&qforge_golden::dir(), &kit.join("golden"))?;
+    listing.push("file golden/manifest.json".into());
+    let run_sh = kit.join("run.sh");
+    std::fs::write(&run_sh, include_str!("../../kit/run.sh"))?;
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        std::fs::set_permissions(&run_sh, std::fs::Permissions::from_mode(0o755))?;
+    }
+    std::fs::write(kit.join("kit.txt"), listing.join("\n") + "\n")?;
+
+    let bytes = dir_bytes(&kit);
+    eprintln!(
+        "gpu-kit: {} — {} test binaries, {} PTX modules, {:.1} MiB",
+        kit.display(),
+        n_tests,
+        modules.len(),
+        bytes as f64 / (1 << 20) as f64
+    );
+    if bytes > MAX_KIT_BYTES {
+        bail!("the kit is {:.1} MiB, over the {} MiB limit", bytes as f64 / (1 << 20) as f64, MAX_KIT_BYTES >> 20);
+    }
+    let status = Command::new("bash")
+        .arg(&run_sh)
+        .arg("--check")
+        .env("PTXAS", tk.bin_dir().join("ptxas"))
+        .status()
+        .context("running run.sh --check")?;
+    eprintln!(
+        "gpu-kit: copy {} to the GPU machine and run `{}/run.sh [OUTDIR]` there",
+        kit.display(),
+        kit.file_name().map_or("gpu-kit".into(), |n| n.to_string_lossy())
+    );
+    Ok(status.success())
+}
+
+/// One PTX module's problems (empty = fine): header, kernels, unresolved symbols.
+pub fn ptx_problems(text: &str, kernels: &[String]) -> Vec<String> {
+    let mut p = Vec::new();
+    let directive = |name: &str| text.lines().find_map(|l| l.trim().strip_prefix(name).map(str::trim));
+    match directive(".version ").and_then(|v| v.split_once('.')) {
+        Some((a, b)) => match (a.parse::<u32>(), b.parse::<u32>()) {
+            (Ok(a), Ok(b)) if (a, b) <= MAX_PTX_ISA => {}
+            _ => p.push(format!(".version {a}.{b} is newer than the CUDA 13.0 driver's PTX ISA 9.0")),
+        },
+        None => p.push("no .version directive: not PTX".into()),
+    }
+    if directive(".target ") != Some("sm_80") {
+        p.push(format!(".target is {:?}, want sm_80", directive(".target ")));
+    }
+    if directive(".address_size ") != Some("64") {
+        p.push("not .address_size 64".into());
+    }
+    let entries = crate::build_kernels::entries(text);
+    for k in kernels {
+        if !entries.contains(k) {
+            p.push(format!("lacks kernel {k}"));
+        }
+    }
+    if let Some(l) = text.lines().find(|l| l.starts_with(".extern")) {
+        p.push(format!("unresolved `{l}`"));
+    }
+    if text.matches('{').count() != text.matches('}').count() {
+        p.push("unbalanced braces (truncated?)".into());
+    }
+    p
+}
+
+fn find_ptxas() -> Option<PathBuf> {
+    if let Some(p) = std::env::var_os("PTXAS").map(PathBuf::from).filter(|p| p.is_file()) {
+        return Some(p);
+    }
+    std::env::split_paths(&std::env::var_os("PATH")?).map(|d| d.join("ptxas")).find(|p| p.is_file())
+}
+
+/// `xtask kit-check-ptx DIR`: every module the registry expects, parsed (and assembled where
+/// ptxas is available).
+pub fn check_ptx(dir: &Path) -> Result<bool> {
+    let mut expected: Vec<(String, Vec<String>)> = qforge_formats::registry()
+        .iter()
+        .filter(|f| f.desc().cuda.is_some())
+        .map(|f| {
+            (format!("{}.ptx", codegen::module_stem(f.desc().name)), codegen::kernel_names(f.desc().name).to_vec())
+        })
+        .collect();
+    expected.push((
+        Path::new(codegen::UTIL_MODULE_FILE).with_extension("ptx").display().to_string(),
+        codegen::UTIL_KERNELS.iter().map(|k| k.to_string()).collect(),
+    ));
+    let ptxas = find_ptxas();
+    let mut bad = 0;
+    for (file, kernels) in &expected {
+        let path = dir.join(file);
+        let mut problems = match std::fs::read_to_string(&path) {
+            Ok(text) => ptx_problems(&text, kernels),
+            Err(e) => vec![format!("unreadable: {e}")],
+        };
+        if let (Some(ptxas), true) = (&ptxas, problems.is_empty()) {
+            let out = Command::new(ptxas).args(["-arch=sm_80", "-o", "/dev/null"]).arg(&path).output();
+            match out {
+                Ok(o) if o.status.success() => {}
+                Ok(o) => problems.push(format!("ptxas: {}", String::from_utf8_lossy(&o.stderr).trim())),
+                Err(e) => problems.push(format!("running {}: {e}", ptxas.display())),
+            }
+        }
+        if !problems.is_empty() {
+            bad += 1;
+            println!("  FAIL  ptx/{file}: {}", problems.join("; "));
+        }
+    }
+    println!(
+        "  {} PTX modules checked, {} bad{}",
+        expected.len(),
+        bad,
+        ptxas.map_or(" (parsed; no ptxas here to assemble them)".into(), |p| format!(
+            " (parsed and assembled for sm_80 by {})",
+            p.display()
+        ))
+    );
+    Ok(bad == 0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const GOOD: &str =
+        "//\n.version 9.0\n.target sm_80\n.address_size 64\n\n.visible .entry k_a(\n.param .u64 p\n)\n{\nret;\n}\n";
+
+    #[test]
+    fn a_good_module_passes_and_each_defect_is_named() {
+        let k = vec!["k_a".to_string()];
+        assert!(ptx_problems(GOOD, &k).is_empty(), "{:?}", ptx_problems(GOOD, &k));
+        let cases = [
+            (GOOD.replace("9.0", "9.1"), "newer than"),
+            (GOOD.replace(".version 9.0\n", ""), "not PTX"),
+            (GOOD.replace("sm_80", "sm_90a"), "want sm_80"),
+            (GOOD.replace("k_a", "k_b"), "lacks kernel k_a"),
+            (format!("{GOOD}.extern .global .align 4 .b8 tab[];\n"), "unresolved"),
+            (GOOD.trim_end_matches("}\n").to_string(), "unbalanced"),
+            (String::new(), "not PTX"),
+        ];
+        for (text, want) in cases {
+            let p = ptx_problems(&text, &k);
+            assert!(p.iter().any(|x| x.contains(want)), "{want}: {p:?}");
+        }
+    }
+
+    #[test]
+    fn package_names_from_both_id_formats() {
+        let a = serde_json::json!({"package_id": "path+file:///w/crates/qforge-cuda#0.1.0"});
+        let b = serde_json::json!({"package_id": "path+file:///w/xtask#xtask@0.1.0"});
+        assert_eq!(package_name(&a), "qforge-cuda");
+        assert_eq!(package_name(&b), "xtask");
+    }
+}

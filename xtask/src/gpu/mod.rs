@@ -1,0 +1,101 @@
+//! The GPU side of xtask: the kit that carries qforge to a GPU machine with no Rust there
+//! (`gpu-kit`, [`kit`]), the benchmarks it runs there (`gpu-bench`, feature `cuda`), and the
+//! report that gathers a run's steps (`gpu-report`, [`report`]).
+//!
+//! The benchmark's figures are [`BenchReport`]; the report reads them back, so both sides
+//! share these types and the targets below.
+
+pub mod kit;
+pub mod report;
+
+#[cfg(feature = "cuda")]
+pub mod bench;
+
+use serde::{Deserialize, Serialize};
+
+/// Dequant target: bytes read + written per second, as a fraction of a device-to-device copy.
+pub const DEQUANT_TARGET: f64 = 0.90;
+/// Mat-vec target (M = 1 on [`MATVEC_TARGET_SHAPE`]): weight bytes per second, as a fraction
+/// of the copy's bytes (read + written) per second.
+pub const MATVEC_TARGET: f64 = 0.85;
+pub const MATVEC_TARGET_SHAPE: (usize, usize) = (14336, 4096);
+/// Direct f16 dequant against f32 dequant followed by an f32 → f16 cast: time ratio.
+pub const F16_DIRECT_TARGET: f64 = 1.4;
+
+/// The device the figures were measured on.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct DeviceJson {
+    pub name: String,
+    pub compute_capability: String,
+    pub multiprocessors: i32,
+    pub l2_cache_bytes: i64,
+    pub memory_bytes: u64,
+    /// The driver's CUDA version (`13.0`).
+    pub driver_cuda: String,
+}
+
+/// A device-to-device copy: the bandwidth every other figure is a fraction of.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct CopyJson {
+    /// Bytes read + written by one copy.
+    pub bytes: u64,
+    pub ms: f64,
+    pub gbps: f64,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct DequantRow {
+    pub format: String,
+    pub dtype: String,
+    pub rows: usize,
+    pub cols: usize,
+    pub bytes_read: u64,
+    pub bytes_written: u64,
+    pub ms: f64,
+    pub gbps: f64,
+    /// `gbps` / the copy's.
+    pub of_copy: f64,
+}
+
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct MatvecRow {
+    pub format: String,
+    pub n: usize,
+    pub k: usize,
+    pub m: usize,
+    pub weight_bytes: u64,
+    /// Per call, calls enqueued back to back on one stream (launch overhead included).
+    pub ms_stream: f64,
+    /// Per call, the same calls replayed from a captured CUDA graph (none if capture failed).
+    pub ms_graph: Option<f64>,
+    /// Weight bytes per second of the faster of the two.
+    pub weight_gbps: f64,
+    pub of_copy: f64,
+}
+
+/// The seed case: direct f16 dequant against f32 dequant then a cast kernel.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct CastRow {
+    pub format: String,
+    pub elements: u64,
+    pub direct_f16_ms: f64,
+    pub f32_ms: f64,
+    pub cast_ms: f64,
+    /// f32 dequant followed by the cast, timed as one sequence.
+    pub detour_ms: f64,
+    /// `detour_ms / direct_f16_ms`.
+    pub speedup: f64,
+}
+
+/// Everything `xtask gpu-bench` measured in one run.
+#[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
+pub struct BenchReport {
+    pub device: DeviceJson,
+    pub copy: CopyJson,
+    pub dequant: Vec<DequantRow>,
+    pub matvec: Vec<MatvecRow>,
+    pub f16_direct_vs_cast: Vec<CastRow>,
+    /// Formats that could not be measured, with the reason.
+    pub errors: Vec<String>,
+    pub method: String,
+}
