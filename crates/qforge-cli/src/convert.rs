@@ -1,5 +1,8 @@
-//! `qforge convert IN OUT [--format F | --dtype D] [--group-size G] [--imatrix FILE]`:
-//! GGUF ⇄ safetensors (by extension), dequantizing with --dtype or quantizing with --format.
+//! `qforge convert IN OUT [--format F | --dtype D | --preset NAME] [--group-size G] [--imatrix FILE]
+//! [--output-tensor-type T] [--token-embedding-type T] [--tensor-type PATTERN=T]… [--pure]
+//! [--leave-output-tensor] [--allow-requantize] [--threads N]`: GGUF ⇄ safetensors (by
+//! extension), dequantizing with --dtype, quantizing every tensor to one format with --format,
+//! or choosing each tensor's type as llama-quantize does with --preset (see `preset.rs`).
 //!
 //! Tensor by tensor: the output header is written first (every size follows from type and
 //! shape), then each tensor is converted and written before the next is read, so memory is
@@ -11,8 +14,8 @@ use crate::files;
 use crate::inspect;
 use qforge_core::DType;
 use qforge_io::{
-    Container, GgufWriter, IoError, ModelFile, Plain, StDtype, StWriteTensor, TensorType, TensorView, Value,
-    fallback_for, fp8, imatrix, is_fp8, st_dtype, write_safetensors,
+    Container, GgufWriter, IoError, ModelFile, Plain, StDtype, StWriteTensor, TensorType, TensorView, Value, fp8,
+    imatrix, is_fp8, st_dtype, write_safetensors,
 };
 use std::borrow::Cow;
 use std::fs::File;
@@ -24,8 +27,12 @@ pub struct ConvertArgs<'a> {
     pub output: &'a Path,
     pub format: Option<&'a str>,
     pub dtype: Option<&'a str>,
+    pub preset: Option<&'a str>,
     pub group_size: Option<usize>,
     pub imatrix: Option<&'a Path>,
+    pub tensor_options: crate::preset::TensorOptions<'a>,
+    pub allow_requantize: bool,
+    pub threads: Option<usize>,
 }
 
 /// What happens to the tensors.
@@ -34,6 +41,7 @@ enum Mode {
     Keep,
     Dtype(DType),
     Quantize(TensorType),
+    Preset(qforge_presets::Ftype),
 }
 
 fn io_error(e: IoError) -> CliError {
@@ -48,22 +56,43 @@ pub fn convert(a: ConvertArgs<'_>) -> CliResult<()> {
     let out_kind = Container::from_path(a.output).ok_or_else(|| {
         bad_input(format!("output {}: unknown extension (expected .gguf or .safetensors)", a.output.display()))
     })?;
-    let mode = match (a.format, a.dtype) {
-        (Some(_), Some(_)) => return Err(bad_input("--format and --dtype exclude each other")),
-        (Some(f), None) => Mode::Quantize(match a.group_size {
+    let mode = match (a.format, a.dtype, a.preset) {
+        (Some(f), None, None) => Mode::Quantize(match a.group_size {
             Some(g) => TensorType::Quant(crate::commands::format_by_name(f, Some(g))?),
             None => TensorType::by_name(f).input()?,
         }),
-        (None, Some(d)) => Mode::Dtype(d.parse().map_err(|e| bad_input(format!("--dtype: {e}")))?),
-        (None, None) => Mode::Keep,
+        (None, Some(d), None) => Mode::Dtype(d.parse().map_err(|e| bad_input(format!("--dtype: {e}")))?),
+        (None, None, Some(p)) => {
+            Mode::Preset(qforge_presets::preset(p).map_err(|e| bad_input(format!("--preset: {e}")))?)
+        }
+        (None, None, None) => Mode::Keep,
+        _ => return Err(bad_input("--format, --dtype and --preset exclude each other")),
     };
-    if let (Some(g), Mode::Dtype(_) | Mode::Keep) = (a.group_size, mode) {
+    if let (Some(g), Mode::Dtype(_) | Mode::Keep | Mode::Preset(_)) = (a.group_size, mode) {
         return Err(bad_input(format!(
             "--group-size {g}: no --format given; only group-wise formats take a group size"
         )));
     }
-    if a.imatrix.is_some() && !matches!(mode, Mode::Quantize(TensorType::Quant(_))) {
-        return Err(bad_input("--imatrix is only used when quantizing (--format F)"));
+    if a.imatrix.is_some() && !matches!(mode, Mode::Quantize(TensorType::Quant(_)) | Mode::Preset(_)) {
+        return Err(bad_input("--imatrix is only used when quantizing (--format F or --preset NAME)"));
+    }
+    if a.tensor_options.any() && !matches!(mode, Mode::Preset(_)) {
+        return Err(bad_input(
+            "--output-tensor-type, --token-embedding-type, --tensor-type, --pure and --leave-output-tensor \
+             refine a --preset; give one (e.g. --preset Q4_K_M)",
+        ));
+    }
+    if let Mode::Preset(_) = mode
+        && out_kind != Container::Gguf
+    {
+        return Err(bad_input("--preset writes llama.cpp's types: the output must be a .gguf file"));
+    }
+    if let Some(n) = a.threads {
+        if n == 0 {
+            return Err(bad_input("--threads must be at least 1"));
+        }
+        // The first pool built wins; convert runs once per process, so this one does.
+        let _ = rayon::ThreadPoolBuilder::new().num_threads(n).build_global();
     }
     let mut inputs = vec![a.input];
     inputs.extend(a.imatrix);
@@ -80,14 +109,21 @@ pub fn convert(a: ConvertArgs<'_>) -> CliResult<()> {
     };
     let (map, in_kind) = inspect::open(a.input)?;
     let model = inspect::parse(&map, in_kind, a.input)?;
-    let plan = plan(&model, mode, out_kind)?;
+    let (plan, order, file_type) = match mode {
+        Mode::Preset(p) => {
+            let pp = crate::preset::plan(&model, p, &a.tensor_options, im.is_some(), a.allow_requantize)?;
+            (pp.types, pp.order, Some(pp.file_type))
+        }
+        _ => (plan(&model, mode, out_kind)?, (0..model.tensors.len()).collect(), None),
+    };
     let mut out = TempOut::create(a.output)?;
     let progress = Progress::new(model.tensors.iter().map(|t| t.size() as u64).sum());
     match out_kind {
         Container::Gguf => {
-            let w = gguf_header(&model, &plan, mode)?;
+            let w = gguf_header(&model, &plan, &order, mode, file_type)?;
             let mut s = w.start(out.writer()?).map_err(io_error)?;
-            for (t, target) in model.tensors.iter().zip(&plan) {
+            for &i in &order {
+                let (t, target) = (&model.tensors[i], &plan[i]);
                 let data = encode(t, *target, im.as_ref())?;
                 s.write_tensor(&data).map_err(io_error)?;
                 progress.inc(t.size());
@@ -132,13 +168,13 @@ fn plan(model: &ModelFile<'_>, mode: Mode, out: Container) -> CliResult<Vec<Tens
     let mut plan = Vec::with_capacity(model.tensors.len());
     for t in &model.tensors {
         let target = match mode {
-            Mode::Keep => t.ty,
+            Mode::Keep | Mode::Preset(_) => t.ty,
             _ if !t.ty.is_float() => t.ty,
             Mode::Dtype(d) => TensorType::Plain(Plain::from_dtype(d)),
             Mode::Quantize(_) if t.dims.len() < 2 => TensorType::Plain(Plain::F32),
             Mode::Quantize(want) => {
                 let cols = *t.dims.last().unwrap_or(&1);
-                let got = fallback_for(want, cols);
+                let got = fallback(want, cols, &t.name)?;
                 if got != want {
                     eprintln!(
                         "qforge: {}: row length {cols} is not a multiple of {}'s block size {}; using {}",
@@ -181,13 +217,34 @@ fn plan(model: &ModelFile<'_>, mode: Mode, out: Container) -> CliResult<Vec<Tens
     Ok(plan)
 }
 
-fn gguf_header(model: &ModelFile<'_>, plan: &[TensorType], mode: Mode) -> CliResult<GgufWriter> {
+/// llama.cpp's fallback for rows that are not whole blocks of `want` (qforge-presets), for
+/// every format: fp8 fits any row; a format llama.cpp has no fallback for becomes f16.
+fn fallback(want: TensorType, cols: usize, tensor: &str) -> CliResult<TensorType> {
+    if matches!(want, TensorType::Quant(f) if is_fp8(f)) {
+        return Ok(want);
+    }
+    let block = |n: &str| TensorType::by_name(n).ok().map(|t| t.block_size());
+    match qforge_presets::fallback(want.name(), cols, &block) {
+        Ok(None) => Ok(want),
+        Ok(Some(other)) => TensorType::by_name(&other).map_err(|e| bad_input(format!("tensor '{tensor}': {e}"))),
+        Err(_) => Ok(TensorType::Plain(Plain::F16)),
+    }
+}
+
+fn gguf_header(
+    model: &ModelFile<'_>,
+    plan: &[TensorType],
+    order: &[usize],
+    mode: Mode,
+    file_type: Option<u32>,
+) -> CliResult<GgufWriter> {
     let mut w = GgufWriter::new();
     for (k, v) in &model.metadata {
         w.set(k, v.clone()).input()?;
     }
     let main = match mode {
         Mode::Quantize(t) => t,
+        Mode::Preset(_) => TensorType::Plain(Plain::F32), // file_type is the preset's own
         Mode::Dtype(d) => TensorType::Plain(Plain::from_dtype(d)),
         Mode::Keep => {
             // The type of most 2-D+ weights decides general.file_type.
@@ -202,9 +259,9 @@ fn gguf_header(model: &ModelFile<'_>, plan: &[TensorType], mode: Mode) -> CliRes
         }
     };
     w.set("general.quantization_version", Value::U32(2)).input()?;
-    w.set("general.file_type", Value::U32(main.llama_ftype())).input()?;
-    for (t, ty) in model.tensors.iter().zip(plan) {
-        w.add_tensor(&t.name, *ty, &t.dims).input()?;
+    w.set("general.file_type", Value::U32(file_type.unwrap_or_else(|| main.llama_ftype()))).input()?;
+    for &i in order {
+        w.add_tensor(&model.tensors[i].name, plan[i], &model.tensors[i].dims).input()?;
     }
     Ok(w)
 }

@@ -13,6 +13,7 @@ mod files;
 mod gemm_config;
 mod inspect;
 mod matmul;
+mod preset;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -191,9 +192,33 @@ enum Cmd {
         /// Group size for group-wise formats.
         #[arg(long)]
         group_size: Option<usize>,
-        /// llama.cpp importance matrix (imatrix GGUF or legacy .dat) for --format.
+        /// llama.cpp importance matrix (imatrix GGUF or legacy .dat) for --format / --preset.
         #[arg(long)]
         imatrix: Option<PathBuf>,
+        /// A llama-quantize preset (Q4_K_M, IQ2_XS, Q8_0, …): each tensor's type by llama.cpp's rules.
+        #[arg(long, conflicts_with_all = ["format", "dtype"])]
+        preset: Option<String>,
+        /// With --preset: the type of output.weight.
+        #[arg(long)]
+        output_tensor_type: Option<String>,
+        /// With --preset: the type of token_embd.weight.
+        #[arg(long)]
+        token_embedding_type: Option<String>,
+        /// With --preset: PATTERN=TYPE, tensors whose name matches the regex get TYPE (repeatable; first match wins).
+        #[arg(long = "tensor-type")]
+        tensor_type: Vec<String>,
+        /// With --preset: the preset's default type for every quantizable tensor, no per-tensor rules.
+        #[arg(long)]
+        pure: bool,
+        /// With --preset: keep output.weight as it is.
+        #[arg(long)]
+        leave_output_tensor: bool,
+        /// Quantize tensors that are already quantized (refused otherwise, as llama-quantize does).
+        #[arg(long)]
+        allow_requantize: bool,
+        /// Threads for quantizing and converting (default: all cores).
+        #[arg(long)]
+        threads: Option<usize>,
     },
 }
 
@@ -251,13 +276,38 @@ fn main() -> ExitCode {
             })
         }
         Cmd::Inspect { file, json } => inspect::inspect(&file, json),
-        Cmd::Convert { input, output, format, dtype, group_size, imatrix } => convert::convert(convert::ConvertArgs {
+        Cmd::Convert {
+            input,
+            output,
+            format,
+            dtype,
+            group_size,
+            imatrix,
+            preset,
+            output_tensor_type,
+            token_embedding_type,
+            tensor_type,
+            pure,
+            leave_output_tensor,
+            allow_requantize,
+            threads,
+        } => convert::convert(convert::ConvertArgs {
             input: &input,
             output: &output,
             format: format.as_deref(),
             dtype: dtype.as_deref(),
+            preset: preset.as_deref(),
             group_size,
             imatrix: imatrix.as_deref(),
+            tensor_options: preset::TensorOptions {
+                output_tensor_type: output_tensor_type.as_deref(),
+                token_embedding_type: token_embedding_type.as_deref(),
+                tensor_types: &tensor_type,
+                pure,
+                leave_output_tensor,
+            },
+            allow_requantize,
+            threads,
         }),
     };
     match result {

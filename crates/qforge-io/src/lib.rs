@@ -39,5 +39,5 @@ pub use model::st_dtype;
 pub use model::{Container, ModelFile, TensorData, TensorView};
 pub use safetensors::Dtype as StDtype;
 pub use st::{SafetensorsFile, StStream, StTensor, StWriteTensor, st_bytes, write_safetensors};
-pub use ttype::{FP8_BLOCK, Plain, TensorType, fallback_for, is_fp8};
+pub use ttype::{FP8_BLOCK, Plain, TensorType, is_fp8};
 pub use value::{Array, MAX_NESTING, Value, ValueType};

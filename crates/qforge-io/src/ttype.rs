@@ -231,28 +231,3 @@ impl TensorType {
         }
     }
 }
-
-/// llama.cpp's quantizer fallback for a tensor whose row length `cols` is not a multiple of
-/// `want`'s block size (llama-quant.cpp, `llama_tensor_get_type`): tq* → q4_0; iq2_*, iq3_*,
-/// iq1_*, q2_k, q3_k, iq4_xs → iq4_nl; q4_k → q5_0; q5_k → q5_1; q6_k → q8_0; and f16 when
-/// that does not fit either. llama.cpp throws for formats outside its table; qforge falls back
-/// to f16 for them. Returns `want` itself when it fits (fp8 formats fit any shape).
-pub fn fallback_for(want: TensorType, cols: usize) -> TensorType {
-    if matches!(want, TensorType::Quant(f) if is_fp8(f)) || cols.is_multiple_of(want.block_size()) {
-        return want;
-    }
-    let next = match want.name() {
-        "tq1_0" | "tq2_0" => Some("q4_0"),
-        "iq2_xxs" | "iq2_xs" | "iq2_s" | "iq3_xxs" | "iq3_s" | "iq1_s" | "iq1_m" | "q2_k" | "q3_k" | "iq4_xs" => {
-            Some("iq4_nl")
-        }
-        "q4_k" => Some("q5_0"),
-        "q5_k" => Some("q5_1"),
-        "q6_k" => Some("q8_0"),
-        _ => None,
-    };
-    match next.and_then(|n| TensorType::by_name(n).ok()) {
-        Some(t) if cols.is_multiple_of(t.block_size()) => t,
-        _ => TensorType::Plain(Plain::F16),
-    }
-}

@@ -52,7 +52,12 @@ fn quantized_model() -> (Vec<u8>, Vec<(String, &'static str)>) {
         let ty = if t.dims.len() < 2 {
             TensorType::by_name("f32").unwrap()
         } else {
-            qforge_io::fallback_for(want, *t.dims.last().unwrap())
+            let cols = *t.dims.last().unwrap();
+            let block = |n: &str| TensorType::by_name(n).ok().map(|t| t.block_size());
+            match qforge_presets::fallback(want.name(), cols, &block).unwrap() {
+                Some(other) => TensorType::by_name(&other).unwrap(),
+                None => want,
+            }
         };
         w.add_tensor(&t.name, ty, &t.dims).unwrap();
         plan.push((t.name.clone(), ty.name()));
