@@ -312,9 +312,17 @@ fn main() -> ExitCode {
     };
     match result {
         Ok(()) => ExitCode::SUCCESS,
+        // The reader went away (`qforge inspect big.gguf | head`): stop quietly, as a Unix
+        // tool killed by SIGPIPE would, without an error line.
+        Err(e) if stdout_closed(&e.err) => ExitCode::SUCCESS,
         Err(e) => {
             eprintln!("qforge: error: {e}");
             ExitCode::from(e.code())
         }
     }
+}
+
+/// Whether `err` is (or wraps) a write to a closed pipe.
+fn stdout_closed(err: &anyhow::Error) -> bool {
+    err.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe))
 }

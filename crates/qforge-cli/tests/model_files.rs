@@ -141,3 +141,33 @@ fn convert_refuses_bad_requests_with_one_line() {
     let leftovers: Vec<_> = std::fs::read_dir(&t.0).unwrap().map(|e| e.unwrap().file_name()).collect();
     assert_eq!(leftovers, ["in.gguf"], "no partial or temporary output is left behind");
 }
+
+/// `qforge inspect big.gguf | head`: the reader closes the pipe early; qforge stops quietly
+/// (exit 0, nothing on stderr) instead of reporting "Broken pipe".
+#[test]
+fn inspect_into_a_closed_pipe_ends_quietly() {
+    use std::io::Read;
+    let t = Tmp::new("inspect-pipe");
+    let mut w = qforge_io::GgufWriter::new();
+    w.set("general.architecture", qforge_io::Value::String("llama".into())).unwrap();
+    let f32t = qforge_io::TensorType::by_name("f32").unwrap();
+    for i in 0..4000 {
+        w.add_tensor(&format!("blk.{i}.attn_norm.weight"), f32t, &[4]).unwrap();
+    }
+    let mut s = w.start(Vec::new()).unwrap();
+    for _ in 0..4000 {
+        s.write_tensor(&[0u8; 16]).unwrap();
+    }
+    std::fs::write(t.path("many.gguf"), s.finish().unwrap()).unwrap();
+    let mut child = std::process::Command::new(common::qforge_bin())
+        .args(["inspect", &t.s("many.gguf")])
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let mut head = [0u8; 64];
+    child.stdout.take().unwrap().read_exact(&mut head).unwrap(); // then dropped: the pipe closes
+    let out = child.wait_with_output().unwrap();
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(out.status.success() && err.is_empty(), "exit {:?}, stderr {err:?}", out.status);
+}
