@@ -107,8 +107,10 @@ pub fn convert(a: ConvertArgs<'_>) -> CliResult<()> {
         }
         None => None,
     };
-    let (map, in_kind) = inspect::open(a.input)?;
-    let model = inspect::parse(&map, in_kind, a.input)?;
+    let src = inspect::open(a.input)?;
+    let shards: Vec<&Path> = src.files.iter().map(PathBuf::as_path).collect();
+    files::check_distinct(a.output, &shards)?;
+    let model = inspect::parse(&src, a.input)?;
     let (plan, order, file_type) = match mode {
         Mode::Preset(p) => {
             let pp = crate::preset::plan(&model, p, &a.tensor_options, im.is_some(), a.allow_requantize)?;

@@ -28,8 +28,18 @@ impl CliError {
 
 impl fmt::Display for CliError {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
-        // `{:#}` renders the whole context chain on one line.
-        let line = format!("{:#}", self.err);
+        // The whole context chain on one line, without a cause the message before it already
+        // quotes ("cannot open X: No such file…" is not followed by "No such file…" again).
+        let mut line = String::new();
+        for cause in self.err.chain() {
+            let text = cause.to_string();
+            if !line.contains(&text) {
+                if !line.is_empty() {
+                    line.push_str(": ");
+                }
+                line.push_str(&text);
+            }
+        }
         f.write_str(&line.replace('\n', " "))
     }
 }

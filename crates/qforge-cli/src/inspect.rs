@@ -2,7 +2,7 @@
 //! read from the headers only (the file is memory-mapped; tensor data is never touched).
 
 use crate::exit::{Classify, CliResult, bad_input};
-use qforge_io::{Array, Container, MappedFile, ModelFile, Value};
+use qforge_io::{Array, ModelFile, ModelSource, Value};
 use std::io::Write;
 use std::path::Path;
 
@@ -11,23 +11,21 @@ const MAX_ARRAY: usize = 64;
 
 /// Open and parse a model file; the container comes from the extension, else from the
 /// first bytes (GGUF magic, or else safetensors).
-pub fn open(path: &Path) -> CliResult<(MappedFile, Container)> {
-    let map = MappedFile::open(path).input()?;
-    let container = Container::from_path(path).unwrap_or(if map.bytes().starts_with(b"GGUF") {
-        Container::Gguf
-    } else {
-        Container::Safetensors
-    });
-    Ok((map, container))
+/// A model file, a Hugging Face directory or a sharded checkpoint's index, mapped.
+pub fn open(path: &Path) -> CliResult<ModelSource> {
+    ModelSource::open(path).input()
 }
 
-pub fn parse<'a>(map: &'a MappedFile, container: Container, path: &Path) -> CliResult<ModelFile<'a>> {
-    ModelFile::parse(map.bytes(), container).map_err(|e| bad_input(format!("{}: {e}", path.display())))
+pub fn parse<'a>(src: &'a ModelSource, path: &Path) -> CliResult<ModelFile<'a>> {
+    src.model().map_err(|e| match e {
+        e @ qforge_io::IoError::Checkpoint { .. } => bad_input(e),
+        e => bad_input(format!("{}: {e}", path.display())),
+    })
 }
 
 pub fn inspect(path: &Path, json: bool) -> CliResult<()> {
-    let (map, container) = open(path)?;
-    let m = parse(&map, container, path)?;
+    let src = open(path)?;
+    let m = parse(&src, path)?;
     let mut out = std::io::stdout().lock();
     if json {
         let metadata: serde_json::Map<String, serde_json::Value> =
@@ -48,12 +46,13 @@ pub fn inspect(path: &Path, json: bool) -> CliResult<()> {
     let version = m.version.map(|v| format!(" v{v}")).unwrap_or_default();
     writeln!(
         out,
-        "{}: {}{version}, {} metadata keys, {} tensors, {} bytes",
+        "{}: {}{version}{}, {} metadata keys, {} tensors, {} bytes",
         path.display(),
-        container.name(),
+        src.container.name(),
+        if src.files.len() > 1 { format!(" in {} files", src.files.len()) } else { String::new() },
         m.metadata.len(),
         m.tensors.len(),
-        map.bytes().len()
+        src.total_bytes()
     )
     .failed()?;
     if !m.metadata.is_empty() {

@@ -171,3 +171,37 @@ fn inspect_into_a_closed_pipe_ends_quietly() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(out.status.success() && err.is_empty(), "exit {:?}, stderr {err:?}", out.status);
 }
+
+/// A Hugging Face directory (two shards and an index) converts like a single file, and
+/// `inspect` reads it as one model.
+#[test]
+fn a_sharded_checkpoint_directory_converts_like_one_file() {
+    let t = Tmp::new("hf-dir");
+    let dir = t.path("ckpt");
+    std::fs::create_dir_all(&dir).unwrap();
+    let f32t = qforge_io::StDtype::F32;
+    let mut map = serde_json::Map::new();
+    for (i, name) in ["model.layers.0.mlp.up_proj.weight", "lm_head.weight"].iter().enumerate() {
+        let file = format!("model-0000{}-of-00002.safetensors", i + 1);
+        let spec = [qforge_io::StWriteTensor { name: name.to_string(), dtype: f32t, shape: vec![4, 64] }];
+        let mut s = qforge_io::write_safetensors(Vec::new(), &[], &spec).unwrap();
+        let vals: Vec<u8> = (0..256).flat_map(|k| ((k as f32) * 0.01 - i as f32).to_le_bytes()).collect();
+        s.write_tensor(&vals).unwrap();
+        std::fs::write(dir.join(&file), s.finish().unwrap()).unwrap();
+        map.insert(name.to_string(), serde_json::Value::String(file));
+    }
+    let index = serde_json::json!({ "weight_map": map });
+    std::fs::write(dir.join("model.safetensors.index.json"), index.to_string()).unwrap();
+    let d = dir.to_string_lossy().into_owned();
+    let out = qforge(&["inspect", &d]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    assert!(String::from_utf8_lossy(&out.stdout).contains("safetensors in 2 files"));
+    let out = qforge(&["convert", &d, &t.s("m.gguf"), "--format", "q8_0"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&qforge(&["inspect", &t.s("m.gguf"), "--json"]).stdout).unwrap();
+    let names: Vec<&str> = j["tensors"].as_array().unwrap().iter().map(|t| t["name"].as_str().unwrap()).collect();
+    assert_eq!(names, ["model.layers.0.mlp.up_proj.weight", "lm_head.weight"]);
+    assert!(j["tensors"].as_array().unwrap().iter().all(|t| t["type"] == "q8_0"));
+    std::fs::remove_file(dir.join("model-00002-of-00002.safetensors")).unwrap();
+    assert_fails(&qforge(&["inspect", &d]), 2, "model-00002-of-00002.safetensors");
+}

@@ -62,6 +62,9 @@ pub enum IoError {
     #[error("invalid imatrix file: {reason}")]
     Imatrix { reason: String },
 
+    #[error("{path}: {reason}")]
+    Checkpoint { path: PathBuf, reason: String },
+
     #[error("cannot write {container}: {reason}")]
     Unwritable { container: &'static str, reason: String },
 

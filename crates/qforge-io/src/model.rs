@@ -153,14 +153,32 @@ impl<'a> ModelFile<'a> {
     }
 
     pub fn from_safetensors(s: SafetensorsFile<'a>) -> Result<Self> {
+        Self::from_safetensors_shards(vec![s])
+    }
+
+    /// The shards of one checkpoint as one model: tensors of every shard (in shard order,
+    /// then file order; a name in two shards is an error), an fp8 weight folded with its
+    /// `_scale_inv` companion wherever the companion is stored, `__metadata__` of the first
+    /// shard.
+    pub fn from_safetensors_shards(shards: Vec<SafetensorsFile<'a>>) -> Result<Self> {
+        let mut seen: HashSet<&str> = HashSet::new();
+        for t in shards.iter().flat_map(|s| &s.tensors) {
+            if !seen.insert(&t.name) {
+                return Err(IoError::DuplicateTensor { name: t.name.clone() });
+            }
+        }
+        let all: Vec<(usize, &StTensor<'a>)> =
+            shards.iter().enumerate().flat_map(|(i, s)| s.tensors.iter().map(move |t| (i, t))).collect();
+        let find = |name: &str| all.iter().find(|(_, t)| t.name == name).map(|(_, t)| *t);
         let mut folded: HashSet<String> = HashSet::new();
-        let mut tensors = Vec::with_capacity(s.tensors.len());
-        for t in &s.tensors {
+        let mut tensors = Vec::with_capacity(all.len());
+        let mut shard_of = Vec::with_capacity(all.len());
+        for &(shard, t) in &all {
             if let Some(fmt) = fp8::format_name(t.dtype) {
                 let ty = TensorType::by_name(fmt)?;
                 let (n, k) = fp8::rows_cols(&t.shape).unwrap_or((1, 1));
                 let cname = fp8::companion_name(&t.name);
-                let (scale_inv, companion) = match s.tensor(&cname) {
+                let (scale_inv, companion) = match find(&cname) {
                     Some(c) => (scale_grid(c, &t.name, n, k)?, Some(cname)),
                     None => (Cow::Owned(fp8::unit_grid(n, k)), None),
                 };
@@ -175,9 +193,10 @@ impl<'a> ModelFile<'a> {
                     offset: t.offset,
                     companion,
                 });
+                shard_of.push(shard);
             }
         }
-        for t in &s.tensors {
+        for &(shard, t) in &all {
             if folded.contains(&t.name) || fp8::format_name(t.dtype).is_some() {
                 continue;
             }
@@ -189,9 +208,20 @@ impl<'a> ModelFile<'a> {
                 offset: t.offset,
                 companion: None,
             });
+            shard_of.push(shard);
         }
-        tensors.sort_by_key(|t| t.offset);
-        let metadata = s.metadata.into_iter().map(|(k, v)| (Cow::Owned(k), Value::String(Cow::Owned(v)))).collect();
+        let mut order: Vec<usize> = (0..tensors.len()).collect();
+        order.sort_by_key(|&i| (shard_of[i], tensors[i].offset));
+        let mut slots: Vec<Option<TensorView<'a>>> = tensors.into_iter().map(Some).collect();
+        let tensors = order.into_iter().filter_map(|i| slots[i].take()).collect();
+        let metadata = shards
+            .into_iter()
+            .next()
+            .map(|s| s.metadata)
+            .unwrap_or_default()
+            .into_iter()
+            .map(|(k, v)| (Cow::Owned(k), Value::String(Cow::Owned(v))))
+            .collect();
         Ok(ModelFile { container: Container::Safetensors, version: None, metadata, tensors })
     }
 
