@@ -14,6 +14,7 @@ mod gemm_config;
 mod inspect;
 mod matmul;
 mod preset;
+mod quality;
 
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
@@ -177,6 +178,20 @@ enum Cmd {
         #[arg(long)]
         json: bool,
     },
+    /// Bits per weight of every tensor and, against the original, RMSE / relative error.
+    Quality {
+        /// The (quantized) model: file, Hugging Face directory or index.
+        input: PathBuf,
+        /// The original model to measure the error against (same tensor names).
+        #[arg(long)]
+        against: Option<PathBuf>,
+        /// llama.cpp importance matrix: adds the importance-weighted RMSE.
+        #[arg(long)]
+        imatrix: Option<PathBuf>,
+        /// One JSON object: {"tensors": [...], "total": {...}}.
+        #[arg(long)]
+        json: bool,
+    },
     /// Convert between GGUF and safetensors (by extension), dequantizing or quantizing.
     Convert {
         /// Input model file (.gguf or .safetensors).
@@ -276,6 +291,9 @@ fn main() -> ExitCode {
             })
         }
         Cmd::Inspect { file, json } => inspect::inspect(&file, json),
+        Cmd::Quality { input, against, imatrix, json } => {
+            quality::quality(&input, against.as_deref(), imatrix.as_deref(), json)
+        }
         Cmd::Convert {
             input,
             output,

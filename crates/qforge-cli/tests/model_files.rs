@@ -205,3 +205,42 @@ fn a_sharded_checkpoint_directory_converts_like_one_file() {
     std::fs::remove_file(dir.join("model-00002-of-00002.safetensors")).unwrap();
     assert_fails(&qforge(&["inspect", &d]), 2, "model-00002-of-00002.safetensors");
 }
+
+/// `qforge quality`: bits per weight per tensor and, against the original, the RMSE and
+/// relative error computed here independently from both files' values.
+#[test]
+fn quality_reports_bits_per_weight_and_error_against_the_original() {
+    let t = Tmp::new("quality");
+    let orig = fixture("plain.safetensors");
+    assert!(qforge(&["convert", &orig, &t.s("q.gguf"), "--format", "q4_0"]).status.success());
+    let out = qforge(&["quality", &t.s("q.gguf"), "--against", &orig, "--json"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let (qb, ob) = (std::fs::read(t.path("q.gguf")).unwrap(), std::fs::read(&orig).unwrap());
+    let q = ModelFile::parse(&qb, Container::Gguf).unwrap();
+    let o = ModelFile::parse(&ob, Container::Safetensors).unwrap();
+    let (mut err2, mut ref2, mut n) = (0f64, 0f64, 0usize);
+    for row in j["tensors"].as_array().unwrap() {
+        let name = row["name"].as_str().unwrap();
+        let (a, b) = (decode_f32(q.tensor(name).unwrap()).unwrap(), decode_f32(o.tensor(name).unwrap()).unwrap());
+        let e2: f64 = a.iter().zip(&b).map(|(x, y)| (f64::from(*x) - f64::from(*y)).powi(2)).sum();
+        let r2: f64 = b.iter().map(|y| f64::from(*y).powi(2)).sum();
+        let rmse = (e2 / a.len() as f64).sqrt();
+        assert!((row["rmse"].as_f64().unwrap() - rmse).abs() <= 1e-12 * rmse.max(1.0), "{name}");
+        let bpw = row["bytes"].as_f64().unwrap() * 8.0 / row["elements"].as_f64().unwrap();
+        assert_eq!(row["bits_per_weight"].as_f64().unwrap(), bpw);
+        if row["type"] == "q4_0" {
+            assert_eq!(bpw, 4.5);
+            assert!(rmse > 0.0);
+        }
+        (err2, ref2, n) = (err2 + e2, ref2 + r2, n + a.len());
+    }
+    let total = &j["total"];
+    assert!((total["rmse"].as_f64().unwrap() - (err2 / n as f64).sqrt()).abs() < 1e-12);
+    assert!((total["relative_error"].as_f64().unwrap() - (err2 / ref2).sqrt()).abs() < 1e-12);
+    // Without an original: sizes only; an imatrix needs an original.
+    let out = qforge(&["quality", &t.s("q.gguf"), "--json"]);
+    let j: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert!(j["total"]["rmse"].is_null() && j["total"]["bits_per_weight"].as_f64().unwrap() > 4.5);
+    assert_fails(&qforge(&["quality", &t.s("q.gguf"), "--imatrix", &fixture("imatrix.dat")]), 2, "--against");
+}
