@@ -392,6 +392,7 @@ impl State<'_> {
 
     fn fallback(&self, t: &TensorInfo<'_>, want: String) -> Result<(String, Option<String>), PresetError> {
         let ncols = t.dims.last().copied().unwrap_or(1);
+        self.block(&want)?;
         match fallback(&want, ncols, self.block_size) {
             Ok(None) => Ok((want, None)),
             Ok(Some(got)) => Ok((got, Some(want))),
