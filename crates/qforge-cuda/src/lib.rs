@@ -6,7 +6,7 @@
 //!   registry into one `.cu` per format; with the `cuda` feature the build script compiles
 //!   each to a PTX module (compute_80, `-fmad=false`) and compiles the same device code for
 //!   the host, where the tests check it against the Rust reference (no GPU needed).
-//! * The runtime (feature `cuda`, [`Cuda`]) loads the CUDA driver dynamically (cudarc), so a
+//! * The runtime (feature `cuda`, `Cuda`) loads the CUDA driver dynamically (cudarc), so a
 //!   machine without a GPU gets [`CudaError::NoDriver`] / [`CudaError::NoDevice`], never a
 //!   panic; modules are loaded lazily on first use per format and cached.
 //! * Without the feature the crate needs no toolkit: [`toolkit`] (where nvcc is), [`codegen`],
