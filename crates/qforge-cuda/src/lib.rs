@@ -13,6 +13,24 @@
 //!   and the error type are always there.
 //!
 //! See `docs/cuda.md`.
+//!
+//! # Example
+//!
+//! The generator needs neither a toolkit nor a GPU:
+//!
+//! ```
+//! use qforge_cuda::codegen::{kernel_names, module_source, module_stem};
+//!
+//! let q4_k = qforge_formats::get("q4_k")?;
+//! let cu = module_source(q4_k.desc()).expect("every registered format has device code");
+//! assert!(cu.contains("#include \"templates.cuh\""));
+//! assert_eq!(module_stem("q4_k"), "qforge_q4_k"); // qforge_q4_k.cu -> qforge_q4_k.ptx
+//! assert_eq!(kernel_names("q4_k")[1], "qforge_dequant_q4_k_f16");
+//! assert!(qforge_cuda::missing_formats().is_empty());
+//! # Ok::<(), qforge_core::QuantError>(())
+//! ```
+//!
+//! With the `cuda` feature, `Cuda` runs the kernels (see its documentation for an example).
 
 pub mod codegen;
 mod error;
