@@ -40,7 +40,9 @@ mod cuda {
         let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
         let workspace = manifest.join("../..").canonicalize().expect("the workspace root exists");
         let out = PathBuf::from(std::env::var("OUT_DIR").expect("cargo sets OUT_DIR"));
-        let kernels = workspace.join("kernels-cuda");
+        // `kernels-cuda/` in this crate is a link to the workspace's top-level folder, so that a
+        // packaged crate (`cargo package` copies what the link points at) carries the templates.
+        let kernels = manifest.join("kernels-cuda").canonicalize().expect("crates/qforge-cuda/kernels-cuda exists");
         for var in ["NVCC", "CUDA_HOME", "CUDA_PATH"] {
             println!("cargo:rerun-if-env-changed={var}");
         }

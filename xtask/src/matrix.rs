@@ -1,7 +1,7 @@
 //! `cargo xtask test-matrix`: registry × devices × ops, each cell against its reference.
 //!
 //! References, per format:
-//! * dequant_f32: ggml's `to_float` of random blocks (tests/golden/<fmt>/random.f32), bit for
+//! * dequant_f32: ggml's `to_float` of random blocks (`tests/golden/<fmt>/random.f32`), bit for
 //!   bit with NaN where ggml gives NaN. Formats ggml has no `to_float` for are checked against
 //!   the format's scalar reference decode, block by block.
 //! * dequant_f16 / dequant_bf16: the round-to-nearest-even of that f32 reference, bit for bit.

@@ -163,7 +163,7 @@ pub trait Format: Send + Sync + 'static {
 
     /// The variant of this format with run-time parameters `p` applied: `Ok(None)` means
     /// "this very format". Unparameterised formats accept only the default parameters. Use
-    /// [`with_params`](dyn Format::with_params) rather than calling this directly.
+    /// [`with_params`](Format#method.with_params) rather than calling this directly.
     fn variant(&self, p: &Params) -> Result<Option<&'static dyn Format>, QuantError> {
         if p.is_default() {
             Ok(None)

@@ -18,6 +18,72 @@
 //! * [`QuantError`] is the typed error for every way input can be wrong.
 //! * [`le`] has alignment-1, little-endian scalar wrappers used inside block layouts so that a
 //!   block can be viewed in place in any byte buffer (memory maps included).
+//!
+//! # Example
+//!
+//! A format is one [`BlockFormat`] impl and one [`Registered`] line; everything else talks to
+//! it through [`Format`]. (Real formats live in the family crates; `qforge-formats` has the
+//! registry of all of them, `qforge-cpu` works on whole tensors.)
+//!
+//! ```
+//! use qforge_core::{BlockFormat, Elem, Format, FormatDesc, QuantTensor, Registered, Registry, Role, Shape, f16};
+//!
+//! /// A toy format: blocks of 4 signed bytes, value = code / 16.
+//! struct Toy;
+//!
+//! impl BlockFormat for Toy {
+//!     type Block = [u8; 4];
+//!     const DESC: FormatDesc = FormatDesc {
+//!         name: "toy",
+//!         family: "example",
+//!         ggml_type: None,
+//!         block_size: 4,
+//!         block_bytes: 4,
+//!         role: Role::Weight,
+//!         dot_type: None,
+//!         summary: "4 x i8 codes, fixed scale 1/16",
+//!         cuda: None,
+//!     };
+//!     fn decode<O: Elem>(block: &[u8; 4], out: &mut [O]) {
+//!         for (o, &b) in out.iter_mut().zip(block) {
+//!             *o = O::from_f32(b as i8 as f32 / 16.0);
+//!         }
+//!     }
+//!     fn encode(x: &[f32], _weights: Option<&[f32]>, out: &mut [u8; 4]) {
+//!         *out = [0; 4]; // padded positions (x.len() < 4) get the code of 0
+//!         for (o, &v) in out.iter_mut().zip(x) {
+//!             *o = (v * 16.0).round().clamp(-128.0, 127.0) as i8 as u8;
+//!         }
+//!     }
+//! }
+//!
+//! static TOY: &dyn Format = &Registered::<Toy>::NEW;
+//!
+//! let mut registry = Registry::new();
+//! registry.register(TOY)?;
+//! let toy = registry.get("TOY")?; // names are case-insensitive
+//! assert_eq!(toy.desc().bits_per_weight(), 8.0);
+//!
+//! // A 2 x 6 tensor: each row is padded to whole blocks (2 blocks = 8 bytes per row).
+//! let shape = Shape::new([2, 6])?;
+//! let x = [0.5, -1.0, 0.25, 2.0, 1.5, -0.5, 0.0, 1.0, -2.0, 3.0, 0.125, 7.0];
+//! let row_bytes = toy.row_bytes(shape.cols())?;
+//! assert_eq!(row_bytes, 8);
+//! let mut data = vec![0u8; shape.rows() * row_bytes];
+//! for (xs, out) in x.chunks(shape.cols()).zip(data.chunks_mut(row_bytes)) {
+//!     toy.quantize_row(xs, None, out)?;
+//! }
+//! let t = QuantTensor::new(toy, shape, data)?; // checks the byte count against the shape
+//!
+//! // Dequantize a row to f32, or straight to f16 (no f32 buffer).
+//! let mut y = [0f32; 6];
+//! toy.dequant_row(t.row(1).unwrap(), f32::out_row(&mut y))?;
+//! assert_eq!(y, [0.0, 1.0, -2.0, 3.0, 0.125, 7.0]);
+//! let mut h = [f16::ZERO; 6];
+//! toy.dequant_row(t.row(0).unwrap(), f16::out_row(&mut h))?;
+//! assert_eq!(h[3], f16::from_f32(2.0));
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 #![forbid(unsafe_code)]
 
 mod dot;

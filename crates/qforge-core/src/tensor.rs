@@ -12,6 +12,16 @@ pub struct Shape(Vec<usize>);
 impl Shape {
     /// A shape with at least one dimension, every dimension >= 1, and an element count that
     /// fits in `usize`.
+    ///
+    /// ```
+    /// use qforge_core::Shape;
+    ///
+    /// let s = Shape::new([4096, 11008])?; // rows x row length (the last dimension)
+    /// assert_eq!((s.rows(), s.cols(), s.numel()), (4096, 11008, 4096 * 11008));
+    /// assert!(Shape::new([4096, 0]).is_err());
+    /// assert!(Shape::new(vec![usize::MAX, 2]).is_err()); // the element count overflows
+    /// # Ok::<(), qforge_core::QuantError>(())
+    /// ```
     pub fn new(dims: impl Into<Vec<usize>>) -> Result<Self, QuantError> {
         let dims = dims.into();
         if dims.is_empty() {

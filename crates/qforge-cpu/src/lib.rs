@@ -6,6 +6,38 @@
 //! The per-row work goes through [`qforge_core::Format`], i.e. the format crate's
 //! `decode_row` / `encode_row`: that is where a format's SIMD fast path plugs in, without
 //! any change here. Output of every dtype is written directly (no f32 buffer for f16/bf16).
+//!
+//! # Example
+//!
+//! ```
+//! use qforge_core::{Shape, f16};
+//! use qforge_cpu::{ActQuant, dequantize, matmul, quantize};
+//!
+//! let f = qforge_formats::get("q4_k")?;
+//! // Any row length: each row is padded to whole 256-element blocks.
+//! let (n, k) = (4, 300);
+//! let w: Vec<f32> = (0..n * k).map(|i| ((i * 7919) % 1000) as f32 / 500.0 - 1.0).collect();
+//! let t = quantize(f, Shape::new([n, k])?, &w, None)?; // None: no importance matrix
+//! assert_eq!(t.row_bytes(), 2 * 144);
+//!
+//! let w32: Vec<f32> = dequantize(&t)?;
+//! let w16: Vec<f16> = dequantize(&t)?; // direct: the round-to-nearest-even of the f32 value
+//! assert_eq!(w16[5], f16::from_f32(w32[5]));
+//! assert!(w.iter().zip(&w32).all(|(a, b)| (a - b).abs() < 0.1)); // 4.5 bits per weight
+//!
+//! // Y = X · Wᵀ for M = 2 activation rows of length K.
+//! let m = 2;
+//! let x: Vec<f32> = (0..m * k).map(|i| (i % 17) as f32 / 17.0 - 0.5).collect();
+//! let y = matmul(&t, &x, m, ActQuant::None)?; // f32 activations, dequantized weights
+//! assert_eq!(y.len(), m * n);
+//! let y00: f32 = x[..k].iter().zip(&w32[..k]).map(|(a, b)| a * b).sum();
+//! assert!((y[0] - y00).abs() < 1e-3);
+//! // ggml's way: activations quantized to q8_k, integer dot products.
+//! let yq = matmul(&t, &x, m, ActQuant::Native)?;
+//! let scale: f32 = x[..k].iter().zip(&w32[..k]).map(|(a, b)| (a * b).abs()).sum();
+//! assert!((yq[0] - y[0]).abs() < 0.01 * scale);
+//! # Ok::<(), qforge_core::QuantError>(())
+//! ```
 
 mod act;
 mod matmul;
@@ -159,6 +191,23 @@ pub fn quantize_into(
 }
 
 /// Quantize row-major `x` of logical `shape` into a new owned [`QuantTensor`].
+///
+/// A group-wise int4 layer whose row length (288) is not a multiple of the group size (256):
+/// the last group is padded, and the padding contributes exactly 0 to every product.
+///
+/// ```
+/// use qforge_core::{Params, Shape};
+/// use qforge_cpu::{ActQuant, matvec, quantize};
+///
+/// let f = qforge_formats::get_with("int4g", &Params::group_size(256))?;
+/// let w: Vec<f32> = (0..3 * 288).map(|i| ((i % 29) as f32 - 14.0) / 14.0).collect();
+/// let imatrix = vec![1.0; 288]; // optional: one importance weight per column
+/// let t = quantize(f, Shape::new([3, 288])?, &w, Some(&imatrix))?;
+/// let x = vec![0.25; 288];
+/// let y = matvec(&t, &x, ActQuant::Native)?; // int8 per-token activations: A8W4DQ
+/// assert_eq!(y.len(), 3);
+/// # Ok::<(), qforge_core::QuantError>(())
+/// ```
 pub fn quantize(
     format: &'static dyn Format,
     shape: Shape,

@@ -6,13 +6,31 @@
 //!   registry into one `.cu` per format; with the `cuda` feature the build script compiles
 //!   each to a PTX module (compute_80, `-fmad=false`) and compiles the same device code for
 //!   the host, where the tests check it against the Rust reference (no GPU needed).
-//! * The runtime (feature `cuda`, [`Cuda`]) loads the CUDA driver dynamically (cudarc), so a
+//! * The runtime (feature `cuda`, `Cuda`) loads the CUDA driver dynamically (cudarc), so a
 //!   machine without a GPU gets [`CudaError::NoDriver`] / [`CudaError::NoDevice`], never a
 //!   panic; modules are loaded lazily on first use per format and cached.
 //! * Without the feature the crate needs no toolkit: [`toolkit`] (where nvcc is), [`codegen`],
 //!   and the error type are always there.
 //!
 //! See `docs/cuda.md`.
+//!
+//! # Example
+//!
+//! The generator needs neither a toolkit nor a GPU:
+//!
+//! ```
+//! use qforge_cuda::codegen::{kernel_names, module_source, module_stem};
+//!
+//! let q4_k = qforge_formats::get("q4_k")?;
+//! let cu = module_source(q4_k.desc()).expect("every registered format has device code");
+//! assert!(cu.contains("#include \"templates.cuh\""));
+//! assert_eq!(module_stem("q4_k"), "qforge_q4_k"); // qforge_q4_k.cu -> qforge_q4_k.ptx
+//! assert_eq!(kernel_names("q4_k")[1], "qforge_dequant_q4_k_f16");
+//! assert!(qforge_cuda::missing_formats().is_empty());
+//! # Ok::<(), qforge_core::QuantError>(())
+//! ```
+//!
+//! With the `cuda` feature, `Cuda` runs the kernels (see its documentation for an example).
 
 pub mod codegen;
 mod error;

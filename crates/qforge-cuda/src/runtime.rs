@@ -47,6 +47,27 @@ struct Kernels {
 }
 
 /// A CUDA device with qforge's kernels.
+///
+/// ```no_run
+/// use qforge_core::{DType, Shape};
+/// use qforge_cuda::Cuda;
+///
+/// let f = qforge_formats::get("q4_k")?;
+/// let (n, k) = (4096, 4096);
+/// let w = vec![0.5f32; n * k];
+/// let t = qforge_cpu::quantize(f, Shape::new([n, k])?, &w, None)?;
+///
+/// let gpu = Cuda::new(0)?; // a typed error, not a panic, without a driver or a GPU
+/// let stream = gpu.default_stream();
+/// let dw = gpu.upload(&t, &stream)?; // the module of q4_k is loaded on first use
+/// let w16 = gpu.dequantize(&dw, DType::F16, &stream)?.to_host_bytes(&stream)?; // direct f16
+/// assert_eq!(w16.len(), 2 * n * k);
+/// let x = stream.clone_htod(&vec![1.0f32; k])?;
+/// let y = gpu.matvec(&dw, &x.slice(..), 1, &stream)?; // q8_1 activations, integer dot
+/// let y: Vec<f32> = stream.clone_dtoh(&y)?;
+/// assert_eq!(y.len(), n);
+/// # Ok::<(), Box<dyn std::error::Error>>(())
+/// ```
 pub struct Cuda {
     ctx: Arc<CudaContext>,
     modules: Mutex<HashMap<&'static str, Arc<Kernels>>>,

@@ -3,6 +3,27 @@
 //! Adding a family is one line in [`FAMILIES`] (and a dependency); adding a format to a family
 //! is one line in that family's `FORMATS`. Everything else — the CPU kernels, the CLI, the
 //! test matrix — enumerates this registry.
+//!
+//! ```
+//! use qforge_formats::{Params, get, get_with, registry};
+//!
+//! // Every format qforge ships, in display order (`qforge formats` prints this).
+//! for f in registry().iter() {
+//!     let d = f.desc();
+//!     println!("{:<10} {:>6.3} bits/weight  {}", d.name, d.bits_per_weight(), d.summary);
+//! }
+//!
+//! // By name (case-insensitive) or by GGML type id, as a GGUF file stores it.
+//! let q4k = get("Q4_K")?;
+//! assert_eq!((q4k.desc().block_size, q4k.desc().block_bytes), (256, 144));
+//! assert_eq!(registry().by_ggml_type(12).map(|f| f.desc().name), Some("q4_k"));
+//! assert!(get("q4_9").is_err());
+//!
+//! // Formats with run-time parameters: int4g with 128-element groups.
+//! let int4g = get_with("int4g", &Params::group_size(128))?;
+//! assert_eq!(int4g.params().group_size, Some(128));
+//! # Ok::<(), qforge_formats::QuantError>(())
+//! ```
 
 pub use qforge_core::{Format, Params, QuantError, Registry};
 use std::sync::OnceLock;

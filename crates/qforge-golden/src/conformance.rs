@@ -35,8 +35,8 @@ use std::sync::{Arc, Mutex, OnceLock};
 /// A check of a decode: `(format, input, decoded) -> Err(why)`.
 pub type DecodeCheck = fn(&dyn Format, &[f32], &[f32]) -> Result<(), String>;
 
-/// One family's conformance configuration. Build it with [`conformance_suite!`]
-/// (`crate::conformance_suite`), naming only the fields that differ from [`Family::DEFAULT`].
+/// One family's conformance configuration. Build it with
+/// [`conformance_suite!`](crate::conformance_suite), naming only the fields that differ from [`Family::DEFAULT`].
 #[derive(Clone, Copy)]
 pub struct Family {
     /// The family's registered formats (its `pub static FORMATS`).

@@ -16,6 +16,50 @@
 //!   use; [`imatrix`] reads llama.cpp importance-matrix files (GGUF and legacy `.dat`).
 //!
 //! Rules and the split between this crate's own parser and `gguf-rs-lib`: docs/io.md.
+//!
+//! # Example
+//!
+//! Write a small GGUF file into memory with [`GgufWriter`], then read it back with
+//! [`GgufFile`] and [`ModelFile`]. A file on disk is read the same way from
+//! `MappedFile::open(path)?.bytes()`.
+//!
+//! ```
+//! use qforge_core::Shape;
+//! use qforge_io::{Container, GgufFile, GgufWriter, ModelFile, Plain, TensorType, Value, decode_f32};
+//!
+//! // A 2 x 64 weight quantized to q8_0, and a plain f32 vector.
+//! let q8_0 = qforge_formats::get("q8_0")?;
+//! let w: Vec<f32> = (0..128).map(|i| i as f32 / 64.0 - 1.0).collect();
+//! let weight = qforge_cpu::quantize(q8_0, Shape::new([2, 64])?, &w, None)?;
+//! let norm = vec![1.0f32; 64];
+//!
+//! let mut gguf = GgufWriter::new();
+//! gguf.set("general.architecture", Value::String("llama".into()))?;
+//! gguf.add_tensor("blk.0.ffn_up.weight", TensorType::Quant(q8_0), &[2, 64])?;
+//! gguf.add_tensor("blk.0.ffn_norm.weight", TensorType::Plain(Plain::F32), &[64])?;
+//! let mut stream = gguf.start(Vec::new())?; // any `Write`: data is streamed tensor by tensor
+//! stream.write_tensor(weight.data())?;
+//! stream.write_tensor(&norm.iter().flat_map(|v| v.to_le_bytes()).collect::<Vec<u8>>())?;
+//! let bytes: Vec<u8> = stream.finish()?;
+//!
+//! // GGUF as stored: `ne` is ggml's order (row length first); tensors are views into `bytes`.
+//! let file = GgufFile::parse(&bytes)?;
+//! assert_eq!(file.version, 3);
+//! assert_eq!(file.get("general.architecture").and_then(|v| v.as_str()), Some("llama"));
+//! let up = file.tensor("blk.0.ffn_up.weight").unwrap();
+//! assert_eq!(up.ne, [64, 2]);
+//! let q = file.quant_tensor(up)?.expect("q8_0 is a block format");
+//! assert_eq!(q.data(), weight.data());
+//!
+//! // The container-independent view (`qforge inspect` / `convert`): shapes outermost first.
+//! let model = ModelFile::parse(&bytes, Container::Gguf)?;
+//! for t in &model.tensors {
+//!     println!("{:<24} {:<5} {:?}", t.name, t.ty.name(), t.dims);
+//! }
+//! let norm_view = model.tensor("blk.0.ffn_norm.weight").unwrap();
+//! assert_eq!(decode_f32(norm_view)?, norm);
+//! # Ok::<(), Box<dyn std::error::Error>>(())
+//! ```
 
 mod conv;
 mod cursor;

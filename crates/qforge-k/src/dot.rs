@@ -81,7 +81,7 @@ pub(crate) fn scaled_isum(q: &[i8; QK_K], a: &[i8; QK_K], scales: &[i16; GROUPS]
 /// ggml's `vec_dot` of a row of `F` blocks with a row of q8_k blocks (`w.len() == a.len()`,
 /// checked by the caller).
 ///
-/// Runs the AVX2 kernel where the CPU has it (checked once, [`crate::simd`]), the portable
+/// Runs the AVX2 kernel where the CPU has it (checked once, in the crate's private `simd` module), the portable
 /// one elsewhere. Both compute the same integer `isum` per block and the same f32 operations
 /// in the same order, so the result is bit-identical either way.
 #[inline]

@@ -16,7 +16,7 @@ use qforge_ggml_search::AffineSearch;
 pub struct BlockQ2K {
     /// Per 16-element sub-block: scale code in the low nibble, min code in the high nibble.
     pub scales: [u8; QK_K / 16],
-    /// 2-bit codes, see [`crate::pack`].
+    /// 2-bit codes, see the crate's private `pack` module.
     pub qs: [u8; QK_K / 4],
     pub d: F16Le,
     pub dmin: F16Le,

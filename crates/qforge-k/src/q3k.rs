@@ -18,7 +18,7 @@ use qforge_ggml_search::{SymWeights, make_q3_quants, make_qx_quants, nearest_int
 pub struct BlockQ3K {
     /// Third code bit of element `i` at bit `i / 32` of byte `i % 32`.
     pub hmask: [u8; QK_K / 8],
-    /// Low 2 bits of the codes, see [`crate::pack`].
+    /// Low 2 bits of the codes, see the crate's private `pack` module.
     pub qs: [u8; QK_K / 4],
     /// Sixteen 6-bit scales, biased by 32.
     pub scales: [u8; 12],

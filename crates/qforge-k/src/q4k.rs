@@ -19,7 +19,7 @@ pub struct BlockQ4K {
     pub dmin: F16Le,
     /// Eight 6-bit scales and eight 6-bit mins.
     pub scales: [u8; 12],
-    /// 4-bit codes, see [`crate::pack`].
+    /// 4-bit codes, see the crate's private `pack` module.
     pub qs: [u8; QK_K / 2],
 }
 

@@ -9,7 +9,7 @@
 //!   them, as pure functions.
 //! * [`interleave`]: re-packing a tensor's blocks row-interleaved for kernels that read R rows
 //!   at once, and back.
-//! * [`shard`]: block-aligned sharding for tensor parallelism — along N at any row boundary,
+//! * [`mod@shard`]: block-aligned sharding for tensor parallelism — along N at any row boundary,
 //!   along K only at block / group boundaries — such that the shards' dequantizations
 //!   concatenated equal the whole tensor's.
 #![forbid(unsafe_code)]

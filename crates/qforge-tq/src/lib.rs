@@ -1,5 +1,5 @@
 //! qforge-tq: ggml's ternary block formats tq1_0 and tq2_0 (BitNet b1.58 / TriLM weights) as
-//! qforge [`BlockFormat`](qforge_core::BlockFormat)s, bit-exact with ggml.
+//! qforge [`BlockFormat`] implementations, bit-exact with ggml.
 //!
 //! Both store 256 values as `x = t·d` with `t ∈ {-1, 0, 1}` and one f16 scale `d` per block;
 //! they differ only in packing:

@@ -8,7 +8,7 @@ use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
 use qforge_k::dot::{GroupScales, Q8KDot};
 
 /// ggml's `block_tq1_0` (54 bytes): 48 bytes of five codes each, 4 bytes of four codes each,
-/// then the f16 scale `d`. See [`GROUPS`] for which byte holds which element.
+/// then the f16 scale `d`. See `GROUPS` in the source for which byte holds which element.
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
 pub struct BlockTq1_0 {
