@@ -100,12 +100,15 @@ pub fn convert(a: ConvertArgs<'_>) -> CliResult<()> {
         return Err(bad_input(format!("output {} is also an input; refusing to overwrite it", a.output.display())));
     }
     files::check_distinct(a.output, &inputs)?;
-    let im = match a.imatrix {
+    let (im, im_meta) = match a.imatrix {
         Some(p) => {
             let map = qforge_io::MappedFile::open(p).input()?;
-            Some(imatrix::parse(map.bytes()).map_err(|e| bad_input(format!("{}: {e}", p.display())))?)
+            let (m, info) =
+                imatrix::parse_with_info(map.bytes()).map_err(|e| bad_input(format!("{}: {e}", p.display())))?;
+            let meta = imatrix_metadata(&p.to_string_lossy(), m.len(), &info);
+            (Some(m), meta)
         }
-        None => None,
+        None => (None, Vec::new()),
     };
     let src = inspect::open(a.input)?;
     let shards: Vec<&Path> = src.files.iter().map(PathBuf::as_path).collect();
@@ -122,7 +125,10 @@ pub fn convert(a: ConvertArgs<'_>) -> CliResult<()> {
     let progress = Progress::new(model.tensors.iter().map(|t| t.size() as u64).sum());
     match out_kind {
         Container::Gguf => {
-            let w = gguf_header(&model, &plan, &order, mode, file_type)?;
+            let mut w = gguf_header(&model, &plan, &order, mode, file_type)?;
+            for (k, v) in im_meta {
+                w.set(k, v).input()?;
+            }
             let mut s = w.start(out.writer()?).map_err(io_error)?;
             for &i in &order {
                 let (t, target) = (&model.tensors[i], &plan[i]);
@@ -219,6 +225,28 @@ fn plan(model: &ModelFile<'_>, mode: Mode, out: Container) -> CliResult<Vec<Tens
     Ok(plan)
 }
 
+/// What llama-quantize records of the importance matrix it used: the file as given and the
+/// first dataset (each cut to 127 bytes, as its fixed buffers do), the entry count and, when
+/// the file says, the chunk count.
+fn imatrix_metadata(path: &str, entries: usize, info: &imatrix::ImatrixInfo) -> Vec<(&'static str, Value<'static>)> {
+    let cut = |s: &str| -> String {
+        let mut end = s.len().min(127);
+        while !s.is_char_boundary(end) {
+            end -= 1;
+        }
+        s[..end].to_string()
+    };
+    let mut v = vec![("quantize.imatrix.file", Value::String(cut(path).into()))];
+    if let Some(d) = info.datasets.first() {
+        v.push(("quantize.imatrix.dataset", Value::String(cut(d).into())));
+    }
+    v.push(("quantize.imatrix.entries_count", Value::U32(u32::try_from(entries).unwrap_or(u32::MAX))));
+    if info.chunk_count > 0 {
+        v.push(("quantize.imatrix.chunks_count", Value::U32(info.chunk_count)));
+    }
+    v
+}
+
 /// llama.cpp's fallback for rows that are not whole blocks of `want` (qforge-presets), for
 /// every format: fp8 fits any row; a format llama.cpp has no fallback for becomes f16.
 fn fallback(want: TensorType, cols: usize, tensor: &str) -> CliResult<TensorType> {
@@ -241,7 +269,10 @@ fn gguf_header(
     file_type: Option<u32>,
 ) -> CliResult<GgufWriter> {
     let mut w = GgufWriter::new();
-    for (k, v) in &model.metadata {
+    // As ggml's gguf_set_val does (what llama-quantize calls), the two keys set below move to
+    // the end: quantization_version, then file_type.
+    for (k, v) in model.metadata.iter().filter(|(k, _)| k != "general.quantization_version" && k != "general.file_type")
+    {
         w.set(k, v.clone()).input()?;
     }
     let main = match mode {

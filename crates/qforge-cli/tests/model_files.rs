@@ -109,10 +109,20 @@ fn convert_quantizes_with_fallbacks_and_imatrix() {
             &fixture(im),
         ]);
         assert!(o.status.success(), "{}", String::from_utf8_lossy(&o.stderr));
+        // What llama-quantize records of the imatrix (both formats carry 7 chunks of fixture.txt).
+        let ji: serde_json::Value =
+            serde_json::from_slice(&qforge(&["inspect", &t.s("qi.gguf"), "--json"]).stdout).unwrap();
+        let md = &ji["metadata"];
+        assert_eq!(md["quantize.imatrix.file"], fixture(im).as_str());
+        assert_eq!(md["quantize.imatrix.dataset"], "fixture.txt");
+        assert_eq!(md["quantize.imatrix.chunks_count"], 7);
+        assert!(md["quantize.imatrix.entries_count"].as_u64().unwrap() >= 1);
         let (a, b) = (std::fs::read(t.path("q.gguf")).unwrap(), std::fs::read(t.path("qi.gguf")).unwrap());
-        assert_eq!(a.len(), b.len());
+        assert!(b.len() > a.len(), "the quantize.imatrix.* keys");
+        let (ma, mb) = (ModelFile::parse(&a, Container::Gguf).unwrap(), ModelFile::parse(&b, Container::Gguf).unwrap());
+        let data = |m: &ModelFile<'_>| m.tensor("blk.0.ffn_gate_exps.weight").unwrap().bytes().into_owned();
         if im == "imatrix.gguf" {
-            assert!(a != b, "the importance weights change the expert tensor's quantization");
+            assert!(data(&ma) != data(&mb), "the importance weights change the expert tensor's quantization");
         }
     }
     // safetensors -> GGUF and back to bf16.

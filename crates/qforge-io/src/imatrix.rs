@@ -23,7 +23,34 @@ fn bad(reason: impl Into<String>) -> IoError {
 
 /// Parse an imatrix file: GGUF when it starts with the GGUF magic, else the legacy format.
 pub fn parse(bytes: &[u8]) -> Result<Imatrix> {
-    if bytes.starts_with(b"GGUF") { parse_gguf(bytes) } else { parse_legacy(bytes) }
+    parse_with_info(bytes).map(|(m, _)| m)
+}
+
+/// What an imatrix file says of itself (llama-quantize records it in the model it writes as
+/// `quantize.imatrix.*`).
+#[derive(Clone, Debug, Default, PartialEq, Eq)]
+pub struct ImatrixInfo {
+    /// Chunks of the dataset the statistics were collected on (0 when the file does not say).
+    pub chunk_count: u32,
+    /// Dataset names (the legacy format has at most one).
+    pub datasets: Vec<String>,
+}
+
+/// [`parse`], with the file's chunk count and dataset names.
+pub fn parse_with_info(bytes: &[u8]) -> Result<(Imatrix, ImatrixInfo)> {
+    if bytes.starts_with(b"GGUF") {
+        let g = GgufFile::parse(bytes)?;
+        let chunk_count = g.get("imatrix.chunk_count").and_then(|v| v.as_u64()).and_then(|n| u32::try_from(n).ok());
+        let datasets = match g.get("imatrix.datasets") {
+            Some(crate::value::Value::Array(crate::value::Array::Strings(v))) => {
+                v.iter().map(|s| s.to_string()).collect()
+            }
+            _ => Vec::new(),
+        };
+        Ok((parse_gguf(bytes)?, ImatrixInfo { chunk_count: chunk_count.unwrap_or(0), datasets }))
+    } else {
+        legacy(bytes)
+    }
 }
 
 fn f32s(b: &[u8]) -> Vec<f32> {
@@ -63,6 +90,10 @@ pub fn parse_gguf(bytes: &[u8]) -> Result<Imatrix> {
 }
 
 pub fn parse_legacy(bytes: &[u8]) -> Result<Imatrix> {
+    legacy(bytes).map(|(m, _)| m)
+}
+
+fn legacy(bytes: &[u8]) -> Result<(Imatrix, ImatrixInfo)> {
     let mut c = Cursor::new(bytes);
     let i32_ = |c: &mut Cursor<'_>, what| -> Result<i32> { Ok(i32::from_le_bytes(c.array(what)?)) };
     let n = i32_(&mut c, "imatrix entry count")?;
@@ -86,5 +117,17 @@ pub fn parse_legacy(bytes: &[u8]) -> Result<Imatrix> {
         }
         out.insert(name, v);
     }
-    Ok(out)
+    // The optional trailer: chunk count, then the dataset name (as llama.cpp reads it).
+    let mut info = ImatrixInfo::default();
+    if let Ok(chunks) = i32_(&mut c, "imatrix chunk count") {
+        info.chunk_count = u32::try_from(chunks).unwrap_or(0);
+        if let Ok(len) = i32_(&mut c, "imatrix dataset name length")
+            && let Ok(len) = u64::try_from(len)
+            && len > 0
+            && let Ok(name) = c.take(len, "imatrix dataset name")
+        {
+            info.datasets.push(String::from_utf8_lossy(name).into_owned());
+        }
+    }
+    Ok((out, info))
 }

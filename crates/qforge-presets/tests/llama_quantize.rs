@@ -109,7 +109,8 @@ fn every_preset_gives_llama_quantizes_types() {
             }
             match (&case.types, &case.error) {
                 (Some(want), _) => {
-                    let choices = got.unwrap_or_else(|e| panic!("{what}: llama-quantize succeeded, the plan failed: {e}"));
+                    let choices =
+                        got.unwrap_or_else(|e| panic!("{what}: llama-quantize succeeded, the plan failed: {e}"));
                     let got: Vec<&str> = choices.iter().map(|c| c.ty.as_str()).collect();
                     let want: Vec<&str> = want.split(' ').collect();
                     for ((name, g), w) in names.iter().zip(&got).zip(&want) {
@@ -134,7 +135,9 @@ fn every_preset_gives_llama_quantizes_types() {
             }
         }
     }
-    eprintln!("{same} cases with llama-quantize's types, {refused} refusals for want of an imatrix, {unsupported} presets of types qforge lacks");
+    eprintln!(
+        "{same} cases with llama-quantize's types, {refused} refusals for want of an imatrix, {unsupported} presets of types qforge lacks"
+    );
     assert!(same > 300, "only {same} cases compared");
 }
 
