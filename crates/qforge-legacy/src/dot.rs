@@ -139,7 +139,8 @@ pub(crate) fn vec_dot<W: LegacyBlock, A: ActBlock>(w: &[W], a: &[A]) -> f32 {
 /// The reference kernel of [`vec_dot`].
 ///
 /// As ggml's SIMD kernels do, the exact integer lanes of each block are converted to f32,
-/// scaled by `d_w·d_a` (a multiply, then an add: never fused) and accumulated in f32 lanes,
+/// scaled by `d_w·d_a` and accumulated in f32 lanes with one fused multiply-add (`mul_add`, as
+/// ggml's `_mm256_fmadd_ps`; a call to libm's `fmaf` where the target has no FMA),
 /// block `i` into accumulator `i % ACCS`; the affine formats' `m_w·s_a` terms are summed in
 /// [`BATCH`] slots, block `i` into slot `i % BATCH`. A block's accumulator and slot depend only
 /// on its index, so appending zero blocks (padding) adds `+0` everywhere and cannot change the
@@ -158,7 +159,7 @@ pub(crate) fn vec_dot_portable<W: LegacyBlock, A: ActBlock>(w: &[W], a: &[A]) ->
             let lanes = isum_lanes::<W>(&w.quants_i8(), a.qs());
             let acc = &mut acc[j % ACCS];
             for l in 0..LANES {
-                acc[l] += d[j] * lanes[l] as f32;
+                acc[l] = d[j].mul_add(lanes[l] as f32, acc[l]);
             }
             if W::KIND == Kind::Affine {
                 summs[j] += w.m() * a.s();

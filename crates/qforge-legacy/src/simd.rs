@@ -18,7 +18,8 @@
 //!   (eight blocks' scales are widened at once with `vcvtph2ps`) into an f32 accumulator.
 //!
 //! The lanes and every f32 operation are those of the portable kernel, in the same order
-//! (multiply then add, never fused), so both give the same bits; the tests check that.
+//! (one fused multiply-add per block, as `f32::mul_add` there), so both give the same bits;
+//! the tests check that.
 //!
 //! The only `unsafe` of the crate lives here: unaligned loads of fixed-size arrays and the
 //! call into the `#[target_feature]` function after the run-time check.
@@ -58,10 +59,38 @@ pub(crate) fn vec_dot_avx2<W: LegacyBlock, A: ActBlock>(w: &[W], a: &[A]) -> f32
     let (w, a) = (&w[..n], &a[..n]);
     let mut acc = [_mm256_setzero_ps(); ACCS];
     let mut summs = _mm256_setzero_ps();
+    // One batch: BATCH blocks, the first at a multiple of BATCH in the row; block j's lanes
+    // into `acc[j % ACCS]`, and for affine weights `m_w·s_a` into slot j of `summs`. (A
+    // macro, not a function: `#[inline(always)]` is not allowed with `#[target_feature]`, and
+    // the body must be inlined for the accumulators to stay in registers.)
+    macro_rules! batch {
+        ($w:expr, $a:expr) => {{
+            let (w, a): (&[W; BATCH], &[A; BATCH]) = ($w, $a);
+            let d = _mm256_mul_ps(
+                widen(std::array::from_fn(|j| w[j].d_bits())),
+                widen(std::array::from_fn(|j| a[j].d_bits())),
+            );
+            let mut ds = [0f32; BATCH];
+            // SAFETY: `ds` is 8 f32, exactly 32 bytes, so the unaligned store writes only it.
+            unsafe { _mm256_storeu_ps(ds.as_mut_ptr(), d) };
+            for j in 0..BATCH {
+                let lanes = _mm256_cvtepi32_ps(isum_lanes_avx2(&w[j], &a[j]));
+                let k = j % ACCS;
+                acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(ds[j]), lanes, acc[k]);
+            }
+            if W::KIND == Kind::Affine {
+                let ms = _mm256_mul_ps(
+                    widen(std::array::from_fn(|j| w[j].m_bits())),
+                    widen(std::array::from_fn(|j| a[j].s_bits())),
+                );
+                summs = _mm256_add_ps(summs, ms);
+            }
+        }};
+    }
     let (wb, wt) = w.as_chunks::<BATCH>();
     let (ab, at) = a.as_chunks::<BATCH>();
-    for (wb, ab) in wb.iter().zip(ab) {
-        batch(wb, ab, &mut acc, &mut summs);
+    for (w, a) in wb.iter().zip(ab) {
+        batch!(w, a);
     }
     if !wt.is_empty() {
         // The tail, filled up with zero blocks: they add +0 to every lane and slot, which
@@ -70,7 +99,7 @@ pub(crate) fn vec_dot_avx2<W: LegacyBlock, A: ActBlock>(w: &[W], a: &[A]) -> f32
         let mut a8 = [A::zeroed(); BATCH];
         w8[..wt.len()].copy_from_slice(wt);
         a8[..at.len()].copy_from_slice(at);
-        batch(&w8, &a8, &mut acc, &mut summs);
+        batch!(&w8, &a8);
     }
     let mut out = [[0f32; LANES]; ACCS];
     let mut ms = [0f32; BATCH];
@@ -82,27 +111,6 @@ pub(crate) fn vec_dot_avx2<W: LegacyBlock, A: ActBlock>(w: &[W], a: &[A]) -> f32
     // SAFETY: as above, `ms` is exactly 8 f32.
     unsafe { _mm256_storeu_ps(ms.as_mut_ptr(), summs) };
     finish(out, ms)
-}
-
-/// [`BATCH`] blocks, the first at a multiple of [`BATCH`] in the row: their lanes into
-/// `acc[j % ACCS]` and, for affine weights, `m_w·s_a` into slot `j` of `summs`.
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-fn batch<W: LegacyBlock, A: ActBlock>(w: &[W; BATCH], a: &[A; BATCH], acc: &mut [__m256; ACCS], summs: &mut __m256) {
-    let d = _mm256_mul_ps(widen(std::array::from_fn(|j| w[j].d_bits())), widen(std::array::from_fn(|j| a[j].d_bits())));
-    let mut ds = [0f32; BATCH];
-    // SAFETY: `ds` is 8 f32, exactly 32 bytes, so the unaligned store writes only `ds`.
-    unsafe { _mm256_storeu_ps(ds.as_mut_ptr(), d) };
-    for j in 0..BATCH {
-        let lanes = _mm256_cvtepi32_ps(isum_lanes_avx2(&w[j], &a[j]));
-        let k = j % ACCS;
-        acc[k] = _mm256_add_ps(acc[k], _mm256_mul_ps(_mm256_set1_ps(ds[j]), lanes));
-    }
-    if W::KIND == Kind::Affine {
-        let ms =
-            _mm256_mul_ps(widen(std::array::from_fn(|j| w[j].m_bits())), widen(std::array::from_fn(|j| a[j].s_bits())));
-        *summs = _mm256_add_ps(*summs, ms);
-    }
 }
 
 /// Eight f16 values (raw bits) widened to f32, exactly (`vcvtph2ps`).
@@ -138,16 +146,23 @@ pub(crate) fn isum_lanes_avx2<W: LegacyBlock, A: ActBlock>(w: &W, a: &A) -> __m2
             // SAFETY: `qs` is `&[u8; 16]` and `aq` is `&[i8; 32]`: each unaligned load reads
             // exactly its array.
             let (q, av) = unsafe { (_mm_loadu_si128(qs.as_ptr().cast()), _mm256_loadu_si256(aq.as_ptr().cast())) };
-            let mut codes = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(q), q), _mm256_set1_epi8(0x0F));
-            if let Some(qh) = qh {
-                codes = _mm256_or_si256(codes, _mm256_and_si256(bytes_from_bits(qh), _mm256_set1_epi8(0x10)));
-            }
-            let prod = match W::KIND {
-                Kind::Affine => _mm256_maddubs_epi16(codes, av),
-                Kind::Symmetric => {
-                    let wv = _mm256_sub_epi8(codes, _mm256_set1_epi8((1u8 << (W::BITS - 1)) as i8));
-                    _mm256_maddubs_epi16(_mm256_abs_epi8(av), _mm256_sign_epi8(wv, av))
+            // The low four bits of each code (elements 0..16 from the low nibbles).
+            let low = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(q), q), _mm256_set1_epi8(0x0F));
+            // The weights: codes (affine), or codes less 2^(BITS-1) (symmetric). With a 5th
+            // bit, `low - 16` is `low | 0xF0` (as i8), so a clear bit sets the top four.
+            let wv = match (qh, W::KIND) {
+                (None, Kind::Affine) => low,
+                (None, Kind::Symmetric) => _mm256_sub_epi8(low, _mm256_set1_epi8(1 << (W::BITS - 1))),
+                (Some(qh), Kind::Affine) => {
+                    _mm256_or_si256(low, _mm256_and_si256(bytes_from_bits(qh), _mm256_set1_epi8(0x10)))
                 }
+                (Some(qh), Kind::Symmetric) => {
+                    _mm256_or_si256(low, _mm256_andnot_si256(bytes_from_bits(qh), _mm256_set1_epi8(0xF0u8 as i8)))
+                }
+            };
+            let prod = match W::KIND {
+                Kind::Affine => _mm256_maddubs_epi16(wv, av),
+                Kind::Symmetric => _mm256_maddubs_epi16(_mm256_abs_epi8(av), _mm256_sign_epi8(wv, av)),
             };
             _mm256_madd_epi16(prod, _mm256_set1_epi16(1))
         }
