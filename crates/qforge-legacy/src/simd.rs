@@ -58,7 +58,8 @@ pub(crate) fn vec_dot_avx2<W: LegacyBlock, A: ActBlock>(w: &[W], a: &[A]) -> f32
     let n = w.len().min(a.len());
     let (w, a) = (&w[..n], &a[..n]);
     let mut acc = [_mm256_setzero_ps(); ACCS];
-    let mut summs = _mm256_setzero_ps();
+    // Affine formats: `[·, m·s]` pairs of blocks 0..4 and 4..8 of every batch, summed.
+    let mut summs = [_mm256_setzero_ps(); 2];
     // One batch: BATCH blocks, the first at a multiple of BATCH in the row; block j's lanes
     // into `acc[j % ACCS]`, and for affine weights `m_w·s_a` into slot j of `summs`. (A
     // macro, not a function: `#[inline(always)]` is not allowed with `#[target_feature]`, and
@@ -66,24 +67,35 @@ pub(crate) fn vec_dot_avx2<W: LegacyBlock, A: ActBlock>(w: &[W], a: &[A]) -> f32
     macro_rules! batch {
         ($w:expr, $a:expr) => {{
             let (w, a): (&[W; BATCH], &[A; BATCH]) = ($w, $a);
-            let d = _mm256_mul_ps(
-                widen(std::array::from_fn(|j| w[j].d_bits())),
-                widen(std::array::from_fn(|j| a[j].d_bits())),
-            );
             let mut ds = [0f32; BATCH];
-            // SAFETY: `ds` is 8 f32, exactly 32 bytes, so the unaligned store writes only it.
-            unsafe { _mm256_storeu_ps(ds.as_mut_ptr(), d) };
+            if W::KIND == Kind::Affine {
+                // `d, m` (weights) and `d, s` (q8_1) are adjacent f16 pairs: one 32-bit load
+                // per block and side, and one product gives `[d_w·d_a, m_w·s_a]` per block.
+                let pair = |d: u16, m: u16| u32::from(d) | (u32::from(m) << 16);
+                let wp: [u32; BATCH] = std::array::from_fn(|j| pair(w[j].d_bits(), w[j].m_bits()));
+                let ap: [u32; BATCH] = std::array::from_fn(|j| pair(a[j].d_bits(), a[j].s_bits()));
+                let mut dm = [[0f32; BATCH]; 2];
+                for (h, (dm, s)) in dm.iter_mut().zip(&mut summs).enumerate() {
+                    let at = |p: &[u32; BATCH]| std::array::from_fn(|i| p[4 * h + i]);
+                    let v = _mm256_mul_ps(widen_pairs(at(&wp)), widen_pairs(at(&ap)));
+                    // SAFETY: `dm` is 8 f32, exactly 32 bytes: the store writes only it.
+                    unsafe { _mm256_storeu_ps(dm.as_mut_ptr(), v) };
+                    // Odd lanes: slots 4h..4h+4 of the m·s sums (even lanes are not read).
+                    *s = _mm256_add_ps(*s, v);
+                }
+                ds = std::array::from_fn(|j| dm[j / 4][2 * (j % 4)]);
+            } else {
+                let d = _mm256_mul_ps(
+                    widen(std::array::from_fn(|j| w[j].d_bits())),
+                    widen(std::array::from_fn(|j| a[j].d_bits())),
+                );
+                // SAFETY: `ds` is 8 f32, exactly 32 bytes, so the unaligned store writes only it.
+                unsafe { _mm256_storeu_ps(ds.as_mut_ptr(), d) };
+            }
             for j in 0..BATCH {
                 let lanes = _mm256_cvtepi32_ps(isum_lanes_avx2(&w[j], &a[j]));
                 let k = j % ACCS;
                 acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(ds[j]), lanes, acc[k]);
-            }
-            if W::KIND == Kind::Affine {
-                let ms = _mm256_mul_ps(
-                    widen(std::array::from_fn(|j| w[j].m_bits())),
-                    widen(std::array::from_fn(|j| a[j].s_bits())),
-                );
-                summs = _mm256_add_ps(summs, ms);
             }
         }};
     }
@@ -108,9 +120,23 @@ pub(crate) fn vec_dot_avx2<W: LegacyBlock, A: ActBlock>(w: &[W], a: &[A]) -> f32
         // only that array; AVX is enabled here.
         unsafe { _mm256_storeu_ps(o.as_mut_ptr(), v) };
     }
-    // SAFETY: as above, `ms` is exactly 8 f32.
-    unsafe { _mm256_storeu_ps(ms.as_mut_ptr(), summs) };
+    let mut pairs = [[0f32; BATCH]; 2];
+    for (p, v) in pairs.iter_mut().zip(summs) {
+        // SAFETY: as above, `p` is exactly 8 f32.
+        unsafe { _mm256_storeu_ps(p.as_mut_ptr(), v) };
+    }
+    for (j, m) in ms.iter_mut().enumerate() {
+        *m = pairs[j / 4][2 * (j % 4) + 1];
+    }
     finish(out, ms)
+}
+
+/// Four pairs of f16 values (raw bits, the first of each in the low half) widened to f32.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn widen_pairs(p: [u32; 4]) -> __m256 {
+    // SAFETY: `p` is 4 u32, exactly 16 bytes, so the unaligned load reads only `p`.
+    _mm256_cvtph_ps(unsafe { _mm_loadu_si128(p.as_ptr().cast()) })
 }
 
 /// Eight f16 values (raw bits) widened to f32, exactly (`vcvtph2ps`).
