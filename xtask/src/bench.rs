@@ -13,11 +13,14 @@
 //! `vec_dot_type` included on both sides. Rates are N·K weight elements/s and weight bytes/s;
 //! formats ggml has no CPU `vec_dot` for get a qforge figure and no ratio.
 //!
-//! Like for like: ggml-py builds its C library from source on the machine it is installed on,
-//! with the host's native CPU flags (AVX2 / F16C / FMA …). So the qforge binary measured here
-//! is built with `RUSTFLAGS=-C target-cpu=native` into its own target dir
-//! (`<target>/bench-native`), leaving the library itself and the normal builds portable.
-//! Native flags cannot change qforge's results: Rust never contracts `a*b+c` into an FMA.
+//! How qforge is built: by default a plain `cargo build --release -p qforge-cli` (the caller's
+//! `RUSTFLAGS`, if any, and nothing else), i.e. what a user gets; qforge picks its SIMD
+//! kernels at run time (`is_x86_feature_detected!`). ggml-py builds its C library on the
+//! machine it is installed on with the host's native CPU flags, so `--native` measures a
+//! qforge built the same way (`RUSTFLAGS=-C target-cpu=native`, into `<target>/bench-native`,
+//! leaving the normal builds portable) for comparison; figures from it are not what users of
+//! a plain build get. Native flags cannot change qforge's results: Rust never contracts
+//! `a*b+c` into an FMA.
 
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
@@ -64,17 +67,25 @@ fn json_of(mut cmd: Command) -> Result<serde_json::Value> {
     serde_json::from_str(line.trim()).with_context(|| format!("parsing output of {cmd:?}: {line}"))
 }
 
-/// The rustc flags of the benchmarked build: the caller's `RUSTFLAGS` plus the host's CPU.
+/// The extra rustc flags of the `--native` build.
 const NATIVE: &str = "-C target-cpu=native";
 
-/// Builds the release CLI for the host CPU into `<target>/bench-native`; returns its path.
-fn build_native() -> Result<PathBuf> {
+/// The `RUSTFLAGS` of the benchmarked build: the caller's, plus [`NATIVE`] with `--native`.
+fn rustflags(native: bool) -> String {
+    let caller = std::env::var("RUSTFLAGS").unwrap_or_default();
+    match (caller.trim(), native) {
+        ("", true) => NATIVE.to_string(),
+        (f, true) => format!("{f} {NATIVE}"),
+        (f, false) => f.to_string(),
+    }
+}
+
+/// Builds the release CLI: plainly into the usual target dir, or with `--native` for the
+/// host CPU into `<target>/bench-native`; returns its path.
+fn build_cli(native: bool) -> Result<PathBuf> {
     let target = std::env::var_os("CARGO_TARGET_DIR").map(PathBuf::from).unwrap_or_else(|| root().join("target"));
-    let dir = target.join("bench-native");
-    let flags = match std::env::var("RUSTFLAGS") {
-        Ok(f) if !f.trim().is_empty() => format!("{f} {NATIVE}"),
-        _ => NATIVE.to_string(),
-    };
+    let dir = if native { target.join("bench-native") } else { target };
+    let flags = rustflags(native);
     let st = Command::new(env!("CARGO"))
         .args(["build", "--quiet", "--release", "-p", "qforge-cli", "--target-dir"])
         .arg(&dir)
@@ -104,8 +115,20 @@ pub fn parse_ops(op: &str) -> Result<Vec<&'static str>> {
     Ok(ops)
 }
 
-pub fn run(formats: Option<&str>, n: usize, ops: &[&str], shape: (usize, usize), json: bool) -> Result<bool> {
-    let qforge = build_native()?;
+pub fn run(
+    formats: Option<&str>,
+    n: usize,
+    ops: &[&str],
+    shape: (usize, usize),
+    native: bool,
+    json: bool,
+) -> Result<bool> {
+    let qforge = build_cli(native)?;
+    let flags = rustflags(native);
+    if !json {
+        let how = if flags.is_empty() { "a plain release build".to_string() } else { format!("RUSTFLAGS='{flags}'") };
+        println!("qforge: {} ({how}); ggml: PyPI ggml-py (built with the host's native flags)", qforge.display());
+    }
     let py = python()?;
     let names: Vec<String> = match formats {
         Some(list) => list.split(',').map(|s| s.trim().to_ascii_lowercase()).collect(),
@@ -115,10 +138,6 @@ pub fn run(formats: Option<&str>, n: usize, ops: &[&str], shape: (usize, usize),
     let mut rows = Vec::new();
     let elementwise: Vec<&str> = ops.iter().copied().filter(|o| *o != "matvec").collect();
     if !json && !elementwise.is_empty() {
-        println!(
-            "qforge: {} built with RUSTFLAGS='{NATIVE}' (as ggml-py's C library); ggml: PyPI ggml-py",
-            qforge.display()
-        );
         println!("n = {n} elements; Gelem/s, median of runs; ratio = qforge / ggml (> 1: qforge faster)");
         println!(
             "{:<8} {:<9} {:>13} {:>13} {:>8} {:>15} {:>9}",
@@ -177,7 +196,7 @@ pub fn run(formats: Option<&str>, n: usize, ops: &[&str], shape: (usize, usize),
         matvec_rows(&qforge, &py, &names, shape, cores, json, &mut rows)?;
     }
     if json {
-        let v = serde_json::json!({ "qforge_rustflags": NATIVE, "results": rows });
+        let v = serde_json::json!({ "qforge_rustflags": flags, "results": rows });
         println!("{}", serde_json::to_string_pretty(&v)?);
     }
     Ok(true)

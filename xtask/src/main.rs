@@ -3,7 +3,7 @@
 //! * `test-matrix [--device cpu|cuda|all] [--json]`: every registered format × device × op,
 //!   each cell checked against its reference (ggml golden vectors where ggml defines the
 //!   format); exits non-zero on any `fail` or `missing` cell.
-//! * `bench [--formats a,b] [--op dequant,quantize|matvec|all] [--n N] [--shape N,K] [--json]`:
+//! * `bench [--formats a,b] [--op dequant,quantize|matvec|all] [--n N] [--shape N,K] [--native] [--json]`:
 //!   qforge's CPU quantize / dequantize / mat-vec throughput next to ggml's (PyPI ggml-py),
 //!   measured in the same run, as ratios.
 //! * `setup-cuda`: installs the CUDA 13.0 compiler from PyPI into `.cuda/` (idempotent).
@@ -54,6 +54,10 @@ enum Cmd {
         /// Mat-vec weight shape N,K (output features, input features).
         #[arg(long, default_value = "4096,4096")]
         shape: String,
+        /// Build qforge with RUSTFLAGS=-C target-cpu=native (as ggml-py builds ggml) instead
+        /// of a plain release build.
+        #[arg(long)]
+        native: bool,
         #[arg(long)]
         json: bool,
     },
@@ -101,9 +105,9 @@ enum Cmd {
 fn main() -> ExitCode {
     let result = match Cli::parse().cmd {
         Cmd::TestMatrix { device, json } => matrix::run(&device, json),
-        Cmd::Bench { formats, n, op, shape, json } => bench::parse_ops(&op)
+        Cmd::Bench { formats, n, op, shape, native, json } => bench::parse_ops(&op)
             .and_then(|ops| Ok((ops, bench::parse_shape(&shape)?)))
-            .and_then(|(ops, shape)| bench::run(formats.as_deref(), n, &ops, shape, json)),
+            .and_then(|(ops, shape)| bench::run(formats.as_deref(), n, &ops, shape, native, json)),
         Cmd::SetupCuda => setup_cuda::run(),
         Cmd::BuildKernels { json, jobs } => build_kernels::run(json, jobs),
         Cmd::GpuKit { out } => gpu::kit::build(out),

@@ -41,6 +41,23 @@ pub(crate) trait LegacyBlock: Pod {
     /// The 32 quants in the decode domain as `i8` (every legacy quant fits): the integer side
     /// of the dot products.
     fn quants_i8(&self) -> [i8; QK];
+    /// The quants as stored, for the SIMD dot kernels (which unpack them in registers).
+    fn packed(&self) -> Packed<'_>;
+    /// The raw f16 bits of `d` (the SIMD kernels widen eight at a time).
+    fn d_bits(&self) -> u16;
+    /// The raw f16 bits of `m` (0, i.e. +0.0, for symmetric formats).
+    fn m_bits(&self) -> u16;
+}
+
+/// A block's quants as stored.
+#[derive(Clone, Copy, Debug)]
+pub(crate) enum Packed<'a> {
+    /// 4-bit codes (low nibbles: elements 0..16, high nibbles: 16..32), plus bit 4 of each
+    /// code in `qh` (bit `j` of the little-endian word: element `j`) for the 5-bit formats.
+    /// The quant is `code - 2^(BITS-1)` (symmetric) or `code` (affine).
+    Nibbles { qs: &'a [u8; 16], qh: Option<[u8; 4]> },
+    /// The quants themselves (q8_0, q8_1).
+    Bytes(&'a [i8; QK]),
 }
 
 /// Codes of a 4-bit (and, with `qh`, 5-bit) block as `i8` quants, less `offset`.
@@ -207,6 +224,18 @@ impl LegacyBlock for BlockQ4_0 {
     fn quants_i8(&self) -> [i8; QK] {
         small_quants(&self.qs, None, 8)
     }
+    #[inline(always)]
+    fn packed(&self) -> Packed<'_> {
+        Packed::Nibbles { qs: &self.qs, qh: None }
+    }
+    #[inline(always)]
+    fn d_bits(&self) -> u16 {
+        self.d.bits()
+    }
+    #[inline(always)]
+    fn m_bits(&self) -> u16 {
+        0
+    }
 }
 
 impl LegacyBlock for BlockQ4_1 {
@@ -234,6 +263,18 @@ impl LegacyBlock for BlockQ4_1 {
     #[inline(always)]
     fn quants_i8(&self) -> [i8; QK] {
         small_quants(&self.qs, None, 0)
+    }
+    #[inline(always)]
+    fn packed(&self) -> Packed<'_> {
+        Packed::Nibbles { qs: &self.qs, qh: None }
+    }
+    #[inline(always)]
+    fn d_bits(&self) -> u16 {
+        self.d.bits()
+    }
+    #[inline(always)]
+    fn m_bits(&self) -> u16 {
+        self.m.bits()
     }
 }
 
@@ -265,6 +306,18 @@ impl LegacyBlock for BlockQ5_0 {
     #[inline(always)]
     fn quants_i8(&self) -> [i8; QK] {
         small_quants(&self.qs, Some(self.qh), 16)
+    }
+    #[inline(always)]
+    fn packed(&self) -> Packed<'_> {
+        Packed::Nibbles { qs: &self.qs, qh: Some(self.qh) }
+    }
+    #[inline(always)]
+    fn d_bits(&self) -> u16 {
+        self.d.bits()
+    }
+    #[inline(always)]
+    fn m_bits(&self) -> u16 {
+        0
     }
 }
 
@@ -298,6 +351,18 @@ impl LegacyBlock for BlockQ5_1 {
     fn quants_i8(&self) -> [i8; QK] {
         small_quants(&self.qs, Some(self.qh), 0)
     }
+    #[inline(always)]
+    fn packed(&self) -> Packed<'_> {
+        Packed::Nibbles { qs: &self.qs, qh: Some(self.qh) }
+    }
+    #[inline(always)]
+    fn d_bits(&self) -> u16 {
+        self.d.bits()
+    }
+    #[inline(always)]
+    fn m_bits(&self) -> u16 {
+        self.m.bits()
+    }
 }
 
 impl LegacyBlock for BlockQ8_0 {
@@ -324,6 +389,18 @@ impl LegacyBlock for BlockQ8_0 {
     #[inline(always)]
     fn quants_i8(&self) -> [i8; QK] {
         self.qs
+    }
+    #[inline(always)]
+    fn packed(&self) -> Packed<'_> {
+        Packed::Bytes(&self.qs)
+    }
+    #[inline(always)]
+    fn d_bits(&self) -> u16 {
+        self.d.bits()
+    }
+    #[inline(always)]
+    fn m_bits(&self) -> u16 {
+        0
     }
 }
 
@@ -355,6 +432,18 @@ impl LegacyBlock for BlockQ8_1 {
     #[inline(always)]
     fn quants_i8(&self) -> [i8; QK] {
         self.qs
+    }
+    #[inline(always)]
+    fn packed(&self) -> Packed<'_> {
+        Packed::Bytes(&self.qs)
+    }
+    #[inline(always)]
+    fn d_bits(&self) -> u16 {
+        self.d.bits()
+    }
+    #[inline(always)]
+    fn m_bits(&self) -> u16 {
+        0
     }
 }
 

@@ -1,115 +1,213 @@
-//! AVX2 kernel of [`crate::dot`]'s per-block integer lanes, chosen at run time where the CPU
-//! has AVX2; everything else runs the portable kernel.
+//! AVX2 kernel of [`crate::dot::vec_dot`], chosen at run time where the CPU has AVX2, FMA and
+//! F16C; everything else runs the portable kernel, [`crate::dot::vec_dot_portable`].
 //!
-//! The only `unsafe` of the crate lives here: 32-byte unaligned loads and stores on
-//! fixed-size arrays, and the call into the `#[target_feature]` function after the run-time
-//! check.
+//! One generic row loop for every weight / activation pair, parameterized by the block types
+//! (their [`Packed`] layout and [`Kind`] select the unpacking at compile time). Per block, as
+//! ggml's AVX2 kernels do:
 //!
-//! Lane `l` of a block is `w[l]·a[l] + w[l+16]·a[l+16]`: the two halves are sign-extended to
-//! `i16`, interleaved (`vpunpck{l,h}wd`) and multiplied-added pairwise (`vpmaddwd`) into
-//! `i32` — exact for every `i8` input (`|w·a| ≤ 2^14`), so no fallback is needed — and the
-//! 16 lanes are put back in order for the shared f32 code of [`crate::dot::vec_dot_with`].
+//! * 4-/5-bit weights: the 16 bytes of nibbles are split into 32 codes with a shift and an
+//!   AND; the 5th bit is spread from `qh` with a byte shuffle, an OR with a constant and a
+//!   compare (ggml's `bytes_from_bits_32`). Affine codes (q4_1, q5_1: `0..32`) multiply the
+//!   activations directly with `vpmaddubsw` (unsigned × signed); symmetric ones, less their
+//!   offset, use the sign trick `maddubs(|a|, w·sign(a))`. Both are exact for every `i8`
+//!   activation (-128 included: `|a|` is read unsigned and `|w| ≤ 16`), with no saturation
+//!   (pairs ≤ 2·31·128). `vpmaddwd` with ones then gives 8 `i32` lanes of 4 products.
+//! * 8-bit weights (q8_0, q8_1): both sides widened to `i16` in halves and `vpmaddwd`-ed —
+//!   exact for every input, where the sign trick would go wrong on `-128`.
+//! * The lanes go to f32 (exact: |lane| ≤ 2^16) and are scaled by the broadcast `d_w·d_a`
+//!   (eight blocks' scales are widened at once with `vcvtph2ps`) into an f32 accumulator.
+//!
+//! The lanes and every f32 operation are those of the portable kernel, in the same order
+//! (one fused multiply-add per block, as `f32::mul_add` there), so both give the same bits;
+//! the tests check that.
+//!
+//! The only `unsafe` of the crate lives here: unaligned loads of fixed-size arrays and the
+//! call into the `#[target_feature]` function after the run-time check.
 #![allow(unsafe_code)]
 
 use std::arch::x86_64::*;
 use std::sync::OnceLock;
 
-use crate::QK;
-use crate::block::LegacyBlock;
-use crate::dot::{ActBlock, LANES, vec_dot_with};
+use crate::block::{Kind, LegacyBlock, Packed};
+use crate::dot::{ACCS, ActBlock, BATCH, LANES, finish};
 
-/// Whether this CPU runs the AVX2 kernels (detected once).
+/// Whether this CPU runs the AVX2 kernel: AVX2, FMA and F16C (detected once).
 pub(crate) fn has_avx2() -> bool {
     static AVX2: OnceLock<bool> = OnceLock::new();
-    *AVX2.get_or_init(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
+    *AVX2.get_or_init(|| {
+        is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c")
+    })
 }
 
-/// [`crate::dot::vec_dot`] with the AVX2 lane sums, or `None` without AVX2.
-///
-/// Also `None` in builds that target AVX-512BW (e.g. `-C target-cpu=native` on Ice Lake):
-/// there LLVM's auto-vectorization of the portable kernel was measured faster (q4_0 10.4 vs
-/// 8.6 Gel/s, q8_0 9.0 vs 7.4, one thread), while the AVX2 kernel wins where the build only
-/// assumes the x86-64 baseline (q4_0 3.5 → 4.6, q8_0 3.0 → 4.9).
+/// [`crate::dot::vec_dot`] with AVX2, or `None` where the CPU lacks it.
 #[inline]
 pub(crate) fn vec_dot<W: LegacyBlock, A: ActBlock>(w: &[W], a: &[A]) -> Option<f32> {
-    if cfg!(target_feature = "avx512bw") || !has_avx2() {
+    if !has_avx2() {
         return None;
     }
     // SAFETY: `has_avx2()` has just checked (with `is_x86_feature_detected!`) that this CPU
-    // supports AVX2 and FMA, the only requirement of the `#[target_feature]` function.
+    // supports AVX2, FMA and F16C, the only requirement of the `#[target_feature]` function.
     Some(unsafe { vec_dot_avx2(w, a) })
 }
 
-/// The whole row loop compiled for AVX2, so that unpack, lane sums and f32 lanes are inlined
-/// together.
-#[target_feature(enable = "avx2,fma")]
-fn vec_dot_avx2<W: LegacyBlock, A: ActBlock>(w: &[W], a: &[A]) -> f32 {
-    vec_dot_with(w, a, |w, a| isum_lanes_avx2(w, a))
+/// The whole row, compiled for AVX2 so that unpacking, lane sums and f32 lanes are inlined
+/// together. Same blocks, lanes, slots and order as [`crate::dot::vec_dot_portable`].
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn vec_dot_avx2<W: LegacyBlock, A: ActBlock>(w: &[W], a: &[A]) -> f32 {
+    const { assert!(BATCH.is_multiple_of(ACCS) && LANES == 8) };
+    let n = w.len().min(a.len());
+    let (w, a) = (&w[..n], &a[..n]);
+    let mut acc = [_mm256_setzero_ps(); ACCS];
+    // Affine formats: `[·, m·s]` pairs of blocks 0..4 and 4..8 of every batch, summed.
+    let mut summs = [_mm256_setzero_ps(); 2];
+    // One batch: BATCH blocks, the first at a multiple of BATCH in the row; block j's lanes
+    // into `acc[j % ACCS]`, and for affine weights `m_w·s_a` into slot j of `summs`. (A
+    // macro, not a function: `#[inline(always)]` is not allowed with `#[target_feature]`, and
+    // the body must be inlined for the accumulators to stay in registers.)
+    macro_rules! batch {
+        ($w:expr, $a:expr) => {{
+            let (w, a): (&[W; BATCH], &[A; BATCH]) = ($w, $a);
+            let mut ds = [0f32; BATCH];
+            if W::KIND == Kind::Affine {
+                // `d, m` (weights) and `d, s` (q8_1) are adjacent f16 pairs: one 32-bit load
+                // per block and side, and one product gives `[d_w·d_a, m_w·s_a]` per block.
+                let pair = |d: u16, m: u16| u32::from(d) | (u32::from(m) << 16);
+                let wp: [u32; BATCH] = std::array::from_fn(|j| pair(w[j].d_bits(), w[j].m_bits()));
+                let ap: [u32; BATCH] = std::array::from_fn(|j| pair(a[j].d_bits(), a[j].s_bits()));
+                let mut dm = [[0f32; BATCH]; 2];
+                for (h, (dm, s)) in dm.iter_mut().zip(&mut summs).enumerate() {
+                    let at = |p: &[u32; BATCH]| std::array::from_fn(|i| p[4 * h + i]);
+                    let v = _mm256_mul_ps(widen_pairs(at(&wp)), widen_pairs(at(&ap)));
+                    // SAFETY: `dm` is 8 f32, exactly 32 bytes: the store writes only it.
+                    unsafe { _mm256_storeu_ps(dm.as_mut_ptr(), v) };
+                    // Odd lanes: slots 4h..4h+4 of the m·s sums (even lanes are not read).
+                    *s = _mm256_add_ps(*s, v);
+                }
+                ds = std::array::from_fn(|j| dm[j / 4][2 * (j % 4)]);
+            } else {
+                let d = _mm256_mul_ps(
+                    widen(std::array::from_fn(|j| w[j].d_bits())),
+                    widen(std::array::from_fn(|j| a[j].d_bits())),
+                );
+                // SAFETY: `ds` is 8 f32, exactly 32 bytes, so the unaligned store writes only it.
+                unsafe { _mm256_storeu_ps(ds.as_mut_ptr(), d) };
+            }
+            for j in 0..BATCH {
+                let lanes = _mm256_cvtepi32_ps(isum_lanes_avx2(&w[j], &a[j]));
+                let k = j % ACCS;
+                acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(ds[j]), lanes, acc[k]);
+            }
+        }};
+    }
+    let (wb, wt) = w.as_chunks::<BATCH>();
+    let (ab, at) = a.as_chunks::<BATCH>();
+    for (w, a) in wb.iter().zip(ab) {
+        batch!(w, a);
+    }
+    if !wt.is_empty() {
+        // The tail, filled up with zero blocks: they add +0 to every lane and slot, which
+        // leaves each as it was (none is ever -0), so this is the tail alone, bit for bit.
+        let mut w8 = [W::zeroed(); BATCH];
+        let mut a8 = [A::zeroed(); BATCH];
+        w8[..wt.len()].copy_from_slice(wt);
+        a8[..at.len()].copy_from_slice(at);
+        batch!(&w8, &a8);
+    }
+    let mut out = [[0f32; LANES]; ACCS];
+    let mut ms = [0f32; BATCH];
+    for (o, v) in out.iter_mut().zip(acc) {
+        // SAFETY: `o` is an `&mut [f32; 8]`, exactly 32 bytes, so the unaligned store writes
+        // only that array; AVX is enabled here.
+        unsafe { _mm256_storeu_ps(o.as_mut_ptr(), v) };
+    }
+    let mut pairs = [[0f32; BATCH]; 2];
+    for (p, v) in pairs.iter_mut().zip(summs) {
+        // SAFETY: as above, `p` is exactly 8 f32.
+        unsafe { _mm256_storeu_ps(p.as_mut_ptr(), v) };
+    }
+    for (j, m) in ms.iter_mut().enumerate() {
+        *m = pairs[j / 4][2 * (j % 4) + 1];
+    }
+    finish(out, ms)
 }
 
-/// [`crate::dot::isum_lanes`] with AVX2: lane `l` = `w[l]·a[l] + w[l+16]·a[l+16]`, exact.
-#[target_feature(enable = "avx2,fma")]
+/// Four pairs of f16 values (raw bits, the first of each in the low half) widened to f32.
+#[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-pub(crate) fn isum_lanes_avx2(w: &[i8; QK], a: &[i8; QK]) -> [i32; LANES] {
-    // SAFETY: `w` and `a` refer to arrays of exactly QK = 32 bytes (their types fix the
-    // length), so each unaligned 32-byte load reads only that array; AVX is enabled here.
-    let (wv, av) = unsafe { (_mm256_loadu_si256(w.as_ptr().cast()), _mm256_loadu_si256(a.as_ptr().cast())) };
-    // Elements 0..16 and 16..32, as i16.
-    let (w0, w1) =
-        (_mm256_cvtepi8_epi16(_mm256_castsi256_si128(wv)), _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(wv)));
-    let (a0, a1) =
-        (_mm256_cvtepi8_epi16(_mm256_castsi256_si128(av)), _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(av)));
-    // (w[l], w[l+16]) pairs: `lo` holds lanes 0..4 and 8..12, `hi` lanes 4..8 and 12..16.
-    let lo = _mm256_madd_epi16(_mm256_unpacklo_epi16(w0, w1), _mm256_unpacklo_epi16(a0, a1));
-    let hi = _mm256_madd_epi16(_mm256_unpackhi_epi16(w0, w1), _mm256_unpackhi_epi16(a0, a1));
-    let first = _mm256_permute2x128_si256::<0x20>(lo, hi);
-    let second = _mm256_permute2x128_si256::<0x31>(lo, hi);
-    let mut out = [0i32; LANES];
-    let (halves, _) = out.as_chunks_mut::<8>();
-    // SAFETY: each half is an `&mut [i32; 8]`, exactly 32 bytes (its type fixes the length),
-    // so each unaligned 32-byte store writes only that half; AVX is enabled here.
-    unsafe {
-        _mm256_storeu_si256(halves[0].as_mut_ptr().cast(), first);
-        _mm256_storeu_si256(halves[1].as_mut_ptr().cast(), second);
+fn widen_pairs(p: [u32; 4]) -> __m256 {
+    // SAFETY: `p` is 4 u32, exactly 16 bytes, so the unaligned load reads only `p`.
+    _mm256_cvtph_ps(unsafe { _mm_loadu_si128(p.as_ptr().cast()) })
+}
+
+/// Eight f16 values (raw bits) widened to f32, exactly (`vcvtph2ps`).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn widen(h: [u16; BATCH]) -> __m256 {
+    // SAFETY: `h` is 8 u16, exactly 16 bytes, so the unaligned load reads only `h`.
+    _mm256_cvtph_ps(unsafe { _mm_loadu_si128(h.as_ptr().cast()) })
+}
+
+/// [`crate::dot::isum_lanes`] with AVX2: the same 8 exact `i32` lanes.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(crate) fn isum_lanes_avx2<W: LegacyBlock, A: ActBlock>(w: &W, a: &A) -> __m256i {
+    let aq = a.qs();
+    match w.packed() {
+        Packed::Bytes(wq) => {
+            // SAFETY: `wq` and `aq` are `&[i8; 32]`, so each 16-byte unaligned load (offsets 0
+            // and 16) reads only inside its array.
+            let (w0, w1, a0, a1) = unsafe {
+                (
+                    _mm_loadu_si128(wq.as_ptr().cast()),
+                    _mm_loadu_si128(wq.as_ptr().add(16).cast()),
+                    _mm_loadu_si128(aq.as_ptr().cast()),
+                    _mm_loadu_si128(aq.as_ptr().add(16).cast()),
+                )
+            };
+            let lo = _mm256_madd_epi16(_mm256_cvtepi8_epi16(w0), _mm256_cvtepi8_epi16(a0));
+            let hi = _mm256_madd_epi16(_mm256_cvtepi8_epi16(w1), _mm256_cvtepi8_epi16(a1));
+            _mm256_add_epi32(lo, hi)
+        }
+        Packed::Nibbles { qs, qh } => {
+            // SAFETY: `qs` is `&[u8; 16]` and `aq` is `&[i8; 32]`: each unaligned load reads
+            // exactly its array.
+            let (q, av) = unsafe { (_mm_loadu_si128(qs.as_ptr().cast()), _mm256_loadu_si256(aq.as_ptr().cast())) };
+            // The low four bits of each code (elements 0..16 from the low nibbles).
+            let low = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(q), q), _mm256_set1_epi8(0x0F));
+            // The weights: codes (affine), or codes less 2^(BITS-1) (symmetric). With a 5th
+            // bit, `low - 16` is `low | 0xF0` (as i8), so a clear bit sets the top four.
+            let wv = match (qh, W::KIND) {
+                (None, Kind::Affine) => low,
+                (None, Kind::Symmetric) => _mm256_sub_epi8(low, _mm256_set1_epi8(1 << (W::BITS - 1))),
+                (Some(qh), Kind::Affine) => {
+                    _mm256_or_si256(low, _mm256_and_si256(bytes_from_bits(qh), _mm256_set1_epi8(0x10)))
+                }
+                (Some(qh), Kind::Symmetric) => {
+                    _mm256_or_si256(low, _mm256_andnot_si256(bytes_from_bits(qh), _mm256_set1_epi8(0xF0u8 as i8)))
+                }
+            };
+            let prod = match W::KIND {
+                Kind::Affine => _mm256_maddubs_epi16(wv, av),
+                Kind::Symmetric => _mm256_maddubs_epi16(_mm256_abs_epi8(av), _mm256_sign_epi8(wv, av)),
+            };
+            _mm256_madd_epi16(prod, _mm256_set1_epi16(1))
+        }
     }
-    out
+}
+
+/// Byte `j` = 0xFF where bit `j` of the little-endian `bits` is set, else 0 (ggml's
+/// `bytes_from_bits_32`): byte `j` gets byte `j / 8` of the word, every other bit is set by an
+/// OR, and only a byte whose bit `j % 8` was set compares equal to all ones.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn bytes_from_bits(bits: [u8; 4]) -> __m256i {
+    let spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32(i32::from_le_bytes(bits)),
+        _mm256_set_epi64x(0x0303_0303_0303_0303, 0x0202_0202_0202_0202, 0x0101_0101_0101_0101, 0),
+    );
+    let others = _mm256_or_si256(spread, _mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe));
+    _mm256_cmpeq_epi8(others, _mm256_set1_epi64x(-1))
 }
 
 #[cfg(test)]
-mod tests {
-    use super::*;
-    use crate::dot::isum_lanes;
-
-    /// xorshift64*: reproducible pseudo-random bits without a dependency.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-        }
-    }
-
-    /// Random blocks over the whole `i8` range, and all-extreme blocks (±128·±128 pairs).
-    #[test]
-    fn avx2_lanes_equal_portable() {
-        if !has_avx2() {
-            eprintln!("no AVX2 on this CPU: nothing to compare");
-            return;
-        }
-        let mut rng = Rng(0x2545_f491_4f6c_dd1d);
-        for case in 0..20_000 {
-            let pick = |r: u64| match case % 3 {
-                0 => r as i8,
-                1 => [i8::MIN, i8::MAX, -1, 0][(r & 3) as usize],
-                _ => ((r % 16) as i8) - 8,
-            };
-            let w: [i8; QK] = std::array::from_fn(|_| pick(rng.next()));
-            let a: [i8; QK] = std::array::from_fn(|_| if case % 3 == 1 { i8::MIN } else { rng.next() as i8 });
-            // SAFETY: `has_avx2()` returned true above, so AVX2 and FMA are present.
-            let fast = unsafe { isum_lanes_avx2(&w, &a) };
-            assert_eq!(fast, isum_lanes(&w, &a), "case {case}: w {w:?} a {a:?}");
-        }
-    }
-}
+mod tests;
