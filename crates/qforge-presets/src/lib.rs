@@ -17,7 +17,7 @@ mod ftype;
 mod rules;
 
 pub use ftype::{Ftype, PRESETS, Preset};
-pub use rules::{Category, category, fallback};
+pub use rules::{Category, category, fallback, plan};
 
 /// What the rules read from the model's metadata.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
@@ -147,17 +147,4 @@ pub fn llama_order(names: &[&str]) -> Vec<usize> {
     let mut order: Vec<usize> = (0..names.len()).collect();
     order.sort_by(|&a, &b| layer(names[a]).cmp(&layer(names[b])).then_with(|| names[a].cmp(names[b])));
     order
-}
-
-/// The type of every tensor of a model (`tensors` in file order; the result in the same
-/// order) under preset `ftype`. `block_size` gives a type's elements per block (1 for plain
-/// types, `None` for a type unknown to the caller).
-pub fn plan(
-    ftype: Ftype,
-    model: &ModelInfo,
-    opts: &Options,
-    tensors: &[TensorInfo<'_>],
-    block_size: &dyn Fn(&str) -> Option<usize>,
-) -> Result<Vec<Choice>, PresetError> {
-    rules::plan(ftype, model, opts, tensors, block_size)
 }

@@ -457,7 +457,15 @@ pub fn fallback(
     Ok(Some(if ncols.is_multiple_of(block(next)?) { next.to_string() } else { "f16".to_string() }))
 }
 
-pub(crate) fn plan(
+/// The type of every tensor of a model (`tensors` in file order; the result in the same
+/// order) under preset `ftype`. `block_size` gives a type's elements per block (1 for plain
+/// types, `None` for a type unknown to the caller).
+///
+/// # Errors
+/// [`PresetError::UnknownType`] for a type `block_size` does not know (the preset's, an
+/// override's, a fallback's); [`PresetError::Tensor`] for a MoE tensor without its layer in
+/// its name, or a row no fallback fits where llama.cpp defines none.
+pub fn plan(
     ftype: Ftype,
     model: &ModelInfo,
     opts: &Options,
