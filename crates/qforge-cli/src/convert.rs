@@ -21,6 +21,7 @@ use std::borrow::Cow;
 use std::fs::File;
 use std::io::{BufWriter, IsTerminal};
 use std::path::{Path, PathBuf};
+use std::time::Instant;
 
 pub struct ConvertArgs<'a> {
     pub input: &'a Path,
@@ -33,6 +34,8 @@ pub struct ConvertArgs<'a> {
     pub tensor_options: crate::preset::TensorOptions<'a>,
     pub allow_requantize: bool,
     pub threads: Option<usize>,
+    /// One line per tensor on stderr.
+    pub verbose: bool,
 }
 
 /// What happens to the tensors.
@@ -122,7 +125,7 @@ pub fn convert(a: ConvertArgs<'_>) -> CliResult<()> {
         _ => (plan(&model, mode, out_kind)?, (0..model.tensors.len()).collect(), None),
     };
     let mut out = TempOut::create(a.output)?;
-    let progress = Progress::new(model.tensors.iter().map(|t| t.size() as u64).sum());
+    let progress = Progress::new(model.tensors.iter().map(|t| t.size() as u64).sum(), a.verbose, model.tensors.len());
     match out_kind {
         Container::Gguf => {
             let mut w = gguf_header(&model, &plan, &order, mode, file_type)?;
@@ -132,9 +135,10 @@ pub fn convert(a: ConvertArgs<'_>) -> CliResult<()> {
             let mut s = w.start(out.writer()?).map_err(io_error)?;
             for &i in &order {
                 let (t, target) = (&model.tensors[i], &plan[i]);
+                let started = Instant::now();
                 let data = encode(t, *target, im.as_ref())?;
                 s.write_tensor(&data).map_err(io_error)?;
-                progress.inc(t.size());
+                progress.done(t, *target, data.len(), started);
             }
             s.finish().map_err(io_error)?;
         }
@@ -142,6 +146,7 @@ pub fn convert(a: ConvertArgs<'_>) -> CliResult<()> {
             let (meta, specs) = st_header(&model, &plan)?;
             let mut s = write_safetensors(out.writer()?, &meta, &specs).map_err(io_error)?;
             for (t, target) in model.tensors.iter().zip(&plan) {
+                let started = Instant::now();
                 let data = encode(t, *target, im.as_ref())?;
                 match target {
                     TensorType::Quant(f) if is_fp8(*f) => {
@@ -152,7 +157,7 @@ pub fn convert(a: ConvertArgs<'_>) -> CliResult<()> {
                     }
                     _ => s.write_tensor(&data).map_err(io_error)?,
                 }
-                progress.inc(t.size());
+                progress.done(t, *target, data.len(), started);
             }
             s.finish().map_err(io_error)?;
         }
@@ -374,29 +379,59 @@ impl Drop for TempOut {
     }
 }
 
-/// An indicatif bar over input bytes, shown only when stderr is a terminal.
-struct Progress(Option<indicatif::ProgressBar>);
+/// An indicatif bar over input bytes, shown only when stderr is a terminal; with
+/// `--verbose`, one line per tensor as well.
+struct Progress {
+    bar: Option<indicatif::ProgressBar>,
+    verbose: bool,
+    total: usize,
+    seen: std::cell::Cell<usize>,
+}
 
 impl Progress {
-    fn new(total: u64) -> Self {
-        if !std::io::stderr().is_terminal() {
-            return Progress(None);
-        }
-        let bar = indicatif::ProgressBar::new(total);
-        if let Ok(style) =
-            indicatif::ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
-        {
-            bar.set_style(style);
-        }
-        Progress(Some(bar))
+    fn new(bytes: u64, verbose: bool, total: usize) -> Self {
+        let bar = std::io::stderr().is_terminal().then(|| {
+            let bar = indicatif::ProgressBar::new(bytes);
+            if let Ok(style) =
+                indicatif::ProgressStyle::with_template("{bar:40} {bytes}/{total_bytes} {bytes_per_sec} eta {eta}")
+            {
+                bar.set_style(style);
+            }
+            bar
+        });
+        Progress { bar, verbose, total, seen: std::cell::Cell::new(0) }
     }
-    fn inc(&self, n: usize) {
-        if let Some(b) = &self.0 {
-            b.inc(n as u64);
+
+    /// Tensor `t` was written as `target` in `out_bytes` bytes, starting at `started`.
+    fn done(&self, t: &TensorView<'_>, target: TensorType, out_bytes: usize, started: Instant) {
+        self.seen.set(self.seen.get() + 1);
+        if self.verbose {
+            let mib = |b: usize| b as f64 / (1 << 20) as f64;
+            let line = format!(
+                "[{:>w$}/{}] {:<40} {:>8} -> {:<8} {:?} {:.2} -> {:.2} MiB, {:.1} ms",
+                self.seen.get(),
+                self.total,
+                t.name,
+                t.ty.name(),
+                target.name(),
+                t.dims,
+                mib(t.size()),
+                mib(out_bytes),
+                started.elapsed().as_secs_f64() * 1e3,
+                w = self.total.to_string().len()
+            );
+            match &self.bar {
+                Some(b) => b.println(line),
+                None => eprintln!("{line}"),
+            }
+        }
+        if let Some(b) = &self.bar {
+            b.inc(t.size() as u64);
         }
     }
+
     fn finish(&self) {
-        if let Some(b) = &self.0 {
+        if let Some(b) = &self.bar {
             b.finish_and_clear();
         }
     }

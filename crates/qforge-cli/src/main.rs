@@ -234,6 +234,9 @@ enum Cmd {
         /// Threads for quantizing and converting (default: all cores).
         #[arg(long)]
         threads: Option<usize>,
+        /// One line per tensor on stderr (name, types, shape, sizes, time).
+        #[arg(long)]
+        verbose: bool,
     },
 }
 
@@ -309,6 +312,7 @@ fn main() -> ExitCode {
             leave_output_tensor,
             allow_requantize,
             threads,
+            verbose,
         } => convert::convert(convert::ConvertArgs {
             input: &input,
             output: &output,
@@ -326,6 +330,7 @@ fn main() -> ExitCode {
             },
             allow_requantize,
             threads,
+            verbose,
         }),
     };
     match result {

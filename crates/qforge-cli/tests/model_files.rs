@@ -254,3 +254,16 @@ fn quality_reports_bits_per_weight_and_error_against_the_original() {
     assert!(j["total"]["rmse"].is_null() && j["total"]["bits_per_weight"].as_f64().unwrap() > 4.5);
     assert_fails(&qforge(&["quality", &t.s("q.gguf"), "--imatrix", &fixture("imatrix.dat")]), 2, "--against");
 }
+
+/// `convert --verbose`: one line per tensor on stderr, in the order written, naming both types.
+#[test]
+fn convert_verbose_prints_one_line_per_tensor() {
+    let t = Tmp::new("verbose");
+    let out = qforge(&["convert", &fixture("model.gguf"), &t.s("v.gguf"), "--dtype", "f16", "--verbose"]);
+    assert!(out.status.success(), "{}", String::from_utf8_lossy(&out.stderr));
+    let err = String::from_utf8_lossy(&out.stderr);
+    let lines: Vec<&str> = err.lines().filter(|l| l.starts_with('[')).collect();
+    assert_eq!(lines.len(), 10, "{err}");
+    assert!(lines[0].starts_with("[ 1/10] token_embd.weight") && lines[0].contains("q4_k -> f16"), "{}", lines[0]);
+    assert!(lines[9].starts_with("[10/10] "), "{}", lines[9]);
+}
