@@ -17,16 +17,9 @@ pub struct BenchArgs<'a> {
     pub group_size: Option<usize>,
 }
 
-/// Deterministic gaussian-ish test data (sum of uniforms), no RNG dependency.
+/// Deterministic bell-shaped test data (qforge-core's shared generator, fixed seed).
 pub(crate) fn data(n: usize) -> Vec<f32> {
-    let mut s = 0x2545_f491_4f6c_dd1du64;
-    let mut u = move || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        (s >> 40) as f32 / (1u64 << 24) as f32
-    };
-    (0..n).map(|_| (u() + u() + u() + u() - 2.0) * 1.7).collect()
+    qforge_core::rand::pseudo_gaussian(n, 0x2545_f491_4f6c_dd1d)
 }
 
 /// Run `f` repeatedly for at least `min` (and at least 3 times); the median time per run.

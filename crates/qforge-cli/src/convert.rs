@@ -97,11 +97,13 @@ pub fn convert(a: ConvertArgs<'_>) -> CliResult<()> {
         // The first pool built wins; convert runs once per process, so this one does.
         let _ = rayon::ThreadPoolBuilder::new().num_threads(n).build_global();
     }
-    let mut inputs = vec![a.input];
-    inputs.extend(a.imatrix);
     if a.input == a.output {
         return Err(bad_input(format!("output {} is also an input; refusing to overwrite it", a.output.display())));
     }
+    // Every file read (each shard of a checkpoint, the imatrix) must differ from the output.
+    let src = inspect::open(a.input)?;
+    let mut inputs: Vec<&Path> = src.files.iter().map(PathBuf::as_path).collect();
+    inputs.extend(a.imatrix);
     files::check_distinct(a.output, &inputs)?;
     let (im, im_meta) = match a.imatrix {
         Some(p) => {
@@ -113,9 +115,6 @@ pub fn convert(a: ConvertArgs<'_>) -> CliResult<()> {
         }
         None => (None, Vec::new()),
     };
-    let src = inspect::open(a.input)?;
-    let shards: Vec<&Path> = src.files.iter().map(PathBuf::as_path).collect();
-    files::check_distinct(a.output, &shards)?;
     let model = inspect::parse(&src, a.input)?;
     let (plan, order, file_type) = match mode {
         Mode::Preset(p) => {

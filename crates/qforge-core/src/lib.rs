@@ -18,6 +18,8 @@
 //! * [`QuantError`] is the typed error for every way input can be wrong.
 //! * [`le`] has alignment-1, little-endian scalar wrappers used inside block layouts so that a
 //!   block can be viewed in place in any byte buffer (memory maps included).
+//! * [`rand`] has the deterministic pseudo-random data the tests, checks and benchmarks of
+//!   every crate share.
 //!
 //! # Example
 //!
@@ -92,6 +94,7 @@ mod error;
 mod format;
 pub mod le;
 mod params;
+pub mod rand;
 mod registry;
 mod tensor;
 

@@ -13,22 +13,18 @@
 use qforge_core::{DType, Format, QuantTensor, Shape};
 use qforge_cuda::host::{self, HostFns, QfBlockQ8_1};
 
-/// xorshift64*: deterministic bytes without a dependency.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn bytes(&mut self, n: usize) -> Vec<u8> {
-        (0..n).map(|_| (self.next() >> 32) as u8).collect()
-    }
+/// The shared deterministic generator, with this file's wide-range floats.
+use qforge_core::rand::Rng;
+
+trait WideF32 {
     /// Uniform in [-1, 1) times 2^e, e in -8..8.
+    fn f32(&mut self) -> f32;
+}
+
+impl WideF32 for Rng {
     fn f32(&mut self) -> f32 {
-        let u = (self.next() >> 40) as f32 / (1u64 << 24) as f32;
-        let e = (self.next() % 16) as i32 - 8;
+        let u = self.unit_f32();
+        let e = (self.next_u64() % 16) as i32 - 8;
         (2.0 * u - 1.0) * 2f32.powi(e)
     }
 }
@@ -113,7 +109,7 @@ const NEVER_INF: &[&str] = &["nvfp4"];
 fn dequant_matches_rust_reference_bit_for_bit() {
     for (f, h) in formats_with_code() {
         let d = f.desc();
-        let mut rng = Rng(0x9e37_79b9_7f4a_7c15 ^ d.block_bytes as u64);
+        let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15 ^ d.block_bytes as u64);
         let (mut nans, mut infs) = (0, 0);
         // 64 rows × (3 blocks + 5 elements): whole blocks and a partial last block per row
         // (random bytes: NaN / subnormal f16 scales many times over); then one block per row
@@ -215,7 +211,7 @@ fn finite_weights(f: &'static dyn Format, rng: &mut Rng, n: usize, k: usize) -> 
 fn matvec_matches_f64_reference() {
     for (f, h) in formats_with_code() {
         let d = f.desc();
-        let mut rng = Rng(0x1234_5678 ^ d.block_bytes as u64);
+        let mut rng = Rng::new(0x1234_5678 ^ d.block_bytes as u64);
         let unit = f.split_granularity().1;
         for (n, k, m) in [(7, 2 * unit, 1), (5, 3 * unit + 7, 3), (3, unit, 8), (130, unit + 40, 2)] {
             let (bytes, wv) = finite_weights(f, &mut rng, n, k);
@@ -242,7 +238,7 @@ fn matvec_matches_f64_reference() {
 /// The activation quantizer: ggml's q8_1 arithmetic, padding quantized as 0.
 #[test]
 fn quantize_q8_1_is_amax_scaled_rounding() {
-    let mut rng = Rng(42);
+    let mut rng = Rng::new(42);
     let (m, k, nblocks) = (3, 100, 4);
     let mut x: Vec<f32> = (0..m * k).map(|_| rng.f32()).collect();
     x[5..37].fill(0.0); // an all-zero block: d = 0, q = 0

@@ -28,13 +28,7 @@ fn no_gpu_is_a_typed_error_and_a_gpu_is_usable() {
 }
 
 fn random_weights(f: &'static dyn qforge_core::Format, n: usize, k: usize, seed: u64) -> QuantTensor<'static> {
-    let mut s = seed;
-    let x: Vec<f32> = (0..n * k)
-        .map(|_| {
-            s = s.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-            ((s >> 40) as f32 / (1u64 << 24) as f32 - 0.5) * 4.0
-        })
-        .collect();
+    let x = qforge_core::rand::pseudo_gaussian(n * k, seed);
     qforge_cpu::quantize(f, Shape::new([n, k]).unwrap(), &x, None).unwrap()
 }
 
@@ -88,12 +82,11 @@ fn device_info_names_the_device_and_driver() {
 fn cast_f32_to_f16_rounds_to_nearest_even_and_matches_direct_f16() {
     let gpu = device();
     let s = gpu.default_stream();
-    let mut seed = 99u64;
+    let mut rng = qforge_core::rand::Rng::new(99);
     for n in [1usize, 3, 4, 1027, 1 << 20] {
         let x: Vec<f32> = (0..n)
             .map(|i| {
-                seed = seed.wrapping_mul(6364136223846793005).wrapping_add(1442695040888963407);
-                let v = f32::from_bits((seed >> 32) as u32);
+                let v = f32::from_bits((rng.next_u64() >> 32) as u32);
                 if v.is_nan() { i as f32 } else { v }
             })
             .collect();

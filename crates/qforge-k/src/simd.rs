@@ -99,18 +99,11 @@ pub(crate) fn scaled_isum_avx2(q: &[i8; QK_K], a: &[i8; QK_K], scales: &[i16; GR
 mod tests {
     use super::*;
 
-    /// xorshift64*: reproducible pseudo-random bits without a dependency.
-    struct Rng(u64);
-    impl Rng {
-        fn next(&mut self) -> u64 {
-            self.0 ^= self.0 >> 12;
-            self.0 ^= self.0 << 25;
-            self.0 ^= self.0 >> 27;
-            self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-        }
-        fn range(&mut self, lo: i32, hi: i32) -> i32 {
-            lo + (self.next() % (hi - lo + 1) as u64) as i32
-        }
+    use qforge_core::rand::Rng;
+
+    /// Uniform in [lo, hi].
+    fn range(rng: &mut Rng, lo: i32, hi: i32) -> i32 {
+        lo + (rng.next_u64() % (hi - lo + 1) as u64) as i32
     }
 
     /// Random blocks within the kernel's contract (`|q·scale| < 2^15`), from small codes with
@@ -121,7 +114,7 @@ mod tests {
             eprintln!("no AVX2 on this CPU: nothing to compare");
             return;
         }
-        let mut rng = Rng(0x9e37_79b9_7f4a_7c15);
+        let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
         let mut fallbacks = 0;
         for case in 0..20_000 {
             // Largest |code| of this block, and the largest scale that keeps |q·s| < 2^15.
@@ -129,18 +122,18 @@ mod tests {
             let smax = (i16::MAX as i32) / qmax;
             let mode = (case / 10) % 4;
             let q: [i8; QK_K] = std::array::from_fn(|_| match mode {
-                0 => rng.range(-qmax, qmax.min(127)) as i8,
-                1 => [-qmax, qmax.min(127)][(rng.next() & 1) as usize] as i8,
+                0 => range(&mut rng, -qmax, qmax.min(127)) as i8,
+                1 => [-qmax, qmax.min(127)][(rng.next_u64() & 1) as usize] as i8,
                 2 => (-qmax) as i8,
-                _ => rng.range(0, qmax.min(127)) as i8,
+                _ => range(&mut rng, 0, qmax.min(127)) as i8,
             });
             let a: [i8; QK_K] = std::array::from_fn(|_| match mode {
-                1 | 2 => [-128, 127][(rng.next() & 1) as usize],
-                _ => rng.range(-128, 127) as i8,
+                1 | 2 => [-128, 127][(rng.next_u64() & 1) as usize],
+                _ => range(&mut rng, -128, 127) as i8,
             });
             let scales: [i16; GROUPS] = std::array::from_fn(|_| match mode {
-                1 | 2 => [-smax, smax][(rng.next() & 1) as usize] as i16,
-                _ => rng.range(-smax, smax) as i16,
+                1 | 2 => [-smax, smax][(rng.next_u64() & 1) as usize] as i16,
+                _ => range(&mut rng, -smax, smax) as i16,
             });
             fallbacks += usize::from(q.contains(&i8::MIN));
             // SAFETY: `has_avx2()` returned true above, so AVX2 and FMA are present.
@@ -158,7 +151,7 @@ mod tests {
         use crate::{Q2K, Q3K, Q4K, Q5K, Q6K, Q8K};
         fn rows<F: Q8KDot>(rng: &mut Rng) {
             for n in [1usize, 3, 16] {
-                let mut bytes = |len: usize| -> Vec<u8> { (0..len).map(|_| rng.next() as u8).collect() };
+                let mut bytes = |len: usize| -> Vec<u8> { (0..len).map(|_| rng.next_u64() as u8).collect() };
                 let wb = bytes(n * size_of::<F::Block>());
                 let ab = bytes(n * size_of::<BlockQ8K>());
                 let w: &[F::Block] = bytemuck::cast_slice(&wb);
@@ -171,7 +164,7 @@ mod tests {
         if !has_avx2() {
             return;
         }
-        let mut rng = Rng(0x1234_5678_9abc_def1);
+        let mut rng = Rng::new(0x1234_5678_9abc_def1);
         for _ in 0..200 {
             rows::<Q2K>(&mut rng);
             rows::<Q3K>(&mut rng);

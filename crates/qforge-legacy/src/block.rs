@@ -30,10 +30,22 @@ pub(crate) trait LegacyBlock: Pod {
     /// Whether quantization uses importance weights (ggml ignores them for q8_0 and q8_1).
     const USES_WEIGHTS: bool;
 
+    /// The stored f16 scale `d`.
+    fn d_f16(&self) -> F16Le;
+    /// The stored f16 offset `m`; +0.0 for symmetric formats, which have none.
+    fn m_f16(&self) -> F16Le {
+        F16Le([0, 0])
+    }
     /// The scale `d`, widened from f16.
-    fn d(&self) -> f32;
+    #[inline(always)]
+    fn d(&self) -> f32 {
+        self.d_f16().get()
+    }
     /// The offset `m` (0 for symmetric formats, which never add it).
-    fn m(&self) -> f32;
+    #[inline(always)]
+    fn m(&self) -> f32 {
+        self.m_f16().get()
+    }
     /// The 32 quants in the decode domain.
     fn quants(&self) -> [i32; QK];
     /// Store the f32 scale / offset (rounded to f16 here, as ggml does) and the quants.
@@ -44,9 +56,15 @@ pub(crate) trait LegacyBlock: Pod {
     /// The quants as stored, for the SIMD dot kernels (which unpack them in registers).
     fn packed(&self) -> Packed<'_>;
     /// The raw f16 bits of `d` (the SIMD kernels widen eight at a time).
-    fn d_bits(&self) -> u16;
+    #[inline(always)]
+    fn d_bits(&self) -> u16 {
+        self.d_f16().bits()
+    }
     /// The raw f16 bits of `m` (0, i.e. +0.0, for symmetric formats).
-    fn m_bits(&self) -> u16;
+    #[inline(always)]
+    fn m_bits(&self) -> u16 {
+        self.m_f16().bits()
+    }
 }
 
 /// A block's quants as stored.
@@ -204,12 +222,8 @@ impl LegacyBlock for BlockQ4_0 {
     const BITS: u32 = 4;
     const USES_WEIGHTS: bool = true;
     #[inline(always)]
-    fn d(&self) -> f32 {
-        self.d.get()
-    }
-    #[inline(always)]
-    fn m(&self) -> f32 {
-        0.0
+    fn d_f16(&self) -> F16Le {
+        self.d
     }
     #[inline(always)]
     fn quants(&self) -> [i32; QK] {
@@ -228,14 +242,6 @@ impl LegacyBlock for BlockQ4_0 {
     fn packed(&self) -> Packed<'_> {
         Packed::Nibbles { qs: &self.qs, qh: None }
     }
-    #[inline(always)]
-    fn d_bits(&self) -> u16 {
-        self.d.bits()
-    }
-    #[inline(always)]
-    fn m_bits(&self) -> u16 {
-        0
-    }
 }
 
 impl LegacyBlock for BlockQ4_1 {
@@ -243,12 +249,12 @@ impl LegacyBlock for BlockQ4_1 {
     const BITS: u32 = 4;
     const USES_WEIGHTS: bool = true;
     #[inline(always)]
-    fn d(&self) -> f32 {
-        self.d.get()
+    fn d_f16(&self) -> F16Le {
+        self.d
     }
     #[inline(always)]
-    fn m(&self) -> f32 {
-        self.m.get()
+    fn m_f16(&self) -> F16Le {
+        self.m
     }
     #[inline(always)]
     fn quants(&self) -> [i32; QK] {
@@ -268,14 +274,6 @@ impl LegacyBlock for BlockQ4_1 {
     fn packed(&self) -> Packed<'_> {
         Packed::Nibbles { qs: &self.qs, qh: None }
     }
-    #[inline(always)]
-    fn d_bits(&self) -> u16 {
-        self.d.bits()
-    }
-    #[inline(always)]
-    fn m_bits(&self) -> u16 {
-        self.m.bits()
-    }
 }
 
 impl LegacyBlock for BlockQ5_0 {
@@ -283,12 +281,8 @@ impl LegacyBlock for BlockQ5_0 {
     const BITS: u32 = 5;
     const USES_WEIGHTS: bool = true;
     #[inline(always)]
-    fn d(&self) -> f32 {
-        self.d.get()
-    }
-    #[inline(always)]
-    fn m(&self) -> f32 {
-        0.0
+    fn d_f16(&self) -> F16Le {
+        self.d
     }
     #[inline(always)]
     fn quants(&self) -> [i32; QK] {
@@ -311,14 +305,6 @@ impl LegacyBlock for BlockQ5_0 {
     fn packed(&self) -> Packed<'_> {
         Packed::Nibbles { qs: &self.qs, qh: Some(self.qh) }
     }
-    #[inline(always)]
-    fn d_bits(&self) -> u16 {
-        self.d.bits()
-    }
-    #[inline(always)]
-    fn m_bits(&self) -> u16 {
-        0
-    }
 }
 
 impl LegacyBlock for BlockQ5_1 {
@@ -326,12 +312,12 @@ impl LegacyBlock for BlockQ5_1 {
     const BITS: u32 = 5;
     const USES_WEIGHTS: bool = true;
     #[inline(always)]
-    fn d(&self) -> f32 {
-        self.d.get()
+    fn d_f16(&self) -> F16Le {
+        self.d
     }
     #[inline(always)]
-    fn m(&self) -> f32 {
-        self.m.get()
+    fn m_f16(&self) -> F16Le {
+        self.m
     }
     #[inline(always)]
     fn quants(&self) -> [i32; QK] {
@@ -355,14 +341,6 @@ impl LegacyBlock for BlockQ5_1 {
     fn packed(&self) -> Packed<'_> {
         Packed::Nibbles { qs: &self.qs, qh: Some(self.qh) }
     }
-    #[inline(always)]
-    fn d_bits(&self) -> u16 {
-        self.d.bits()
-    }
-    #[inline(always)]
-    fn m_bits(&self) -> u16 {
-        self.m.bits()
-    }
 }
 
 impl LegacyBlock for BlockQ8_0 {
@@ -370,12 +348,8 @@ impl LegacyBlock for BlockQ8_0 {
     const BITS: u32 = 8;
     const USES_WEIGHTS: bool = false;
     #[inline(always)]
-    fn d(&self) -> f32 {
-        self.d.get()
-    }
-    #[inline(always)]
-    fn m(&self) -> f32 {
-        0.0
+    fn d_f16(&self) -> F16Le {
+        self.d
     }
     #[inline(always)]
     fn quants(&self) -> [i32; QK] {
@@ -394,14 +368,6 @@ impl LegacyBlock for BlockQ8_0 {
     fn packed(&self) -> Packed<'_> {
         Packed::Bytes(&self.qs)
     }
-    #[inline(always)]
-    fn d_bits(&self) -> u16 {
-        self.d.bits()
-    }
-    #[inline(always)]
-    fn m_bits(&self) -> u16 {
-        0
-    }
 }
 
 impl LegacyBlock for BlockQ8_1 {
@@ -409,12 +375,8 @@ impl LegacyBlock for BlockQ8_1 {
     const BITS: u32 = 8;
     const USES_WEIGHTS: bool = false;
     #[inline(always)]
-    fn d(&self) -> f32 {
-        self.d.get()
-    }
-    #[inline(always)]
-    fn m(&self) -> f32 {
-        0.0
+    fn d_f16(&self) -> F16Le {
+        self.d
     }
     #[inline(always)]
     fn quants(&self) -> [i32; QK] {
@@ -436,14 +398,6 @@ impl LegacyBlock for BlockQ8_1 {
     #[inline(always)]
     fn packed(&self) -> Packed<'_> {
         Packed::Bytes(&self.qs)
-    }
-    #[inline(always)]
-    fn d_bits(&self) -> u16 {
-        self.d.bits()
-    }
-    #[inline(always)]
-    fn m_bits(&self) -> u16 {
-        0
     }
 }
 

@@ -19,6 +19,7 @@
 
 use super::{BenchReport, CastRow, CopyJson, DequantRow, DeviceJson, MatvecRow};
 use anyhow::{Context, Result, anyhow};
+use qforge_core::rand::pseudo_gaussian as data;
 use qforge_core::{DType, Format, QuantTensor, Shape};
 use qforge_cuda::Cuda;
 use qforge_cuda::cudarc::driver::sys::{CUevent_flags, CUgraphInstantiate_flags, CUstreamCaptureMode};
@@ -39,18 +40,6 @@ const REPS: usize = 15;
 
 fn drv<E: std::fmt::Debug>(what: &'static str) -> impl Fn(E) -> anyhow::Error {
     move |e| anyhow!("{what}: {e:?}")
-}
-
-/// Deterministic pseudo-gaussian data (sum of four uniforms), never zeros.
-fn data(n: usize, seed: u64) -> Vec<f32> {
-    let mut s = seed | 1;
-    let mut u = move || {
-        s ^= s << 13;
-        s ^= s >> 7;
-        s ^= s << 17;
-        (s >> 40) as f32 / (1u64 << 24) as f32
-    };
-    (0..n).map(|_| (u() + u() + u() + u() - 2.0) * 1.7).collect()
 }
 
 fn median(mut v: Vec<f64>) -> f64 {

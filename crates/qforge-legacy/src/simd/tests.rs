@@ -22,18 +22,11 @@ fn avx2_here() -> bool {
     panic!("this x86-64 CPU lacks AVX2/FMA/F16C: the AVX2 kernel is untested here (QFORGE_ALLOW_NO_AVX2=1 skips)");
 }
 
-/// xorshift64*: reproducible pseudo-random bits without a dependency.
-struct Rng(u64);
-impl Rng {
-    fn next(&mut self) -> u64 {
-        self.0 ^= self.0 >> 12;
-        self.0 ^= self.0 << 25;
-        self.0 ^= self.0 >> 27;
-        self.0.wrapping_mul(0x2545_f491_4f6c_dd1d)
-    }
-    fn byte(&mut self) -> u8 {
-        self.next() as u8
-    }
+use qforge_core::rand::Rng;
+
+/// The low byte of a draw.
+fn byte(rng: &mut Rng) -> u8 {
+    rng.next_u64() as u8
 }
 
 /// A block with random bytes, its f16 fields (the first `halves` of them) replaced by finite
@@ -42,11 +35,15 @@ impl Rng {
 fn block<B: bytemuck::Pod>(rng: &mut Rng, halves: usize, raw: bool, extreme: bool) -> B {
     let mut bytes = vec![0u8; size_of::<B>()];
     for (i, b) in bytes.iter_mut().enumerate() {
-        *b = if extreme && i >= 2 * halves { [0x80, 0x7f, 0xff, 0x00][(rng.next() & 3) as usize] } else { rng.byte() };
+        *b = if extreme && i >= 2 * halves {
+            [0x80, 0x7f, 0xff, 0x00][(rng.next_u64() & 3) as usize]
+        } else {
+            byte(rng)
+        };
     }
     if !raw {
         for h in bytes.chunks_exact_mut(2).take(halves) {
-            let v = ((rng.next() % 2001) as f32 - 1000.0) * 2f32.powi((rng.next() % 24) as i32 - 20);
+            let v = ((rng.next_u64() % 2001) as f32 - 1000.0) * 2f32.powi((rng.next_u64() % 24) as i32 - 20);
             h.copy_from_slice(&F16Le::from_f32(v).0);
         }
     }
@@ -60,7 +57,7 @@ fn same(x: f32, y: f32) -> bool {
 /// Random rows of 0..=40 blocks (every tail length of a batch), ordinary and extreme
 /// blocks, finite and raw scales: the AVX2 result has the portable result's bits.
 fn rows_equal<W: LegacyBlock, A: ActBlock>(whalves: usize, ahalves: usize, seed: u64) {
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     for case in 0..3000 {
         let nb = case % 41;
         let (raw, extreme) = (case % 7 == 3, case % 5 == 1);
@@ -90,7 +87,7 @@ fn avx2_rows_equal_portable() {
 /// The integer lanes alone, over the whole `i8` range of activations (-128 included) and
 /// all-extreme blocks.
 fn lanes_equal<W: LegacyBlock, A: ActBlock>(whalves: usize, ahalves: usize, seed: u64) {
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     for case in 0..20_000 {
         let w: W = block(&mut rng, whalves, false, case % 2 == 0);
         let mut a: A = block(&mut rng, ahalves, false, case % 3 == 0);
@@ -123,7 +120,7 @@ fn avx2_lanes_equal_portable() {
 /// Appending zero-scale blocks (what padding is: `d = 0` weights against zero activations)
 /// never changes a row's result, on either kernel.
 fn padding_invariant<W: LegacyBlock, A: ActBlock>(whalves: usize, ahalves: usize, seed: u64) {
-    let mut rng = Rng(seed);
+    let mut rng = Rng::new(seed);
     for case in 0..500 {
         let nb = case % 37;
         let mut w: Vec<W> = (0..nb).map(|_| block(&mut rng, whalves, false, false)).collect();
