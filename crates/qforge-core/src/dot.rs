@@ -58,7 +58,26 @@ pub trait NativeDot: BlockFormat {
     /// `Σ w·a` over the row. `a.len() * Act::BLOCK == w.len() * Self::BLOCK` (checked by the
     /// caller).
     fn vec_dot(w: &[Self::Block], a: &[<Self::Act as BlockFormat>::Block]) -> f32;
+
+    /// `out[i] = vec_dot(w, a[i])` for up to [`MAX_DOT_ROWS`] activation rows at once: the
+    /// mat-mul kernel. Each result must be bit-identical to [`NativeDot::vec_dot`] on that
+    /// row. The default calls `vec_dot` per row; a kernel overrides it to unpack each weight
+    /// block once for all the rows.
+    ///
+    /// # Panics
+    /// May panic if `out.len() != a.len()` or `a.len() > MAX_DOT_ROWS` (callers in this
+    /// crate never do that; every `a[i]` has been length-checked).
+    fn vec_dot_rows(w: &[Self::Block], a: &[&[<Self::Act as BlockFormat>::Block]], out: &mut [f32]) {
+        assert_eq!(a.len(), out.len(), "one output per activation row");
+        for (o, a) in out.iter_mut().zip(a) {
+            *o = Self::vec_dot(w, a);
+        }
+    }
 }
+
+/// The most activation rows one [`NativeDot::vec_dot_rows`] / [`DotKernel::dot_rows`] call
+/// receives (callers split longer lists).
+pub const MAX_DOT_ROWS: usize = 8;
 
 /// The dot kernel a registered format carries (the second parameter of
 /// [`Registered`](crate::Registered)). [`NoDot`] (the default) has none, [`GgmlDot`] uses the
@@ -70,6 +89,35 @@ pub trait DotKernel<F: BlockFormat>: 'static {
     /// The dot of one weight row (whole blocks) with `act`, or `None` if this kernel does not
     /// take that kind of activation row. Lengths are validated here.
     fn dot(w: &[F::Block], act: ActRow<'_>) -> Option<Result<f32, QuantError>>;
+
+    /// `out[i]` = the dot of the weight row with `acts[i]`, for any number of activation
+    /// rows (mat-mul), each result bit-identical to [`DotKernel::dot`] on that row; `None`
+    /// if this kernel does not take that kind of activation row. The default calls `dot`
+    /// per row.
+    ///
+    /// # Errors
+    /// The first error [`DotKernel::dot`] would give for any of the rows, or
+    /// [`QuantError::ShapeMismatch`] when `out.len() != acts.len()`.
+    fn dot_rows(w: &[F::Block], acts: &[ActRow<'_>], out: &mut [f32]) -> Option<Result<(), QuantError>> {
+        if let Some(e) = rows_mismatch(acts.len(), out.len()) {
+            return Some(Err(e));
+        }
+        for (o, a) in out.iter_mut().zip(acts) {
+            match Self::dot(w, *a)? {
+                Ok(v) => *o = v,
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        Some(Ok(()))
+    }
+}
+
+fn rows_mismatch(acts: usize, out: usize) -> Option<QuantError> {
+    (acts != out).then_some(QuantError::ShapeMismatch {
+        what: "dot outputs for the activation rows",
+        expected: acts,
+        actual: out,
+    })
 }
 
 /// No integer kernel: mat-vec runs in f32 on dequantized weights.
@@ -93,27 +141,52 @@ impl<F: NativeDot> DotKernel<F> for GgmlDot {
     };
 
     fn dot(w: &[F::Block], act: ActRow<'_>) -> Option<Result<f32, QuantError>> {
-        let ActRow::Blocks(bytes) = act else { return None };
-        let ad = &F::Act::DESC;
-        let elems = w.len() * F::DESC.block_size;
-        let want = elems.div_ceil(ad.block_size) * ad.block_bytes;
-        if bytes.len() != want || !elems.is_multiple_of(ad.block_size) {
-            return Some(Err(QuantError::ShapeMismatch {
-                what: "activation row bytes for the weight row",
-                expected: want,
-                actual: bytes.len(),
-            }));
-        }
-        Some(match bytemuck::try_cast_slice::<u8, <F::Act as BlockFormat>::Block>(bytes) {
-            Ok(a) => Ok(F::vec_dot(w, a)),
-            Err(_) => Err(QuantError::NotWholeBlocks {
-                what: "activation row",
-                format: ad.name,
-                len: bytes.len(),
-                block_bytes: ad.block_bytes,
-            }),
-        })
+        Some(act_blocks::<F>(w.len(), act)?.map(|a| F::vec_dot(w, a)))
     }
+
+    fn dot_rows(w: &[F::Block], acts: &[ActRow<'_>], out: &mut [f32]) -> Option<Result<(), QuantError>> {
+        if let Some(e) = rows_mismatch(acts.len(), out.len()) {
+            return Some(Err(e));
+        }
+        for (acts, out) in acts.chunks(MAX_DOT_ROWS).zip(out.chunks_mut(MAX_DOT_ROWS)) {
+            let mut rows: [&[<F::Act as BlockFormat>::Block]; MAX_DOT_ROWS] = [&[]; MAX_DOT_ROWS];
+            for (r, a) in rows.iter_mut().zip(acts) {
+                match act_blocks::<F>(w.len(), *a)? {
+                    Ok(a) => *r = a,
+                    Err(e) => return Some(Err(e)),
+                }
+            }
+            F::vec_dot_rows(w, &rows[..acts.len()], out);
+        }
+        Some(Ok(()))
+    }
+}
+
+/// The activation blocks of `act` for a row of `nblocks` weight blocks of `F`: `None` for
+/// another kind of activation row, an error for a wrong length.
+fn act_blocks<F: NativeDot>(
+    nblocks: usize,
+    act: ActRow<'_>,
+) -> Option<Result<&[<F::Act as BlockFormat>::Block], QuantError>> {
+    let ActRow::Blocks(bytes) = act else { return None };
+    let ad = &F::Act::DESC;
+    let elems = nblocks * F::DESC.block_size;
+    let want = elems.div_ceil(ad.block_size) * ad.block_bytes;
+    if bytes.len() != want || !elems.is_multiple_of(ad.block_size) {
+        return Some(Err(QuantError::ShapeMismatch {
+            what: "activation row bytes for the weight row",
+            expected: want,
+            actual: bytes.len(),
+        }));
+    }
+    Some(bytemuck::try_cast_slice::<u8, <F::Act as BlockFormat>::Block>(bytes).map_err(|_| {
+        QuantError::NotWholeBlocks {
+            what: "activation row",
+            format: ad.name,
+            len: bytes.len(),
+            block_bytes: ad.block_bytes,
+        }
+    }))
 }
 
 const fn str_eq(a: &str, b: &str) -> bool {

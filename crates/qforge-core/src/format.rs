@@ -258,6 +258,38 @@ pub trait Format: Send + Sync + 'static {
         let _ = (bytes, row, aux, act);
         None
     }
+
+    /// [`Format::dot_row`] of one weight row with several activation rows (mat-mul):
+    /// `out[i]` is bit-identical to `dot_row(bytes, row, aux, acts[i])`, computed with each
+    /// weight block unpacked once where the format's kernel supports it. `None` when the
+    /// format has no kernel for that activation kind.
+    ///
+    /// # Errors
+    /// As [`Format::dot_row`] for any of the rows, and [`QuantError::ShapeMismatch`] when
+    /// `out.len() != acts.len()`.
+    fn dot_rows(
+        &self,
+        bytes: &[u8],
+        row: usize,
+        aux: &[u8],
+        acts: &[ActRow<'_>],
+        out: &mut [f32],
+    ) -> Option<Result<(), QuantError>> {
+        if acts.len() != out.len() {
+            return Some(Err(QuantError::ShapeMismatch {
+                what: "dot outputs for the activation rows",
+                expected: acts.len(),
+                actual: out.len(),
+            }));
+        }
+        for (o, a) in out.iter_mut().zip(acts) {
+            match self.dot_row(bytes, row, aux, *a)? {
+                Ok(v) => *o = v,
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        Some(Ok(()))
+    }
 }
 
 impl dyn Format {
@@ -389,5 +421,26 @@ impl<F: BlockFormat, D: DotKernel<F>> Format for Registered<F, D> {
         }
         let blocks: &[F::Block] = bytemuck::try_cast_slice(bytes).ok()?;
         D::dot(blocks, act)
+    }
+
+    fn dot_rows(
+        &self,
+        bytes: &[u8],
+        _row: usize,
+        _aux: &[u8],
+        acts: &[ActRow<'_>],
+        out: &mut [f32],
+    ) -> Option<Result<(), QuantError>> {
+        let d = &F::DESC;
+        if !bytes.len().is_multiple_of(d.block_bytes) {
+            return Some(Err(QuantError::NotWholeBlocks {
+                what: "quantized row",
+                format: d.name,
+                len: bytes.len(),
+                block_bytes: d.block_bytes,
+            }));
+        }
+        let blocks: &[F::Block] = bytemuck::try_cast_slice(bytes).ok()?;
+        D::dot_rows(blocks, acts, out)
     }
 }

@@ -18,6 +18,8 @@
 //! * [`QuantError`] is the typed error for every way input can be wrong.
 //! * [`le`] has alignment-1, little-endian scalar wrappers used inside block layouts so that a
 //!   block can be viewed in place in any byte buffer (memory maps included).
+//! * [`cpu`] says which SIMD kernels this CPU runs (detected once at run time), for every
+//!   family's dispatch.
 //! * [`rand`] has the deterministic pseudo-random data the tests, checks and benchmarks of
 //!   every crate share.
 //!
@@ -88,6 +90,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+pub mod cpu;
 mod dot;
 mod dtype;
 mod error;
@@ -98,7 +101,7 @@ pub mod rand;
 mod registry;
 mod tensor;
 
-pub use dot::{ActKind, ActRow, DotKernel, GgmlDot, NativeDot, NoDot};
+pub use dot::{ActKind, ActRow, DotKernel, GgmlDot, MAX_DOT_ROWS, NativeDot, NoDot};
 pub use dtype::{DType, Elem, OutRow};
 pub use error::QuantError;
 pub use format::{BlockFormat, CudaDeviceCode, Format, FormatDesc, Registered, Role, check_row_input};

@@ -13,16 +13,14 @@
 #![allow(unsafe_code)]
 
 use std::arch::x86_64::*;
-use std::sync::OnceLock;
 
 use crate::QK_K;
 use crate::dot::{GROUPS, Q8KDot, q8k_vec_dot_with, scaled_isum};
 use crate::q8k::BlockQ8K;
 
-/// Whether this CPU runs the AVX2 kernels (detected once).
+/// Whether this CPU runs the AVX2 kernels ([`qforge_core::cpu::avx2`]: AVX2, FMA, F16C).
 pub(crate) fn has_avx2() -> bool {
-    static AVX2: OnceLock<bool> = OnceLock::new();
-    *AVX2.get_or_init(|| is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma"))
+    qforge_core::cpu::avx2()
 }
 
 /// [`crate::dot::q8k_vec_dot`] with the AVX2 block sum, or `None` without AVX2.
@@ -38,7 +36,7 @@ pub(crate) fn q8k_vec_dot<F: Q8KDot>(w: &[F::Block], a: &[BlockQ8K]) -> Option<f
 
 /// The whole row loop compiled for AVX2, so that the format's unpack and the block sum are
 /// inlined together.
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 fn q8k_vec_dot_avx2<F: Q8KDot>(w: &[F::Block], a: &[BlockQ8K]) -> f32 {
     q8k_vec_dot_with::<F>(w, a, |q, a, s| scaled_isum_avx2(q, a, s))
 }
@@ -62,7 +60,7 @@ fn load_i16(v: &[i16; 16]) -> __m256i {
 }
 
 /// [`scaled_isum`] with AVX2: `Σ_g scale[g] · Σ_{i in g} q[i]·a[i]`, the same exact integer.
-#[target_feature(enable = "avx2,fma")]
+#[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 pub(crate) fn scaled_isum_avx2(q: &[i8; QK_K], a: &[i8; QK_K], scales: &[i16; GROUPS]) -> i32 {
     let sc = load_i16(scales);

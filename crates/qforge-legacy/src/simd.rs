@@ -26,17 +26,13 @@
 #![allow(unsafe_code)]
 
 use std::arch::x86_64::*;
-use std::sync::OnceLock;
 
 use crate::block::{Kind, LegacyBlock, Packed};
 use crate::dot::{ACCS, ActBlock, BATCH, LANES, finish};
 
-/// Whether this CPU runs the AVX2 kernel: AVX2, FMA and F16C (detected once).
+/// Whether this CPU runs the AVX2 kernels ([`qforge_core::cpu::avx2`]: AVX2, FMA, F16C).
 pub(crate) fn has_avx2() -> bool {
-    static AVX2: OnceLock<bool> = OnceLock::new();
-    *AVX2.get_or_init(|| {
-        is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c")
-    })
+    qforge_core::cpu::avx2()
 }
 
 /// [`crate::dot::vec_dot`] with AVX2, or `None` where the CPU lacks it.
