@@ -2,11 +2,14 @@
 """Time ggml's own C quantize / dequantize / mat-vec (PyPI ggml-py, via ctypes), single-threaded.
 
     python3 xtask/scripts/ggml_bench.py FORMAT OP N      # prints one JSON object
-    python3 xtask/scripts/ggml_bench.py FORMAT matvec N,K
+    python3 xtask/scripts/ggml_bench.py FORMAT matvec N,K 1 [THREADS]
+    python3 xtask/scripts/ggml_bench.py FORMAT matmul N,K M [THREADS]
 
-OP `matvec` times ggml's real mat-vec: a graph `ggml_mul_mat(W[FORMAT, K x N], x[f32, K x 1])`
-computed with `ggml_graph_compute_with_ctx(ctx, gf, 1)` (one thread). That includes ggml
-quantizing x to the format's `vec_dot_type`, as qforge's native mode does. Formats without a
+OPs `matvec` / `matmul` time ggml's real mat-vec / mat-mul: a graph `ggml_mul_mat(W[FORMAT,
+K x N], x[f32, K x M])` computed by the CPU backend (`ggml_backend_cpu_init`,
+`ggml_backend_cpu_set_n_threads`, `ggml_backend_graph_compute`), one thread unless THREADS
+says otherwise. That includes ggml quantizing x to the format's `vec_dot_type`, as qforge's
+native mode does. Formats without a
 CPU `vec_dot` in ggml print an "error" field instead of a rate.
 
 Used by `cargo xtask bench` to put qforge's numbers next to ggml's from the same run.
@@ -47,13 +50,15 @@ def median_time(fn):
     return times[len(times) // 2], len(times)
 
 
-def matvec(fmt, shape):
+def mul_mat(fmt, op, shape, m, threads):
+    """ggml's real mat-vec / mat-mul: `ggml_mul_mat(W[fmt, K x N], x[f32, K x M])` on the CPU
+    backend with `threads` threads (it keeps one work buffer for x quantized to vec_dot_type)."""
     import ggml
     from ggml import ggml as G
 
     n, k = (int(v) for v in shape.split(","))
     if fmt not in FORMATS:
-        print(json.dumps({"format": fmt, "op": "matvec", "error": "not a ggml type"}))
+        print(json.dumps({"format": fmt, "op": op, "error": "not a ggml type"}))
         return
     tid, bs, bb, _, _ = FORMATS[fmt]
     libdir = os.path.join(os.path.dirname(ggml.__file__), "lib")
@@ -64,16 +69,13 @@ def matvec(fmt, shape):
     cpu.ggml_get_type_traits_cpu.argtypes = [ctypes.c_int]
     tr = cpu.ggml_get_type_traits_cpu(tid).contents
     if not tr.vec_dot:
-        print(json.dumps({"format": fmt, "op": "matvec", "error": "ggml has no CPU vec_dot for this type"}))
+        print(json.dumps({"format": fmt, "op": op, "error": "ggml has no CPU vec_dot for this type"}))
         return
     wbytes = n * (k // bs) * bb
-    runs_max = 1000
-    # ggml_graph_compute_with_ctx takes its work buffer (x quantized to vec_dot_type) from the
-    # context on every call: room for the weights, x, y and one work buffer per run.
-    mem = wbytes + 4 * (k + n) + (runs_max + 8) * (4 * k + 4096) + (1 << 20)
+    mem = wbytes + 4 * (k + n) * m + (1 << 20)
     ctx = G.ggml_init(G.ggml_init_params(mem_size=mem, mem_buffer=None, no_alloc=False))
     w = G.ggml_new_tensor_2d(ctx, tid, k, n)
-    x = G.ggml_new_tensor_2d(ctx, 0, k, 1)  # GGML_TYPE_F32
+    x = G.ggml_new_tensor_2d(ctx, 0, k, m)  # GGML_TYPE_F32
     y = G.ggml_mul_mat(ctx, w, x)
     gf = G.ggml_new_graph(ctx)
     G.ggml_build_forward_expand(gf, y)
@@ -89,20 +91,25 @@ def matvec(fmt, shape):
     lib.ggml_quantize_chunk.restype = ctypes.c_size_t
     lib.ggml_quantize_chunk(ctypes.c_int(tid), wf.ctypes.data_as(fp), ctypes.c_void_p(G.ggml_get_data(w)),
                             ctypes.c_int64(0), ctypes.c_int64(n), ctypes.c_int64(k), imp)
-    xv = (rng.standard_normal(k) * 1.7).astype(np.float32)
-    ctypes.memmove(G.ggml_get_data(x), xv.ctypes.data, 4 * k)
+    xv = (rng.standard_normal(k * m) * 1.7).astype(np.float32)
+    ctypes.memmove(G.ggml_get_data(x), xv.ctypes.data, 4 * k * m)
 
-    secs, runs = median_time(lambda: G.ggml_graph_compute_with_ctx(ctx, gf, 1))
+    backend = G.ggml_backend_cpu_init()
+    G.ggml_backend_cpu_set_n_threads(backend, threads)
+    secs, runs = median_time(lambda: G.ggml_backend_graph_compute(backend, gf))
+    G.ggml_backend_free(backend)
     G.ggml_free(ctx)
-    print(json.dumps({"format": fmt, "op": "matvec", "shape": [n, k], "threads": 1, "seconds": secs,
-                      "elements_per_s": n * k / secs, "weight_bytes_per_s": wbytes / secs,
+    print(json.dumps({"format": fmt, "op": op, "shape": [n, k], "rows": m, "threads": threads, "seconds": secs,
+                      "elements_per_s": n * k * m / secs, "weight_bytes_per_s": wbytes / secs,
                       "quantized_bytes": wbytes, "runs": runs}))
 
 
 def main():
     fmt, op = sys.argv[1], sys.argv[2]
-    if op == "matvec":
-        return matvec(fmt, sys.argv[3])
+    if op in ("matvec", "matmul"):
+        m = 1 if op == "matvec" else int(sys.argv[4])
+        threads = int(sys.argv[5]) if len(sys.argv) > 5 else 1
+        return mul_mat(fmt, op, sys.argv[3], m, threads)
     n = int(sys.argv[3])
     tid, bs, bb, _, kind = FORMATS[fmt]
     lib = load_lib()

@@ -6,12 +6,13 @@
 //! `xtask/scripts/ggml_bench.py`. Both single-threaded (ggml's row functions are), plus
 //! qforge on all cores.
 //!
-//! `--op matvec` measures mat-vec (M = 1) on an N×K weight (`--shape`, default 4096×4096):
-//! qforge `bench --op matvec --act-quant native` (the format's own activation quantization and
-//! integer dot) against ggml's real mat-vec, a `ggml_mul_mat` graph computed with
-//! `ggml_graph_compute_with_ctx(.., 1)` — one thread, quantization of x to ggml's
-//! `vec_dot_type` included on both sides. Rates are N·K weight elements/s and weight bytes/s;
-//! formats ggml has no CPU `vec_dot` for get a qforge figure and no ratio.
+//! `--op matvec` measures mat-vec (M = 1) and `--op matmul` mat-mul (M = `--rows`, default
+//! 64) on an N×K weight (`--shape`, default 4096×4096): qforge `bench --op matvec|matmul
+//! --act-quant native` (the format's own activation quantization and integer dot) against
+//! ggml's real `ggml_mul_mat` graph on its CPU backend — quantization of x to ggml's
+//! `vec_dot_type` included on both sides — each with one thread and with all cores, the four
+//! measurements taken back to back per format. Rates are N·K·M weight elements/s; formats
+//! ggml has no CPU `vec_dot` for get a qforge figure and no ratio.
 //!
 //! How qforge is built: by default a plain `cargo build --release -p qforge-cli` (the caller's
 //! `RUSTFLAGS`, if any, and nothing else), i.e. what a user gets; qforge picks its SIMD
@@ -108,21 +109,30 @@ pub fn parse_ops(op: &str) -> Result<Vec<&'static str>> {
             "dequant" => ops.push("dequant"),
             "quantize" => ops.push("quantize"),
             "matvec" => ops.push("matvec"),
-            "all" => ops.extend(["dequant", "quantize", "matvec"]),
-            _ => bail!("--op '{o}': expected dequant, quantize, matvec or all (comma-separated)"),
+            "matmul" => ops.push("matmul"),
+            "all" => ops.extend(["dequant", "quantize", "matvec", "matmul"]),
+            _ => bail!("--op '{o}': expected dequant, quantize, matvec, matmul or all (comma-separated)"),
         }
     }
     Ok(ops)
 }
 
-pub fn run(
-    formats: Option<&str>,
-    n: usize,
-    ops: &[&str],
-    shape: (usize, usize),
-    native: bool,
-    json: bool,
-) -> Result<bool> {
+/// What `cargo xtask bench` measures.
+pub struct Args<'a> {
+    pub formats: Option<&'a str>,
+    /// Elements per dequant / quantize measurement.
+    pub n: usize,
+    pub ops: &'a [&'static str],
+    /// Mat-vec / mat-mul weight N×K.
+    pub shape: (usize, usize),
+    /// Mat-mul activation rows (one table row per M).
+    pub rows: &'a [usize],
+    pub native: bool,
+    pub json: bool,
+}
+
+pub fn run(a: &Args<'_>) -> Result<bool> {
+    let Args { formats, n, ops, shape, rows: mrows, native, json } = *a;
     let qforge = build_cli(native)?;
     let flags = rustflags(native);
     if !json {
@@ -136,7 +146,7 @@ pub fn run(
     };
     let cores = std::thread::available_parallelism().map_or(1, |p| p.get());
     let mut rows = Vec::new();
-    let elementwise: Vec<&str> = ops.iter().copied().filter(|o| *o != "matvec").collect();
+    let elementwise: Vec<&str> = ops.iter().copied().filter(|o| !matches!(*o, "matvec" | "matmul")).collect();
     if !json && !elementwise.is_empty() {
         println!("n = {n} elements; Gelem/s, median of runs; ratio = qforge / ggml (> 1: qforge faster)");
         println!(
@@ -192,8 +202,14 @@ pub fn run(
             }
         }
     }
+    let tools = Tools { qforge: &qforge, py: &py, cores, json };
     if ops.contains(&"matvec") {
-        matvec_rows(&qforge, &py, &names, shape, cores, json, &mut rows)?;
+        mul_mat_rows(&tools, &names, shape, 1, &mut rows)?;
+    }
+    if ops.contains(&"matmul") {
+        for &m in mrows {
+            mul_mat_rows(&tools, &names, shape, m, &mut rows)?;
+        }
     }
     if json {
         let v = serde_json::json!({ "qforge_rustflags": flags, "results": rows });
@@ -202,80 +218,94 @@ pub fn run(
     Ok(true)
 }
 
-/// The `matvec` rows: qforge (1 thread and all cores) and ggml (1 thread) on an N×K weight.
-fn matvec_rows(
-    qforge: &Path,
-    py: &Path,
-    names: &[String],
-    (n, k): (usize, usize),
+/// The two programs measured and how the table is printed.
+struct Tools<'a> {
+    qforge: &'a Path,
+    py: &'a Path,
     cores: usize,
     json: bool,
+}
+
+/// The mat-vec (M = 1) or mat-mul rows: qforge and ggml, each with 1 thread and all cores, on
+/// an N×K weight with M activation rows.
+fn mul_mat_rows(
+    t: &Tools<'_>,
+    names: &[String],
+    (n, k): (usize, usize),
+    m: usize,
     rows: &mut Vec<serde_json::Value>,
 ) -> Result<()> {
     let shape = format!("{n},{k}");
-    if !json {
+    let op = if m == 1 { "matvec" } else { "matmul" };
+    let cores = t.cores;
+    if !t.json {
         println!();
         println!(
-            "matvec (M = 1), W {n}x{k}, --act-quant native (x quantized to the format's activation type, \
-             timed on both sides); Gel/s = N*K/s, GB/s = weight bytes/s; ratio = qforge / ggml (1 thread each)"
+            "{op} (M = {m}), W {n}x{k}, --act-quant native (x quantized to the format's activation type, \
+             timed on both sides); Gel/s = N*K*M/s; ratio = qforge / ggml at the same thread count"
         );
         println!(
-            "{:<9} {:>13} {:>9} {:>13} {:>9} {:>8} {:>15} {:>9}",
+            "{:<9} {:>11} {:>11} {:>7} {:>11} {:>11} {:>7}",
             "format",
-            "qforge Gel/s",
-            "GB/s",
-            "ggml Gel/s",
-            "GB/s",
+            "qforge 1T",
+            "ggml 1T",
             "ratio",
             format!("qforge {cores}T"),
+            format!("ggml {cores}T"),
             "ratio"
         );
     }
     for name in names {
         let q = |threads: usize| {
-            let mut c = Command::new(qforge);
-            c.args(["bench", "--format", name, "--op", "matvec", "--act-quant", "native", "--shape", &shape, "--json"]);
-            c.args(["--threads", &threads.to_string()]);
+            let mut c = Command::new(t.qforge);
+            c.args(["bench", "--format", name, "--op", op, "--act-quant", "native", "--shape", &shape, "--json"]);
+            c.args(["--rows", &m.to_string(), "--threads", &threads.to_string()]);
             json_of(c)
         };
-        let q1 = q(1)?;
-        let qn = q(cores)?;
-        let mut c = Command::new(py);
-        c.arg(root().join("xtask/scripts/ggml_bench.py")).args([name.as_str(), "matvec", &shape]);
-        c.env("NUMPY_MADVISE_HUGEPAGE", "0");
-        let g = json_of(c)?;
+        let g = |threads: usize| {
+            let mut c = Command::new(t.py);
+            c.arg(root().join("xtask/scripts/ggml_bench.py"));
+            c.args([name.as_str(), op, &shape, &m.to_string(), &threads.to_string()]);
+            c.env("NUMPY_MADVISE_HUGEPAGE", "0");
+            json_of(c)
+        };
+        // Back to back, alternating sides, so a change in the machine's load hits both.
+        let (q1, g1, qn, gn) = (q(1)?, g(1)?, q(cores)?, g(cores)?);
         let rate = |v: &serde_json::Value| v["elements_per_s"].as_f64();
-        // Weight bytes/s: the quantized weight read once per mat-vec.
-        let wrate =
-            |v: &serde_json::Value| v["quantized_bytes"].as_f64().zip(v["seconds"].as_f64()).map(|(b, s)| b / s);
-        let (r1, rn, rg) = (rate(&q1), rate(&qn), rate(&g));
-        let ratio = |a: Option<f64>| a.zip(rg).map(|(a, g)| a / g);
-        if json {
+        let ratio = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a / b);
+        let (r1, rg1, rn, rgn) = (rate(&q1), rate(&g1), rate(&qn), rate(&gn));
+        if t.json {
             rows.push(serde_json::json!({
-                "format": name, "op": "matvec", "shape": [n, k], "act_quant": "native",
-                "qforge_1t_elements_per_s": r1, "qforge_1t_weight_bytes_per_s": wrate(&q1),
-                "qforge_all_elements_per_s": rn, "threads": cores,
-                "ggml_elements_per_s": rg, "ggml_weight_bytes_per_s": wrate(&g),
-                "ratio_1t": ratio(r1), "ratio_all": ratio(rn),
+                "format": name, "op": op, "shape": [n, k], "rows": m, "act_quant": "native", "threads": cores,
+                "qforge_1t_elements_per_s": r1, "ggml_1t_elements_per_s": rg1, "ratio_1t": ratio(r1, rg1),
+                "qforge_all_elements_per_s": rn, "ggml_all_elements_per_s": rgn, "ratio_all": ratio(rn, rgn),
             }));
         } else {
-            let f = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.4}", v / 1e9));
-            let fb = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.3}", v / 1e9));
+            let f = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.3}", v / 1e9));
             let fr = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2}x"));
             println!(
-                "{:<9} {:>13} {:>9} {:>13} {:>9} {:>8} {:>15} {:>9}",
+                "{:<9} {:>11} {:>11} {:>7} {:>11} {:>11} {:>7}",
                 name,
                 f(r1),
-                fb(wrate(&q1)),
-                f(rg),
-                fb(wrate(&g)),
-                fr(ratio(r1)),
+                f(rg1),
+                fr(ratio(r1, rg1)),
                 f(rn),
-                fr(ratio(rn))
+                f(rgn),
+                fr(ratio(rn, rgn))
             );
         }
     }
     Ok(())
+}
+
+/// `--rows M,..` for the mat-mul rows.
+pub fn parse_rows(s: &str) -> Result<Vec<usize>> {
+    s.split(',')
+        .map(|p| match p.trim().parse::<usize>() {
+            Ok(m) if m >= 2 => Ok(m),
+            _ => bail!("--rows '{s}': expected activation row counts >= 2, comma-separated (M = 1 is --op matvec)"),
+        })
+        .collect()
 }
 
 /// `--shape N,K` for the mat-vec rows.

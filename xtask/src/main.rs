@@ -3,7 +3,7 @@
 //! * `test-matrix [--device cpu|cuda|all] [--json]`: every registered format × device × op,
 //!   each cell checked against its reference (ggml golden vectors where ggml defines the
 //!   format); exits non-zero on any `fail` or `missing` cell.
-//! * `bench [--formats a,b] [--op dequant,quantize|matvec|all] [--n N] [--shape N,K] [--native] [--json]`:
+//! * `bench [--formats a,b] [--op dequant,quantize,matvec,matmul|all] [--n N] [--shape N,K] [--rows M,..] [--native] [--json]`:
 //!   qforge's CPU quantize / dequantize / mat-vec throughput next to ggml's (PyPI ggml-py),
 //!   measured in the same run, as ratios.
 //! * `setup-cuda`: installs the CUDA 13.0 compiler from PyPI into `.cuda/` (idempotent).
@@ -48,12 +48,15 @@ enum Cmd {
         /// Elements per measurement (a multiple of 4096).
         #[arg(long, default_value_t = 1 << 22)]
         n: usize,
-        /// Ops to measure, comma-separated: dequant, quantize, matvec, or all.
+        /// Ops to measure, comma-separated: dequant, quantize, matvec, matmul, or all.
         #[arg(long, default_value = "dequant,quantize")]
         op: String,
-        /// Mat-vec weight shape N,K (output features, input features).
+        /// Mat-vec / mat-mul weight shape N,K (output features, input features).
         #[arg(long, default_value = "4096,4096")]
         shape: String,
+        /// Activation rows M of the mat-mul rows, comma-separated.
+        #[arg(long, default_value = "64")]
+        rows: String,
         /// Build qforge with RUSTFLAGS=-C target-cpu=native (as ggml-py builds ggml) instead
         /// of a plain release build.
         #[arg(long)]
@@ -105,9 +108,12 @@ enum Cmd {
 fn main() -> ExitCode {
     let result = match Cli::parse().cmd {
         Cmd::TestMatrix { device, json } => matrix::run(&device, json),
-        Cmd::Bench { formats, n, op, shape, native, json } => bench::parse_ops(&op)
-            .and_then(|ops| Ok((ops, bench::parse_shape(&shape)?)))
-            .and_then(|(ops, shape)| bench::run(formats.as_deref(), n, &ops, shape, native, json)),
+        Cmd::Bench { formats, n, op, shape, rows, native, json } => (|| {
+            let ops = bench::parse_ops(&op)?;
+            let shape = bench::parse_shape(&shape)?;
+            let rows = bench::parse_rows(&rows)?;
+            bench::run(&bench::Args { formats: formats.as_deref(), n, ops: &ops, shape, rows: &rows, native, json })
+        })(),
         Cmd::SetupCuda => setup_cuda::run(),
         Cmd::BuildKernels { json, jobs } => build_kernels::run(json, jobs),
         Cmd::GpuKit { out } => gpu::kit::build(out),

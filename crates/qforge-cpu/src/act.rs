@@ -132,6 +132,16 @@ impl QuantAct {
         }
     }
 
+    /// Bytes the row occupies (what a kernel streams through per dot).
+    pub fn bytes(&self) -> usize {
+        match self {
+            QuantAct::F32(v) => 4 * v.len(),
+            QuantAct::Blocks { bytes, .. } => bytes.len(),
+            QuantAct::Int8 { q, .. } => q.len(),
+            QuantAct::Fp8 { q, scales } => q.len() + 4 * scales.len(),
+        }
+    }
+
     /// The values the quantized row stands for (what an f32 kernel multiplies with).
     pub fn dequantize(&self) -> Vec<f32> {
         match self {

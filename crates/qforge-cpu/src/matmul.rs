@@ -6,11 +6,15 @@
 //! exactly the logical M×N shape.
 
 use crate::act::{ActQuant, QuantAct};
-use qforge_core::{QuantError, QuantTensor};
+use qforge_core::{MAX_DOT_ROWS, QuantError, QuantTensor};
 use rayon::prelude::*;
 
 /// Weight rows handled by one rayon task (and decoded together on the f32 path).
 const ROWS_PER_TASK: usize = 16;
+
+/// Quantized activation bytes per tile of the integer path: the tile stays in a core's L2
+/// (≥ 512 KiB on current x86) beside the task's weight rows while they are dotted with it.
+const ACT_TILE_BYTES: usize = 256 << 10;
 
 /// `Y = X · Wᵀ` into a new M×N row-major vector. `x` is M×K row-major, K = `w.cols()`.
 pub fn matmul(w: &QuantTensor<'_>, x: &[f32], m: usize, mode: ActQuant) -> Result<Vec<f32>, QuantError> {
@@ -86,12 +90,17 @@ pub fn matmul_into(
     let mut out_t = vec![0f32; want];
     if integer {
         let rows_acts: Vec<_> = acts.iter().filter_map(QuantAct::as_row).collect();
+        // Activation tiles small enough to stay in L2 while every weight row of a task is
+        // dotted with them; each weight row is unpacked once per tile (`dot_rows`).
+        let act_bytes = acts[0].bytes().max(1);
+        let tile = (ACT_TILE_BYTES / act_bytes).clamp(1, m).next_multiple_of(MAX_DOT_ROWS).min(m);
         out_t.par_chunks_mut(m * ROWS_PER_TASK).zip(rows.par_chunks(rb * ROWS_PER_TASK)).enumerate().try_for_each(
             |(task, (o, wr))| {
-                for (i, (orow, wrow)) in o.chunks_exact_mut(m).zip(wr.chunks_exact(rb)).enumerate() {
-                    let row = task * ROWS_PER_TASK + i;
-                    for (y, a) in orow.iter_mut().zip(&rows_acts) {
-                        *y = match fmt.dot_row(wrow, row, aux, *a) {
+                for (t0, tacts) in rows_acts.chunks(tile).enumerate().map(|(i, c)| (i * tile, c)) {
+                    for (i, (orow, wrow)) in o.chunks_exact_mut(m).zip(wr.chunks_exact(rb)).enumerate() {
+                        let row = task * ROWS_PER_TASK + i;
+                        let dst = &mut orow[t0..t0 + tacts.len()];
+                        match fmt.dot_rows(wrow, row, aux, tacts, dst) {
                             Some(r) => r?,
                             None => {
                                 return Err(QuantError::Unsupported {
@@ -99,7 +108,7 @@ pub fn matmul_into(
                                     reason: "dot kernel refused a row it accepted before".into(),
                                 });
                             }
-                        };
+                        }
                     }
                 }
                 Ok(())

@@ -41,6 +41,29 @@ fn odd_shapes_every_format_every_mode() {
     }
 }
 
+/// Mat-mul row `i` is the mat-vec of activation row `i`, bit for bit, whatever the kernel's
+/// multi-row path (several activation rows per weight block, rows split in chunks, tiles),
+/// every format and mode, M across every chunk boundary.
+#[test]
+fn matmul_rows_are_matvecs_bit_for_bit() {
+    for f in qforge_formats::registry().iter() {
+        for (n, k) in [(3usize, 300usize), (17, 1024)] {
+            let w = quantized(f, n, k, 3 + k as u64);
+            let m = 19;
+            let x = data(m * k, 11);
+            for mode in ActQuant::ALL {
+                let y = matmul(&w, &x, m, mode).unwrap();
+                for (i, xr) in x.chunks_exact(k).enumerate() {
+                    let v = matmul(&w, xr, 1, mode).unwrap();
+                    let got: Vec<u32> = y[i * n..(i + 1) * n].iter().map(|v| v.to_bits()).collect();
+                    let want: Vec<u32> = v.iter().map(|v| v.to_bits()).collect();
+                    assert_eq!(got, want, "{} {mode} {n}x{k}: mat-mul row {i} differs from its mat-vec", f.desc().name);
+                }
+            }
+        }
+    }
+}
+
 #[test]
 fn wrong_sizes_are_errors_not_panics() {
     let f = qforge_formats::get("q4_0").unwrap();

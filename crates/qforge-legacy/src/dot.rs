@@ -136,6 +136,20 @@ pub(crate) fn vec_dot<W: LegacyBlock, A: ActBlock>(w: &[W], a: &[A]) -> f32 {
     vec_dot_portable(w, a)
 }
 
+/// [`vec_dot`] of one weight row with each activation row (`out.len() == a.len()`): the
+/// AVX2 kernel unpacks each weight block once for several rows; every result is the one
+/// [`vec_dot`] gives for that row.
+pub(crate) fn vec_dot_rows<W: LegacyBlock, A: ActBlock>(w: &[W], a: &[&[A]], out: &mut [f32]) {
+    assert_eq!(a.len(), out.len(), "one output per activation row");
+    #[cfg(target_arch = "x86_64")]
+    if crate::simd::vec_dot_rows(w, a, out) {
+        return;
+    }
+    for (o, a) in out.iter_mut().zip(a) {
+        *o = vec_dot_portable(w, a);
+    }
+}
+
 /// The reference kernel of [`vec_dot`].
 ///
 /// As ggml's SIMD kernels do, the exact integer lanes of each block are converted to f32,

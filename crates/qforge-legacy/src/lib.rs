@@ -73,6 +73,10 @@ macro_rules! legacy_format {
             fn vec_dot(w: &[$block], a: &[<$act as BlockFormat>::Block]) -> f32 {
                 dot::vec_dot(w, a)
             }
+
+            fn vec_dot_rows(w: &[$block], a: &[&[<$act as BlockFormat>::Block]], out: &mut [f32]) {
+                dot::vec_dot_rows(w, a, out)
+            }
         }
     };
 }

@@ -46,85 +46,126 @@ pub(crate) fn vec_dot<W: LegacyBlock, A: ActBlock>(w: &[W], a: &[A]) -> Option<f
     Some(unsafe { vec_dot_avx2(w, a) })
 }
 
-/// The whole row, compiled for AVX2 so that unpacking, lane sums and f32 lanes are inlined
-/// together. Same blocks, lanes, slots and order as [`crate::dot::vec_dot_portable`].
+/// [`crate::dot::vec_dot`] of one weight row with each of the activation rows `a` (all of
+/// the weight row's length) into `out`, each weight block unpacked once for up to [`ROWS`]
+/// rows; `false` (nothing written) where the CPU lacks AVX2.
+pub(crate) fn vec_dot_rows<W: LegacyBlock, A: ActBlock>(w: &[W], a: &[&[A]], out: &mut [f32]) -> bool {
+    if !has_avx2() {
+        return false;
+    }
+    for (a, out) in a.chunks(ROWS).zip(out.chunks_mut(ROWS)) {
+        // SAFETY: `has_avx2()` has just checked that this CPU supports AVX2, FMA and F16C, the
+        // only requirement of the `#[target_feature]` functions.
+        unsafe {
+            match *a {
+                [a0] => out[0] = vec_dot_avx2(w, a0),
+                [a0, a1] => out.copy_from_slice(&rows_avx2(w, [a0, a1])),
+                [a0, a1, a2] => out.copy_from_slice(&rows_avx2(w, [a0, a1, a2])),
+                [a0, a1, a2, a3] => out.copy_from_slice(&rows_avx2(w, [a0, a1, a2, a3])),
+                _ => unreachable!("chunks of at most ROWS = 4"),
+            }
+        }
+    }
+    true
+}
+
+/// Activation rows one pass over the weight row serves.
+const ROWS: usize = 4;
+
+/// One row: the `R = 1` case of [`rows_avx2`].
 #[target_feature(enable = "avx2,fma,f16c")]
 pub(crate) fn vec_dot_avx2<W: LegacyBlock, A: ActBlock>(w: &[W], a: &[A]) -> f32 {
-    const { assert!(BATCH.is_multiple_of(ACCS) && LANES == 8) };
-    let n = w.len().min(a.len());
-    let (w, a) = (&w[..n], &a[..n]);
-    let mut acc = [_mm256_setzero_ps(); ACCS];
+    rows_avx2(w, [a])[0]
+}
+
+/// The whole row against `R` activation rows, compiled for AVX2 so that unpacking, lane sums
+/// and f32 lanes are inlined together. For each row: the same blocks, lanes, slots and order
+/// as [`crate::dot::vec_dot_portable`]; each weight block is unpacked once for all `R`.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn rows_avx2<W: LegacyBlock, A: ActBlock, const R: usize>(w: &[W], a: [&[A]; R]) -> [f32; R] {
+    const { assert!(BATCH.is_multiple_of(ACCS) && LANES == 8 && R >= 1) };
+    let n = a.iter().fold(w.len(), |n, a| n.min(a.len()));
+    let w = &w[..n];
+    let a: [&[A]; R] = std::array::from_fn(|r| &a[r][..n]);
+    let mut acc = [[_mm256_setzero_ps(); ACCS]; R];
     // Affine formats: `[·, m·s]` pairs of blocks 0..4 and 4..8 of every batch, summed.
-    let mut summs = [_mm256_setzero_ps(); 2];
+    let mut summs = [[_mm256_setzero_ps(); 2]; R];
     // One batch: BATCH blocks, the first at a multiple of BATCH in the row; block j's lanes
-    // into `acc[j % ACCS]`, and for affine weights `m_w·s_a` into slot j of `summs`. (A
-    // macro, not a function: `#[inline(always)]` is not allowed with `#[target_feature]`, and
-    // the body must be inlined for the accumulators to stay in registers.)
+    // into `acc[r][j % ACCS]`, and for affine weights `m_w·s_a` into slot j of `summs[r]`.
+    // (A macro, not a function: `#[inline(always)]` is not allowed with `#[target_feature]`,
+    // and the body must be inlined for the accumulators to stay in registers.)
     macro_rules! batch {
         ($w:expr, $a:expr) => {{
-            let (w, a): (&[W; BATCH], &[A; BATCH]) = ($w, $a);
-            let mut ds = [0f32; BATCH];
+            let (w, a): (&[W; BATCH], [&[A; BATCH]; R]) = ($w, $a);
+            let mut ds = [[0f32; BATCH]; R];
             if W::KIND == Kind::Affine {
                 // `d, m` (weights) and `d, s` (q8_1) are adjacent f16 pairs: one 32-bit load
                 // per block and side, and one product gives `[d_w·d_a, m_w·s_a]` per block.
                 let pair = |d: u16, m: u16| u32::from(d) | (u32::from(m) << 16);
                 let wp: [u32; BATCH] = std::array::from_fn(|j| pair(w[j].d_bits(), w[j].m_bits()));
-                let ap: [u32; BATCH] = std::array::from_fn(|j| pair(a[j].d_bits(), a[j].s_bits()));
-                let mut dm = [[0f32; BATCH]; 2];
-                for (h, (dm, s)) in dm.iter_mut().zip(&mut summs).enumerate() {
-                    let at = |p: &[u32; BATCH]| std::array::from_fn(|i| p[4 * h + i]);
-                    let v = _mm256_mul_ps(widen_pairs(at(&wp)), widen_pairs(at(&ap)));
-                    // SAFETY: `dm` is 8 f32, exactly 32 bytes: the store writes only it.
-                    unsafe { _mm256_storeu_ps(dm.as_mut_ptr(), v) };
-                    // Odd lanes: slots 4h..4h+4 of the m·s sums (even lanes are not read).
-                    *s = _mm256_add_ps(*s, v);
+                let at = |p: &[u32; BATCH], h: usize| std::array::from_fn(|i| p[4 * h + i]);
+                let wv = [widen_pairs(at(&wp, 0)), widen_pairs(at(&wp, 1))];
+                for r in 0..R {
+                    let ap: [u32; BATCH] = std::array::from_fn(|j| pair(a[r][j].d_bits(), a[r][j].s_bits()));
+                    let mut dm = [[0f32; BATCH]; 2];
+                    for (h, (dm, s)) in dm.iter_mut().zip(&mut summs[r]).enumerate() {
+                        let v = _mm256_mul_ps(wv[h], widen_pairs(at(&ap, h)));
+                        // SAFETY: `dm` is 8 f32, exactly 32 bytes: the store writes only it.
+                        unsafe { _mm256_storeu_ps(dm.as_mut_ptr(), v) };
+                        // Odd lanes: slots 4h..4h+4 of the m·s sums (even lanes are not read).
+                        *s = _mm256_add_ps(*s, v);
+                    }
+                    ds[r] = std::array::from_fn(|j| dm[j / 4][2 * (j % 4)]);
                 }
-                ds = std::array::from_fn(|j| dm[j / 4][2 * (j % 4)]);
             } else {
-                let d = _mm256_mul_ps(
-                    widen(std::array::from_fn(|j| w[j].d_bits())),
-                    widen(std::array::from_fn(|j| a[j].d_bits())),
-                );
-                // SAFETY: `ds` is 8 f32, exactly 32 bytes, so the unaligned store writes only it.
-                unsafe { _mm256_storeu_ps(ds.as_mut_ptr(), d) };
+                let wd = widen(std::array::from_fn(|j| w[j].d_bits()));
+                for r in 0..R {
+                    let d = _mm256_mul_ps(wd, widen(std::array::from_fn(|j| a[r][j].d_bits())));
+                    // SAFETY: `ds[r]` is 8 f32, exactly 32 bytes: the store writes only it.
+                    unsafe { _mm256_storeu_ps(ds[r].as_mut_ptr(), d) };
+                }
             }
             for j in 0..BATCH {
-                let lanes = _mm256_cvtepi32_ps(isum_lanes_avx2(&w[j], &a[j]));
+                let wv = unpack_avx2(&w[j]);
                 let k = j % ACCS;
-                acc[k] = _mm256_fmadd_ps(_mm256_set1_ps(ds[j]), lanes, acc[k]);
+                for r in 0..R {
+                    let lanes = _mm256_cvtepi32_ps(isum_unpacked::<W>(wv, a[r][j].qs()));
+                    acc[r][k] = _mm256_fmadd_ps(_mm256_set1_ps(ds[r][j]), lanes, acc[r][k]);
+                }
             }
         }};
     }
     let (wb, wt) = w.as_chunks::<BATCH>();
-    let (ab, at) = a.as_chunks::<BATCH>();
-    for (w, a) in wb.iter().zip(ab) {
-        batch!(w, a);
+    for (i, w) in wb.iter().enumerate() {
+        batch!(w, std::array::from_fn(|r| &a[r].as_chunks::<BATCH>().0[i]));
     }
     if !wt.is_empty() {
         // The tail, filled up with zero blocks: they add +0 to every lane and slot, which
         // leaves each as it was (none is ever -0), so this is the tail alone, bit for bit.
+        let start = n - wt.len();
         let mut w8 = [W::zeroed(); BATCH];
-        let mut a8 = [A::zeroed(); BATCH];
+        let mut a8 = [[A::zeroed(); BATCH]; R];
         w8[..wt.len()].copy_from_slice(wt);
-        a8[..at.len()].copy_from_slice(at);
-        batch!(&w8, &a8);
+        for r in 0..R {
+            a8[r][..wt.len()].copy_from_slice(&a[r][start..]);
+        }
+        batch!(&w8, std::array::from_fn(|r| &a8[r]));
     }
-    let mut out = [[0f32; LANES]; ACCS];
-    let mut ms = [0f32; BATCH];
-    for (o, v) in out.iter_mut().zip(acc) {
-        // SAFETY: `o` is an `&mut [f32; 8]`, exactly 32 bytes, so the unaligned store writes
-        // only that array; AVX is enabled here.
-        unsafe { _mm256_storeu_ps(o.as_mut_ptr(), v) };
-    }
-    let mut pairs = [[0f32; BATCH]; 2];
-    for (p, v) in pairs.iter_mut().zip(summs) {
-        // SAFETY: as above, `p` is exactly 8 f32.
-        unsafe { _mm256_storeu_ps(p.as_mut_ptr(), v) };
-    }
-    for (j, m) in ms.iter_mut().enumerate() {
-        *m = pairs[j / 4][2 * (j % 4) + 1];
-    }
-    finish(out, ms)
+    std::array::from_fn(|r| {
+        let mut out = [[0f32; LANES]; ACCS];
+        for (o, v) in out.iter_mut().zip(acc[r]) {
+            // SAFETY: `o` is an `&mut [f32; 8]`, exactly 32 bytes, so the unaligned store
+            // writes only that array; AVX is enabled here.
+            unsafe { _mm256_storeu_ps(o.as_mut_ptr(), v) };
+        }
+        let mut pairs = [[0f32; BATCH]; 2];
+        for (p, v) in pairs.iter_mut().zip(summs[r]) {
+            // SAFETY: as above, `p` is exactly 8 f32.
+            unsafe { _mm256_storeu_ps(p.as_mut_ptr(), v) };
+        }
+        let ms: [f32; BATCH] = std::array::from_fn(|j| pairs[j / 4][2 * (j % 4) + 1]);
+        finish(out, ms)
+    })
 }
 
 /// Four pairs of f16 values (raw bits, the first of each in the low half) widened to f32.
@@ -143,31 +184,34 @@ fn widen(h: [u16; BATCH]) -> __m256 {
     _mm256_cvtph_ps(unsafe { _mm_loadu_si128(h.as_ptr().cast()) })
 }
 
-/// [`crate::dot::isum_lanes`] with AVX2: the same 8 exact `i32` lanes.
+/// [`crate::dot::isum_lanes`] with AVX2: the same 8 exact `i32` lanes (the tests compare them).
+#[cfg(test)]
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 pub(crate) fn isum_lanes_avx2<W: LegacyBlock, A: ActBlock>(w: &W, a: &A) -> __m256i {
-    let aq = a.qs();
+    isum_unpacked::<W>(unpack_avx2(w), a.qs())
+}
+
+/// A weight block in registers, ready for [`isum_unpacked`]: 8-bit quants widened to `i16`
+/// in two halves, or the 32 unpacked 4-/5-bit weights (second half unused).
+#[derive(Clone, Copy)]
+pub(crate) struct Unpacked(__m256i, __m256i);
+
+/// Unpacks a weight block once, for any number of activation blocks.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(crate) fn unpack_avx2<W: LegacyBlock>(w: &W) -> Unpacked {
     match w.packed() {
         Packed::Bytes(wq) => {
-            // SAFETY: `wq` and `aq` are `&[i8; 32]`, so each 16-byte unaligned load (offsets 0
-            // and 16) reads only inside its array.
-            let (w0, w1, a0, a1) = unsafe {
-                (
-                    _mm_loadu_si128(wq.as_ptr().cast()),
-                    _mm_loadu_si128(wq.as_ptr().add(16).cast()),
-                    _mm_loadu_si128(aq.as_ptr().cast()),
-                    _mm_loadu_si128(aq.as_ptr().add(16).cast()),
-                )
-            };
-            let lo = _mm256_madd_epi16(_mm256_cvtepi8_epi16(w0), _mm256_cvtepi8_epi16(a0));
-            let hi = _mm256_madd_epi16(_mm256_cvtepi8_epi16(w1), _mm256_cvtepi8_epi16(a1));
-            _mm256_add_epi32(lo, hi)
+            // SAFETY: `wq` is `&[i8; 32]`, so each 16-byte unaligned load (offsets 0 and 16)
+            // reads only inside the array.
+            let (w0, w1) =
+                unsafe { (_mm_loadu_si128(wq.as_ptr().cast()), _mm_loadu_si128(wq.as_ptr().add(16).cast())) };
+            Unpacked(_mm256_cvtepi8_epi16(w0), _mm256_cvtepi8_epi16(w1))
         }
         Packed::Nibbles { qs, qh } => {
-            // SAFETY: `qs` is `&[u8; 16]` and `aq` is `&[i8; 32]`: each unaligned load reads
-            // exactly its array.
-            let (q, av) = unsafe { (_mm_loadu_si128(qs.as_ptr().cast()), _mm256_loadu_si256(aq.as_ptr().cast())) };
+            // SAFETY: `qs` is `&[u8; 16]`: the unaligned load reads exactly the array.
+            let q = unsafe { _mm_loadu_si128(qs.as_ptr().cast()) };
             // The low four bits of each code (elements 0..16 from the low nibbles).
             let low = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(q), q), _mm256_set1_epi8(0x0F));
             // The weights: codes (affine), or codes less 2^(BITS-1) (symmetric). With a 5th
@@ -182,13 +226,35 @@ pub(crate) fn isum_lanes_avx2<W: LegacyBlock, A: ActBlock>(w: &W, a: &A) -> __m2
                     _mm256_or_si256(low, _mm256_andnot_si256(bytes_from_bits(qh), _mm256_set1_epi8(0xF0u8 as i8)))
                 }
             };
-            let prod = match W::KIND {
-                Kind::Affine => _mm256_maddubs_epi16(wv, av),
-                Kind::Symmetric => _mm256_maddubs_epi16(_mm256_abs_epi8(av), _mm256_sign_epi8(wv, av)),
-            };
-            _mm256_madd_epi16(prod, _mm256_set1_epi16(1))
+            Unpacked(wv, wv)
         }
     }
+}
+
+/// The 8 exact `i32` lanes of an unpacked weight block against 32 activation quants.
+/// * 8-bit weights: both sides widened to `i16` in halves and `vpmaddwd`-ed — exact for every
+///   input, where the sign trick would go wrong on `-128`.
+/// * 4-/5-bit weights: affine codes (`0..32`) multiply the activations directly with
+///   `vpmaddubsw` (unsigned × signed); symmetric ones use `maddubs(|a|, w·sign(a))`, exact for
+///   every `i8` activation (`|a|` is read unsigned and `|w| ≤ 16`; pairs ≤ 2·31·128).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(crate) fn isum_unpacked<W: LegacyBlock>(w: Unpacked, aq: &[i8; 32]) -> __m256i {
+    if W::BITS == 8 {
+        // SAFETY: `aq` is `&[i8; 32]`, so each 16-byte unaligned load (offsets 0 and 16) reads
+        // only inside the array.
+        let (a0, a1) = unsafe { (_mm_loadu_si128(aq.as_ptr().cast()), _mm_loadu_si128(aq.as_ptr().add(16).cast())) };
+        let lo = _mm256_madd_epi16(w.0, _mm256_cvtepi8_epi16(a0));
+        let hi = _mm256_madd_epi16(w.1, _mm256_cvtepi8_epi16(a1));
+        return _mm256_add_epi32(lo, hi);
+    }
+    // SAFETY: `aq` is `&[i8; 32]`: the unaligned 32-byte load reads exactly the array.
+    let av = unsafe { _mm256_loadu_si256(aq.as_ptr().cast()) };
+    let prod = match W::KIND {
+        Kind::Affine => _mm256_maddubs_epi16(w.0, av),
+        Kind::Symmetric => _mm256_maddubs_epi16(_mm256_abs_epi8(av), _mm256_sign_epi8(w.0, av)),
+    };
+    _mm256_madd_epi16(prod, _mm256_set1_epi16(1))
 }
 
 /// Byte `j` = 0xFF where bit `j` of the little-endian `bits` is set, else 0 (ggml's

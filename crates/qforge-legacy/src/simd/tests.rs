@@ -152,3 +152,50 @@ fn padding_never_changes_a_result() {
     padding_invariant::<BlockQ8_0, BlockQ8_0>(1, 1, 25);
     padding_invariant::<BlockQ8_1, BlockQ8_1>(2, 2, 26);
 }
+
+/// Several activation rows at once (1..=9: every chunking by 4): each result has the bits of
+/// the portable kernel on that row.
+fn multi_rows_equal<W: LegacyBlock, A: ActBlock>(whalves: usize, ahalves: usize, seed: u64) {
+    let mut rng = Rng::new(seed);
+    for case in 0..400 {
+        let nb = case % 41;
+        let rows = 1 + case % 9;
+        let (raw, extreme) = (case % 7 == 3, case % 5 == 1);
+        let w: Vec<W> = (0..nb).map(|_| block(&mut rng, whalves, raw, extreme)).collect();
+        let a: Vec<Vec<A>> =
+            (0..rows).map(|_| (0..nb).map(|_| block(&mut rng, ahalves, raw, extreme)).collect()).collect();
+        let refs: Vec<&[A]> = a.iter().map(Vec::as_slice).collect();
+        let mut out = vec![f32::NAN; rows];
+        assert!(vec_dot_rows(&w, &refs, &mut out));
+        for (r, (got, a)) in out.iter().zip(&a).enumerate() {
+            let want = vec_dot_portable(&w, a);
+            assert!(same(*got, want), "case {case} row {r} of {rows} ({nb} blocks): {got:e} vs {want:e}");
+        }
+        let mut via_dot = vec![f32::NAN; rows];
+        dot::vec_dot_rows(&w, &refs, &mut via_dot);
+        assert_eq!(out.map_bits(), via_dot.map_bits(), "case {case}: dispatch");
+    }
+}
+
+trait Bits {
+    fn map_bits(&self) -> Vec<u32>;
+}
+
+impl Bits for Vec<f32> {
+    fn map_bits(&self) -> Vec<u32> {
+        self.iter().map(|v| v.to_bits()).collect()
+    }
+}
+
+#[test]
+fn avx2_multi_rows_equal_portable() {
+    if !avx2_here() {
+        return;
+    }
+    multi_rows_equal::<BlockQ4_0, BlockQ8_0>(1, 1, 31);
+    multi_rows_equal::<BlockQ4_1, BlockQ8_1>(2, 2, 32);
+    multi_rows_equal::<BlockQ5_0, BlockQ8_0>(1, 1, 33);
+    multi_rows_equal::<BlockQ5_1, BlockQ8_1>(2, 2, 34);
+    multi_rows_equal::<BlockQ8_0, BlockQ8_0>(1, 1, 35);
+    multi_rows_equal::<BlockQ8_1, BlockQ8_1>(2, 2, 36);
+}
