@@ -1,7 +1,7 @@
 //! `qforge bench`: throughput of one op on one format, in elements/s and bytes/s.
 
 use crate::exit::{Classify, CliResult, bad_input};
-use qforge_core::{Format, Shape};
+use qforge_core::{DType, Elem, Format, QuantTensor, Shape, bf16, f16};
 use std::time::{Duration, Instant};
 
 pub struct BenchArgs<'a> {
@@ -15,6 +15,8 @@ pub struct BenchArgs<'a> {
     pub rows: Option<usize>,
     pub act_quant: &'a str,
     pub group_size: Option<usize>,
+    /// Output dtype of `--op dequant` (CPU).
+    pub dtype: &'a str,
 }
 
 /// Deterministic bell-shaped test data (qforge-core's shared generator, fixed seed).
@@ -34,6 +36,12 @@ pub(crate) fn time(min: Duration, mut f: impl FnMut() -> CliResult<()>) -> CliRe
     }
     times.sort_by(f64::total_cmp);
     Ok((times[times.len() / 2], times.len()))
+}
+
+/// Median seconds (and runs) of dequantizing `q` to `O` on `pool`.
+fn dequant_time<O: Elem>(pool: &rayon::ThreadPool, q: &QuantTensor<'_>, min: Duration) -> CliResult<(f64, usize)> {
+    let mut out = vec![O::default(); q.shape().numel()];
+    pool.install(|| time(min, || qforge_cpu::dequantize_into(q, &mut out).input()))
 }
 
 pub fn bench(a: BenchArgs<'_>) -> CliResult<()> {
@@ -86,8 +94,13 @@ pub fn bench(a: BenchArgs<'_>) -> CliResult<()> {
     }
     let (secs, runs) = match a.op {
         "dequant" => {
-            let mut out = vec![0f32; n];
-            pool.install(|| time(min, || qforge_cpu::dequantize_into(&q, &mut out).input()))?
+            let dtype: DType =
+                a.dtype.parse().map_err(|_| bad_input(format!("--dtype '{}': expected f32, f16 or bf16", a.dtype)))?;
+            match dtype {
+                DType::F32 => dequant_time::<f32>(&pool, &q, min)?,
+                DType::F16 => dequant_time::<f16>(&pool, &q, min)?,
+                DType::Bf16 => dequant_time::<bf16>(&pool, &q, min)?,
+            }
         }
         "quantize" => {
             let mut out = vec![0u8; qbytes];
@@ -117,20 +130,23 @@ pub fn bench(a: BenchArgs<'_>) -> CliResult<()> {
         let act = 4 * m * (shape.cols() + shape.rows());
         ((n * m) as f64 / secs, (qbytes + act) as f64 / secs)
     } else {
-        (n as f64 / secs, (qbytes + 4 * n) as f64 / secs)
+        let esize = if a.op == "dequant" && !a.dtype.eq_ignore_ascii_case("f32") { 2 } else { 4 };
+        (n as f64 / secs, (qbytes + esize * n) as f64 / secs)
     };
     if a.json {
         let v = serde_json::json!({
             "format": f.desc().name, "op": a.op, "device": "cpu", "n": n, "shape": shape.dims(),
-            "threads": threads, "runs": runs, "seconds": secs, "rows": m, "act_quant": (m > 0).then_some(a.act_quant),
+            "threads": threads, "runs": runs, "seconds": secs, "rows": m,
+            "dtype": (a.op == "dequant").then_some(a.dtype), "act_quant": (m > 0).then_some(a.act_quant),
             "elements_per_s": elems, "bytes_per_s": bytes, "quantized_bytes": qbytes,
         });
         println!("{v}");
     } else {
         println!(
-            "{} {} cpu threads={threads} n={n}: {:.3} ms/run, {:.3} Gelem/s, {:.3} GB/s ({runs} runs)",
+            "{} {}{} cpu threads={threads} n={n}: {:.3} ms/run, {:.3} Gelem/s, {:.3} GB/s ({runs} runs)",
             f.desc().name,
             a.op,
+            if a.op == "dequant" { format!(" to {}", a.dtype) } else { String::new() },
             secs * 1e3,
             elems / 1e9,
             bytes / 1e9

@@ -133,6 +133,9 @@ enum Cmd {
         act_quant: String,
         #[arg(long)]
         group_size: Option<usize>,
+        /// Output dtype of --op dequant on the CPU: f32, f16 or bf16.
+        #[arg(long, default_value = "f32")]
+        dtype: String,
     },
     /// Choose the GEMM tiling config (tiles, stages, split-k, kernel variant) for a shape.
     GemmConfig {
@@ -264,7 +267,7 @@ fn main() -> ExitCode {
                 group_size,
             })
         }
-        Cmd::Bench { format, op, n, shape, threads, device, json, rows, act_quant, group_size } => {
+        Cmd::Bench { format, op, n, shape, threads, device, json, rows, act_quant, group_size, dtype } => {
             bench::bench(bench::BenchArgs {
                 format: &format,
                 op: &op,
@@ -276,6 +279,7 @@ fn main() -> ExitCode {
                 rows,
                 act_quant: &act_quant,
                 group_size,
+                dtype: &dtype,
             })
         }
         Cmd::GemmConfig { m, n, k, format, device, act_dtype, out_dtype, group_size, json, explain, batch } => {

@@ -5,7 +5,8 @@
 //!
 //! The per-row work goes through [`qforge_core::Format`], i.e. the format crate's
 //! `decode_row` / `encode_row`: that is where a format's SIMD fast path plugs in, without
-//! any change here. Output of every dtype is written directly (no f32 buffer for f16/bf16).
+//! any change here. f16 / bf16 output is the format's f32 row converted with F16C / AVX2
+//! (`convert`): as fast as f32, and bit-identical to rounding each f32 value.
 //!
 //! # Example
 //!
@@ -40,11 +41,12 @@
 //! ```
 
 mod act;
+mod convert;
 mod matmul;
 
 pub use act::{ActQuant, FP8_GROUP, QuantAct, int8_dyn_params};
 pub use matmul::{dot_f32, matmul, matmul_into, matvec, padded_len, quantize_acts, reference_f64};
-use qforge_core::{DType, Elem, Format, QuantError, QuantTensor, Shape, bf16, f16};
+use qforge_core::{DType, Elem, Format, OutRow, QuantError, QuantTensor, Shape, bf16, f16};
 use rayon::prelude::*;
 use std::borrow::Cow;
 
@@ -70,15 +72,28 @@ pub fn dequantize_into<O: Elem>(t: &QuantTensor<'_>, out: &mut [O]) -> Result<()
     let aux = t.aux();
     let per = rows_per_task(cols);
     debug_assert_eq!(t.rows_data().len(), rows * rb);
+    // f16 / bf16: each row decoded by the f32 fast path into a scratch row, then converted
+    // (rows too long for a scratch row are decoded straight into the output instead).
+    let via_f32 = O::DTYPE != DType::F32 && cols <= MAX_SCRATCH_COLS;
     out.par_chunks_mut(cols * per).zip(t.rows_data().par_chunks(rb * per)).enumerate().try_for_each(
         |(task, (o, src))| {
-            o.chunks_exact_mut(cols)
-                .zip(src.chunks_exact(rb))
-                .enumerate()
-                .try_for_each(|(r, (o, s))| fmt.dequant_row_at(s, task * per + r, aux, O::out_row(o)))
+            let mut scratch = if via_f32 { vec![0f32; cols] } else { Vec::new() };
+            o.chunks_exact_mut(cols).zip(src.chunks_exact(rb)).enumerate().try_for_each(|(r, (o, s))| {
+                let row = task * per + r;
+                if via_f32 {
+                    fmt.dequant_row_at(s, row, aux, OutRow::F32(&mut scratch))?;
+                    convert::from_f32(&scratch, O::out_row(o));
+                    Ok(())
+                } else {
+                    fmt.dequant_row_at(s, row, aux, O::out_row(o))
+                }
+            })
         },
     )
 }
+
+/// The longest row dequantized to f16 / bf16 through an f32 scratch row (1 MiB of f32).
+const MAX_SCRATCH_COLS: usize = 1 << 18;
 
 /// Dequantize `t` into a new vector.
 pub fn dequantize<O: Elem>(t: &QuantTensor<'_>) -> Result<Vec<O>, QuantError> {

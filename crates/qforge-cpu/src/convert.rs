@@ -1,0 +1,157 @@
+//! f32 → f16 / bf16 conversion of whole slices, each value exactly as `f16::from_f32` /
+//! `bf16::from_f32` (round to nearest even; NaN stays NaN), eight lanes at a time with
+//! F16C / AVX2 where the CPU has them ([`qforge_core::cpu::avx2`]).
+//!
+//! Dequantizing to f16 / bf16 decodes a row to an f32 scratch row with the format's f32 fast
+//! path, then converts it here: a format's f16 / bf16 output is then as fast as its f32
+//! output, with no per-format work, and bit-identical to converting each f32 value (every
+//! format's `decode` is defined as its f32 value rounded to the output dtype).
+//!
+//! The only `unsafe` of the crate lives here: the intrinsics' loads and stores, each within
+//! its slices, and the calls into `#[target_feature]` functions after the run-time check.
+#![allow(unsafe_code)]
+
+use qforge_core::{OutRow, bf16, f16};
+
+/// `dst[i] = from_f32(src[i])` for the dtype of `dst`; `src.len() == dst.len()`.
+pub(crate) fn from_f32(src: &[f32], dst: OutRow<'_>) {
+    match dst {
+        OutRow::F32(d) => d.copy_from_slice(src),
+        OutRow::F16(d) => to_f16(src, d),
+        OutRow::Bf16(d) => to_bf16(src, d),
+    }
+}
+
+/// The bits of `bf16::from_f32(v)`, branch-free (so a loop of it vectorizes): NaN keeps its
+/// top mantissa bits with the quiet bit set; everything else rounds to nearest even (finite
+/// values beyond the range round to infinity, as the carry runs into the exponent).
+#[inline(always)]
+fn bf16_bits(v: f32) -> u16 {
+    let x = v.to_bits();
+    let nan = (x & 0x7FFF_FFFF) > 0x7F80_0000;
+    let rounded = (x + 0x7FFF + ((x >> 16) & 1)) >> 16;
+    let quiet = (x >> 16) | 0x0040;
+    (if nan { quiet } else { rounded }) as u16
+}
+
+fn to_bf16(src: &[f32], dst: &mut [bf16]) {
+    assert_eq!(src.len(), dst.len(), "one output per input");
+    #[cfg(target_arch = "x86_64")]
+    if qforge_core::cpu::avx2() {
+        // SAFETY: `avx2()` checked at run time that the CPU has AVX2 (and FMA, F16C), all
+        // the `#[target_feature]` function needs.
+        unsafe { x86::to_bf16_avx2(src, dst) };
+        return;
+    }
+    to_bf16_portable(src, dst);
+}
+
+#[inline(always)]
+fn to_bf16_portable(src: &[f32], dst: &mut [bf16]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = bf16::from_bits(bf16_bits(*s));
+    }
+}
+
+fn to_f16(src: &[f32], dst: &mut [f16]) {
+    assert_eq!(src.len(), dst.len(), "one output per input");
+    #[cfg(target_arch = "x86_64")]
+    if qforge_core::cpu::avx2() {
+        // SAFETY: `avx2()` checked at run time that the CPU has F16C and AVX2, all the
+        // `#[target_feature]` function needs.
+        unsafe { x86::to_f16_f16c(src, dst) };
+        return;
+    }
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = f16::from_f32(*s);
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+mod x86 {
+    use super::{bf16, f16, to_bf16_portable};
+    use std::arch::x86_64::{_MM_FROUND_TO_NEAREST_INT, _mm_storeu_si128, _mm256_cvtps_ph, _mm256_loadu_ps};
+
+    /// [`to_bf16_portable`] compiled for AVX2 (LLVM vectorizes the branch-free formula).
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn to_bf16_avx2(src: &[f32], dst: &mut [bf16]) {
+        to_bf16_portable(src, dst);
+    }
+
+    /// `vcvtps2ph` with round-to-nearest-even, eight values at a time; the tail one by one
+    /// with `f16::from_f32` (the same instruction, through `half`).
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) fn to_f16_f16c(src: &[f32], dst: &mut [f16]) {
+        let (sc, st) = src.as_chunks::<8>();
+        let (dc, dt) = dst.as_chunks_mut::<8>();
+        for (s, d) in sc.iter().zip(dc) {
+            // SAFETY: `s` is exactly 8 f32 (32 bytes) and `d` exactly 8 f16 (16 bytes): the
+            // unaligned load and store stay inside them.
+            unsafe {
+                let v = _mm256_loadu_ps(s.as_ptr());
+                let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v);
+                _mm_storeu_si128(d.as_mut_ptr().cast(), h);
+            }
+        }
+        for (d, s) in dt.iter_mut().zip(st) {
+            *d = f16::from_f32(*s);
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use qforge_core::rand::Rng;
+
+    /// Every kind of f32: random bit patterns (NaNs, infinities, subnormals), halfway cases
+    /// and values around the f16 / bf16 overflow thresholds, in every tail length.
+    fn values() -> Vec<f32> {
+        let mut rng = Rng::new(7);
+        let mut v: Vec<f32> = (0..20_000).map(|_| f32::from_bits(rng.next_u64() as u32)).collect();
+        v.extend([
+            f32::NAN,
+            -f32::NAN,
+            f32::from_bits(0x7F80_0001),
+            f32::from_bits(0xFFC0_1234),
+            f32::INFINITY,
+            f32::NEG_INFINITY,
+            0.0,
+            -0.0,
+            65504.0,
+            65520.0,
+            -65520.0,
+            f32::MAX,
+            f32::MIN_POSITIVE,
+            1.0 + f32::powi(2.0, -11),
+            1.0 + 3.0 * f32::powi(2.0, -11),
+            1.0 + f32::powi(2.0, -8),
+            1.0 + 3.0 * f32::powi(2.0, -8),
+            f32::from_bits(0x7F7F_FFFF),
+            f32::from_bits(0x7F7F_8000),
+        ]);
+        for i in 0..1000u32 {
+            v.push(f32::from_bits(0x3F80_0000 + (i << 12)));
+        }
+        v
+    }
+
+    #[test]
+    fn slices_convert_exactly_as_half_does() {
+        let src = values();
+        for len in [0, 1, 7, 8, 9, 15, 16, 17, src.len()] {
+            let s = &src[src.len() - len..];
+            let mut h = vec![f16::ZERO; len];
+            let mut b = vec![bf16::ZERO; len];
+            from_f32(s, OutRow::F16(&mut h));
+            from_f32(s, OutRow::Bf16(&mut b));
+            for (i, v) in s.iter().enumerate() {
+                assert_eq!(h[i].to_bits(), f16::from_f32(*v).to_bits(), "f16 of {:#010x}", v.to_bits());
+                assert_eq!(b[i].to_bits(), bf16::from_f32(*v).to_bits(), "bf16 of {:#010x}", v.to_bits());
+            }
+            let mut p = vec![bf16::ZERO; len];
+            to_bf16_portable(s, &mut p);
+            assert!(p.iter().zip(&b).all(|(p, b)| p.to_bits() == b.to_bits()), "portable bf16 differs");
+        }
+    }
+}
