@@ -11,7 +11,27 @@
 //! its slices, and the calls into `#[target_feature]` functions after the run-time check.
 #![allow(unsafe_code)]
 
-use qforge_core::{OutRow, bf16, f16};
+use qforge_core::{OutRow, QuantError, bf16, f16};
+use rayon::prelude::*;
+
+/// `dst[i] = from_f32(src[i])` for the dtype of `dst` (each value exactly as
+/// [`Elem::from_f32`](qforge_core::Elem::from_f32)), in parallel over the rayon pool.
+///
+/// # Errors
+/// [`QuantError::ShapeMismatch`] when `src.len() != dst.len()`.
+pub fn cast_f32(src: &[f32], dst: OutRow<'_>) -> Result<(), QuantError> {
+    if src.len() != dst.len() {
+        return Err(QuantError::ShapeMismatch { what: "cast output elements", expected: src.len(), actual: dst.len() });
+    }
+    /// Elements per rayon task.
+    const CHUNK: usize = 1 << 16;
+    match dst {
+        OutRow::F32(d) => d.par_chunks_mut(CHUNK).zip(src.par_chunks(CHUNK)).for_each(|(d, s)| d.copy_from_slice(s)),
+        OutRow::F16(d) => d.par_chunks_mut(CHUNK).zip(src.par_chunks(CHUNK)).for_each(|(d, s)| to_f16(s, d)),
+        OutRow::Bf16(d) => d.par_chunks_mut(CHUNK).zip(src.par_chunks(CHUNK)).for_each(|(d, s)| to_bf16(s, d)),
+    }
+    Ok(())
+}
 
 /// `dst[i] = from_f32(src[i])` for the dtype of `dst`; `src.len() == dst.len()`.
 pub(crate) fn from_f32(src: &[f32], dst: OutRow<'_>) {

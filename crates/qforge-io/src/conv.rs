@@ -17,10 +17,8 @@ pub fn decode_f32(t: &TensorView<'_>) -> Result<Vec<f32>> {
         TensorType::Plain(Plain::F32) => {
             b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
         }
-        TensorType::Plain(Plain::F16) => b.chunks_exact(2).map(|c| f16::from_le_bytes([c[0], c[1]]).to_f32()).collect(),
-        TensorType::Plain(Plain::Bf16) => {
-            b.chunks_exact(2).map(|c| bf16::from_le_bytes([c[0], c[1]]).to_f32()).collect()
-        }
+        TensorType::Plain(Plain::F16) => widen(&b, f16::from_le_bytes),
+        TensorType::Plain(Plain::Bf16) => widen(&b, bf16::from_le_bytes),
         TensorType::Plain(Plain::F64) => {
             b.chunks_exact(8).map(|c| f64::from_le_bytes(c.try_into().unwrap_or([0; 8])) as f32).collect()
         }
@@ -32,6 +30,24 @@ pub fn decode_f32(t: &TensorView<'_>) -> Result<Vec<f32>> {
             None => unreachable_none(&t.name)?,
         },
     })
+}
+
+/// Little-endian 16-bit floats widened to f32 (exact), on all cores, with `half`'s batched
+/// conversion (F16C where the CPU has it).
+fn widen<H: Copy + Send>(b: &[u8], read: fn([u8; 2]) -> H) -> Vec<f32>
+where
+    [H]: half::slice::HalfFloatSliceExt,
+{
+    use half::slice::HalfFloatSliceExt;
+    use rayon::prelude::*;
+    /// Values per rayon task.
+    const CHUNK: usize = 1 << 15;
+    let mut out = vec![0f32; b.len() / 2];
+    out.par_chunks_mut(CHUNK).zip(b.par_chunks(2 * CHUNK)).for_each(|(o, b)| {
+        let h: Vec<H> = b.chunks_exact(2).map(|c| read([c[0], c[1]])).collect();
+        h.convert_to_f32_slice(o);
+    });
+    out
 }
 
 fn unreachable_none<T>(name: &str) -> Result<T> {
@@ -56,9 +72,16 @@ pub fn to_dtype<'a>(t: &TensorView<'a>, dtype: DType) -> Result<Cow<'a, [u8]>> {
     let x = decode_f32(t)?;
     Ok(Cow::Owned(match dtype {
         DType::F32 => le_bytes_f32(&x),
-        DType::F16 => x.iter().flat_map(|v| f16::from_f32(*v).to_le_bytes()).collect(),
-        DType::Bf16 => x.iter().flat_map(|v| bf16::from_f32(*v).to_le_bytes()).collect(),
+        DType::F16 => cast::<f16>(&x)?.iter().flat_map(|v| v.to_le_bytes()).collect(),
+        DType::Bf16 => cast::<bf16>(&x)?.iter().flat_map(|v| v.to_le_bytes()).collect(),
     }))
+}
+
+/// `x` rounded to `O` on all cores (F16C / AVX2 where the CPU has them).
+fn cast<O: qforge_core::Elem>(x: &[f32]) -> Result<Vec<O>> {
+    let mut out = vec![O::default(); x.len()];
+    qforge_cpu::cast_f32(x, O::out_row(&mut out))?;
+    Ok(out)
 }
 
 /// Encode `t` as `target`. Same type: the stored bytes. Plain float targets: [`to_dtype`].
