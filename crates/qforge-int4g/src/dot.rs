@@ -1,8 +1,8 @@
 //! A8W4DQ's integer dot: int4g weights against per-token asymmetric int8 activations.
 
-use crate::block::Int4g;
+use crate::block::{BlockInt4g, Int4g};
 use crate::scale::ScaleKind;
-use qforge_core::{ActKind, ActRow, BlockFormat, DotKernel, QuantError};
+use qforge_core::{ActKind, ActRow, DotKernel, QuantError};
 
 /// The A8W4DQ dot kernel ([`ActKind::Int8Dyn`]): for an activation row
 /// `x ≈ scale · (q − zero_point)` (torchao's `choose_qparams_per_token_asymmetric`),
@@ -21,38 +21,80 @@ pub struct A8W4Dot;
 impl<S: ScaleKind, const H: usize> DotKernel<Int4g<S, H>> for A8W4Dot {
     const ACT: ActKind = ActKind::Int8Dyn;
 
-    fn dot(w: &[<Int4g<S, H> as BlockFormat>::Block], act: ActRow<'_>) -> Option<Result<f32, QuantError>> {
-        let ActRow::Int8 { q, scale, zero_point } = act else { return None };
-        let g = 2 * H;
-        let want = w.len() * g;
-        if q.len() != want {
-            return Some(Err(QuantError::ShapeMismatch {
-                what: "int8 activation elements for the int4g weight row (padded length)",
-                expected: want,
-                actual: q.len(),
-            }));
-        }
-        if !(-128..=127).contains(&zero_point) {
-            return Some(Err(QuantError::Unsupported {
-                format: "int4g",
-                reason: format!("activation zero point {zero_point} is outside the int8 range -128..=127"),
-            }));
-        }
-        let zp = zero_point as i16;
-        let mut acc = 0f32;
-        for (b, a) in w.iter().zip(q.chunks_exact(g)) {
-            let (a_lo, a_hi) = a.split_at(H);
-            acc += group_isum(&b.qs, a_lo, a_hi, zp) as f32 * S::decode(b.d);
-        }
-        Some(Ok(acc * scale))
+    fn dot(w: &[BlockInt4g<S, H>], act: ActRow<'_>) -> Option<Result<f32, QuantError>> {
+        let mut out = [0f32];
+        Some(Self::dot_rows(w, &[act], &mut out)?.map(|()| out[0]))
     }
+
+    fn dot_rows(w: &[BlockInt4g<S, H>], acts: &[ActRow<'_>], out: &mut [f32]) -> Option<Result<(), QuantError>> {
+        if acts.len() != out.len() {
+            return Some(Err(QuantError::ShapeMismatch {
+                what: "dot outputs for the activation rows",
+                expected: acts.len(),
+                actual: out.len(),
+            }));
+        }
+        let mut rows = Vec::with_capacity(acts.len());
+        for act in acts {
+            match int8_row(w.len() * 2 * H, *act)? {
+                Ok(r) => rows.push(r),
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        #[cfg(target_arch = "x86_64")]
+        if crate::simd::dot_rows(w, &rows, out) {
+            return Some(Ok(()));
+        }
+        for (o, r) in out.iter_mut().zip(&rows) {
+            *o = dot_portable(w, r);
+        }
+        Some(Ok(()))
+    }
+}
+
+/// One validated int8 activation row: `x ≈ scale · (q − zp)`.
+pub(crate) struct Int8Row<'a> {
+    pub q: &'a [i8],
+    pub scale: f32,
+    pub zp: i16,
+}
+
+/// `act` as an int8 row of `want` elements: `None` for another kind of row, an error for a
+/// wrong length or a zero point outside `i8`.
+fn int8_row(want: usize, act: ActRow<'_>) -> Option<Result<Int8Row<'_>, QuantError>> {
+    let ActRow::Int8 { q, scale, zero_point } = act else { return None };
+    if q.len() != want {
+        return Some(Err(QuantError::ShapeMismatch {
+            what: "int8 activation elements for the int4g weight row (padded length)",
+            expected: want,
+            actual: q.len(),
+        }));
+    }
+    if !(-128..=127).contains(&zero_point) {
+        return Some(Err(QuantError::Unsupported {
+            format: "int4g",
+            reason: format!("activation zero point {zero_point} is outside the int8 range -128..=127"),
+        }));
+    }
+    Some(Ok(Int8Row { q, scale, zp: zero_point as i16 }))
+}
+
+/// The reference kernel: exact integer group sums, scaled and accumulated in f32 in group
+/// order, the activation scale applied once at the end.
+pub(crate) fn dot_portable<S: ScaleKind, const H: usize>(w: &[BlockInt4g<S, H>], a: &Int8Row<'_>) -> f32 {
+    let mut acc = 0f32;
+    for (b, x) in w.iter().zip(a.q.chunks_exact(2 * H)) {
+        let (a_lo, a_hi) = x.split_at(H);
+        acc += group_isum(&b.qs, a_lo, a_hi, a.zp) as f32 * S::decode(b.d);
+    }
+    acc * a.scale
 }
 
 /// `Σ (x0 − zp)·(lo − 8) + (x1 − zp)·(hi − 8)` over one group, exact: each pair of products is
 /// an `i16` (|x − zp| ≤ 255, |q − 8| ≤ 8: at most 4080), summed in 16 `i32` lanes — vectorized
 /// 16 bytes at a time, no per-element `i32` multiplies.
 #[inline(always)]
-fn group_isum(qs: &[u8], a_lo: &[i8], a_hi: &[i8], zp: i16) -> i32 {
+pub(crate) fn group_isum(qs: &[u8], a_lo: &[i8], a_hi: &[i8], zp: i16) -> i32 {
     #[inline(always)]
     fn pair(q: u8, x0: i8, x1: i8, zp: i16) -> i16 {
         (i16::from(x0) - zp) * (i16::from(q & 0x0F) - 8) + (i16::from(x1) - zp) * (i16::from(q >> 4) - 8)

@@ -24,6 +24,8 @@
 mod block;
 mod dot;
 mod scale;
+#[cfg(target_arch = "x86_64")]
+mod simd;
 
 pub use block::{BlockInt4g, Int4g, QRANGE_HALF, SCALE_EPS, SCALE_MAX};
 pub use dot::A8W4Dot;

@@ -1,0 +1,179 @@
+//! AVX2 kernel of the A8W4DQ dot ([`crate::dot::dot_portable`]), chosen at run time where the
+//! CPU has AVX2 ([`qforge_core::cpu::avx2`]); the portable kernel stays the reference.
+//!
+//! Per 32 elements of a group (16 bytes of nibbles: 16 low nibbles for elements `j..j+16`,
+//! 16 high ones for `H+j..H+j+16`, against the matching activations), with `w = q + 8` the
+//! stored unsigned code:
+//!
+//! ```text
+//! Σ (a − zp)·(w − 8) = Σ a·w − zp·Σ w − 8·Σ a + 8·zp·2H
+//! ```
+//!
+//! `Σ a·w` with `vpmaddubsw` (unsigned codes × signed activations: pairs ≤ 2·15·128, no
+//! saturation) and `vpmaddwd` into 8 `i32` lanes; `Σ w` and `Σ a` (as `Σ (a ^ 0x80) − 128·n`)
+//! with `vpsadbw`. All exact, so each group's integer sum is the portable one, and the f32
+//! steps after it are the portable ones in the same order: the same bits. Each weight group
+//! is unpacked once for up to [`ROWS`] activation rows (mat-mul).
+//!
+//! The only `unsafe` of the crate's kernels lives here: 16-byte unaligned loads inside
+//! slices whose lengths were checked, and the calls into `#[target_feature]` functions after
+//! the run-time check.
+#![allow(unsafe_code)]
+
+use std::arch::x86_64::*;
+
+use crate::block::BlockInt4g;
+use crate::dot::Int8Row;
+use crate::scale::ScaleKind;
+
+/// Activation rows one pass over the weight row serves.
+const ROWS: usize = 4;
+
+/// Every `out[i]` = the dot with `rows[i]` (lengths already validated), with AVX2; `false`
+/// (nothing written) where the CPU lacks it.
+pub(crate) fn dot_rows<S: ScaleKind, const H: usize>(
+    w: &[BlockInt4g<S, H>],
+    rows: &[Int8Row<'_>],
+    out: &mut [f32],
+) -> bool {
+    if !qforge_core::cpu::avx2() {
+        return false;
+    }
+    for (r, o) in rows.chunks(ROWS).zip(out.chunks_mut(ROWS)) {
+        // SAFETY: `avx2()` has just checked that this CPU supports AVX2, FMA and F16C, all
+        // the `#[target_feature]` function needs.
+        unsafe {
+            match r {
+                [a] => o.copy_from_slice(&rows_avx2(w, [a])),
+                [a, b] => o.copy_from_slice(&rows_avx2(w, [a, b])),
+                [a, b, c] => o.copy_from_slice(&rows_avx2(w, [a, b, c])),
+                [a, b, c, d] => o.copy_from_slice(&rows_avx2(w, [a, b, c, d])),
+                _ => unreachable!("chunks of at most ROWS = 4"),
+            }
+        }
+    }
+    true
+}
+
+/// Sums the four 64-bit lanes of a `vpsadbw` result.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn hsum_u64(v: __m256i) -> i64 {
+    let s = _mm_add_epi64(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+    _mm_cvtsi128_si64(_mm_add_epi64(s, _mm_unpackhi_epi64(s, s)))
+}
+
+/// Sums the eight 32-bit lanes.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn hsum_i32(v: __m256i) -> i32 {
+    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+    let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    _mm_cvtsi128_si32(_mm_add_epi32(s, _mm_shuffle_epi32::<0b01>(s)))
+}
+
+/// 16 bytes at `a[at..at + 16]`.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn load16(a: &[i8], at: usize) -> __m128i {
+    let s = &a[at..at + 16];
+    // SAFETY: `s` is exactly 16 bytes (the slice above is bounds-checked), so the unaligned
+    // 16-byte load reads only inside it.
+    unsafe { _mm_loadu_si128(s.as_ptr().cast()) }
+}
+
+/// The dot of the weight row with `R` activation rows, each result the portable kernel's.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn rows_avx2<S: ScaleKind, const H: usize, const R: usize>(w: &[BlockInt4g<S, H>], a: [&Int8Row<'_>; R]) -> [f32; R] {
+    const { assert!(H >= 16 && H.is_multiple_of(16)) };
+    let (nib, ones, flip, zero) =
+        (_mm256_set1_epi8(0x0F), _mm256_set1_epi16(1), _mm256_set1_epi8(0x80u8 as i8), _mm256_setzero_si256());
+    let mut acc = [0f32; R];
+    for (g, b) in w.iter().enumerate() {
+        let base = g * 2 * H;
+        let mut sw = zero;
+        let mut qq = [zero; R];
+        let mut sa = [zero; R];
+        for j in (0..H).step_by(16) {
+            let q: &[u8; 16] = b.qs[j..j + 16].try_into().unwrap_or(&[8; 16]);
+            // SAFETY: `q` is exactly 16 bytes: the unaligned load reads only it.
+            let q = unsafe { _mm_loadu_si128(q.as_ptr().cast()) };
+            let wv = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(q), q), nib);
+            sw = _mm256_add_epi64(sw, _mm256_sad_epu8(wv, zero));
+            for r in 0..R {
+                let av = _mm256_set_m128i(load16(a[r].q, base + H + j), load16(a[r].q, base + j));
+                qq[r] = _mm256_add_epi32(qq[r], _mm256_madd_epi16(_mm256_maddubs_epi16(wv, av), ones));
+                sa[r] = _mm256_add_epi64(sa[r], _mm256_sad_epu8(_mm256_xor_si256(av, flip), zero));
+            }
+        }
+        let sw = hsum_u64(sw);
+        let d = S::decode(b.d);
+        let n = 2 * H as i64;
+        for r in 0..R {
+            let zp = i64::from(a[r].zp);
+            let suma = hsum_u64(sa[r]) - 128 * n;
+            let isum = i64::from(hsum_i32(qq[r])) - zp * sw - 8 * suma + 8 * zp * n;
+            acc[r] += isum as i32 as f32 * d;
+        }
+    }
+    std::array::from_fn(|r| acc[r] * a[r].scale)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::dot::dot_portable;
+    use crate::scale::{Bf16Scale, F16Scale, F32Scale};
+    use qforge_core::rand::Rng;
+
+    /// Random groups (every code, scales of every magnitude) against activation rows with
+    /// every zero point extreme and `-128` / `127` runs: AVX2 and portable give the same bits
+    /// for 1..=9 rows (every chunking by 4).
+    fn same_bits<S: ScaleKind, const H: usize>(seed: u64) {
+        assert!(qforge_core::cpu::avx2(), "this test needs AVX2 (and runs on every x86-64 CI machine)");
+        let mut rng = Rng::new(seed);
+        for case in 0..60 {
+            let nb = 1 + case % 5;
+            let w: Vec<BlockInt4g<S, H>> = (0..nb)
+                .map(|_| {
+                    let mut qs = [0u8; H];
+                    qs.iter_mut().for_each(|q| *q = rng.next_u64() as u8);
+                    let v = (rng.next_u64() % 1000) as f32 * 2f32.powi((rng.next_u64() % 20) as i32 - 12);
+                    BlockInt4g { d: S::encode(v), qs }
+                })
+                .collect();
+            let nrows = 1 + case % 9;
+            let qs: Vec<Vec<i8>> = (0..nrows)
+                .map(|r| {
+                    (0..nb * 2 * H)
+                        .map(|i| match (case + r) % 4 {
+                            0 => -128,
+                            1 if i % 3 == 0 => 127,
+                            _ => rng.next_u64() as i8,
+                        })
+                        .collect()
+                })
+                .collect();
+            let rows: Vec<Int8Row<'_>> = qs
+                .iter()
+                .enumerate()
+                .map(|(r, q)| Int8Row { q, scale: 0.37 + r as f32, zp: [-128, 127, 0, -5][(case + r) % 4] })
+                .collect();
+            let mut out = vec![f32::NAN; nrows];
+            assert!(dot_rows(&w, &rows, &mut out));
+            for (r, (got, row)) in out.iter().zip(&rows).enumerate() {
+                let want = dot_portable(&w, row);
+                assert_eq!(got.to_bits(), want.to_bits(), "case {case} row {r}: {got:e} vs {want:e}");
+            }
+        }
+    }
+
+    #[test]
+    fn avx2_equals_portable_every_group_and_scale() {
+        same_bits::<F16Scale, 16>(1);
+        same_bits::<F16Scale, 64>(2);
+        same_bits::<Bf16Scale, 32>(3);
+        same_bits::<F32Scale, 128>(4);
+        same_bits::<F16Scale, 2048>(5);
+    }
+}
