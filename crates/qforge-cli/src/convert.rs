@@ -137,6 +137,7 @@ pub fn convert(a: ConvertArgs<'_>) -> CliResult<()> {
                 let started = Instant::now();
                 let data = encode(t, *target, im.as_ref())?;
                 s.write_tensor(&data).map_err(io_error)?;
+                src.release(t);
                 progress.done(t, *target, data.len(), started);
             }
             s.finish().map_err(io_error)?;
@@ -156,6 +157,7 @@ pub fn convert(a: ConvertArgs<'_>) -> CliResult<()> {
                     }
                     _ => s.write_tensor(&data).map_err(io_error)?,
                 }
+                src.release(t);
                 progress.done(t, *target, data.len(), started);
             }
             s.finish().map_err(io_error)?;

@@ -36,4 +36,58 @@ impl MappedFile {
     pub fn bytes(&self) -> &[u8] {
         self.map.as_deref().unwrap_or(&[])
     }
+
+    /// Tells the kernel that the whole pages inside `part` (a slice of [`MappedFile::bytes`];
+    /// anything else is ignored) are not needed for now: they leave this process's resident
+    /// memory, and a later read of them faults them in from the file again, with the same
+    /// contents. `qforge convert` calls it after each tensor, so its peak memory follows the
+    /// largest tensor rather than the whole model. A hint: errors are ignored, and it does
+    /// nothing off Unix.
+    pub fn release(&self, part: &[u8]) {
+        #[cfg(unix)]
+        if let Some(map) = &self.map {
+            let base = map.as_ptr() as usize;
+            let (start, end) = (part.as_ptr() as usize, part.as_ptr() as usize + part.len());
+            if start < base || end > base + map.len() {
+                return;
+            }
+            const PAGE: usize = 4096;
+            let first = (start - base).next_multiple_of(PAGE);
+            let last = (end - base) / PAGE * PAGE;
+            if last > first {
+                // SAFETY: `first..last` lies inside the map (checked above). The map is a
+                // read-only shared file mapping that this process never writes, so
+                // MADV_DONTNEED only drops resident pages: the next access reads the same
+                // bytes from the file again (the same assumption as the map itself: no other
+                // process modifies the file meanwhile). Slices into the map stay valid.
+                let _ = unsafe { map.unchecked_advise_range(memmap2::UncheckedAdvice::DontNeed, first, last - first) };
+            }
+        }
+        #[cfg(not(unix))]
+        let _ = part;
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Released pages read back the file's bytes; slices that are not part of the map, empty
+    /// ones and partial pages are ignored.
+    #[test]
+    fn released_pages_read_back_the_same_bytes() {
+        let path = std::env::temp_dir().join(format!("qforge-release-{}.bin", std::process::id()));
+        let data: Vec<u8> = (0..5 * 4096 + 123).map(|i| (i * 7 % 251) as u8).collect();
+        std::fs::write(&path, &data).unwrap();
+        let m = MappedFile::open(&path).unwrap();
+        let bytes = m.bytes();
+        assert_eq!(bytes, &data[..]);
+        m.release(&bytes[100..3 * 4096 + 5]);
+        m.release(&bytes[..0]);
+        m.release(&data[..]);
+        m.release(bytes);
+        assert_eq!(m.bytes(), &data[..]);
+        drop(m);
+        std::fs::remove_file(&path).unwrap();
+    }
 }

@@ -85,6 +85,18 @@ fn with_extension_in(dir: &Path, ext: &str) -> Result<Vec<PathBuf>> {
 }
 
 impl ModelSource {
+    /// Releases the resident pages of a tensor read from this source once it has been
+    /// converted ([`MappedFile::release`]).
+    pub fn release(&self, t: &crate::TensorView<'_>) {
+        let part = match &t.data {
+            crate::TensorData::Borrowed(b) => *b,
+            crate::TensorData::Fp8 { values, .. } => *values,
+        };
+        for m in &self.maps {
+            m.release(part);
+        }
+    }
+
     /// Opens a model file, a Hugging Face directory or an index file (see the module docs).
     pub fn open(path: &Path) -> Result<ModelSource> {
         let (files, index, config) = if path.is_dir() {
