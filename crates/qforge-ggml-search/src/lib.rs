@@ -68,7 +68,13 @@ pub fn abs_max(x: &[f32]) -> f32 {
 #[inline]
 pub fn signed_absmax(x: &[f32]) -> (f32, f32) {
     let amax = abs_max(x);
-    if amax > 0.0 { (amax, x.iter().copied().find(|v| v.abs() == amax).unwrap_or(0.0)) } else { (0.0, 0.0) }
+    if amax > 0.0 { (amax, first_of_magnitude(x, amax)) } else { (0.0, 0.0) }
+}
+
+/// The first element of `x` whose magnitude is `amax` (0 if none).
+#[inline(always)]
+fn first_of_magnitude(x: &[f32], amax: f32) -> f32 {
+    x.iter().copied().find(|v| v.abs() == amax).unwrap_or(0.0)
 }
 
 /// An integer type the searches write their codes as (`i8`, `u8` or `i32`), converted the way

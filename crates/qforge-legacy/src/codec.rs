@@ -4,7 +4,9 @@
 use crate::block::{Kind, LegacyBlock, QK};
 use qforge_core::le::F16Le;
 use qforge_core::{Elem, OutRow};
-use qforge_ggml_search::{AffineSearch, SymWeights, abs_max, make_qkx_quants, make_qx_quants, nearest_int};
+use qforge_ggml_search::{
+    AffineSearch, SymWeights, abs_max, make_qkx_quants, make_qx_quants, nearest_int, signed_absmax,
+};
 
 /// ggml's `(int8_t)v` / `(uint8_t)v` on x86-64: truncate toward zero through a 32-bit
 /// conversion, where NaN and out-of-range values give `i32::MIN` (the "integer indefinite"
@@ -184,8 +186,7 @@ struct Fit {
 /// Inlined so that the codes stay in registers instead of passing through a returned `Fit`.
 #[inline(always)]
 fn ref_offset(x: &[f32], nmax: i32) -> Fit {
-    let amax = abs_max(x);
-    let max = if amax > 0.0 { x.iter().copied().find(|v| v.abs() == amax).unwrap_or(0.0) } else { 0.0 };
+    let (_, max) = signed_absmax(x);
     let d = max / -(nmax as f32);
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
     let bias = nmax as f32 + 0.5;
@@ -261,6 +262,7 @@ const WEIGHTED_AFFINE: AffineSearch = AffineSearch { rmin: -0.9, rdelta: 0.05, n
 /// 8-bit formats) this is ggml's `quantize_row_*_ref`; with them, its `quantize_row_*_impl`.
 /// Padded positions get the quant whose value is nearest 0 (exactly 0 for the symmetric
 /// formats).
+#[inline(always)]
 pub(crate) fn encode_block<B: LegacyBlock>(x: &[f32], weights: Option<(&[f32], f32)>, out: &mut B) {
     let n = x.len().min(QK);
     let x = &x[..n];
@@ -300,7 +302,20 @@ pub(crate) fn encode_block<B: LegacyBlock>(x: &[f32], weights: Option<(&[f32], f
 
 /// Encode one row: like ggml's `quantize_<type>` for one row, `sigma2` is taken over the
 /// whole row (its real elements), so rows of whole blocks match ggml byte for byte.
+///
+/// Compiled for AVX2 where the CPU has it ([`crate::simd::encode_row`]): the same operations
+/// in the same order (Rust never fuses or reorders f32 arithmetic), so the same bytes.
 pub(crate) fn encode_row<B: LegacyBlock>(x: &[f32], weights: Option<&[f32]>, blocks: &mut [B]) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::simd::encode_row(x, weights, blocks) {
+        return;
+    }
+    encode_row_portable(x, weights, blocks)
+}
+
+/// The body of [`encode_row`], inlined into each build of it.
+#[inline(always)]
+pub(crate) fn encode_row_portable<B: LegacyBlock>(x: &[f32], weights: Option<&[f32]>, blocks: &mut [B]) {
     let s2 = match weights {
         Some(_) if B::USES_WEIGHTS => sigma2(x),
         _ => 0.0,

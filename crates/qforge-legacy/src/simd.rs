@@ -69,6 +69,23 @@ pub(crate) fn vec_dot_rows<W: LegacyBlock, A: ActBlock>(w: &[W], a: &[&[A]], out
     true
 }
 
+/// [`crate::codec::encode_row`] compiled for AVX2 (LLVM vectorizes the block loops 8 lanes
+/// wide); `false` (nothing written) where the CPU lacks AVX2.
+pub(crate) fn encode_row<B: LegacyBlock>(x: &[f32], weights: Option<&[f32]>, blocks: &mut [B]) -> bool {
+    if !has_avx2() {
+        return false;
+    }
+    // SAFETY: `has_avx2()` has just checked that this CPU supports AVX2, FMA and F16C, all
+    // the `#[target_feature]` function needs.
+    unsafe { encode_row_avx2(x, weights, blocks) };
+    true
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+fn encode_row_avx2<B: LegacyBlock>(x: &[f32], weights: Option<&[f32]>, blocks: &mut [B]) {
+    crate::codec::encode_row_portable(x, weights, blocks)
+}
+
 /// Activation rows one pass over the weight row serves.
 const ROWS: usize = 4;
 

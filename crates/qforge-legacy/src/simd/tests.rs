@@ -199,3 +199,37 @@ fn avx2_multi_rows_equal_portable() {
     multi_rows_equal::<BlockQ8_0, BlockQ8_0>(1, 1, 35);
     multi_rows_equal::<BlockQ8_1, BlockQ8_1>(2, 2, 36);
 }
+
+/// The AVX2 build of the quantizer writes the portable build's bytes: rows of every tail
+/// length, with and without importance weights, ordinary, tiny and huge values.
+fn encode_equal<W: LegacyBlock + PartialEq + std::fmt::Debug>(seed: u64) {
+    let mut rng = Rng::new(seed);
+    for case in 0..300 {
+        let n = 1 + case % 97;
+        let scale = [1.0f32, 1e-30, 3e30, 0.0][case % 4];
+        let x: Vec<f32> = (0..n).map(|_| ((rng.next_u64() % 20001) as f32 - 10000.0) * 1e-4 * scale).collect();
+        let w: Vec<f32> = (0..n).map(|_| (rng.next_u64() % 1000) as f32 / 100.0).collect();
+        for weights in [None, Some(&w[..])] {
+            let nb = n.div_ceil(crate::block::QK);
+            let mut fast = vec![W::zeroed(); nb];
+            let mut slow = vec![W::zeroed(); nb];
+            // SAFETY: `avx2_here()` returned true, so AVX2, FMA and F16C are present.
+            unsafe { encode_row_avx2(&x, weights, &mut fast) };
+            crate::codec::encode_row_portable(&x, weights, &mut slow);
+            assert_eq!(fast, slow, "case {case} ({n} values, weights {})", weights.is_some());
+        }
+    }
+}
+
+#[test]
+fn avx2_quantizer_equals_portable() {
+    if !avx2_here() {
+        return;
+    }
+    encode_equal::<BlockQ4_0>(41);
+    encode_equal::<BlockQ4_1>(42);
+    encode_equal::<BlockQ5_0>(43);
+    encode_equal::<BlockQ5_1>(44);
+    encode_equal::<BlockQ8_0>(45);
+    encode_equal::<BlockQ8_1>(46);
+}
