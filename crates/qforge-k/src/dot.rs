@@ -20,7 +20,8 @@
 
 use crate::QK_K;
 use crate::q8k::BlockQ8K;
-use qforge_core::BlockFormat;
+use qforge_core::le::F16Le;
+use qforge_core::{BlockFormat, MAX_DOT_ROWS};
 
 /// Groups of 16 elements per super-block (one q8_k `bsums` entry each).
 pub const GROUPS: usize = QK_K / 16;
@@ -118,28 +119,184 @@ pub(crate) fn q8k_vec_dot_with<F: Q8KDot>(
     sumf
 }
 
-/// The codes of a 2-bit code plane (q2_k, q3_k's low bits), in element order: element
-/// `128h + 32k + l` is `qs[32h + l] >> 2k & 3`, passed through `f(4h + k, l, code)`.
-#[inline(always)]
-pub(crate) fn unpack_2bit(qs: &[u8; QK_K / 4], q: &mut [i8; QK_K], f: impl Fn(usize, usize, u8) -> i8) {
-    for (h, (qh, src)) in q.chunks_exact_mut(128).zip(qs.chunks_exact(32)).enumerate() {
-        for (k, plane) in qh.chunks_exact_mut(32).enumerate() {
-            for (l, (q, &b)) in plane.iter_mut().zip(src).enumerate() {
-                *q = f(4 * h + k, l, b >> (2 * k) & 3);
-            }
-        }
-    }
+/// A 256-element super-block format whose codes are small unsigned integers (`0..64`): every
+/// K-quant (q2_k … q6_k) and the ternary formats of `qforge-tq`. Their dot with q8_k runs
+/// ggml's scheme (`vpmaddubsw` of the unsigned codes with the signed activations on AVX2),
+/// the zero code and the mins going through the activations' `bsums`.
+///
+/// Element `i` of group `g = i / 16` decodes (up to f32 rounding) to
+/// `d·scale[g]·(u[i] − ZERO) − dmin·min[g]`. Per block, in wrapping `i32` arithmetic (exact
+/// for every q8_k block a quantizer writes: `|bsums| ≤ 2048`):
+///
+/// ```text
+/// isum  = Σ_g scale[g] · (Σ_{i in g} u[i]·a.qs[i] − ZERO·a.bsums[g])
+/// summs = Σ_g min[g] · a.bsums[g]                                (HAS_MINS)
+/// sumf += (d·a.d)·isum − (dmin·a.d)·summs                        (f32, once per block)
+/// ```
+///
+/// Like ggml's own SIMD kernels, this trusts a q8_k block's `bsums` to be the sums of its
+/// `qs` (as `quantize_row_q8_K` writes them); both kernels (portable and AVX2) compute the
+/// same formula, so they agree bit for bit on any bytes.
+pub trait Q8KCodes: BlockFormat {
+    /// Whether the format subtracts `dmin · Σ min[g]·bsums[g]`.
+    const HAS_MINS: bool;
+    /// The code of the value 0 (at most 32).
+    const ZERO: u8;
+
+    /// The block's super-block scale `d` and min scale `dmin` (0 without mins), as stored.
+    fn d_dmin(b: &Self::Block) -> [F16Le; 2];
+
+    /// The codes `u < 64` of elements `32c .. 32c + 32` (`c < 8`, a constant once inlined
+    /// in the kernels' unrolled loops): plain per-byte loops over fixed arrays, which the
+    /// compiler turns into a few vector instructions.
+    fn chunk(b: &Self::Block, c: usize) -> [u8; 32];
+
+    /// The integer scale and min (0 without mins) of each 16-element group.
+    fn scales(b: &Self::Block) -> ([i8; GROUPS], [u8; GROUPS]);
 }
 
-/// Implements `NativeDot` with q8_k activations through [`q8k_vec_dot`] for each format.
+/// The codes of a block of [`Q8KCodes`] in element order, chunk by chunk.
+#[inline(always)]
+pub fn codes<F: Q8KCodes>(b: &F::Block) -> [[u8; 32]; 8] {
+    std::array::from_fn(|c| F::chunk(b, c))
+}
+
+/// `(isum, summs)` of one block as [`Q8KCodes`] defines them: the portable kernel.
+#[inline(always)]
+pub(crate) fn codes_isum<F: Q8KCodes>(
+    u: &[[u8; 32]; 8],
+    scales: &([i8; GROUPS], [u8; GROUPS]),
+    a: &BlockQ8K,
+) -> (i32, i32) {
+    let (mut isum, mut summs) = (0i32, 0i32);
+    for (g, (a, bsum)) in a.qs.chunks_exact(16).zip(&a.bsums).enumerate() {
+        let u = &u[g / 2][16 * (g % 2)..16 * (g % 2) + 16];
+        let dot: i32 = u.iter().zip(a).map(|(&u, &a)| i32::from(u) * i32::from(a)).sum();
+        let bsum = i32::from(bsum.get());
+        let (sc, m) = (i32::from(scales.0[g]), i32::from(scales.1[g]));
+        isum = isum.wrapping_add(sc.wrapping_mul(dot.wrapping_sub(i32::from(F::ZERO) * bsum)));
+        summs = summs.wrapping_add(m * bsum);
+    }
+    (isum, summs)
+}
+
+/// The f32 step of a block: `sumf + (d·a.d)·isum − (dmin·a.d)·summs` (without mins:
+/// `sumf + (d·a.d)·isum`), in this order in every kernel.
+#[inline(always)]
+pub(crate) fn accumulate(mins: bool, sumf: f32, [d, dmin]: [f32; 2], ad: f32, (isum, summs): (i32, i32)) -> f32 {
+    sumf + if mins { (d * ad) * isum as f32 - (dmin * ad) * summs as f32 } else { (d * ad) * isum as f32 }
+}
+
+/// [`q8k_codes_vec_dot_rows`] with the portable kernel (the reference the AVX2 kernel is
+/// tested against, bit for bit; `a.len() == out.len() <= MAX_DOT_ROWS`).
+pub fn q8k_codes_dot_rows_portable<F: Q8KCodes>(w: &[F::Block], a: &[&[BlockQ8K]], out: &mut [f32]) {
+    let mut sums = [0f32; MAX_DOT_ROWS];
+    for (i, b) in w.iter().enumerate() {
+        let u = codes::<F>(b);
+        let scales = F::scales(b);
+        let dm = F::d_dmin(b).map(F16Le::get);
+        for (s, a) in sums.iter_mut().zip(a) {
+            let a = &a[i];
+            *s = accumulate(F::HAS_MINS, *s, dm, a.d.get(), codes_isum::<F>(&u, &scales, a));
+        }
+    }
+    out.copy_from_slice(&sums[..out.len()]);
+}
+
+/// ggml's `vec_dot` of a row of `F` blocks with a row of q8_k blocks (`w.len() == a.len()`,
+/// checked by the caller): AVX2 where the CPU has it, the portable kernel elsewhere, the
+/// same bits either way (the same exact integers per block, the same f32 operations).
+#[inline]
+pub fn q8k_codes_vec_dot<F: Q8KCodes>(w: &[F::Block], a: &[BlockQ8K]) -> f32 {
+    let mut out = [0f32];
+    q8k_codes_vec_dot_rows::<F>(w, &[a], &mut out);
+    out[0]
+}
+
+/// `out[r] = q8k_codes_vec_dot(w, a[r])` for up to [`MAX_DOT_ROWS`] rows, each weight block
+/// unpacked once for all of them (the mat-mul kernel). Every `a[r]` holds `w.len()` blocks.
+///
+/// # Panics
+/// If `a.len() != out.len()`, `a.len() > MAX_DOT_ROWS` or an `a[r]` is shorter than `w`.
+#[inline]
+pub fn q8k_codes_vec_dot_rows<F: Q8KCodes>(w: &[F::Block], a: &[&[BlockQ8K]], out: &mut [f32]) {
+    assert!(a.len() == out.len() && a.len() <= MAX_DOT_ROWS, "one output per activation row, at most MAX_DOT_ROWS");
+    assert!(a.iter().all(|a| a.len() >= w.len()), "activation rows as long as the weight row");
+    #[cfg(target_arch = "x86_64")]
+    if crate::simd::codes_dot_rows::<F>(w, a, out) {
+        return;
+    }
+    q8k_codes_dot_rows_portable::<F>(w, a, out);
+}
+
+/// `[f(0), f(1), …, f(31)]` as a plain loop (which vectorizes and always inlines, where
+/// `std::array::from_fn` sometimes stays a call).
+#[inline(always)]
+pub fn bytes32(f: impl Fn(usize) -> u8) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    for (l, o) in out.iter_mut().enumerate() {
+        *o = f(l);
+    }
+    out
+}
+
+/// The codes of a 4-bit plane (q4_k, q5_k's low bits): chunk `2p + s` is nibble `s` of
+/// `qs[32p .. 32p + 32]`.
+#[inline(always)]
+pub fn nibbles(qs: &[u8; QK_K / 2], c: usize) -> [u8; 32] {
+    let src = &qs.as_chunks::<32>().0[c / 2];
+    bytes32(|l| src[l] >> (4 * (c % 2)) & 0xF)
+}
+
+/// The codes of a 2-bit plane (q2_k, q3_k's low bits, tq2_0, q6_k's high bits): chunk
+/// `4h + k` is bits `2k..2k+2` of `qs[32h .. 32h + 32]`.
+#[inline(always)]
+pub fn crumbs(qs: &[u8; QK_K / 4], c: usize) -> [u8; 32] {
+    let src = &qs.as_chunks::<32>().0[c / 4];
+    bytes32(|l| src[l] >> (2 * (c % 4)) & 3)
+}
+
+/// Bit `c` of each byte of a high-bit mask (q3_k's `hmask`, q5_k's `qh`: element `i` at bit
+/// `i / 32` of byte `i % 32`), moved to bit `to`.
+#[inline(always)]
+pub fn mask_bits(mask: &[u8; 32], c: usize, to: u32) -> [u8; 32] {
+    bytes32(|l| (mask[l] >> c & 1) << to)
+}
+
+/// `a | b` bytewise.
+#[inline(always)]
+pub fn or(a: [u8; 32], b: [u8; 32]) -> [u8; 32] {
+    bytes32(|l| a[l] | b[l])
+}
+
+/// Implements `NativeDot` with q8_k activations through [`q8k_vec_dot`] (`signed: ...`,
+/// formats with [`Q8KDot`]) or [`q8k_codes_vec_dot`] (formats with [`Q8KCodes`], which also
+/// get the multi-row mat-mul kernel).
 #[macro_export]
 macro_rules! q8k_native_dot {
-    ($($fmt:ty),+ $(,)?) => {$(
+    (signed: $($fmt:ty),+ $(,)?) => {$(
         impl qforge_core::NativeDot for $fmt {
             type Act = $crate::Q8K;
 
             fn vec_dot(w: &[<Self as qforge_core::BlockFormat>::Block], a: &[$crate::BlockQ8K]) -> f32 {
                 $crate::dot::q8k_vec_dot::<Self>(w, a)
+            }
+        }
+    )+};
+    ($($fmt:ty),+ $(,)?) => {$(
+        impl qforge_core::NativeDot for $fmt {
+            type Act = $crate::Q8K;
+
+            fn vec_dot(w: &[<Self as qforge_core::BlockFormat>::Block], a: &[$crate::BlockQ8K]) -> f32 {
+                $crate::dot::q8k_codes_vec_dot::<Self>(w, a)
+            }
+
+            fn vec_dot_rows(
+                w: &[<Self as qforge_core::BlockFormat>::Block],
+                a: &[&[$crate::BlockQ8K]],
+                out: &mut [f32],
+            ) {
+                $crate::dot::q8k_codes_vec_dot_rows::<Self>(w, a, out)
             }
         }
     )+};

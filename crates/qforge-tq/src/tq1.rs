@@ -5,7 +5,7 @@ use crate::{QK_K, decode_row};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
-use qforge_k::dot::{GroupScales, Q8KDot};
+use qforge_k::dot::{Q8KCodes, bytes32};
 
 /// ggml's `block_tq1_0` (54 bytes): 48 bytes of five codes each, 4 bytes of four codes each,
 /// then the f16 scale `d`. See `GROUPS` in the source for which byte holds which element.
@@ -65,19 +65,38 @@ fn unpack_block<T: Copy>(b: &BlockTq1_0, out: &mut [T; QK_K], value: impl Fn(u8)
     unpack_group::<T, 4, 4, 16>(&b.qh, tail.try_into().expect("16 elements"), value);
 }
 
-impl Q8KDot for Tq1_0 {
+/// ggml's `ggml_vec_dot_tq1_0_q8_K`: codes `t` with zero 1, one scale `d` per block.
+impl Q8KCodes for Tq1_0 {
     const HAS_MINS: bool = false;
+    const ZERO: u8 = 1;
 
     #[inline(always)]
-    fn d_dmin(b: &BlockTq1_0) -> (f32, f32) {
-        (b.d.get(), 0.0)
+    fn d_dmin(b: &BlockTq1_0) -> [F16Le; 2] {
+        [b.d, F16Le([0, 0])]
     }
 
-    /// ggml's `ggml_vec_dot_tq1_0_q8_K`: `t = code - 1`, one scale `d` per block.
     #[inline(always)]
-    fn unpack(b: &BlockTq1_0, q: &mut [i8; QK_K]) -> GroupScales {
-        unpack_block(b, q, |c| c as i8 - 1);
-        GroupScales::ONES
+    /// The layout of [`GROUPS`]: chunks 0..5 are codes 0..5 of bytes 0..32; chunks 5 and 6
+    /// codes (0, 1) and (2, 3) of bytes 32..48; chunk 7 code 4 of bytes 32..48, then codes
+    /// 0..4 of the last four bytes.
+    fn chunk(b: &BlockTq1_0, c: usize) -> [u8; 32] {
+        let (qs, _) = b.qs.as_chunks::<16>();
+        match c {
+            0..5 => bytes32(|l| unpack(b.qs[l], POW3[c])),
+            5 | 6 => bytes32(|l| unpack(qs[2][l % 16], POW3[2 * (c - 5) + l / 16])),
+            _ => {
+                bytes32(
+                    |l| {
+                        if l < 16 { unpack(qs[2][l], POW3[4]) } else { unpack(b.qh[(l - 16) % 4], POW3[(l - 16) / 4]) }
+                    },
+                )
+            }
+        }
+    }
+
+    #[inline(always)]
+    fn scales(_: &BlockTq1_0) -> ([i8; 16], [u8; 16]) {
+        ([1; 16], [0; 16])
     }
 }
 
