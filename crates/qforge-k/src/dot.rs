@@ -142,6 +142,10 @@ pub trait Q8KCodes: BlockFormat {
     const HAS_MINS: bool;
     /// The code of the value 0 (at most 32).
     const ZERO: u8;
+    /// Every scale is 1 and every code below 16 (the ternary formats): the AVX2 kernel then
+    /// sums a block's `vpmaddubsw` pairs in `i16` (exact: `8·2·15·128 < 2^15`) and widens
+    /// once, instead of once per chunk. The same integers either way.
+    const UNIT_SCALES: bool = false;
 
     /// The block's super-block scale `d` and min scale `dmin` (0 without mins), as stored.
     fn d_dmin(b: &Self::Block) -> [F16Le; 2];
@@ -240,27 +244,38 @@ pub fn bytes32(f: impl Fn(usize) -> u8) -> [u8; 32] {
     out
 }
 
+/// Bits `from .. from + width` of each byte of `src`, moved to bits `to .. to + width`: one
+/// shift and one mask (the form that vectorizes into two instructions; `>> from & mask << to`
+/// would be three, and LLVM widens some of those to 16 bits).
+#[inline(always)]
+pub fn field(src: &[u8; 32], from: u32, width: u32, to: u32) -> [u8; 32] {
+    let mask = ((1u32 << width) - 1) << to;
+    if from >= to {
+        bytes32(|l| ((u32::from(src[l]) >> (from - to)) & mask) as u8)
+    } else {
+        bytes32(|l| ((u32::from(src[l]) << (to - from)) & mask) as u8)
+    }
+}
+
 /// The codes of a 4-bit plane (q4_k, q5_k's low bits): chunk `2p + s` is nibble `s` of
 /// `qs[32p .. 32p + 32]`.
 #[inline(always)]
 pub fn nibbles(qs: &[u8; QK_K / 2], c: usize) -> [u8; 32] {
-    let src = &qs.as_chunks::<32>().0[c / 2];
-    bytes32(|l| src[l] >> (4 * (c % 2)) & 0xF)
+    field(&qs.as_chunks::<32>().0[c / 2], 4 * (c as u32 % 2), 4, 0)
 }
 
 /// The codes of a 2-bit plane (q2_k, q3_k's low bits, tq2_0, q6_k's high bits): chunk
 /// `4h + k` is bits `2k..2k+2` of `qs[32h .. 32h + 32]`.
 #[inline(always)]
 pub fn crumbs(qs: &[u8; QK_K / 4], c: usize) -> [u8; 32] {
-    let src = &qs.as_chunks::<32>().0[c / 4];
-    bytes32(|l| src[l] >> (2 * (c % 4)) & 3)
+    field(&qs.as_chunks::<32>().0[c / 4], 2 * (c as u32 % 4), 2, 0)
 }
 
 /// Bit `c` of each byte of a high-bit mask (q3_k's `hmask`, q5_k's `qh`: element `i` at bit
 /// `i / 32` of byte `i % 32`), moved to bit `to`.
 #[inline(always)]
 pub fn mask_bits(mask: &[u8; 32], c: usize, to: u32) -> [u8; 32] {
-    bytes32(|l| (mask[l] >> c & 1) << to)
+    field(mask, c as u32, 1, to)
 }
 
 /// `a | b` bytewise.

@@ -138,10 +138,10 @@ pub(crate) fn scale_q3(j: usize, q: &[u8; 12]) -> u8 {
     low | ((q[8 + j % 4] >> (2 * (j / 4))) & 3) << 4
 }
 
-/// All sixteen biased scales of [`scale_q3`] at once, with ggml's 32-bit mask trick
-/// (`ggml_vec_dot_q3_K_q8_K`'s).
+/// All sixteen scales of [`scale_q3`] at once, less the bias of 32 (`sc − 32`, as `i8`), with
+/// ggml's 32-bit mask trick (`ggml_vec_dot_q3_K_q8_K`'s).
 #[inline(always)]
-pub(crate) fn scales_q3(q: &[u8; 12]) -> [u8; 16] {
+pub(crate) fn scales_q3(q: &[u8; 12]) -> [i8; 16] {
     const LOW4: u32 = 0x0f0f_0f0f;
     const LOW2: u32 = 0x0303_0303;
     let w: [u32; 3] = std::array::from_fn(|i| u32::from_le_bytes([q[4 * i], q[4 * i + 1], q[4 * i + 2], q[4 * i + 3]]));
@@ -151,7 +151,9 @@ pub(crate) fn scales_q3(q: &[u8; 12]) -> [u8; 16] {
         (w[0] >> 4 & LOW4) | (w[2] >> 4 & LOW2) << 4,
         (w[1] >> 4 & LOW4) | (w[2] >> 6 & LOW2) << 4,
     ];
-    bytemuck::cast(v.map(u32::to_le_bytes))
+    // Bytewise `− 32` with no borrow between bytes: bit 7 set first (every byte is < 64),
+    // then flipped back.
+    bytemuck::cast(v.map(|w| ((w | 0x8080_8080) - 0x2020_2020) ^ 0x8080_8080))
 }
 
 #[cfg(test)]
@@ -185,7 +187,7 @@ mod tests {
             }
             let s3 = scales_q3(&q);
             for (j, &s) in s3.iter().enumerate() {
-                assert_eq!(s, scale_q3(j, &q));
+                assert_eq!(i32::from(s), i32::from(scale_q3(j, &q)) - 32);
             }
         }
     }

@@ -62,7 +62,7 @@ impl Q8KCodes for Q3K {
 
     #[inline(always)]
     fn scales(b: &BlockQ3K) -> ([i8; 16], [u8; 16]) {
-        (scales_q3(&b.scales).map(|s| s.wrapping_sub(32) as i8), [0; 16])
+        (scales_q3(&b.scales), [0; 16])
     }
 }
 

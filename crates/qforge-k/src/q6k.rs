@@ -2,7 +2,7 @@
 //! scales.
 
 use crate::decode::DecodeBlock;
-use crate::dot::{Q8KCodes, bytes32, crumbs};
+use crate::dot::{Q8KCodes, field, or};
 use crate::symmetric::{SUB, max_abs_scale, requantize, sub_block_scales, sub_weights};
 use crate::{K_DOT, QK_K, padded};
 use bytemuck::{Pod, Zeroable};
@@ -80,10 +80,10 @@ impl Q8KCodes for Q6K {
 
     #[inline(always)]
     fn chunk(b: &BlockQ6K, c: usize) -> [u8; 32] {
-        let (h, k) = (c / 4, c % 4);
-        let low = &b.ql.as_chunks::<32>().0[2 * h + k % 2];
-        let high = crumbs(&b.qh, c);
-        bytes32(|l| (low[l] >> (4 * (k / 2)) & 0xF) | high[l] << 4)
+        let (h, k) = (c / 4, c as u32 % 4);
+        let low = &b.ql.as_chunks::<32>().0[2 * h + k as usize % 2];
+        let high = &b.qh.as_chunks::<32>().0[h];
+        or(field(low, 4 * (k / 2), 4, 0), field(high, 2 * k, 2, 4))
     }
 
     #[inline(always)]

@@ -39,6 +39,7 @@ fn unpack_block<T: Copy>(b: &BlockTq2_0, out: &mut [T; QK_K], value: impl Fn(u8)
 impl Q8KCodes for Tq2_0 {
     const HAS_MINS: bool = false;
     const ZERO: u8 = 1;
+    const UNIT_SCALES: bool = true;
 
     #[inline(always)]
     fn d_dmin(b: &BlockTq2_0) -> [F16Le; 2] {

@@ -124,9 +124,19 @@ unsafe fn block_sums<F: Q8KCodes>(u: &Unpacked, a: &BlockQ8K) -> (i32, i32) {
     // 32-byte array (`qs` chunks, `bsums`).
     unsafe {
         let mut acc = _mm256_setzero_si256();
-        for ((q, sc), a) in u.q.iter().zip(&u.sc).zip(qs) {
-            let a = _mm256_loadu_si256(a.as_ptr().cast());
-            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(*q, a), *sc));
+        if F::UNIT_SCALES {
+            // Codes below 16: eight chunks of pair sums stay within `i16` (see the trait).
+            let mut acc16 = _mm256_setzero_si256();
+            for (q, a) in u.q.iter().zip(qs) {
+                let a = _mm256_loadu_si256(a.as_ptr().cast());
+                acc16 = _mm256_add_epi16(acc16, _mm256_maddubs_epi16(*q, a));
+            }
+            acc = _mm256_madd_epi16(acc16, _mm256_set1_epi16(1));
+        } else {
+            for ((q, sc), a) in u.q.iter().zip(&u.sc).zip(qs) {
+                let a = _mm256_loadu_si256(a.as_ptr().cast());
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(*q, a), *sc));
+            }
         }
         let bsums = _mm256_loadu_si256(a.bsums.as_ptr().cast());
         if F::ZERO != 0 {

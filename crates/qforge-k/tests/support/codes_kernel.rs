@@ -81,7 +81,7 @@ fn same(x: f32, y: f32) -> bool {
     x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan())
 }
 
-/// Every code is below 64, and `d·scale[g]·(u − ZERO) − dmin·min[g]` (in this f32 order) is
+/// Every code is below 64 (16 with `UNIT_SCALES`, whose scales must all be 1), and `d·scale[g]·(u − ZERO) − dmin·min[g]` (in this f32 order) is
 /// the format's decoded value, bit for bit, for every element of random blocks.
 pub fn codes_match_decode<F: Q8KCodes>(seed: u64) {
     let mut rng = Rng::new(seed);
@@ -95,7 +95,8 @@ pub fn codes_match_decode<F: Q8KCodes>(seed: u64) {
         F::decode(&b, &mut y);
         for (i, &u) in codes.as_flattened().iter().enumerate() {
             let g = i / 16;
-            assert!(u < 64, "{}: code {u} at {i}", F::DESC.name);
+            assert!(u < if F::UNIT_SCALES { 16 } else { 64 }, "{}: code {u} at {i}", F::DESC.name);
+            assert!(!F::UNIT_SCALES || sc[g] == 1, "{}: UNIT_SCALES with scale {}", F::DESC.name, sc[g]);
             let v = (d * f32::from(sc[g])) * (i32::from(u) - i32::from(F::ZERO)) as f32 - dmin * f32::from(m[g]);
             assert!(same(v, y[i]), "{} case {case} element {i}: {v:e} from the codes, decode {:e}", F::DESC.name, y[i]);
         }
