@@ -121,30 +121,37 @@ pub(crate) fn q8k_vec_dot_with<F: Q8KDot>(
 
 /// A 256-element super-block format whose codes are small unsigned integers (`0..64`): every
 /// K-quant (q2_k … q6_k) and the ternary formats of `qforge-tq`. Their dot with q8_k runs
-/// ggml's scheme (`vpmaddubsw` of the unsigned codes with the signed activations on AVX2),
-/// the zero code and the mins going through the activations' `bsums`.
+/// ggml's scheme (`vpmaddubsw` of the unsigned codes with the signed activations on AVX2,
+/// f32 accumulation in [`LANES`] lanes), the zero code and the mins going through the
+/// activations' `bsums`.
 ///
 /// Element `i` of group `g = i / 16` decodes (up to f32 rounding) to
 /// `d·scale[g]·(u[i] − ZERO) − dmin·min[g]`. Per block, in wrapping `i32` arithmetic (exact
-/// for every q8_k block a quantizer writes: `|bsums| ≤ 2048`):
+/// for every q8_k block a quantizer writes: `|bsums| ≤ 2048`), lane `j < 8` holds the
+/// elements `32c + 4j .. 32c + 4j + 4` of every chunk `c` (group `2c + j / 4`) and the mins
+/// of groups `2j, 2j + 1` (AVX2's `vpmaddwd` layout):
 ///
 /// ```text
-/// isum  = Σ_g scale[g] · (Σ_{i in g} u[i]·a.qs[i] − ZERO·a.bsums[g])
-/// summs = Σ_g min[g] · a.bsums[g]                                (HAS_MINS)
-/// sumf += (d·a.d)·isum − (dmin·a.d)·summs                        (f32, once per block)
+/// isum[j]  = Σ_c scale[2c + j/4] · Σ_{i<4} u[32c+4j+i]·a.qs[32c+4j+i]        (ZERO = 0)
+/// isum     = [Σ_g scale[g]·(Σ_{i in g} u[i]·a.qs[i] − ZERO·a.bsums[g]), 0, …, 0] (ZERO > 0)
+/// summs[j] = Σ_{g in 2j, 2j+1} min[g]·a.bsums[g]                           (HAS_MINS)
+/// acc[j]   = fma(isum[j], d·a.d, acc[j]);  accm[j] = fma(summs[j], dmin·a.d, accm[j])
+/// result   = hsum(acc) − hsum(accm),  hsum(v) = ((v0+v4) + (v2+v6)) + ((v1+v5) + (v3+v7))
 /// ```
 ///
-/// Like ggml's own SIMD kernels, this trusts a q8_k block's `bsums` to be the sums of its
-/// `qs` (as `quantize_row_q8_K` writes them); both kernels (portable and AVX2) compute the
-/// same formula, so they agree bit for bit on any bytes.
+/// Every lane is a partial sum of the dot's own terms, so the f32 error stays relative to
+/// `Σ|w·a|` (with a zero code, `u·a` and the `bsums` term cancel only in the block's total,
+/// so that format's block goes in as its exact total). Like ggml's own SIMD kernels, this
+/// trusts a q8_k block's `bsums` to be the sums of its `qs` (as `quantize_row_q8_K` writes
+/// them); both kernels (portable and AVX2) compute the same formula, so they agree bit for
+/// bit on any bytes.
 pub trait Q8KCodes: BlockFormat {
     /// Whether the format subtracts `dmin · Σ min[g]·bsums[g]`.
     const HAS_MINS: bool;
     /// The code of the value 0 (at most 32).
     const ZERO: u8;
-    /// Every scale is 1 and every code below 16 (the ternary formats): the AVX2 kernel then
-    /// sums a block's `vpmaddubsw` pairs in `i16` (exact: `8·2·15·128 < 2^15`) and widens
-    /// once, instead of once per chunk. The same integers either way.
+    /// Every scale is 1 and every code below 16 (the ternary formats): the AVX2 kernel then sums a block's `vpmaddubsw` pairs in `i16` (exact: `8·2·15·128 < 2^15`)
+    /// and widens once, instead of once per chunk. The same integers either way.
     const UNIT_SCALES: bool = false;
 
     /// The block's super-block scale `d` and min scale `dmin` (0 without mins), as stored.
@@ -165,51 +172,91 @@ pub fn codes<F: Q8KCodes>(b: &F::Block) -> [[u8; 32]; 8] {
     std::array::from_fn(|c| F::chunk(b, c))
 }
 
-/// `(isum, summs)` of one block as [`Q8KCodes`] defines them: the portable kernel.
+/// f32 lanes of the [`Q8KCodes`] kernels' accumulators.
+pub const LANES: usize = 8;
+
+/// The integer lanes `(isum, summs)` of one block as [`Q8KCodes`] defines them: the
+/// portable kernel.
 #[inline(always)]
-pub(crate) fn codes_isum<F: Q8KCodes>(
+pub(crate) fn codes_lanes<F: Q8KCodes>(
     u: &[[u8; 32]; 8],
-    scales: &([i8; GROUPS], [u8; GROUPS]),
+    (sc, mins): &([i8; GROUPS], [u8; GROUPS]),
     a: &BlockQ8K,
-) -> (i32, i32) {
-    let (mut isum, mut summs) = (0i32, 0i32);
-    for (g, (a, bsum)) in a.qs.chunks_exact(16).zip(&a.bsums).enumerate() {
-        let u = &u[g / 2][16 * (g % 2)..16 * (g % 2) + 16];
-        let dot: i32 = u.iter().zip(a).map(|(&u, &a)| i32::from(u) * i32::from(a)).sum();
+) -> ([i32; LANES], [i32; LANES]) {
+    let (mut isum, mut summs) = ([0i32; LANES], [0i32; LANES]);
+    for (c, (u, a)) in u.iter().zip(a.qs.chunks_exact(32)).enumerate() {
+        for (j, (u, a)) in u.chunks_exact(4).zip(a.chunks_exact(4)).enumerate() {
+            let dot: i32 = u.iter().zip(a).map(|(&u, &a)| i32::from(u) * i32::from(a)).sum();
+            isum[j] = isum[j].wrapping_add(i32::from(sc[2 * c + j / 4]).wrapping_mul(dot));
+        }
+    }
+    for (g, bsum) in a.bsums.iter().enumerate() {
         let bsum = i32::from(bsum.get());
-        let (sc, m) = (i32::from(scales.0[g]), i32::from(scales.1[g]));
-        isum = isum.wrapping_add(sc.wrapping_mul(dot.wrapping_sub(i32::from(F::ZERO) * bsum)));
-        summs = summs.wrapping_add(m * bsum);
+        isum[g / 2] = isum[g / 2].wrapping_add(bsum * (-i32::from(F::ZERO) * i32::from(sc[g])));
+        summs[g / 2] = summs[g / 2].wrapping_add(bsum * i32::from(mins[g]));
+    }
+    if F::ZERO != 0 {
+        let total = isum.iter().fold(0i32, |t, &v| t.wrapping_add(v));
+        isum = [0; LANES];
+        isum[0] = total;
     }
     (isum, summs)
 }
 
-/// The f32 step of a block: `sumf + (d·a.d)·isum − (dmin·a.d)·summs` (without mins:
-/// `sumf + (d·a.d)·isum`), in this order in every kernel.
+/// The f32 step of a block: `acc[j] = fma(isum[j], d·a.d, acc[j])` (and the mins' lanes
+/// into `accm`), as the AVX2 kernel's `vfmadd` does.
 #[inline(always)]
-pub(crate) fn accumulate(mins: bool, sumf: f32, [d, dmin]: [f32; 2], ad: f32, (isum, summs): (i32, i32)) -> f32 {
-    sumf + if mins { (d * ad) * isum as f32 - (dmin * ad) * summs as f32 } else { (d * ad) * isum as f32 }
+pub(crate) fn accumulate(
+    mins: bool,
+    [acc, accm]: &mut [[f32; LANES]; 2],
+    [d, dmin]: [f32; 2],
+    ad: f32,
+    (isum, summs): ([i32; LANES], [i32; LANES]),
+) {
+    let x = d * ad;
+    for (acc, v) in acc.iter_mut().zip(isum) {
+        *acc = (v as f32).mul_add(x, *acc);
+    }
+    if mins {
+        let z = dmin * ad;
+        for (acc, v) in accm.iter_mut().zip(summs) {
+            *acc = (v as f32).mul_add(z, *acc);
+        }
+    }
+}
+
+/// The row's result from its accumulators: `hsum(acc) − hsum(accm)` (without mins:
+/// `hsum(acc)`), summed in the order the AVX2 reduction uses.
+#[inline]
+pub(crate) fn finish(mins: bool, [acc, accm]: &[[f32; LANES]; 2]) -> f32 {
+    let hsum = |v: &[f32; LANES]| {
+        let s: [f32; 4] = std::array::from_fn(|k| v[k] + v[k + 4]);
+        (s[0] + s[2]) + (s[1] + s[3])
+    };
+    if mins { hsum(acc) - hsum(accm) } else { hsum(acc) }
 }
 
 /// [`q8k_codes_vec_dot_rows`] with the portable kernel (the reference the AVX2 kernel is
 /// tested against, bit for bit; `a.len() == out.len() <= MAX_DOT_ROWS`).
 pub fn q8k_codes_dot_rows_portable<F: Q8KCodes>(w: &[F::Block], a: &[&[BlockQ8K]], out: &mut [f32]) {
-    let mut sums = [0f32; MAX_DOT_ROWS];
+    let mut accs = [[[0f32; LANES]; 2]; MAX_DOT_ROWS];
     for (i, b) in w.iter().enumerate() {
         let u = codes::<F>(b);
         let scales = F::scales(b);
         let dm = F::d_dmin(b).map(F16Le::get);
-        for (s, a) in sums.iter_mut().zip(a) {
+        for (acc, a) in accs.iter_mut().zip(a) {
             let a = &a[i];
-            *s = accumulate(F::HAS_MINS, *s, dm, a.d.get(), codes_isum::<F>(&u, &scales, a));
+            accumulate(F::HAS_MINS, acc, dm, a.d.get(), codes_lanes::<F>(&u, &scales, a));
         }
     }
-    out.copy_from_slice(&sums[..out.len()]);
+    for (o, acc) in out.iter_mut().zip(&accs) {
+        *o = finish(F::HAS_MINS, acc);
+    }
 }
 
 /// ggml's `vec_dot` of a row of `F` blocks with a row of q8_k blocks (`w.len() == a.len()`,
 /// checked by the caller): AVX2 where the CPU has it, the portable kernel elsewhere, the
-/// same bits either way (the same exact integers per block, the same f32 operations).
+/// same bits either way (the same integer lanes per block, the same f32 operations).
 #[inline]
 pub fn q8k_codes_vec_dot<F: Q8KCodes>(w: &[F::Block], a: &[BlockQ8K]) -> f32 {
     let mut out = [0f32];
