@@ -20,7 +20,8 @@
 
 use crate::QK_K;
 use crate::q8k::BlockQ8K;
-use qforge_core::BlockFormat;
+use qforge_core::le::F16Le;
+use qforge_core::{BlockFormat, MAX_DOT_ROWS};
 
 /// Groups of 16 elements per super-block (one q8_k `bsums` entry each).
 pub const GROUPS: usize = QK_K / 16;
@@ -118,28 +119,246 @@ pub(crate) fn q8k_vec_dot_with<F: Q8KDot>(
     sumf
 }
 
-/// The codes of a 2-bit code plane (q2_k, q3_k's low bits), in element order: element
-/// `128h + 32k + l` is `qs[32h + l] >> 2k & 3`, passed through `f(4h + k, l, code)`.
+/// A 256-element super-block format whose codes are small unsigned integers (`0..64`): every
+/// K-quant (q2_k … q6_k) and the ternary formats of `qforge-tq`. Their dot with q8_k runs
+/// ggml's scheme (`vpmaddubsw` of the unsigned codes with the signed activations on AVX2,
+/// f32 accumulation in [`LANES`] lanes), the zero code and the mins going through the
+/// activations' `bsums`.
+///
+/// Element `i` of group `g = i / 16` decodes (up to f32 rounding) to
+/// `d·scale[g]·(u[i] − ZERO) − dmin·min[g]`. Per block, in wrapping `i32` arithmetic (exact
+/// for every q8_k block a quantizer writes: `|bsums| ≤ 2048`), lane `j < 8` holds the
+/// elements `32c + 4j .. 32c + 4j + 4` of every chunk `c` (group `2c + j / 4`) and the mins
+/// of groups `2j, 2j + 1` (AVX2's `vpmaddwd` layout):
+///
+/// ```text
+/// isum[j]  = Σ_c scale[2c + j/4] · Σ_{i<4} u[32c+4j+i]·a.qs[32c+4j+i]        (ZERO = 0)
+/// isum     = [Σ_g scale[g]·(Σ_{i in g} u[i]·a.qs[i] − ZERO·a.bsums[g]), 0, …, 0] (ZERO > 0)
+/// summs[j] = Σ_{g in 2j, 2j+1} min[g]·a.bsums[g]                           (HAS_MINS)
+/// acc[j]   = fma(isum[j], d·a.d, acc[j]);  accm[j] = fma(summs[j], dmin·a.d, accm[j])
+/// result   = hsum(acc) − hsum(accm),  hsum(v) = ((v0+v4) + (v2+v6)) + ((v1+v5) + (v3+v7))
+/// ```
+///
+/// Every lane is a partial sum of the dot's own terms, so the f32 error stays relative to
+/// `Σ|w·a|` (with a zero code, `u·a` and the `bsums` term cancel only in the block's total,
+/// so that format's block goes in as its exact total). Like ggml's own SIMD kernels, this
+/// trusts a q8_k block's `bsums` to be the sums of its `qs` (as `quantize_row_q8_K` writes
+/// them); both kernels (portable and AVX2) compute the same formula, so they agree bit for
+/// bit on any bytes.
+pub trait Q8KCodes: BlockFormat {
+    /// Whether the format subtracts `dmin · Σ min[g]·bsums[g]`.
+    const HAS_MINS: bool;
+    /// The code of the value 0 (at most 32).
+    const ZERO: u8;
+    /// Every scale is 1 and every code below 16 (the ternary formats): the AVX2 kernel then sums a block's `vpmaddubsw` pairs in `i16` (exact: `8·2·15·128 < 2^15`)
+    /// and widens once, instead of once per chunk. The same integers either way.
+    const UNIT_SCALES: bool = false;
+
+    /// The block's super-block scale `d` and min scale `dmin` (0 without mins), as stored.
+    fn d_dmin(b: &Self::Block) -> [F16Le; 2];
+
+    /// The codes `u < 64` of elements `32c .. 32c + 32` (`c < 8`, a constant once inlined
+    /// in the kernels' unrolled loops): plain per-byte loops over fixed arrays, which the
+    /// compiler turns into a few vector instructions.
+    fn chunk(b: &Self::Block, c: usize) -> [u8; 32];
+
+    /// The integer scale and min (0 without mins) of each 16-element group.
+    fn scales(b: &Self::Block) -> ([i8; GROUPS], [u8; GROUPS]);
+}
+
+/// The codes of a block of [`Q8KCodes`] in element order, chunk by chunk.
 #[inline(always)]
-pub(crate) fn unpack_2bit(qs: &[u8; QK_K / 4], q: &mut [i8; QK_K], f: impl Fn(usize, usize, u8) -> i8) {
-    for (h, (qh, src)) in q.chunks_exact_mut(128).zip(qs.chunks_exact(32)).enumerate() {
-        for (k, plane) in qh.chunks_exact_mut(32).enumerate() {
-            for (l, (q, &b)) in plane.iter_mut().zip(src).enumerate() {
-                *q = f(4 * h + k, l, b >> (2 * k) & 3);
-            }
+pub fn codes<F: Q8KCodes>(b: &F::Block) -> [[u8; 32]; 8] {
+    std::array::from_fn(|c| F::chunk(b, c))
+}
+
+/// f32 lanes of the [`Q8KCodes`] kernels' accumulators.
+pub const LANES: usize = 8;
+
+/// The integer lanes `(isum, summs)` of one block as [`Q8KCodes`] defines them: the
+/// portable kernel.
+#[inline(always)]
+pub(crate) fn codes_lanes<F: Q8KCodes>(
+    u: &[[u8; 32]; 8],
+    (sc, mins): &([i8; GROUPS], [u8; GROUPS]),
+    a: &BlockQ8K,
+) -> ([i32; LANES], [i32; LANES]) {
+    let (mut isum, mut summs) = ([0i32; LANES], [0i32; LANES]);
+    for (c, (u, a)) in u.iter().zip(a.qs.chunks_exact(32)).enumerate() {
+        for (j, (u, a)) in u.chunks_exact(4).zip(a.chunks_exact(4)).enumerate() {
+            let dot: i32 = u.iter().zip(a).map(|(&u, &a)| i32::from(u) * i32::from(a)).sum();
+            isum[j] = isum[j].wrapping_add(i32::from(sc[2 * c + j / 4]).wrapping_mul(dot));
+        }
+    }
+    for (g, bsum) in a.bsums.iter().enumerate() {
+        let bsum = i32::from(bsum.get());
+        isum[g / 2] = isum[g / 2].wrapping_add(bsum * (-i32::from(F::ZERO) * i32::from(sc[g])));
+        summs[g / 2] = summs[g / 2].wrapping_add(bsum * i32::from(mins[g]));
+    }
+    if F::ZERO != 0 {
+        let total = isum.iter().fold(0i32, |t, &v| t.wrapping_add(v));
+        isum = [0; LANES];
+        isum[0] = total;
+    }
+    (isum, summs)
+}
+
+/// The f32 step of a block: `acc[j] = fma(isum[j], d·a.d, acc[j])` (and the mins' lanes
+/// into `accm`), as the AVX2 kernel's `vfmadd` does.
+#[inline(always)]
+pub(crate) fn accumulate(
+    mins: bool,
+    [acc, accm]: &mut [[f32; LANES]; 2],
+    [d, dmin]: [f32; 2],
+    ad: f32,
+    (isum, summs): ([i32; LANES], [i32; LANES]),
+) {
+    let x = d * ad;
+    for (acc, v) in acc.iter_mut().zip(isum) {
+        *acc = (v as f32).mul_add(x, *acc);
+    }
+    if mins {
+        let z = dmin * ad;
+        for (acc, v) in accm.iter_mut().zip(summs) {
+            *acc = (v as f32).mul_add(z, *acc);
         }
     }
 }
 
-/// Implements `NativeDot` with q8_k activations through [`q8k_vec_dot`] for each format.
+/// The row's result from its accumulators: `hsum(acc) − hsum(accm)` (without mins:
+/// `hsum(acc)`), summed in the order the AVX2 reduction uses.
+#[inline]
+pub(crate) fn finish(mins: bool, [acc, accm]: &[[f32; LANES]; 2]) -> f32 {
+    let hsum = |v: &[f32; LANES]| {
+        let s: [f32; 4] = std::array::from_fn(|k| v[k] + v[k + 4]);
+        (s[0] + s[2]) + (s[1] + s[3])
+    };
+    if mins { hsum(acc) - hsum(accm) } else { hsum(acc) }
+}
+
+/// [`q8k_codes_vec_dot_rows`] with the portable kernel (the reference the AVX2 kernel is
+/// tested against, bit for bit; `a.len() == out.len() <= MAX_DOT_ROWS`).
+pub fn q8k_codes_dot_rows_portable<F: Q8KCodes>(w: &[F::Block], a: &[&[BlockQ8K]], out: &mut [f32]) {
+    let mut accs = [[[0f32; LANES]; 2]; MAX_DOT_ROWS];
+    for (i, b) in w.iter().enumerate() {
+        let u = codes::<F>(b);
+        let scales = F::scales(b);
+        let dm = F::d_dmin(b).map(F16Le::get);
+        for (acc, a) in accs.iter_mut().zip(a) {
+            let a = &a[i];
+            accumulate(F::HAS_MINS, acc, dm, a.d.get(), codes_lanes::<F>(&u, &scales, a));
+        }
+    }
+    for (o, acc) in out.iter_mut().zip(&accs) {
+        *o = finish(F::HAS_MINS, acc);
+    }
+}
+
+/// ggml's `vec_dot` of a row of `F` blocks with a row of q8_k blocks (`w.len() == a.len()`,
+/// checked by the caller): AVX2 where the CPU has it, the portable kernel elsewhere, the
+/// same bits either way (the same integer lanes per block, the same f32 operations).
+#[inline]
+pub fn q8k_codes_vec_dot<F: Q8KCodes>(w: &[F::Block], a: &[BlockQ8K]) -> f32 {
+    let mut out = [0f32];
+    q8k_codes_vec_dot_rows::<F>(w, &[a], &mut out);
+    out[0]
+}
+
+/// `out[r] = q8k_codes_vec_dot(w, a[r])` for up to [`MAX_DOT_ROWS`] rows, each weight block
+/// unpacked once for all of them (the mat-mul kernel). Every `a[r]` holds `w.len()` blocks.
+///
+/// # Panics
+/// If `a.len() != out.len()`, `a.len() > MAX_DOT_ROWS` or an `a[r]` is shorter than `w`.
+#[inline]
+pub fn q8k_codes_vec_dot_rows<F: Q8KCodes>(w: &[F::Block], a: &[&[BlockQ8K]], out: &mut [f32]) {
+    assert!(a.len() == out.len() && a.len() <= MAX_DOT_ROWS, "one output per activation row, at most MAX_DOT_ROWS");
+    assert!(a.iter().all(|a| a.len() >= w.len()), "activation rows as long as the weight row");
+    #[cfg(target_arch = "x86_64")]
+    if crate::simd::codes_dot_rows::<F>(w, a, out) {
+        return;
+    }
+    q8k_codes_dot_rows_portable::<F>(w, a, out);
+}
+
+/// `[f(0), f(1), …, f(31)]` as a plain loop (which vectorizes and always inlines, where
+/// `std::array::from_fn` sometimes stays a call).
+#[inline(always)]
+pub fn bytes32(f: impl Fn(usize) -> u8) -> [u8; 32] {
+    let mut out = [0u8; 32];
+    for (l, o) in out.iter_mut().enumerate() {
+        *o = f(l);
+    }
+    out
+}
+
+/// Bits `from .. from + width` of each byte of `src`, moved to bits `to .. to + width`: one
+/// shift and one mask (the form that vectorizes into two instructions; `>> from & mask << to`
+/// would be three, and LLVM widens some of those to 16 bits).
+#[inline(always)]
+pub fn field(src: &[u8; 32], from: u32, width: u32, to: u32) -> [u8; 32] {
+    let mask = ((1u32 << width) - 1) << to;
+    if from >= to {
+        bytes32(|l| ((u32::from(src[l]) >> (from - to)) & mask) as u8)
+    } else {
+        bytes32(|l| ((u32::from(src[l]) << (to - from)) & mask) as u8)
+    }
+}
+
+/// The codes of a 4-bit plane (q4_k, q5_k's low bits): chunk `2p + s` is nibble `s` of
+/// `qs[32p .. 32p + 32]`.
+#[inline(always)]
+pub fn nibbles(qs: &[u8; QK_K / 2], c: usize) -> [u8; 32] {
+    field(&qs.as_chunks::<32>().0[c / 2], 4 * (c as u32 % 2), 4, 0)
+}
+
+/// The codes of a 2-bit plane (q2_k, q3_k's low bits, tq2_0, q6_k's high bits): chunk
+/// `4h + k` is bits `2k..2k+2` of `qs[32h .. 32h + 32]`.
+#[inline(always)]
+pub fn crumbs(qs: &[u8; QK_K / 4], c: usize) -> [u8; 32] {
+    field(&qs.as_chunks::<32>().0[c / 4], 2 * (c as u32 % 4), 2, 0)
+}
+
+/// Bit `c` of each byte of a high-bit mask (q3_k's `hmask`, q5_k's `qh`: element `i` at bit
+/// `i / 32` of byte `i % 32`), moved to bit `to`.
+#[inline(always)]
+pub fn mask_bits(mask: &[u8; 32], c: usize, to: u32) -> [u8; 32] {
+    field(mask, c as u32, 1, to)
+}
+
+/// `a | b` bytewise.
+#[inline(always)]
+pub fn or(a: [u8; 32], b: [u8; 32]) -> [u8; 32] {
+    bytes32(|l| a[l] | b[l])
+}
+
+/// Implements `NativeDot` with q8_k activations through [`q8k_vec_dot`] (`signed: ...`,
+/// formats with [`Q8KDot`]) or [`q8k_codes_vec_dot`] (formats with [`Q8KCodes`], which also
+/// get the multi-row mat-mul kernel).
 #[macro_export]
 macro_rules! q8k_native_dot {
-    ($($fmt:ty),+ $(,)?) => {$(
+    (signed: $($fmt:ty),+ $(,)?) => {$(
         impl qforge_core::NativeDot for $fmt {
             type Act = $crate::Q8K;
 
             fn vec_dot(w: &[<Self as qforge_core::BlockFormat>::Block], a: &[$crate::BlockQ8K]) -> f32 {
                 $crate::dot::q8k_vec_dot::<Self>(w, a)
+            }
+        }
+    )+};
+    ($($fmt:ty),+ $(,)?) => {$(
+        impl qforge_core::NativeDot for $fmt {
+            type Act = $crate::Q8K;
+
+            fn vec_dot(w: &[<Self as qforge_core::BlockFormat>::Block], a: &[$crate::BlockQ8K]) -> f32 {
+                $crate::dot::q8k_codes_vec_dot::<Self>(w, a)
+            }
+
+            fn vec_dot_rows(
+                w: &[<Self as qforge_core::BlockFormat>::Block],
+                a: &[&[$crate::BlockQ8K]],
+                out: &mut [f32],
+            ) {
+                $crate::dot::q8k_codes_vec_dot_rows::<Self>(w, a, out)
             }
         }
     )+};

@@ -43,7 +43,8 @@ pub const QK_K: usize = 256;
 /// The activation format every K-quant weight format is dotted with.
 const K_DOT: Option<&str> = Some("q8_k");
 
-q8k_native_dot!(Q2K, Q3K, Q4K, Q5K, Q6K, Q8K);
+q8k_native_dot!(Q2K, Q3K, Q4K, Q5K, Q6K);
+q8k_native_dot!(signed: Q8K);
 
 /// The CUDA device code of the format whose traits struct in `cuda/k.cuh` is `traits`
 /// (interface: `kernels-cuda/README.md`).

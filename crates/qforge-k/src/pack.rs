@@ -95,6 +95,23 @@ pub(crate) fn scale_min_k4(j: usize, q: &[u8; 12]) -> (u8, u8) {
     }
 }
 
+/// All eight (scale, min) pairs of [`scale_min_k4`] at once, with ggml's 32-bit mask trick
+/// (`ggml_vec_dot_q4_K_q8_K`'s `utmp`): `(scales, mins)`.
+#[inline(always)]
+pub(crate) fn scales_mins_k4(q: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
+    const LOW6: u32 = 0x3f3f_3f3f;
+    const LOW4: u32 = 0x0f0f_0f0f;
+    const LOW2: u32 = 0x0303_0303;
+    let w: [u32; 3] = std::array::from_fn(|i| u32::from_le_bytes([q[4 * i], q[4 * i + 1], q[4 * i + 2], q[4 * i + 3]]));
+    let sc = [w[0] & LOW6, (w[2] & LOW4) | (w[0] >> 6 & LOW2) << 4];
+    let m = [w[1] & LOW6, (w[2] >> 4 & LOW4) | (w[1] >> 6 & LOW2) << 4];
+    let bytes = |v: [u32; 2]| {
+        let (a, b) = (v[0].to_le_bytes(), v[1].to_le_bytes());
+        [a[0], a[1], a[2], a[3], b[0], b[1], b[2], b[3]]
+    };
+    (bytes(sc), bytes(m))
+}
+
 /// q3_k scale packing: sixteen 6-bit scales (stored with a +32 bias) in 12 bytes.
 ///
 /// ```text
@@ -121,6 +138,24 @@ pub(crate) fn scale_q3(j: usize, q: &[u8; 12]) -> u8 {
     low | ((q[8 + j % 4] >> (2 * (j / 4))) & 3) << 4
 }
 
+/// All sixteen scales of [`scale_q3`] at once, less the bias of 32 (`sc − 32`, as `i8`), with
+/// ggml's 32-bit mask trick (`ggml_vec_dot_q3_K_q8_K`'s).
+#[inline(always)]
+pub(crate) fn scales_q3(q: &[u8; 12]) -> [i8; 16] {
+    const LOW4: u32 = 0x0f0f_0f0f;
+    const LOW2: u32 = 0x0303_0303;
+    let w: [u32; 3] = std::array::from_fn(|i| u32::from_le_bytes([q[4 * i], q[4 * i + 1], q[4 * i + 2], q[4 * i + 3]]));
+    let v = [
+        (w[0] & LOW4) | (w[2] & LOW2) << 4,
+        (w[1] & LOW4) | (w[2] >> 2 & LOW2) << 4,
+        (w[0] >> 4 & LOW4) | (w[2] >> 4 & LOW2) << 4,
+        (w[1] >> 4 & LOW4) | (w[2] >> 6 & LOW2) << 4,
+    ];
+    // Bytewise `− 32` with no borrow between bytes: bit 7 set first (every byte is < 64),
+    // then flipped back.
+    bytemuck::cast(v.map(|w| ((w | 0x8080_8080) - 0x2020_2020) ^ 0x8080_8080))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -137,6 +172,23 @@ mod tests {
         let p = pack_scales_q3(&s);
         for (j, &v) in s.iter().enumerate() {
             assert_eq!(scale_q3(j, &p), v);
+        }
+    }
+
+    /// The all-at-once unpackings against the per-index ones, on random bytes.
+    #[test]
+    fn bulk_scale_unpacking_matches() {
+        let mut rng = qforge_core::rand::Rng::new(7);
+        for _ in 0..10_000 {
+            let q: [u8; 12] = std::array::from_fn(|_| rng.next_u64() as u8);
+            let (sc, m) = scales_mins_k4(&q);
+            for j in 0..8 {
+                assert_eq!((sc[j], m[j]), scale_min_k4(j, &q));
+            }
+            let s3 = scales_q3(&q);
+            for (j, &s) in s3.iter().enumerate() {
+                assert_eq!(i32::from(s), i32::from(scale_q3(j, &q)) - 32);
+            }
         }
     }
 

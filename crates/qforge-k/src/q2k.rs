@@ -2,7 +2,7 @@
 
 use crate::affine::{self, AffineSpec, RefWeights};
 use crate::decode::{self, DecodeBlock};
-use crate::dot::{GroupScales, Q8KDot, unpack_2bit};
+use crate::dot::{Q8KCodes, crumbs};
 use crate::pack::pack_2bit;
 use crate::{K_DOT, QK_K};
 use bytemuck::{Pod, Zeroable};
@@ -55,19 +55,24 @@ impl DecodeBlock for Q2K {
     }
 }
 
-impl Q8KDot for Q2K {
+/// ggml's `ggml_vec_dot_q2_K_q8_K`: codes `0..4`, 4-bit scale and min per 16 elements.
+impl Q8KCodes for Q2K {
     const HAS_MINS: bool = true;
+    const ZERO: u8 = 0;
 
     #[inline(always)]
-    fn d_dmin(b: &BlockQ2K) -> (f32, f32) {
-        (b.d.get(), b.dmin.get())
+    fn d_dmin(b: &BlockQ2K) -> [F16Le; 2] {
+        [b.d, b.dmin]
     }
 
-    /// ggml's `ggml_vec_dot_q2_K_q8_K`: codes `0..4`, 4-bit scale and min per 16 elements.
     #[inline(always)]
-    fn unpack(b: &BlockQ2K, q: &mut [i8; QK_K]) -> GroupScales {
-        unpack_2bit(&b.qs, q, |_, _, c| c as i8);
-        GroupScales { scales: b.scales.map(|s| i16::from(s & 0xF)), mins: b.scales.map(|s| i16::from(s >> 4)) }
+    fn chunk(b: &BlockQ2K, c: usize) -> [u8; 32] {
+        crumbs(&b.qs, c)
+    }
+
+    #[inline(always)]
+    fn scales(b: &BlockQ2K) -> ([i8; 16], [u8; 16]) {
+        (b.scales.map(|s| (s & 0xF) as i8), b.scales.map(|s| s >> 4))
     }
 }
 

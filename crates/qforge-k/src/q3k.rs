@@ -3,8 +3,8 @@
 
 use crate::affine::{importance, sigma2};
 use crate::decode::{self, DecodeBlock};
-use crate::dot::{GroupScales, Q8KDot, unpack_2bit};
-use crate::pack::{pack_2bit, pack_scales_q3, scale_q3, split_high_bit};
+use crate::dot::{Q8KCodes, crumbs, mask_bits, or};
+use crate::pack::{pack_2bit, pack_scales_q3, scale_q3, scales_q3, split_high_bit};
 use crate::symmetric::{NSUB, SUB, max_abs_scale, requantize, sub_block_scales};
 use crate::{K_DOT, QK_K, padded};
 use bytemuck::{Pod, Zeroable};
@@ -44,20 +44,25 @@ impl DecodeBlock for Q3K {
     }
 }
 
-impl Q8KDot for Q3K {
+/// ggml's `ggml_vec_dot_q3_K_q8_K`: codes `low + 4·high` with zero 4, signed 6-bit scales
+/// `sc − 32` per 16 elements.
+impl Q8KCodes for Q3K {
     const HAS_MINS: bool = false;
+    const ZERO: u8 = ZERO as u8;
 
     #[inline(always)]
-    fn d_dmin(b: &BlockQ3K) -> (f32, f32) {
-        (b.d.get(), 0.0)
+    fn d_dmin(b: &BlockQ3K) -> [F16Le; 2] {
+        [b.d, F16Le([0, 0])]
     }
 
-    /// ggml's `ggml_vec_dot_q3_K_q8_K`: codes `low - (high bit ? 0 : 4)` in `-4..4`, signed
-    /// 6-bit scales `sc - 32` per 16 elements.
     #[inline(always)]
-    fn unpack(b: &BlockQ3K, q: &mut [i8; QK_K]) -> GroupScales {
-        unpack_2bit(&b.qs, q, |hk, l, low| (low | (b.hmask[l] >> hk & 1) << 2) as i8 - ZERO as i8);
-        GroupScales { scales: std::array::from_fn(|j| i16::from(scale_q3(j, &b.scales)) - 32), mins: [0; 16] }
+    fn chunk(b: &BlockQ3K, c: usize) -> [u8; 32] {
+        or(crumbs(&b.qs, c), mask_bits(&b.hmask, c, 2))
+    }
+
+    #[inline(always)]
+    fn scales(b: &BlockQ3K) -> ([i8; 16], [u8; 16]) {
+        (scales_q3(&b.scales), [0; 16])
     }
 }
 

@@ -3,8 +3,8 @@
 
 use crate::affine::{self, AffineSpec, RefWeights};
 use crate::decode::DecodeBlock;
-use crate::dot::{GroupScales, Q8KDot};
-use crate::pack::{pack_4bit, pack_scale_min_k4, scale_min_k4, split_high_bit};
+use crate::dot::{Q8KCodes, mask_bits, nibbles, or};
+use crate::pack::{pack_4bit, pack_scale_min_k4, scale_min_k4, scales_mins_k4, split_high_bit};
 use crate::{K_DOT, QK_K};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
@@ -113,43 +113,35 @@ impl DecodeBlock for Q5K {
     }
 }
 
-/// The codes of q4_k / q5_k in element order (`qh` as in [`decode_k4`]) and their scales and
-/// mins, for ggml's `ggml_vec_dot_q4_K_q8_K` / `q5_K`.
-#[inline(always)]
-fn unpack_k4(scales: &[u8; 12], qs: &[u8; QK_K / 2], qh: Option<&[u8; 32]>, q: &mut [i8; QK_K]) -> GroupScales {
-    let zeros = [0u8; 32];
-    let qh = qh.unwrap_or(&zeros);
-    for (p, (qp, src)) in q.chunks_exact_mut(64).zip(qs.chunks_exact(32)).enumerate() {
-        let (lo, hi) = qp.split_at_mut(32);
-        for l in 0..32 {
-            lo[l] = ((src[l] & 0xF) | (qh[l] >> (2 * p) & 1) << 4) as i8;
-            hi[l] = ((src[l] >> 4) | (qh[l] >> (2 * p + 1) & 1) << 4) as i8;
-        }
-    }
-    let sm: [(u8, u8); 8] = std::array::from_fn(|j| scale_min_k4(j, scales));
-    GroupScales::per_32(sm.map(|(s, _)| s), sm.map(|(_, m)| m))
-}
-
 macro_rules! k4_dot {
-    ($t:ty, $block:ty, |$b:ident| $qh:expr) => {
-        impl Q8KDot for $t {
+    ($t:ty, $block:ty, |$b:ident, $c:ident| $chunk:expr) => {
+        /// ggml's `ggml_vec_dot_q4_K_q8_K` / `q5_K`: unsigned codes (layout as in
+        /// [`decode_k4`]), a 6-bit scale and min per 32-element sub-block.
+        impl Q8KCodes for $t {
             const HAS_MINS: bool = true;
+            const ZERO: u8 = 0;
 
             #[inline(always)]
-            fn d_dmin(b: &$block) -> (f32, f32) {
-                (b.d.get(), b.dmin.get())
+            fn d_dmin(b: &$block) -> [F16Le; 2] {
+                [b.d, b.dmin]
             }
 
             #[inline(always)]
-            fn unpack($b: &$block, q: &mut [i8; QK_K]) -> GroupScales {
-                unpack_k4(&$b.scales, &$b.qs, $qh, q)
+            fn chunk($b: &$block, $c: usize) -> [u8; 32] {
+                $chunk
+            }
+
+            #[inline(always)]
+            fn scales(b: &$block) -> ([i8; 16], [u8; 16]) {
+                let (sc, m) = scales_mins_k4(&b.scales);
+                (std::array::from_fn(|g| sc[g / 2] as i8), std::array::from_fn(|g| m[g / 2]))
             }
         }
     };
 }
 
-k4_dot!(Q4K, BlockQ4K, |b| None);
-k4_dot!(Q5K, BlockQ5K, |b| Some(&b.qh));
+k4_dot!(Q4K, BlockQ4K, |b, c| nibbles(&b.qs, c));
+k4_dot!(Q5K, BlockQ5K, |b, c| or(nibbles(&b.qs, c), mask_bits(&b.qh, c, 4)));
 
 impl BlockFormat for Q4K {
     type Block = BlockQ4K;

@@ -2,7 +2,7 @@
 //! scales.
 
 use crate::decode::DecodeBlock;
-use crate::dot::{GroupScales, Q8KDot};
+use crate::dot::{Q8KCodes, field, or};
 use crate::symmetric::{SUB, max_abs_scale, requantize, sub_block_scales, sub_weights};
 use crate::{K_DOT, QK_K, padded};
 use bytemuck::{Pod, Zeroable};
@@ -67,30 +67,28 @@ fn pack(codes: &[u8; QK_K], b: &mut BlockQ6K) {
     }
 }
 
-impl Q8KDot for Q6K {
+/// ggml's `ggml_vec_dot_q6_K_q8_K`: codes `q` with zero 32 (layout as in the decode), int8
+/// scales per 16 elements.
+impl Q8KCodes for Q6K {
     const HAS_MINS: bool = false;
+    const ZERO: u8 = ZERO as u8;
 
     #[inline(always)]
-    fn d_dmin(b: &BlockQ6K) -> (f32, f32) {
-        (b.d.get(), 0.0)
+    fn d_dmin(b: &BlockQ6K) -> [F16Le; 2] {
+        [b.d, F16Le([0, 0])]
     }
 
-    /// ggml's `ggml_vec_dot_q6_K_q8_K`: codes `q - 32` in `-32..32` (layout as in the
-    /// decode), int8 scales per 16 elements.
     #[inline(always)]
-    fn unpack(b: &BlockQ6K, q: &mut [i8; QK_K]) -> GroupScales {
-        for (h, qh128) in q.chunks_exact_mut(128).enumerate() {
-            let ql = &b.ql[64 * h..64 * h + 64];
-            let qh = &b.qh[32 * h..32 * h + 32];
-            for (k, plane) in qh128.chunks_exact_mut(32).enumerate() {
-                let low = &ql[32 * (k % 2)..32 * (k % 2) + 32];
-                for l in 0..32 {
-                    let c = (low[l] >> (4 * (k / 2)) & 0xF) | (qh[l] >> (2 * k) & 3) << 4;
-                    plane[l] = c as i8 - ZERO as i8;
-                }
-            }
-        }
-        GroupScales { scales: b.scales.map(i16::from), mins: [0; 16] }
+    fn chunk(b: &BlockQ6K, c: usize) -> [u8; 32] {
+        let (h, k) = (c / 4, c as u32 % 4);
+        let low = &b.ql.as_chunks::<32>().0[2 * h + k as usize % 2];
+        let high = &b.qh.as_chunks::<32>().0[h];
+        or(field(low, 4 * (k / 2), 4, 0), field(high, 2 * k, 2, 4))
+    }
+
+    #[inline(always)]
+    fn scales(b: &BlockQ6K) -> ([i8; 16], [u8; 16]) {
+        (b.scales, [0; 16])
     }
 }
 

@@ -3,10 +3,10 @@
 //! `vec_dot` is the conformance suite's `native_dot_matches_ggml`.)
 
 mod support;
-use support::dot_props;
+use support::{codes_kernel, dot_props};
 
 use qforge_core::{BlockFormat, Format, NativeDot};
-use qforge_k::dot::Q8KDot;
+use qforge_k::dot::Q8KCodes;
 use qforge_k::*;
 
 /// `RTOL · Σ_i |dmin·min(i)·a_i|`: the min terms of an affine K-quant (q2_k, q4_k, q5_k)
@@ -14,14 +14,13 @@ use qforge_k::*;
 /// f32 values, in the dequantization as in the kernel). q8_k's `bsums` are exact integers and
 /// its scale is f32, so nothing else is rounded beyond f32.
 pub fn min_terms(f: &dyn Format, w: &[u8], _a: &[u8], ad: &[f32]) -> f64 {
-    fn mags<F: Q8KDot>(w: &[u8], ad: &[f32]) -> f64 {
+    fn mags<F: Q8KCodes>(w: &[u8], ad: &[f32]) -> f64 {
         let blocks: &[F::Block] = bytemuck::cast_slice(w);
-        let mut q = [0i8; QK_K];
         let mut sum = 0.0;
         for (b, ad) in blocks.iter().zip(ad.chunks_exact(QK_K)) {
-            let (_, dmin) = F::d_dmin(b);
-            let g = F::unpack(b, &mut q);
-            for (&m, a) in g.mins.iter().zip(ad.chunks_exact(16)) {
+            let dmin = F::d_dmin(b)[1].get();
+            let (_, mins) = F::scales(b);
+            for (&m, a) in mins.iter().zip(ad.chunks_exact(16)) {
                 let a: f64 = a.iter().map(|v| f64::from(v.abs())).sum();
                 sum += (f64::from(dmin) * f64::from(m)).abs() * a;
             }
@@ -57,4 +56,22 @@ fn dot_type_names_the_activation_format() {
     check::<Q5K>();
     check::<Q6K>();
     check::<Q8K>();
+}
+
+#[test]
+fn codes_match_decode() {
+    codes_kernel::codes_match_decode::<Q2K>(1);
+    codes_kernel::codes_match_decode::<Q3K>(2);
+    codes_kernel::codes_match_decode::<Q4K>(3);
+    codes_kernel::codes_match_decode::<Q5K>(4);
+    codes_kernel::codes_match_decode::<Q6K>(5);
+}
+
+#[test]
+fn simd_kernels_equal_portable() {
+    codes_kernel::kernels_agree::<Q2K>(11);
+    codes_kernel::kernels_agree::<Q3K>(12);
+    codes_kernel::kernels_agree::<Q4K>(13);
+    codes_kernel::kernels_agree::<Q5K>(14);
+    codes_kernel::kernels_agree::<Q6K>(15);
 }

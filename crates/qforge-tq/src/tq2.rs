@@ -5,7 +5,7 @@ use crate::{QK_K, decode_row};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
-use qforge_k::dot::{GroupScales, Q8KDot};
+use qforge_k::dot::{Q8KCodes, crumbs};
 
 /// ggml's `block_tq2_0` (66 bytes): 64 code bytes, then the f16 scale `d`. Bits `2l..2l+2` of
 /// byte `32h + m` hold the code of element `128h + 32l + m`.
@@ -34,20 +34,26 @@ fn unpack_block<T: Copy>(b: &BlockTq2_0, out: &mut [T; QK_K], value: impl Fn(u8)
     }
 }
 
-impl Q8KDot for Tq2_0 {
+/// ggml's `ggml_vec_dot_tq2_0_q8_K`: the 2-bit fields with zero 1 (the unused field 3 gives
+/// 2, as in the decode), one scale `d` per block.
+impl Q8KCodes for Tq2_0 {
     const HAS_MINS: bool = false;
+    const ZERO: u8 = 1;
+    const UNIT_SCALES: bool = true;
 
     #[inline(always)]
-    fn d_dmin(b: &BlockTq2_0) -> (f32, f32) {
-        (b.d.get(), 0.0)
+    fn d_dmin(b: &BlockTq2_0) -> [F16Le; 2] {
+        [b.d, F16Le([0, 0])]
     }
 
-    /// ggml's `ggml_vec_dot_tq2_0_q8_K`: `t = field - 1` (the unused field 3 gives 2, as in
-    /// the decode), one scale `d` per block.
     #[inline(always)]
-    fn unpack(b: &BlockTq2_0, q: &mut [i8; QK_K]) -> GroupScales {
-        unpack_block(b, q, |c| c as i8 - 1);
-        GroupScales::ONES
+    fn chunk(b: &BlockTq2_0, c: usize) -> [u8; 32] {
+        crumbs(&b.qs, c)
+    }
+
+    #[inline(always)]
+    fn scales(_: &BlockTq2_0) -> ([i8; 16], [u8; 16]) {
+        ([1; 16], [0; 16])
     }
 }
 

@@ -2,6 +2,8 @@
 //! the dequantized rows, and their length checks. (Agreement with ggml's own `vec_dot` is the
 //! conformance suite's `native_dot_matches_ggml`.)
 
+#[path = "../../qforge-k/tests/support/codes_kernel.rs"]
+mod codes_kernel;
 #[path = "../../qforge-k/tests/support/dot_props.rs"]
 mod dot_props;
 
@@ -26,4 +28,16 @@ fn dot_type_names_the_activation_format() {
     }
     check::<Tq1_0>();
     check::<Tq2_0>();
+}
+
+#[test]
+fn codes_match_decode() {
+    codes_kernel::codes_match_decode::<Tq1_0>(1);
+    codes_kernel::codes_match_decode::<Tq2_0>(2);
+}
+
+#[test]
+fn simd_kernels_equal_portable() {
+    codes_kernel::kernels_agree::<Tq1_0>(11);
+    codes_kernel::kernels_agree::<Tq2_0>(12);
 }

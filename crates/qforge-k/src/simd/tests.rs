@@ -1,0 +1,74 @@
+//! The AVX2 kernels against the portable ones, bit for bit, on this CPU.
+
+use super::*;
+
+use qforge_core::rand::Rng;
+
+/// Uniform in [lo, hi].
+fn range(rng: &mut Rng, lo: i32, hi: i32) -> i32 {
+    lo + (rng.next_u64() % (hi - lo + 1) as u64) as i32
+}
+
+/// Random blocks within the kernel's contract (`|q·scale| < 2^15`), from small codes with
+/// large scales to full-range codes, including all-extreme blocks and codes of -128.
+#[test]
+fn avx2_isum_equals_portable() {
+    if !has_avx2() {
+        eprintln!("no AVX2 on this CPU: nothing to compare");
+        return;
+    }
+    let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
+    let mut fallbacks = 0;
+    for case in 0..20_000 {
+        // Largest |code| of this block, and the largest scale that keeps |q·s| < 2^15.
+        let qmax = [1, 3, 7, 15, 31, 32, 63, 113, 127, 128][case % 10];
+        let smax = (i16::MAX as i32) / qmax;
+        let mode = (case / 10) % 4;
+        let q: [i8; QK_K] = std::array::from_fn(|_| match mode {
+            0 => range(&mut rng, -qmax, qmax.min(127)) as i8,
+            1 => [-qmax, qmax.min(127)][(rng.next_u64() & 1) as usize] as i8,
+            2 => (-qmax) as i8,
+            _ => range(&mut rng, 0, qmax.min(127)) as i8,
+        });
+        let a: [i8; QK_K] = std::array::from_fn(|_| match mode {
+            1 | 2 => [-128, 127][(rng.next_u64() & 1) as usize],
+            _ => range(&mut rng, -128, 127) as i8,
+        });
+        let scales: [i16; GROUPS] = std::array::from_fn(|_| match mode {
+            1 | 2 => [-smax, smax][(rng.next_u64() & 1) as usize] as i16,
+            _ => range(&mut rng, -smax, smax) as i16,
+        });
+        fallbacks += usize::from(q.contains(&i8::MIN));
+        // SAFETY: `has_avx2()` returned true above, so AVX2 and FMA are present.
+        let fast = unsafe { scaled_isum_avx2(&q, &a, &scales) };
+        assert_eq!(fast, scaled_isum(&q, &a, &scales), "case {case}: q {q:?} a {a:?} scales {scales:?}");
+    }
+    assert!(fallbacks > 0, "no block exercised the -128 fallback");
+}
+
+/// Whole rows of q8_k (the signed-code kernel's format here) from random bytes (random codes,
+/// f32 scales, NaN / Inf included): the dispatched `q8k_vec_dot` (AVX2 here) and the portable
+/// one give the same f32 bits.
+#[test]
+fn avx2_rows_are_bit_identical() {
+    use crate::Q8K;
+    fn rows<F: Q8KDot>(rng: &mut Rng) {
+        for n in [1usize, 3, 16] {
+            let mut bytes = |len: usize| -> Vec<u8> { (0..len).map(|_| rng.next_u64() as u8).collect() };
+            let wb = bytes(n * size_of::<F::Block>());
+            let ab = bytes(n * size_of::<BlockQ8K>());
+            let w: &[F::Block] = bytemuck::cast_slice(&wb);
+            let a: &[BlockQ8K] = bytemuck::cast_slice(&ab);
+            let fast = crate::dot::q8k_vec_dot::<F>(w, a);
+            let safe = q8k_vec_dot_with::<F>(w, a, scaled_isum);
+            assert!(fast.to_bits() == safe.to_bits() || (fast.is_nan() && safe.is_nan()), "{fast} vs {safe}");
+        }
+    }
+    if !has_avx2() {
+        return;
+    }
+    let mut rng = Rng::new(0x1234_5678_9abc_def1);
+    for _ in 0..200 {
+        rows::<Q8K>(&mut rng);
+    }
+}
