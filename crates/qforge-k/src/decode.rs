@@ -61,9 +61,26 @@ pub(crate) fn decode<F: DecodeBlock, O: Elem>(b: &F::Block, out: &mut [O]) {
 
 /// Decodes a row of blocks into `out` (at most `blocks.len() * QK_K` elements): f32 output is
 /// written in place, other dtypes go through one stack block; a partial last block keeps its
-/// real elements.
+/// real elements. f32 rows run compiled for AVX2 where the CPU has it (same operations, same
+/// bits).
 pub(crate) fn decode_row<F: DecodeBlock, O: Elem>(blocks: &[F::Block], out: &mut [O]) {
     if let OutRow::F32(o) = O::out_row(out) {
+        #[cfg(target_arch = "x86_64")]
+        if crate::simd::decode_row_f32::<F>(blocks, o) {
+            return;
+        }
+        decode_row_f32::<F>(blocks, o);
+        return;
+    }
+    for (b, dst) in blocks.iter().zip(out.chunks_mut(QK_K)) {
+        decode::<F, O>(b, dst);
+    }
+}
+
+/// The f32 row of [`decode_row`], inlined into each build of it.
+#[inline(always)]
+pub(crate) fn decode_row_f32<F: DecodeBlock>(blocks: &[F::Block], o: &mut [f32]) {
+    {
         let mut chunks = o.chunks_exact_mut(QK_K);
         let mut used = 0;
         for (b, y) in blocks.iter().zip(&mut chunks) {
@@ -75,9 +92,5 @@ pub(crate) fn decode_row<F: DecodeBlock, O: Elem>(blocks: &[F::Block], out: &mut
         if let (false, Some(b)) = (tail.is_empty(), blocks.get(used)) {
             decode::<F, f32>(b, tail);
         }
-        return;
-    }
-    for (b, dst) in blocks.iter().zip(out.chunks_mut(QK_K)) {
-        decode::<F, O>(b, dst);
     }
 }

@@ -47,6 +47,7 @@ impl AffineSpec for Q2K {
 
 impl DecodeBlock for Q2K {
     /// ggml's `dequantize_row_q2_K`: `d * sc * q - dmin * m` per 16-element sub-block.
+    #[inline(always)]
     fn decode_f32(b: &BlockQ2K, y: &mut [f32; QK_K]) {
         let (d, dmin) = (b.d.get(), b.dmin.get());
         let dl: [f32; 16] = std::array::from_fn(|j| d * (b.scales[j] & 0xF) as f32);

@@ -33,6 +33,7 @@ const ZERO: i32 = 4;
 
 impl DecodeBlock for Q3K {
     /// ggml's `dequantize_row_q3_K`: `d * (sc - 32) * (q - (high bit ? 0 : 4))`.
+    #[inline(always)]
     fn decode_f32(b: &BlockQ3K, y: &mut [f32; QK_K]) {
         let d = b.d.get();
         let dl: [f32; NSUB] = std::array::from_fn(|j| d * (scale_q3(j, &b.scales) as i32 - 32) as f32);

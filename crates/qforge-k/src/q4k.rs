@@ -102,12 +102,14 @@ fn decode_k4(
 }
 
 impl DecodeBlock for Q4K {
+    #[inline(always)]
     fn decode_f32(b: &BlockQ4K, y: &mut [f32; QK_K]) {
         decode_k4(b.d, b.dmin, &b.scales, &b.qs, None, y);
     }
 }
 
 impl DecodeBlock for Q5K {
+    #[inline(always)]
     fn decode_f32(b: &BlockQ5K, y: &mut [f32; QK_K]) {
         decode_k4(b.d, b.dmin, &b.scales, &b.qs, Some(&b.qh), y);
     }

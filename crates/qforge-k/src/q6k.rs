@@ -32,6 +32,7 @@ const ZERO: i32 = 32;
 
 impl DecodeBlock for Q6K {
     /// ggml's `dequantize_row_q6_K`: `d * sc * (q - 32)` per 16-element sub-block.
+    #[inline(always)]
     fn decode_f32(b: &BlockQ6K, y: &mut [f32; QK_K]) {
         let d = b.d.get();
         // Element 128h + 32k + l (sub-block 8h + 2k + l / 16), as ggml's loop: the inner loop

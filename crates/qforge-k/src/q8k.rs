@@ -23,6 +23,7 @@ pub struct Q8K;
 
 impl DecodeBlock for Q8K {
     /// `d * q` (ggml has no `to_float` for q8_k; this is its `dequantize_row_q8_K`).
+    #[inline(always)]
     fn decode_f32(b: &BlockQ8K, y: &mut [f32; QK_K]) {
         let d = b.d.get();
         for (v, &q) in y.iter_mut().zip(&b.qs) {

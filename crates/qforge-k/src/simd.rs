@@ -28,6 +28,23 @@ use crate::QK_K;
 use crate::dot::{GROUPS, Q8KDot, q8k_vec_dot_with, scaled_isum};
 use crate::q8k::BlockQ8K;
 
+/// The f32 row of [`crate::decode::decode_row`] compiled for AVX2; `false` (nothing
+/// written) without AVX2.
+pub(crate) fn decode_row_f32<F: crate::decode::DecodeBlock>(blocks: &[F::Block], out: &mut [f32]) -> bool {
+    if !has_avx2() {
+        return false;
+    }
+    // SAFETY: `has_avx2()` has just checked that this CPU supports AVX2, FMA and F16C, all
+    // the `#[target_feature]` function needs.
+    unsafe { decode_row_f32_avx2::<F>(blocks, out) };
+    true
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+pub(crate) fn decode_row_f32_avx2<F: crate::decode::DecodeBlock>(blocks: &[F::Block], out: &mut [f32]) {
+    crate::decode::decode_row_f32::<F>(blocks, out);
+}
+
 /// Whether this CPU runs the AVX2 kernels ([`qforge_core::cpu::avx2`]: AVX2, FMA, F16C).
 pub(crate) fn has_avx2() -> bool {
     qforge_core::cpu::avx2()

@@ -72,3 +72,43 @@ fn avx2_rows_are_bit_identical() {
         rows::<Q8K>(&mut rng);
     }
 }
+
+/// Rows of random blocks (finite f16 scales of every magnitude, and raw bytes: NaN and
+/// infinite scales too) decode to the same f32 bits with the AVX2 build as with the portable
+/// one, whole rows and rows ending in a partial block.
+fn decode_equal<F: crate::decode::DecodeBlock>(seed: u64) {
+    assert!(has_avx2(), "this test needs AVX2 (every x86-64 machine this project builds on has it)");
+    let mut rng = Rng::new(seed);
+    let bb = size_of::<F::Block>();
+    for case in 0..200 {
+        let nb = 1 + case % 5;
+        let mut bytes: Vec<u8> = (0..nb * bb).map(|_| rng.next_u64() as u8).collect();
+        if case % 3 != 0 {
+            // Finite scales: clear the top exponent bit of every 16-bit word that holds one.
+            for b in bytes.chunks_exact_mut(bb) {
+                for i in (1..bb).step_by(2) {
+                    b[i] &= 0xBF;
+                }
+            }
+        }
+        let blocks: Vec<F::Block> = bytes.chunks_exact(bb).map(bytemuck::pod_read_unaligned).collect();
+        let n = nb * QK_K - [0, 1, 100][case % 3];
+        let (mut fast, mut slow) = (vec![0f32; n], vec![0f32; n]);
+        // SAFETY: AVX2, FMA and F16C are present (asserted above).
+        unsafe { decode_row_f32_avx2::<F>(&blocks, &mut fast) };
+        crate::decode::decode_row_f32::<F>(&blocks, &mut slow);
+        for (i, (a, b)) in fast.iter().zip(&slow).enumerate() {
+            assert!(a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()), "case {case} value {i}: {a:e} vs {b:e}");
+        }
+    }
+}
+
+#[test]
+fn avx2_decode_equals_portable() {
+    decode_equal::<crate::Q2K>(1);
+    decode_equal::<crate::Q3K>(2);
+    decode_equal::<crate::Q4K>(3);
+    decode_equal::<crate::Q5K>(4);
+    decode_equal::<crate::Q6K>(5);
+    decode_equal::<crate::Q8K>(6);
+}
