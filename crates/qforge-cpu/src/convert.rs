@@ -49,7 +49,8 @@ pub(crate) fn from_f32(src: &[f32], dst: OutRow<'_>) {
 fn bf16_bits(v: f32) -> u16 {
     let x = v.to_bits();
     let nan = (x & 0x7FFF_FFFF) > 0x7F80_0000;
-    let rounded = (x + 0x7FFF + ((x >> 16) & 1)) >> 16;
+    // Wrapping: only NaN bit patterns (not selected below) can carry past 32 bits.
+    let rounded = x.wrapping_add(0x7FFF + ((x >> 16) & 1)) >> 16;
     let quiet = (x >> 16) | 0x0040;
     (if nan { quiet } else { rounded }) as u16
 }
@@ -134,6 +135,8 @@ mod tests {
             -f32::NAN,
             f32::from_bits(0x7F80_0001),
             f32::from_bits(0xFFC0_1234),
+            f32::from_bits(0xFFFF_FFFF),
+            f32::from_bits(0x7FFF_FFFF),
             f32::INFINITY,
             f32::NEG_INFINITY,
             0.0,
