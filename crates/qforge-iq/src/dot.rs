@@ -19,7 +19,7 @@ use crate::tables::{KSIGNS_IQ2XS, KVALUES_IQ4NL};
 use qforge_core::{BlockFormat, NativeDot};
 use qforge_k::dot::{GroupScales, Q8KDot, q8k_vec_dot};
 use qforge_k::{BlockQ8K, Q8K};
-use qforge_legacy::kernels::{idot_lanes, nibble_lut};
+use qforge_legacy::kernels::{LutBlock, LutScale, NibbleOrder, lut_vec_dot, lut_vec_dot_rows, nibble_lut};
 use qforge_legacy::{BlockQ8_0, Q8_0};
 
 /// The bytes of `v` (little-endian) as `i8`.
@@ -136,40 +136,36 @@ macro_rules! q8k_native_dot {
 
 q8k_native_dot!(Iq2Xxs, Iq2Xs, Iq2S, Iq3Xxs, Iq3S, Iq1S, Iq1M, Iq4Xs);
 
+/// iq4_nl is a nibble-table format against q8_0: `qforge-legacy`'s shared kernel
+/// ([`lut_vec_dot`], AVX2 where the CPU has it) computes ggml's `ggml_vec_dot_iq4_nl_q8_0`,
+/// `Σ_b (d_y · d_x) · Σ kvalues_iq4nl[q]·q8`, with the exact integer sums kept in 8 lanes and
+/// accumulated in f32 lanes as ggml's AVX2 kernel does.
+impl LutBlock for BlockIq4Nl {
+    const TABLE: [i8; 16] = KVALUES_IQ4NL;
+    const UNITS: usize = 1;
+    const ORDER: NibbleOrder = NibbleOrder::Split32;
+    const SCALE: LutScale = LutScale::F16;
+
+    #[inline(always)]
+    fn codes(&self, _: usize) -> &[u8; 16] {
+        &self.qs
+    }
+
+    #[inline(always)]
+    fn f16_bits(&self) -> u16 {
+        self.d.bits()
+    }
+}
+
 impl NativeDot for Iq4Nl {
     type Act = Q8_0;
 
-    /// ggml's `ggml_vec_dot_iq4_nl_q8_0`: `Σ_b (d_y · d_x) · Σ kvalues_iq4nl[q]·q8`, the
-    /// exact integer sums kept in 16 lanes and accumulated in f32 lanes as ggml's SIMD does.
     fn vec_dot(w: &[BlockIq4Nl], a: &[BlockQ8_0]) -> f32 {
-        let n = w.len().min(a.len());
-        let (w, a) = (&w[..n], &a[..n]);
-        let mut acc = [0f32; 16];
-        #[inline(always)]
-        fn block(x: &BlockIq4Nl, y: &BlockQ8_0, d: f32, acc: &mut [f32; 16]) {
-            let lanes = idot_lanes(&nibble_values(&x.qs, &KVALUES_IQ4NL), &y.qs);
-            for l in 0..16 {
-                acc[l] += d * lanes[l] as f32;
-            }
-        }
-        // Scales widened 8 blocks at a time: one by one inside the loop, the f16 load
-        // (`vpinsrw`) picks up a false dependency on the accumulator and serializes the loop.
-        let (wb, wt) = w.as_chunks::<8>();
-        let (ab, at) = a.as_chunks::<8>();
-        for (xs, ys) in wb.iter().zip(ab) {
-            let d: [f32; 8] = std::array::from_fn(|j| ys[j].d.get() * xs[j].d.get());
-            for j in 0..8 {
-                block(&xs[j], &ys[j], d[j], &mut acc);
-            }
-        }
-        for (x, y) in wt.iter().zip(at) {
-            block(x, y, y.d.get() * x.d.get(), &mut acc);
-        }
-        let mut sumf = 0.0f32;
-        for v in acc {
-            sumf += v;
-        }
-        sumf
+        lut_vec_dot(w, a)
+    }
+
+    fn vec_dot_rows(w: &[BlockIq4Nl], a: &[&[BlockQ8_0]], out: &mut [f32]) {
+        lut_vec_dot_rows(w, a, out)
     }
 }
 
