@@ -292,6 +292,7 @@ impl SubBlocks for Iq2Xxs {
 
     #[inline(always)]
     fn sub_block(b: &BlockIq2Xxs, ib: usize) -> SubBlock<'_> {
+        let ib = ib & 7; // (in range anyway: lets LLVM drop the bounds checks)
         let (aux0, aux1) = (u32_at(&b.qs, 8 * ib), u32_at(&b.qs, 8 * ib + 4));
         SubBlock::Words(std::array::from_fn(|l| {
             let grid = no_gather_word(IQ2XXS_GRID[((aux0 >> (8 * l)) & 255) as usize]);
@@ -315,6 +316,7 @@ impl SubBlocks for Iq2Xs {
 
     #[inline(always)]
     fn sub_block(b: &BlockIq2Xs, ib: usize) -> SubBlock<'_> {
+        let ib = ib & 7; // (in range anyway: lets LLVM drop the bounds checks)
         SubBlock::Words(std::array::from_fn(|l| {
             let q = u16::from_le_bytes([b.qs[8 * ib + 2 * l], b.qs[8 * ib + 2 * l + 1]]);
             let grid = no_gather_word(IQ2XS_GRID[(q & 511) as usize]);
@@ -338,6 +340,7 @@ impl SubBlocks for Iq2S {
 
     #[inline(always)]
     fn sub_block(b: &BlockIq2S, ib: usize) -> SubBlock<'_> {
+        let ib = ib & 7; // (in range anyway: lets LLVM drop the bounds checks)
         let (codes, signs) = b.qs.split_at(QK_K / 8);
         let qh = usize::from(b.qh[ib]);
         SubBlock::Words(std::array::from_fn(|l| {

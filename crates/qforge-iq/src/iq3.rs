@@ -202,6 +202,7 @@ impl SubBlocks for Iq3Xxs {
 
     #[inline(always)]
     fn sub_block(b: &BlockIq3Xxs, ib: usize) -> SubBlock<'_> {
+        let ib = ib & 7; // (in range anyway: lets LLVM drop the bounds checks)
         let (codes, aux) = b.qs.split_at(QK_K / 4);
         let q = &codes[8 * ib..8 * ib + 8];
         let aux = u32::from_le_bytes([aux[4 * ib], aux[4 * ib + 1], aux[4 * ib + 2], aux[4 * ib + 3]]);
@@ -229,6 +230,7 @@ impl SubBlocks for Iq3S {
 
     #[inline(always)]
     fn sub_block(b: &BlockIq3S, ib: usize) -> SubBlock<'_> {
+        let ib = ib & 7; // (in range anyway: lets LLVM drop the bounds checks)
         let q = &b.qs[8 * ib..8 * ib + 8];
         let qh = usize::from(b.qh[ib]);
         SubBlock::Words(std::array::from_fn(|l| {
