@@ -2,11 +2,31 @@
 //! unsigned 8-bit float with 4 exponent and 3 mantissa bits). Both decoders return half the
 //! scale, as ggml's do, because the E2M1 table ([`crate::e2m1::E2M1_X2`]) is doubled.
 
+/// [`e8m0_to_f32_half`] of every byte, for the dot kernel.
+pub static E8M0_HALF: [f32; 256] = byte_table!(e8m0_to_f32_half);
+
+/// [`ue4m3_to_f32_half`] of every byte, for the dot kernel.
+pub static UE4M3_HALF: [f32; 256] = byte_table!(ue4m3_to_f32_half);
+
+/// `[f(0), f(1), ..., f(255)]` at compile time.
+macro_rules! byte_table {
+    ($f:ident) => {{
+        let mut t = [0f32; 256];
+        let mut b = 0;
+        while b < 256 {
+            t[b] = $f(b as u8);
+            b += 1;
+        }
+        t
+    }};
+}
+use byte_table;
+
 /// ggml's `ggml_e8m0_to_fp32_half`: `2^(e - 128)` for every byte `e`. There is no NaN:
 /// `e = 0` and `e = 1` give the subnormals 2^-128 and 2^-127, and `e = 0xFF` gives 2^127.
 #[inline]
-pub fn e8m0_to_f32_half(e: u8) -> f32 {
-    let bits = if e < 2 { 0x0020_0000u32 << e } else { u32::from(e - 1) << 23 };
+pub const fn e8m0_to_f32_half(e: u8) -> f32 {
+    let bits = if e < 2 { 0x0020_0000u32 << e } else { ((e - 1) as u32) << 23 };
     f32::from_bits(bits)
 }
 
@@ -34,19 +54,19 @@ pub fn e8m0_from_amax(amax: f32) -> u8 {
 /// decode to 0 while `0xFF` decodes to 240. Exponent bias 7; exponent 0 is subnormal
 /// (`m · 2^-9`). Every result is exact.
 #[inline]
-pub fn ue4m3_to_f32_half(x: u8) -> f32 {
+pub const fn ue4m3_to_f32_half(x: u8) -> f32 {
     if x == 0 || x == 0x7F {
         return 0.0;
     }
-    let exp = i32::from((x >> 3) & 0x0F);
-    let man = f32::from(x & 0x07);
+    let exp = ((x >> 3) & 0x0F) as i32;
+    let man = (x & 0x07) as f32;
     let raw = if exp == 0 { man * pow2(-9) } else { (1.0 + man / 8.0) * pow2(exp - 7) };
     raw * 0.5
 }
 
 /// `2^k` for `-126 <= k <= 127`, exactly.
 #[inline]
-fn pow2(k: i32) -> f32 {
+const fn pow2(k: i32) -> f32 {
     f32::from_bits(((k + 127) as u32) << 23)
 }
 
@@ -85,6 +105,16 @@ pub fn ue4m3_from_f32(x: f32) -> u8 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// The kernel's tables hold the decoders' values, bit for bit (evaluated at compile time
+    /// there, at run time here).
+    #[test]
+    fn byte_tables_match_the_decoders() {
+        for b in 0..=255u8 {
+            assert_eq!(E8M0_HALF[usize::from(b)].to_bits(), e8m0_to_f32_half(std::hint::black_box(b)).to_bits());
+            assert_eq!(UE4M3_HALF[usize::from(b)].to_bits(), ue4m3_to_f32_half(std::hint::black_box(b)).to_bits());
+        }
+    }
 
     #[test]
     fn e8m0_half_is_two_to_the_e_minus_128() {

@@ -19,7 +19,7 @@ use crate::tables::{KSIGNS_IQ2XS, KVALUES_IQ4NL};
 use qforge_core::{BlockFormat, NativeDot};
 use qforge_k::dot::{GroupScales, Q8KDot, q8k_vec_dot};
 use qforge_k::{BlockQ8K, Q8K};
-use qforge_legacy::kernels::{idot_lanes, nibble_lut};
+use qforge_legacy::kernels::{LutBlock, LutScale, NibbleOrder, lut_vec_dot, lut_vec_dot_rows, nibble_lut};
 use qforge_legacy::{BlockQ8_0, Q8_0};
 
 /// The bytes of `v` (little-endian) as `i8`.
@@ -32,15 +32,15 @@ fn bytes_i8(v: u64) -> [i8; 8] {
 /// `signs & kmask_iq2xs[j] ? -1 : 1`), as one 64-bit word operation: `(g ^ m) + (m & 1)` per
 /// byte with `m` = 0xFF where negated. Exact for grid bytes in `1..128` (no carry between
 /// bytes), which every iq2 / iq3 grid is (checked in the tests).
-#[inline(always)]
+#[cfg(test)]
 pub(crate) fn signed8(grid: u64, signs: u8) -> [i8; 8] {
-    signed8_mask(grid, SIGN_MASK[usize::from(signs)])
+    bytes_i8(signed_word(grid, SIGN_MASK[usize::from(signs)]))
 }
 
-/// [`signed8`] with the byte mask already looked up.
+/// [`signed8`] with the byte mask `m` already looked up, as the word of the 8 `i8` values.
 #[inline(always)]
-pub(crate) fn signed8_mask(grid: u64, m: u64) -> [i8; 8] {
-    bytes_i8((grid ^ m).wrapping_add(m & 0x0101_0101_0101_0101))
+pub(crate) fn signed_word(grid: u64, m: u64) -> u64 {
+    (grid ^ m).wrapping_add(m & 0x0101_0101_0101_0101)
 }
 
 /// A compiler-only barrier (no instruction) placed after each grid lookup of an `ints` loop.
@@ -52,6 +52,23 @@ pub(crate) fn signed8_mask(grid: u64, m: u64) -> [i8; 8] {
 #[inline(always)]
 pub(crate) fn no_gather() {
     std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
+}
+
+/// [`no_gather`] for one loaded grid word, without the fence's cost: the value passes through
+/// an opaque (empty) register barrier, so LLVM cannot merge the loads of a sub-block into a
+/// gather, yet keeps everything else in registers (a fence forces locals to the stack, which
+/// cost the AVX2 kernel a third of its speed). Other targets use the fence.
+#[inline(always)]
+pub(crate) fn no_gather_word(x: u64) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        crate::simd::opaque(x)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        no_gather();
+        x
+    }
 }
 
 /// `SIGN_MASK[b]` has byte `j` = 0xFF where bit `j` of `b` is set, else 0.
@@ -83,13 +100,6 @@ pub(crate) static KSIGNS_MASK: [u64; 128] = {
     t
 };
 
-/// `table[q]` for the 32 codes of the 16 bytes `qs`: low nibbles (values 0..16), then high
-/// nibbles (values 16..32), as iq4_nl / iq4_xs pack them.
-#[inline(always)]
-pub(crate) fn nibble_values(qs: &[u8; 16], table: &[i8; 16]) -> [i8; 32] {
-    nibble_lut(qs, table)
-}
-
 /// A 256-value I-quant dotted with q8_k activations through `qforge-k`'s shared kernel
 /// ([`q8k_vec_dot`]): the format gives its integer values and the integer scale of each
 /// 16-value group, so that the block's exact integer sum is `Σ_g scale[g]·Σ_{i in g} v[i]·q8[i]`,
@@ -102,6 +112,52 @@ pub(crate) trait KDot: BlockFormat {
     /// Writes the block's integer values in element order, as 32 groups of 8, and returns
     /// the integer scale of each 16-value group (`|value · scale| < 2^15`).
     fn ints(b: &Self::Block, w: &mut [[i8; 8]; QK_K / 8]) -> [i16; QK_K / 16];
+}
+
+/// The 32 integer values of one sub-block, as a format stores them most cheaply.
+pub(crate) enum SubBlock<'a> {
+    /// Four words of 8 `i8` values (little-endian bytes), values `8l .. 8l + 8` in word `l`:
+    /// the grid formats (grid value × sign).
+    Words([u64; 4]),
+    /// 16 bytes of 4-bit indices into `kvalues_iq4nl`, low nibbles values 0..16, high
+    /// nibbles 16..32 (iq4_xs).
+    Nibbles(&'a [u8; 16]),
+}
+
+/// A 256-value I-quant described by its 8 sub-blocks of 32 values (every value in
+/// `-127..=127`) and the integer scale of each 16 values: the formats with an AVX2 kernel
+/// (`simd.rs`). Their [`KDot`] (the portable path, `qforge-k`'s kernel) derives from it.
+pub(crate) trait SubBlocks: BlockFormat {
+    /// As [`KDot::d`].
+    fn d(b: &Self::Block) -> f32;
+    /// The values of sub-block `ib` (`0..8`).
+    fn sub_block(b: &Self::Block, ib: usize) -> SubBlock<'_>;
+    /// The integer scale of each 16-value group (`|value · scale| < 2^15`).
+    fn scales(b: &Self::Block) -> [i16; QK_K / 16];
+    /// Whether one row's dot runs the AVX2 kernel too. The grid formats' one-row dot keeps
+    /// `qforge-k`'s kernel, measured faster on the Zen 1 bench machine for a single row (its
+    /// block unpacking pipelines better); the AVX2 kernel wins once several rows share the
+    /// unpacked values (mat-mul), by 2-3x there.
+    const SIMD_ONE_ROW: bool;
+}
+
+impl<F: SubBlocks> KDot for F {
+    #[inline(always)]
+    fn d(b: &Self::Block) -> f32 {
+        <F as SubBlocks>::d(b)
+    }
+
+    #[inline(always)]
+    fn ints(b: &Self::Block, w: &mut [[i8; 8]; QK_K / 8]) -> [i16; QK_K / 16] {
+        let (w4, _) = w.as_chunks_mut::<4>();
+        for (ib, w4) in w4.iter_mut().enumerate() {
+            *w4 = match F::sub_block(b, ib) {
+                SubBlock::Words(x) => x.map(bytes_i8),
+                SubBlock::Nibbles(q) => bytemuck::cast(nibble_lut::<16, 32>(q, &KVALUES_IQ4NL)),
+            };
+        }
+        F::scales(b)
+    }
 }
 
 /// Each scale of the 8 sub-blocks of 32 values, repeated over its two 16-value groups.
@@ -124,7 +180,14 @@ macro_rules! q8k_native_dot {
                 GroupScales { scales, mins: [0; QK_K / 16] }
             }
         }
+    )*};
+}
 
+q8k_native_dot!(Iq2Xxs, Iq2Xs, Iq2S, Iq3Xxs, Iq3S, Iq1S, Iq1M, Iq4Xs);
+
+/// iq1_s / iq1_m: `qforge-k`'s q8_k kernel on the unpacked values.
+macro_rules! q8k_unpacked_dot {
+    ($($fmt:ty),*) => {$(
         impl NativeDot for $fmt {
             type Act = Q8K;
             fn vec_dot(w: &[Self::Block], a: &[BlockQ8K]) -> f32 {
@@ -134,42 +197,71 @@ macro_rules! q8k_native_dot {
     )*};
 }
 
-q8k_native_dot!(Iq2Xxs, Iq2Xs, Iq2S, Iq3Xxs, Iq3S, Iq1S, Iq1M, Iq4Xs);
+q8k_unpacked_dot!(Iq1S, Iq1M);
+
+/// The sub-block formats: the AVX2 kernel where the CPU has it, else `qforge-k`'s q8_k
+/// kernel; the same exact integer block sums and the same f32 operations
+/// (`sumf += (d·d_y)·isum` per block, in order), so the same bits.
+macro_rules! sub_block_dot {
+    ($($fmt:ty),*) => {$(
+        impl NativeDot for $fmt {
+            type Act = Q8K;
+            fn vec_dot(w: &[Self::Block], a: &[BlockQ8K]) -> f32 {
+                #[cfg(target_arch = "x86_64")]
+                if <Self as SubBlocks>::SIMD_ONE_ROW {
+                    if let Some(v) = crate::simd::vec_dot::<Self>(w, a) {
+                        return v;
+                    }
+                }
+                q8k_vec_dot::<Self>(w, a)
+            }
+
+            fn vec_dot_rows(w: &[Self::Block], a: &[&[BlockQ8K]], out: &mut [f32]) {
+                assert_eq!(a.len(), out.len(), "one output per activation row");
+                #[cfg(target_arch = "x86_64")]
+                if crate::simd::vec_dot_rows::<Self>(w, a, out) {
+                    return;
+                }
+                for (o, a) in out.iter_mut().zip(a) {
+                    *o = q8k_vec_dot::<Self>(w, a);
+                }
+            }
+        }
+    )*};
+}
+
+sub_block_dot!(Iq2Xxs, Iq2Xs, Iq2S, Iq3Xxs, Iq3S, Iq4Xs);
+
+/// iq4_nl is a nibble-table format against q8_0: `qforge-legacy`'s shared kernel
+/// ([`lut_vec_dot`], AVX2 where the CPU has it) computes ggml's `ggml_vec_dot_iq4_nl_q8_0`,
+/// `Σ_b (d_y · d_x) · Σ kvalues_iq4nl[q]·q8`, with the exact integer sums kept in 8 lanes and
+/// accumulated in f32 lanes as ggml's AVX2 kernel does.
+impl LutBlock for BlockIq4Nl {
+    const TABLE: [i8; 16] = KVALUES_IQ4NL;
+    const UNITS: usize = 1;
+    const ORDER: NibbleOrder = NibbleOrder::Split32;
+    const SCALE: LutScale = LutScale::F16;
+
+    #[inline(always)]
+    fn codes(&self, _: usize) -> &[u8; 16] {
+        &self.qs
+    }
+
+    #[inline(always)]
+    fn f16_bits(&self) -> u16 {
+        self.d.bits()
+    }
+}
 
 impl NativeDot for Iq4Nl {
     type Act = Q8_0;
 
-    /// ggml's `ggml_vec_dot_iq4_nl_q8_0`: `Σ_b (d_y · d_x) · Σ kvalues_iq4nl[q]·q8`, the
-    /// exact integer sums kept in 16 lanes and accumulated in f32 lanes as ggml's SIMD does.
     fn vec_dot(w: &[BlockIq4Nl], a: &[BlockQ8_0]) -> f32 {
-        let n = w.len().min(a.len());
-        let (w, a) = (&w[..n], &a[..n]);
-        let mut acc = [0f32; 16];
-        #[inline(always)]
-        fn block(x: &BlockIq4Nl, y: &BlockQ8_0, d: f32, acc: &mut [f32; 16]) {
-            let lanes = idot_lanes(&nibble_values(&x.qs, &KVALUES_IQ4NL), &y.qs);
-            for l in 0..16 {
-                acc[l] += d * lanes[l] as f32;
-            }
-        }
-        // Scales widened 8 blocks at a time: one by one inside the loop, the f16 load
-        // (`vpinsrw`) picks up a false dependency on the accumulator and serializes the loop.
-        let (wb, wt) = w.as_chunks::<8>();
-        let (ab, at) = a.as_chunks::<8>();
-        for (xs, ys) in wb.iter().zip(ab) {
-            let d: [f32; 8] = std::array::from_fn(|j| ys[j].d.get() * xs[j].d.get());
-            for j in 0..8 {
-                block(&xs[j], &ys[j], d[j], &mut acc);
-            }
-        }
-        for (x, y) in wt.iter().zip(at) {
-            block(x, y, y.d.get() * x.d.get(), &mut acc);
-        }
-        let mut sumf = 0.0f32;
-        for v in acc {
-            sumf += v;
-        }
-        sumf
+        lut_vec_dot(w, a)
+    }
+
+    fn vec_dot_rows(w: &[BlockIq4Nl], a: &[&[BlockQ8_0]], out: &mut [f32]) {
+        lut_vec_dot_rows(w, a, out)
     }
 }
 

@@ -3,7 +3,7 @@
 //! (values 8, 25, 43), a 4-bit sub-block scale `s` and a sign per value.
 
 use crate::common::{NoImatrix, QK_K};
-use crate::dot::{KDot, KSIGNS_MASK, no_gather, per32, signed8, signed8_mask};
+use crate::dot::{KSIGNS_MASK, SIGN_MASK, SubBlock, SubBlocks, no_gather_word, per32, signed_word};
 use crate::lattice::{Lattice, levels_of};
 use crate::search::{GridSearch, Refine, Signs, Start, block_weights, scale_code, search_sub_blocks};
 use crate::tables::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, KMASK_IQ2XS, KSIGNS_IQ2XS};
@@ -282,62 +282,76 @@ fn odd_nibble16(scales: &[u8; 8], k: usize) -> i32 {
     2 * i32::from((scales[k / 2] >> (4 * (k % 2))) & 0xf) + 1
 }
 
-impl KDot for Iq2Xxs {
+impl SubBlocks for Iq2Xxs {
+    const SIMD_ONE_ROW: bool = false;
+
     #[inline(always)]
     fn d(b: &BlockIq2Xxs) -> f32 {
         0.125 * b.d.get()
     }
 
     #[inline(always)]
-    fn ints(b: &BlockIq2Xxs, w: &mut [[i8; 8]; QK_K / 8]) -> [i16; QK_K / 16] {
-        let (words, _) = b.qs.as_chunks::<8>();
-        let mut ls = [0i16; QK_K / 32];
-        for ((w4, q), ls) in w.as_chunks_mut::<4>().0.iter_mut().zip(words).zip(&mut ls) {
-            let (aux0, aux1) =
-                (u32::from_le_bytes([q[0], q[1], q[2], q[3]]), u32::from_le_bytes([q[4], q[5], q[6], q[7]]));
-            for (l, w8) in w4.iter_mut().enumerate() {
-                let grid = IQ2XXS_GRID[((aux0 >> (8 * l)) & 255) as usize];
-                *w8 = signed8_mask(grid, KSIGNS_MASK[((aux1 >> (7 * l)) & 127) as usize]);
-                no_gather();
-            }
-            *ls = 2 * (aux1 >> 28) as i16 + 1;
-        }
-        per32(|k| ls[k])
+    fn sub_block(b: &BlockIq2Xxs, ib: usize) -> SubBlock<'_> {
+        let ib = ib & 7; // (in range anyway: lets LLVM drop the bounds checks)
+        let (aux0, aux1) = (u32_at(&b.qs, 8 * ib), u32_at(&b.qs, 8 * ib + 4));
+        SubBlock::Words(std::array::from_fn(|l| {
+            let grid = no_gather_word(IQ2XXS_GRID[((aux0 >> (8 * l)) & 255) as usize]);
+            signed_word(grid, KSIGNS_MASK[((aux1 >> (7 * l)) & 127) as usize])
+        }))
+    }
+
+    #[inline(always)]
+    fn scales(b: &BlockIq2Xxs) -> [i16; QK_K / 16] {
+        per32(|ib| 2 * (u32_at(&b.qs, 8 * ib + 4) >> 28) as i16 + 1)
     }
 }
 
-impl KDot for Iq2Xs {
+impl SubBlocks for Iq2Xs {
+    const SIMD_ONE_ROW: bool = false;
+
     #[inline(always)]
     fn d(b: &BlockIq2Xs) -> f32 {
         0.125 * b.d.get()
     }
 
     #[inline(always)]
-    fn ints(b: &BlockIq2Xs, w: &mut [[i8; 8]; QK_K / 8]) -> [i16; QK_K / 16] {
-        let (pairs, _) = b.qs.as_chunks::<2>();
-        for (w8, q) in w.iter_mut().zip(pairs) {
-            let q = u16::from_le_bytes(*q);
-            *w8 = signed8_mask(IQ2XS_GRID[(q & 511) as usize], KSIGNS_MASK[(q >> 9) as usize]);
-            no_gather();
-        }
+    fn sub_block(b: &BlockIq2Xs, ib: usize) -> SubBlock<'_> {
+        let ib = ib & 7; // (in range anyway: lets LLVM drop the bounds checks)
+        SubBlock::Words(std::array::from_fn(|l| {
+            let q = u16::from_le_bytes([b.qs[8 * ib + 2 * l], b.qs[8 * ib + 2 * l + 1]]);
+            let grid = no_gather_word(IQ2XS_GRID[(q & 511) as usize]);
+            signed_word(grid, KSIGNS_MASK[(q >> 9) as usize])
+        }))
+    }
+
+    #[inline(always)]
+    fn scales(b: &BlockIq2Xs) -> [i16; QK_K / 16] {
         std::array::from_fn(|k| odd_nibble16(&b.scales, k) as i16)
     }
 }
 
-impl KDot for Iq2S {
+impl SubBlocks for Iq2S {
+    const SIMD_ONE_ROW: bool = false;
+
     #[inline(always)]
     fn d(b: &BlockIq2S) -> f32 {
         0.125 * b.d.get()
     }
 
     #[inline(always)]
-    fn ints(b: &BlockIq2S, w: &mut [[i8; 8]; QK_K / 8]) -> [i16; QK_K / 16] {
+    fn sub_block(b: &BlockIq2S, ib: usize) -> SubBlock<'_> {
+        let ib = ib & 7; // (in range anyway: lets LLVM drop the bounds checks)
         let (codes, signs) = b.qs.split_at(QK_K / 8);
-        for (g, ((w8, &c), &s)) in w.iter_mut().zip(codes).zip(signs).enumerate() {
-            let idx = usize::from(c) | ((usize::from(b.qh[(g / 4) % 8]) << (8 - 2 * (g % 4))) & 0x300);
-            *w8 = signed8(IQ2S_GRID[idx], s);
-            no_gather();
-        }
+        let qh = usize::from(b.qh[ib]);
+        SubBlock::Words(std::array::from_fn(|l| {
+            let g = 4 * ib + l;
+            let grid = no_gather_word(IQ2S_GRID[usize::from(codes[g]) | ((qh << (8 - 2 * l)) & 0x300)]);
+            signed_word(grid, SIGN_MASK[usize::from(signs[g])])
+        }))
+    }
+
+    #[inline(always)]
+    fn scales(b: &BlockIq2S) -> [i16; QK_K / 16] {
         std::array::from_fn(|k| odd_nibble16(&b.scales, k) as i16)
     }
 }

@@ -2,7 +2,7 @@
 //! sub-block scale times `g * sign`, with `g` a 4-value point of a D4-lattice-derived grid.
 
 use crate::common::{NoImatrix, QK_K};
-use crate::dot::{KDot, KSIGNS_MASK, no_gather, per32, signed8, signed8_mask};
+use crate::dot::{KSIGNS_MASK, SIGN_MASK, SubBlock, SubBlocks, no_gather_word, per32, signed_word};
 use crate::iq2::{emit8, groups8, u32_at};
 use crate::lattice::{Lattice, levels_of};
 use crate::search::{GridSearch, Refine, Signs, Start, block_weights, scale_code, search_sub_blocks};
@@ -192,50 +192,56 @@ impl BlockFormat for Iq3S {
 // iq3_xxs values are `d·(2s + 1)/4 · g · sign` (the row's sum takes the 1/4 at the end), iq3_s
 // values `d·(2s + 1) · g · sign`; the odd scales multiply exact per-32 integer sums.
 
-impl KDot for Iq3Xxs {
+impl SubBlocks for Iq3Xxs {
+    const SIMD_ONE_ROW: bool = false;
+
     #[inline(always)]
     fn d(b: &BlockIq3Xxs) -> f32 {
         0.25 * b.d.get()
     }
 
     #[inline(always)]
-    fn ints(b: &BlockIq3Xxs, w: &mut [[i8; 8]; QK_K / 8]) -> [i16; QK_K / 16] {
+    fn sub_block(b: &BlockIq3Xxs, ib: usize) -> SubBlock<'_> {
+        let ib = ib & 7; // (in range anyway: lets LLVM drop the bounds checks)
         let (codes, aux) = b.qs.split_at(QK_K / 4);
-        let (codes, _) = codes.as_chunks::<8>();
-        let (aux, _) = aux.as_chunks::<4>();
-        let mut ls = [0i16; QK_K / 32];
-        for (((w4, q), aux), ls) in w.as_chunks_mut::<4>().0.iter_mut().zip(codes).zip(aux).zip(&mut ls) {
-            let aux = u32::from_le_bytes(*aux);
-            for (l, w8) in w4.iter_mut().enumerate() {
-                let grid = pair(IQ3XXS_GRID[usize::from(q[2 * l])], IQ3XXS_GRID[usize::from(q[2 * l + 1])]);
-                *w8 = signed8_mask(grid, KSIGNS_MASK[((aux >> (7 * l)) & 127) as usize]);
-                no_gather();
-            }
-            *ls = 2 * (aux >> 28) as i16 + 1;
-        }
-        per32(|k| ls[k])
+        let q = &codes[8 * ib..8 * ib + 8];
+        let aux = u32::from_le_bytes([aux[4 * ib], aux[4 * ib + 1], aux[4 * ib + 2], aux[4 * ib + 3]]);
+        SubBlock::Words(std::array::from_fn(|l| {
+            let (g1, g2) = (IQ3XXS_GRID[usize::from(q[2 * l])], IQ3XXS_GRID[usize::from(q[2 * l + 1])]);
+            let grid = no_gather_word(g1.into()) | no_gather_word(g2.into()) << 32;
+            signed_word(grid, KSIGNS_MASK[((aux >> (7 * l)) & 127) as usize])
+        }))
+    }
+
+    #[inline(always)]
+    fn scales(b: &BlockIq3Xxs) -> [i16; QK_K / 16] {
+        let aux = &b.qs[QK_K / 4..];
+        per32(|ib| 2 * (aux[4 * ib + 3] >> 4) as i16 + 1)
     }
 }
 
-impl KDot for Iq3S {
+impl SubBlocks for Iq3S {
+    const SIMD_ONE_ROW: bool = false;
+
     #[inline(always)]
     fn d(b: &BlockIq3S) -> f32 {
         b.d.get()
     }
 
     #[inline(always)]
-    fn ints(b: &BlockIq3S, w: &mut [[i8; 8]; QK_K / 8]) -> [i16; QK_K / 16] {
-        let (codes, _) = b.qs.as_chunks::<8>();
-        let (signs, _) = b.signs.as_chunks::<4>();
-        for (((w4, q), &qh), s) in w.as_chunks_mut::<4>().0.iter_mut().zip(codes).zip(&b.qh).zip(signs) {
-            let qh = usize::from(qh);
-            for (l, w8) in w4.iter_mut().enumerate() {
-                let g1 = IQ3S_GRID[usize::from(q[2 * l]) | ((qh << (8 - 2 * l)) & 256)];
-                let g2 = IQ3S_GRID[usize::from(q[2 * l + 1]) | ((qh << (7 - 2 * l)) & 256)];
-                *w8 = signed8(pair(g1, g2), s[l]);
-                no_gather();
-            }
-        }
+    fn sub_block(b: &BlockIq3S, ib: usize) -> SubBlock<'_> {
+        let ib = ib & 7; // (in range anyway: lets LLVM drop the bounds checks)
+        let q = &b.qs[8 * ib..8 * ib + 8];
+        let qh = usize::from(b.qh[ib]);
+        SubBlock::Words(std::array::from_fn(|l| {
+            let g1 = no_gather_word(IQ3S_GRID[usize::from(q[2 * l]) | ((qh << (8 - 2 * l)) & 256)].into());
+            let g2 = no_gather_word(IQ3S_GRID[usize::from(q[2 * l + 1]) | ((qh << (7 - 2 * l)) & 256)].into());
+            signed_word(g1 | g2 << 32, SIGN_MASK[usize::from(b.signs[4 * ib + l])])
+        }))
+    }
+
+    #[inline(always)]
+    fn scales(b: &BlockIq3S) -> [i16; QK_K / 16] {
         per32(|ib| 2 * i16::from((b.scales[ib / 2] >> (4 * (ib % 2))) & 0xf) + 1)
     }
 }

@@ -3,7 +3,7 @@
 //! non-uniformly spaced values. Both encoders are ggml's `quantize_row_iq4_nl_impl`.
 
 use crate::common::{NoImatrix, QK_K, best_index_int8, padded, search_weights, sum_sq};
-use crate::dot::{KDot, nibble_values, per32};
+use crate::dot::{SubBlock, SubBlocks, per32};
 use crate::tables::KVALUES_IQ4NL;
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::{F16Le, U16Le};
@@ -197,19 +197,22 @@ fn xs_scale(b: &BlockIq4Xs, ib: usize) -> i32 {
 /// ggml's `ggml_vec_dot_iq4_xs_q8_K`: per 32 values `(d·d_y)·(ls - 32) · Σ kvalues[q]·q8`;
 /// the sub-block scales are integers, so the block's sum is taken exactly in integers and
 /// scaled once (as ggml's SIMD kernels do).
-impl KDot for Iq4Xs {
+impl SubBlocks for Iq4Xs {
+    const SIMD_ONE_ROW: bool = true;
+
     #[inline(always)]
     fn d(b: &BlockIq4Xs) -> f32 {
         b.d.get()
     }
 
     #[inline(always)]
-    fn ints(b: &BlockIq4Xs, w: &mut [[i8; 8]; QK_K / 8]) -> [i16; QK_K / 16] {
-        let w32: &mut [[i8; 32]; QK_K / 32] = bytemuck::cast_mut(w);
+    fn sub_block(b: &BlockIq4Xs, ib: usize) -> SubBlock<'_> {
         let qs: &[[u8; 16]; QK_K / 32] = bytemuck::cast_ref(&b.qs);
-        for (w, q) in w32.iter_mut().zip(qs) {
-            *w = nibble_values(q, &KVALUES_IQ4NL);
-        }
+        SubBlock::Nibbles(&qs[ib & 7])
+    }
+
+    #[inline(always)]
+    fn scales(b: &BlockIq4Xs) -> [i16; QK_K / 16] {
         per32(|ib| xs_scale(b, ib) as i16)
     }
 }

@@ -16,7 +16,7 @@
 //!   constants and [`c_header`] renders them as C for the CUDA device code.
 //!
 //! [`FORMATS`] registers the family. Layouts and algorithms: `docs/formats/iq.md`.
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 mod common;
 mod dot;
@@ -26,6 +26,8 @@ mod iq3;
 mod iq4;
 mod lattice;
 mod search;
+#[cfg(target_arch = "x86_64")]
+mod simd;
 pub mod tables;
 
 pub use iq1::{BlockIq1M, BlockIq1S, Iq1M, Iq1S};

@@ -1,7 +1,8 @@
 //! Property checks of a family's native (integer) dot products, shared by the iq and fp4
 //! tests (`#[path]`-included by both): `dot_row` equals the f64 dot of the dequantized weights
-//! with the dequantized activations, arbitrary weight bytes never panic, and activation rows
-//! of the wrong length are errors.
+//! with the dequantized activations, `dot_rows` (mat-mul) gives `dot_row`'s bits for every
+//! activation row, arbitrary weight bytes never panic, and activation rows of the wrong length
+//! are errors.
 
 use qforge_core::{ActRow, Format, OutRow};
 
@@ -92,6 +93,7 @@ pub fn check_quantized(
         let mut wb = vec![0u8; f.row_bytes(x.len()).unwrap()];
         f.quantize_row(x, None, &mut wb).unwrap();
         check_dot(*f, af, &wb, a)?;
+        check_rows(*f, af, &wb, a)?;
         check_wrong_lengths(*f, af, &wb)?;
     }
     Ok(())
@@ -110,7 +112,37 @@ pub fn check_arbitrary(
         let bb = f.desc().block_bytes;
         let wb = &bytes[..nb.clamp(1, bytes.len() / bb) * bb];
         check_dot(*f, af, wb, a)?;
+        check_rows(*f, af, wb, a)?;
         check_wrong_lengths(*f, af, wb)?;
+    }
+    Ok(())
+}
+
+/// `dot_rows` of the weight row `wb` with 1..=11 activation rows (rotations of `x`): each
+/// output bit-identical to `dot_row` on that row (the mat-mul kernel's contract).
+pub fn check_rows(f: &dyn Format, af: &dyn Format, wb: &[u8], x: &[f32]) -> Result<(), String> {
+    let d = f.desc();
+    let n = wb.len() / d.block_bytes * d.block_size;
+    let rows: Vec<Vec<u8>> = (0..11)
+        .map(|r| {
+            let k = (r * 37) % x.len().max(1);
+            let xr: Vec<f32> = x[k..].iter().chain(&x[..k]).map(|v| v * (1.0 + r as f32 / 8.0)).collect();
+            quantize_act(af, &xr, n)
+        })
+        .collect();
+    for m in 1..=rows.len() {
+        let acts: Vec<ActRow<'_>> = rows[..m].iter().map(|r| ActRow::Blocks(r)).collect();
+        let mut out = vec![0f32; m];
+        match f.dot_rows(wb, 0, &[], &acts, &mut out) {
+            Some(Ok(())) => {}
+            other => return Err(format!("{}: dot_rows with {m} rows: {other:?}", d.name)),
+        }
+        for (i, (o, a)) in out.iter().zip(&acts).enumerate() {
+            let want = f.dot_row(wb, 0, &[], *a).and_then(Result::ok).ok_or(format!("{}: dot_row failed", d.name))?;
+            if o.to_bits() != want.to_bits() && !(o.is_nan() && want.is_nan()) {
+                return Err(format!("{}: dot_rows row {i} of {m}: {o:e}, dot_row {want:e}", d.name));
+            }
+        }
     }
     Ok(())
 }

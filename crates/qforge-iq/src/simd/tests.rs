@@ -1,0 +1,104 @@
+//! The AVX2 sub-block kernel against the reference, bit for bit, on this CPU: random blocks of
+//! every format (raw bytes: every code, grid index, sign and scale; NaN / Inf f16 scales too)
+//! against q8_k rows with edge activations (-128, 127), for rows of 0..=9 blocks and 1..=9
+//! activation rows. The reference is written out here from [`KDot::ints`]: the block's exact
+//! integer sum, then `sumf += (d·d_y)·isum` in order.
+//!
+//! These tests need AVX2, FMA and F16C. On an x86-64 CPU without them they fail (an untested
+//! kernel is not a pass) unless `QFORGE_ALLOW_NO_AVX2=1` says to skip them.
+
+use super::*;
+use crate::dot::KDot;
+use crate::{Iq2S, Iq2Xs, Iq2Xxs, Iq3S, Iq3Xxs, Iq4Xs};
+use qforge_core::NativeDot;
+use qforge_core::rand::Rng;
+
+fn avx2_here() -> bool {
+    if qforge_core::cpu::avx2() {
+        return true;
+    }
+    if std::env::var_os("QFORGE_ALLOW_NO_AVX2").is_some() {
+        eprintln!("SKIPPED: this CPU lacks AVX2/FMA/F16C (QFORGE_ALLOW_NO_AVX2 is set)");
+        return false;
+    }
+    panic!("this x86-64 CPU lacks AVX2/FMA/F16C: the AVX2 kernel is untested here (QFORGE_ALLOW_NO_AVX2=1 skips)");
+}
+
+/// The reference: exact integer sums from the unpacked values, f32 as `qforge-k`'s kernel.
+fn reference<F: SubBlocks>(w: &[F::Block], a: &[BlockQ8K]) -> f32 {
+    let mut sumf = 0.0f32;
+    for (b, a) in w.iter().zip(a) {
+        let mut v = [[0i8; 8]; QK_K / 8];
+        let scales = <F as KDot>::ints(b, &mut v);
+        let v: [i8; QK_K] = bytemuck::cast(v);
+        let isum: i64 = (0..QK_K).map(|i| i64::from(scales[i / 16]) * i64::from(v[i]) * i64::from(a.qs[i])).sum();
+        sumf += (<F as KDot>::d(b) * a.d.get()) * i32::try_from(isum).expect("an i32") as f32;
+    }
+    sumf
+}
+
+fn same(x: f32, y: f32) -> bool {
+    x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan())
+}
+
+fn check<F: SubBlocks + NativeDot<Act = qforge_k::Q8K> + qforge_k::dot::Q8KDot>(seed: u64) {
+    let mut rng = Rng::new(seed);
+    for case in 0..400 {
+        let nb = case % 10;
+        let raw = case % 7 == 3;
+        let w: Vec<F::Block> = (0..nb)
+            .map(|_| {
+                let mut b = rng.bytes(size_of::<F::Block>());
+                if !raw {
+                    let v = ((rng.next_u64() % 2001) as f32 - 1000.0) * 2f32.powi((rng.next_u64() % 16) as i32 - 20);
+                    b[..2].copy_from_slice(&half::f16::from_f32(v).to_le_bytes());
+                }
+                bytemuck::pod_read_unaligned(&b)
+            })
+            .collect();
+        let m = 1 + case % 9;
+        let a: Vec<Vec<BlockQ8K>> = (0..m)
+            .map(|r| {
+                (0..nb)
+                    .map(|_| {
+                        let mut b: BlockQ8K = bytemuck::pod_read_unaligned(&rng.bytes(size_of::<BlockQ8K>()));
+                        if (case + r) % 3 == 0 {
+                            b.qs = std::array::from_fn(|_| [-128, 127, -1, 0, -127][(rng.next_u64() % 5) as usize]);
+                        }
+                        if !raw {
+                            b.d = qforge_core::le::F32Le::new((rng.next_u64() % 1000) as f32 * 1e-5);
+                        }
+                        b
+                    })
+                    .collect()
+            })
+            .collect();
+        let want: Vec<f32> = a.iter().map(|a| reference::<F>(&w, a)).collect();
+        for (r, a) in a.iter().enumerate() {
+            // SAFETY: `avx2_here()` returned true, so AVX2, FMA and F16C are present.
+            let got = unsafe { rows_avx2::<F, 1>(&w, [a]) }[0];
+            assert!(same(got, want[r]), "case {case} ({nb} blocks) row {r}: avx2 {got:e}, reference {:e}", want[r]);
+            assert!(same(F::vec_dot(&w, a), want[r]), "case {case} row {r}: dispatch");
+            assert!(same(qforge_k::dot::q8k_vec_dot::<F>(&w, a), want[r]), "case {case} row {r}: qforge-k kernel");
+        }
+        let refs: Vec<&[BlockQ8K]> = a.iter().map(Vec::as_slice).collect();
+        let mut out = vec![0f32; m];
+        F::vec_dot_rows(&w, &refs, &mut out);
+        for (r, (o, want)) in out.iter().zip(&want).enumerate() {
+            assert!(same(*o, *want), "case {case}: row {r} of {m}: {o:e} vs {want:e}");
+        }
+    }
+}
+
+#[test]
+fn avx2_equals_reference() {
+    if !avx2_here() {
+        return;
+    }
+    check::<Iq2Xxs>(1);
+    check::<Iq2Xs>(2);
+    check::<Iq2S>(3);
+    check::<Iq3Xxs>(4);
+    check::<Iq3S>(5);
+    check::<Iq4Xs>(6);
+}
