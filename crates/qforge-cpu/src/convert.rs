@@ -49,7 +49,8 @@ pub(crate) fn from_f32(src: &[f32], dst: OutRow<'_>) {
 fn bf16_bits(v: f32) -> u16 {
     let x = v.to_bits();
     let nan = (x & 0x7FFF_FFFF) > 0x7F80_0000;
-    let rounded = (x + 0x7FFF + ((x >> 16) & 1)) >> 16;
+    // Wrapping: a NaN with the top mantissa bits set overflows here, and its `rounded` is unused.
+    let rounded = x.wrapping_add(0x7FFF + ((x >> 16) & 1)) >> 16;
     let quiet = (x >> 16) | 0x0040;
     (if nan { quiet } else { rounded }) as u16
 }
