@@ -3,6 +3,12 @@
 `ggml-py`, libggml-cpu via ctypes).
 
     python3 tests/golden/gen_dot.py         # rewrites tests/golden/dot/*
+    QFORGE_GGML_LIB=/path/to/libggml-base.so python3 tests/golden/gen_dot.py
+
+Each format's dots come from the ggml library that made its golden files (gen.py's
+manifest, "ggml"): ggml-py's libggml-cpu.so, or the libggml-cpu.so beside $QFORGE_GGML_LIB
+for the types ggml-py lacks (q2_0); each library runs in its own worker process. Without
+that library those formats' committed dot files are kept, and the script says so.
 
 For every weight format with a CPU `vec_dot` in ggml, this takes the weight rows of
 tests/golden/<format>/quant.bin (all 28 rows, every dataset) and ACT_ROWS activation rows of
@@ -18,10 +24,12 @@ from the scalar one, so tests compare to ~1e-6 relative (of the sum of |terms|),
 import ctypes
 import json
 import os
+import subprocess
+import sys
 
 import numpy as np
 
-from gen import COLS, FORMATS, HERE, ggml_name  # noqa: F401
+from gen import COLS, FORMATS, HERE, ggml_name, lib_name, libraries  # noqa: F401
 
 ACT_ROWS = [0, 5, 10, 27]  # gaussian r0, heavy_tailed r1, outliers r2, uniform_pos r3
 TYPE_NAMES = {v[0]: k for k, v in FORMATS.items()}
@@ -50,23 +58,25 @@ VEC_DOT = ctypes.CFUNCTYPE(
 )
 
 
-def main():
-    import ggml  # noqa: F401
-
-    libdir = os.path.join(os.path.dirname(ggml.__file__), "lib")
-    ctypes.CDLL(os.path.join(libdir, "libggml-base.so"), mode=ctypes.RTLD_GLOBAL)
-    cpu = ctypes.CDLL(os.path.join(libdir, "libggml-cpu.so"))
+def worker(base_path, wanted):
+    """The dots of the formats in `wanted` with one library (base + the cpu backend beside it)."""
+    base = ctypes.CDLL(base_path, mode=ctypes.RTLD_GLOBAL)
+    cpu = ctypes.CDLL(os.path.join(os.path.dirname(base_path), "libggml-cpu.so"))
     cpu.ggml_cpu_init.restype = None
     cpu.ggml_cpu_init()
     cpu.ggml_get_type_traits_cpu.restype = ctypes.POINTER(TraitsCpu)
     cpu.ggml_get_type_traits_cpu.argtypes = [ctypes.c_int]
+    name = lib_name(base)
+    # Only the formats whose golden files this library made (their dots use its bytes).
+    golden = json.load(open(os.path.join(HERE, "manifest.json")))["formats"]
+    wanted = [f for f in wanted if golden[f].get("ggml") == name]
 
     x = np.fromfile(os.path.join(HERE, "inputs.f32"), dtype="<f4").reshape(-1, COLS)
     acts = np.ascontiguousarray(x[ACT_ROWS])
     out_dir = os.path.join(HERE, "dot")
-    os.makedirs(out_dir, exist_ok=True)
-    manifest = {"cols": COLS, "act_rows": ACT_ROWS, "formats": {}}
-    for fmt, (tid, bs, bb, _n, _kind) in FORMATS.items():
+    entries = {}
+    for fmt in wanted:
+        tid, bs, bb, _n, _kind = FORMATS[fmt]
         tr = cpu.ggml_get_type_traits_cpu(tid).contents
         if not tr.vec_dot:
             continue
@@ -95,12 +105,37 @@ def main():
         with open(os.path.join(out_dir, fmt + ".act.bin"), "wb") as f:
             f.write(bytes(abuf))
         res.astype("<f4").tofile(os.path.join(out_dir, fmt + ".dot.f32"))
-        manifest["formats"][fmt] = {"dot_type": dot_name, "weight_rows": int(wrows.shape[0])}
-        print(f"{fmt:8} vec_dot_type {dot_name}  {wrows.shape[0]}x{len(ACT_ROWS)} dots")
-    with open(os.path.join(out_dir, "manifest.json"), "w") as f:
+        entries[fmt] = {"dot_type": dot_name, "weight_rows": int(wrows.shape[0])}
+        print(f"{fmt:8} vec_dot_type {dot_name}  {wrows.shape[0]}x{len(ACT_ROWS)} dots ({name})", file=sys.stderr)
+    return {"library": name, "entries": entries}
+
+
+def main():
+    golden = json.load(open(os.path.join(HERE, "manifest.json")))["formats"]
+    out_dir = os.path.join(HERE, "dot")
+    os.makedirs(out_dir, exist_ok=True)
+    path = os.path.join(out_dir, "manifest.json")
+    old = json.load(open(path))["formats"] if os.path.exists(path) else {}
+    manifest = {"cols": COLS, "act_rows": ACT_ROWS, "formats": {}}
+    todo = list(FORMATS)
+    for lib in libraries():
+        r = subprocess.run([sys.executable, os.path.abspath(__file__), "--worker", lib, *todo],
+                           check=True, stdout=subprocess.PIPE)
+        r = json.loads(r.stdout)
+        manifest["formats"].update(r["entries"])
+        todo = [f for f in todo if golden[f].get("ggml") != r["library"]]
+    for fmt in todo:
+        if fmt in old:
+            print(f"{fmt}: its ggml library was not given (QFORGE_GGML_LIB); keeping the committed dots",
+                  file=sys.stderr)
+            manifest["formats"][fmt] = old[fmt]
+    with open(path, "w") as f:
         json.dump(manifest, f, indent=1, sort_keys=True)
         f.write("\n")
 
 
 if __name__ == "__main__":
-    main()
+    if len(sys.argv) > 2 and sys.argv[1] == "--worker":
+        json.dump(worker(sys.argv[2], sys.argv[3:]), sys.stdout)
+    else:
+        main()

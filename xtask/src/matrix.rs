@@ -407,8 +407,9 @@ pub fn run(device: &str, json: bool) -> Result<bool> {
             }
         }
     }
-    // Formats ggml defines (per the golden manifest) that nothing registers are MISSING cells.
-    for name in qforge_golden::manifest().formats.keys() {
+    // Quantized types ggml defines (its own type table, recorded in the golden manifest) that
+    // nothing registers are MISSING cells.
+    for name in qforge_golden::manifest().ggml_types.keys() {
         if reg.get(name).is_err() {
             for dev in &devs {
                 for op in OPS {
@@ -420,7 +421,7 @@ pub fn run(device: &str, json: bool) -> Result<bool> {
                         max_abs_err: None,
                         rmse: None,
                         ref_rmse: None,
-                        reference: "golden vectors exist".into(),
+                        reference: "ggml's type table".into(),
                         detail: "ggml defines this format but no qforge format is registered for it".into(),
                         datasets: Vec::new(),
                     });

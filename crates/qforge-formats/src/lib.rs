@@ -34,6 +34,7 @@ pub static FAMILIES: &[&[&dyn Format]] = &[
     qforge_k::FORMATS,
     qforge_iq::FORMATS,
     qforge_tq::FORMATS,
+    qforge_lowbit::FORMATS,
     qforge_fp4::FORMATS,
     qforge_int4g::FORMATS,
     qforge_fp8::FORMATS,

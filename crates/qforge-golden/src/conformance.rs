@@ -324,6 +324,14 @@ pub fn registry_matches_the_manifest(fam: &Family) {
         let d = f.desc();
         assert_eq!(d.family, family, "{}: one family per crate", d.name);
         assert!(!d.summary.is_empty() && !d.summary.contains('\n'), "{}: summary must be one line", d.name);
+        if let Some(t) = m.ggml_types.get(d.name) {
+            assert_eq!(
+                (Some(t.ggml_type), t.block_size, t.block_bytes),
+                (d.ggml_type, d.block_size, d.block_bytes),
+                "{}: (ggml type, block size, block bytes) differ from ggml's type table",
+                d.name
+            );
+        }
         match (d.ggml_type, m.formats.get(d.name)) {
             (Some(id), Some(e)) => assert_eq!(
                 (id, d.block_size, d.block_bytes),

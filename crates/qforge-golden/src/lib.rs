@@ -34,6 +34,17 @@ pub struct FormatEntry {
     /// all-ones imatrix (uniform weights).
     #[serde(default)]
     pub uniform_imatrix: bool,
+    /// The ggml library that produced the files (`ggml <version> (<commit>)`).
+    #[serde(default)]
+    pub ggml: String,
+}
+
+/// A quantized type of ggml's own type table (`ggml_get_type_traits`).
+#[derive(Debug, Clone, Deserialize)]
+pub struct GgmlType {
+    pub ggml_type: u32,
+    pub block_size: usize,
+    pub block_bytes: usize,
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -42,6 +53,12 @@ pub struct Manifest {
     pub cols: usize,
     pub datasets: Vec<Dataset>,
     pub formats: BTreeMap<String, FormatEntry>,
+    /// The ggml libraries the generator used.
+    pub ggml_libraries: Vec<String>,
+    /// Every quantized type ggml defines (lower-case name → id and sizes), read from the type
+    /// tables of those libraries rather than from the generator's list: a type here that
+    /// nothing registers is `missing` in the test matrix.
+    pub ggml_types: BTreeMap<String, GgmlType>,
 }
 
 /// `tests/golden/` of the workspace, or `$QFORGE_GOLDEN_DIR` where that is set (a binary

@@ -96,8 +96,6 @@ fn ggml_known_unsupported(id: u32) -> Option<&'static str> {
         36 => "iq4_nl_4_4 (removed from ggml)",
         37 => "iq4_nl_4_8 (removed from ggml)",
         38 => "iq4_nl_8_8 (removed from ggml)",
-        41 => "q1_0",
-        42 => "q2_0",
         _ => return None,
     })
 }
@@ -227,7 +225,25 @@ impl TensorType {
             "tq2_0" => 37,
             "mxfp4" => 38,
             "nvfp4" => 39,
+            "q1_0" => 40,
+            "q2_0" => 41,
             _ => 1024,
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// GGML ids 41 / 42 are registered formats now (qforge-lowbit), with llama.cpp's
+    /// `LLAMA_FTYPE_MOSTLY_Q1_0` = 40 and `_Q2_0` = 41 as the file type.
+    #[test]
+    fn q1_0_and_q2_0_are_gguf_types() {
+        for (id, name, ftype, bytes) in [(41, "q1_0", 40, 18 * 3), (42, "q2_0", 41, 18 * 5)] {
+            let t = TensorType::from_ggml(id, "w").unwrap();
+            assert_eq!((t.name(), t.ggml_type(), t.llama_ftype()), (name, Some(id), ftype));
+            assert_eq!(t.bytes(&[1, 300]).unwrap(), bytes, "{name}: rows padded to whole blocks");
         }
     }
 }

@@ -1,0 +1,42 @@
+// qforge-lowbit CUDA device code: q1_0 (128 sign bits) and q2_0 (64 2-bit codes), each with
+// one f16 scale and 16 code bytes. Included after kernels-cuda/common.cuh; interface in
+// kernels-cuda/README.md.
+//
+// Both formats pack a code c per element LSB first (element j: bits BITS·j mod 8 of byte
+// BITS·j / 8) and decode x = (float)(STEP·c − 1)·d: q1_0 (STEP 2) gives ±d, q2_0 (STEP 1)
+// gives −d, 0, d, 2d. So decode and the dp4a dot product are written once, in qf_lowbit<>.
+#pragma once
+
+template <int QK, int BITS, int STEP>
+struct qf_lowbit {
+    struct block { uint8_t d[2]; uint8_t qs[16]; };
+    static constexpr int BLOCK = QK;
+    static constexpr int CHUNK = 8;
+
+    QF_HD static int code(const block* b, int j) {
+        const int bit = j * BITS;
+        return b->qs[bit >> 3] >> (bit & 7) & ((1 << BITS) - 1);
+    }
+
+    // x = (float)(STEP·c − 1)·d, as the Rust reference (codec::decode).
+    QF_HD static void decode(const block* b, int chunk, float* out) {
+        const float d = qf_load_f16(b->d);
+        for (int i = 0; i < CHUNK; ++i) out[i] = (float)(STEP * code(b, chunk * CHUNK + i) - 1) * d;
+    }
+
+    // d·a.d·Σ (STEP·c − 1)·qs = d·a.d·(STEP·Σ c·qs − Σ qs): the codes are dp4a operands as
+    // they are.
+    QF_HD static float dot_q8_1(const block* b, int sub, const qf_block_q8_1* a) {
+        int sumi = 0;
+        for (int i = 0; i < 8; ++i) {
+            uint32_t w = 0;
+            for (int k = 0; k < 4; ++k) w |= (uint32_t)code(b, 32 * sub + 4 * i + k) << 8 * k;
+            sumi = qf_dp4a((int)w, qf_load_i8x4(a->qs + 4 * i), sumi);
+        }
+        sumi = STEP * sumi - qf_q8_1_sum(a, 0, 32);
+        return qf_load_f16(b->d) * (a->d * (float)sumi);
+    }
+};
+
+struct qf_q1_0 : qf_lowbit<128, 1, 2> {};
+struct qf_q2_0 : qf_lowbit<64, 2, 1> {};

@@ -1,0 +1,131 @@
+//! qforge-lowbit: ggml's low-bit block formats q1_0 and q2_0 as qforge [`BlockFormat`]
+//! implementations, bit-exact with ggml.
+//!
+//! Both store one f16 scale `d` and 16 bytes of codes per block (18 bytes), packed LSB first;
+//! they differ in block size, bits per code and how the scale is chosen:
+//!
+//! * **q1_0** (GGML type 41, 128 values, 1.125 bits per weight): one sign bit per weight,
+//!   `x = bit ? +d : −d`, with `d` the block's mean magnitude `Σ|x| / 128`.
+//! * **q2_0** (GGML type 42, 64 values, 2.25 bits per weight): a 2-bit code `c` per weight,
+//!   `x = (c − 1)·d` (levels −1, 0, 1, 2), with `d` the block's largest magnitude and
+//!   `c = clamp(round(x / d) + 1, 0, 3)`.
+//!
+//! Decoding reproduces ggml's `dequantize_row_q1_0` / `q2_0` for every byte pattern and
+//! converts each f32 value once to f16 / bf16. Encoding is ggml's `quantize_row_q*_0_ref`, so
+//! rows match ggml's bytes. ggml ignores importance weights for these formats; given weights,
+//! qforge also tries other scales (weighted least squares) and keeps one only if it lowers
+//! the weighted squared error. A partial block takes its scale from its real elements (q1_0:
+//! their mean magnitude); padded positions get the code nearest 0 (q1_0: `+d`, ggml's code
+//! for a zero).
+//!
+//! Dot products: both implement [`NativeDot`] against `qforge-legacy`'s q8_0 (ggml's
+//! `vec_dot_type`), as ggml's `ggml_vec_dot_q1_0_q8_0` / `ggml_vec_dot_q2_0_q8_0`.
+//!
+//! The two formats share every line of code but [`Spec`](spec::Spec) — the packing, decode,
+//! encode, refinement, dot product and CUDA device code are generic over it. Layouts and
+//! algorithms: `docs/formats/lowbit.md`. Register with [`FORMATS`].
+#![forbid(unsafe_code)]
+
+mod codec;
+mod dot;
+mod spec;
+
+pub use spec::{Q1_0, Q2_0, QS_BYTES};
+
+use bytemuck::{Pod, Zeroable};
+use qforge_core::le::F16Le;
+use qforge_core::{BlockFormat, CudaDeviceCode, Elem, Format, FormatDesc, GgmlDot, NativeDot, Registered, Role};
+use qforge_legacy::{BlockQ8_0, Q8_0};
+
+/// The family's CUDA device code (`cuda/lowbit.cuh`: one traits struct per format, see
+/// `kernels-cuda/README.md`). No tables: the codes are unpacked arithmetically.
+const FAMILY_CUH: &str = include_str!("../cuda/lowbit.cuh");
+
+/// Every format of this family, in GGML type order, for the registry.
+pub static FORMATS: &[&dyn Format] = &[&Registered::<Q1_0, GgmlDot>::NEW, &Registered::<Q2_0, GgmlDot>::NEW];
+
+macro_rules! lowbit_format {
+    ($(#[$doc:meta])* $fmt:ident, $block:ident, $name:literal, $ggml:literal, $summary:literal) => {
+        $(#[$doc])*
+        #[repr(C)]
+        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+        pub struct $block {
+            /// The scale, f16.
+            pub d: F16Le,
+            /// The codes, LSB first: element `j` is bits `BITS·j mod 8 ..` of byte `BITS·j / 8`.
+            pub qs: [u8; QS_BYTES],
+        }
+
+        impl dot::Parts for $block {
+            #[inline(always)]
+            fn parts(&self) -> (F16Le, &[u8; QS_BYTES]) {
+                (self.d, &self.qs)
+            }
+        }
+
+        impl BlockFormat for $fmt {
+            type Block = $block;
+            const DESC: FormatDesc = FormatDesc {
+                name: $name,
+                family: "lowbit",
+                ggml_type: Some($ggml),
+                block_size: <$fmt as spec::Spec>::QK,
+                block_bytes: 2 + QS_BYTES,
+                role: Role::Weight,
+                dot_type: Some("q8_0"),
+                summary: $summary,
+                cuda: Some(CudaDeviceCode { header: FAMILY_CUH, header_file: "lowbit.cuh", traits: concat!("qf_", $name) }),
+            };
+
+            fn decode<O: Elem>(b: &$block, out: &mut [O]) {
+                codec::decode::<Self, O>(b.d, &b.qs, out)
+            }
+
+            fn encode(x: &[f32], weights: Option<&[f32]>, out: &mut $block) {
+                (out.d, out.qs) = codec::encode::<Self>(x, weights);
+            }
+        }
+
+        impl NativeDot for $fmt {
+            type Act = Q8_0;
+
+            fn vec_dot(w: &[$block], a: &[BlockQ8_0]) -> f32 {
+                dot::vec_dot::<Self, $block>(w, a)
+            }
+
+            fn vec_dot_rows(w: &[$block], a: &[&[BlockQ8_0]], out: &mut [f32]) {
+                dot::vec_dot_rows::<Self, $block>(w, a, out)
+            }
+        }
+    };
+}
+
+lowbit_format!(
+    /// ggml's `block_q1_0` (18 bytes): the f16 scale, then 128 sign bits.
+    Q1_0, BlockQ1_0, "q1_0", 41,
+    "1.125 bpw signs: x = bit ? +d : -d per 128 values, d = mean |x|"
+);
+lowbit_format!(
+    /// ggml's `block_q2_0` (18 bytes): the f16 scale, then 64 2-bit codes.
+    Q2_0, BlockQ2_0, "q2_0", 42,
+    "2.25 bpw: x = (c-1)*d, c in 0..3, 64 values per f16 scale d = max |x|"
+);
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn descriptors_match_ggml() {
+        let want = [("q1_0", 41, 128), ("q2_0", 42, 64)];
+        assert_eq!(FORMATS.len(), want.len());
+        let mut reg = qforge_core::Registry::new();
+        reg.register_all(FORMATS).unwrap();
+        for (f, (name, id, bs)) in FORMATS.iter().zip(want) {
+            let d = f.desc();
+            assert_eq!((d.name, d.ggml_type, d.block_size, d.block_bytes), (name, Some(id), bs, 18));
+            assert_eq!((d.family, d.role, d.dot_type), ("lowbit", Role::Weight, Some("q8_0")));
+            assert!(d.cuda.is_some() && !d.summary.is_empty() && !d.summary.contains('\n'));
+        }
+    }
+}
