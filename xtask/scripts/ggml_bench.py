@@ -23,9 +23,23 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tests", "golden"))
-from gen import FORMATS, ggml_name, load_lib  # noqa: E402
+from gen import FORMATS, ggml_name, ggml_py_lib  # noqa: E402
 
 COLS = 4096
+
+
+def load_lib():
+    """ggml-py's libggml-base.so."""
+    return ctypes.CDLL(ggml_py_lib())
+
+
+def has_type(fmt):
+    """Whether ggml-py's library defines `fmt` (newer ggml types, e.g. q2_0, it lacks)."""
+    if fmt not in FORMATS:
+        return False
+    lib = load_lib()
+    g = ggml_name(fmt)
+    return hasattr(lib, f"dequantize_row_{g}") or hasattr(lib, f"quantize_row_{g}_ref")
 
 
 class TraitsCpu(ctypes.Structure):
@@ -106,6 +120,9 @@ def mul_mat(fmt, op, shape, m, threads):
 
 def main():
     fmt, op = sys.argv[1], sys.argv[2]
+    if not has_type(fmt):
+        print(json.dumps({"format": fmt, "op": op, "error": "ggml-py's library does not define this type"}))
+        return
     if op in ("matvec", "matmul"):
         m = 1 if op == "matvec" else int(sys.argv[4])
         threads = int(sys.argv[5]) if len(sys.argv) > 5 else 1
