@@ -346,3 +346,27 @@ proptest! {
         prop_assert_eq!(l32, want_l);
     }
 }
+
+/// ggml's `if (amax < ax) { amax = ax; max = v; }` loop, as written.
+fn ggml_signed_absmax(x: &[f32]) -> (f32, f32) {
+    let (mut amax, mut max) = (0.0f32, 0.0f32);
+    for &v in x {
+        if amax < v.abs() {
+            amax = v.abs();
+            max = v;
+        }
+    }
+    (amax, max)
+}
+
+proptest! {
+    /// Small integer values make ties of equal and opposite magnitude frequent.
+    #[test]
+    fn signed_absmax_is_ggmls_loop(x in prop::collection::vec(-4i8..=4, 0..70), scale in prop::sample::select(vec![1.0f32, 0.37, 1e-30])) {
+        let x: Vec<f32> = x.iter().map(|&v| f32::from(v) * scale).collect();
+        let (a, m) = signed_absmax(&x);
+        let (ga, gm) = ggml_signed_absmax(&x);
+        prop_assert_eq!(a.to_bits(), ga.to_bits());
+        prop_assert_eq!(m.to_bits(), gm.to_bits());
+    }
+}
