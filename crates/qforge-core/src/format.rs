@@ -410,17 +410,10 @@ impl<F: BlockFormat, D: DotKernel<F>> Format for Registered<F, D> {
     }
 
     fn dot_row(&self, bytes: &[u8], _row: usize, _aux: &[u8], act: ActRow<'_>) -> Option<Result<f32, QuantError>> {
-        let d = &F::DESC;
-        if !bytes.len().is_multiple_of(d.block_bytes) {
-            return Some(Err(QuantError::NotWholeBlocks {
-                what: "quantized row",
-                format: d.name,
-                len: bytes.len(),
-                block_bytes: d.block_bytes,
-            }));
+        match Self::dot_blocks(bytes)? {
+            Ok(blocks) => D::dot(blocks, act),
+            Err(e) => Some(Err(e)),
         }
-        let blocks: &[F::Block] = bytemuck::try_cast_slice(bytes).ok()?;
-        D::dot(blocks, act)
     }
 
     fn dot_rows(
@@ -431,6 +424,17 @@ impl<F: BlockFormat, D: DotKernel<F>> Format for Registered<F, D> {
         acts: &[ActRow<'_>],
         out: &mut [f32],
     ) -> Option<Result<(), QuantError>> {
+        match Self::dot_blocks(bytes)? {
+            Ok(blocks) => D::dot_rows(blocks, acts, out),
+            Err(e) => Some(Err(e)),
+        }
+    }
+}
+
+impl<F: BlockFormat, D: DotKernel<F>> Registered<F, D> {
+    /// A weight row as blocks for the dot kernels: an error if it is not whole blocks, `None`
+    /// if the bytes cannot be viewed as blocks (never, with alignment-1 blocks).
+    fn dot_blocks(bytes: &[u8]) -> Option<Result<&[F::Block], QuantError>> {
         let d = &F::DESC;
         if !bytes.len().is_multiple_of(d.block_bytes) {
             return Some(Err(QuantError::NotWholeBlocks {
@@ -440,7 +444,6 @@ impl<F: BlockFormat, D: DotKernel<F>> Format for Registered<F, D> {
                 block_bytes: d.block_bytes,
             }));
         }
-        let blocks: &[F::Block] = bytemuck::try_cast_slice(bytes).ok()?;
-        D::dot_rows(blocks, acts, out)
+        bytemuck::try_cast_slice(bytes).ok().map(Ok)
     }
 }
