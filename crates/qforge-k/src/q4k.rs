@@ -118,7 +118,7 @@ impl DecodeBlock for Q5K {
 macro_rules! k4_dot {
     ($t:ty, $block:ty, |$b:ident, $c:ident| $chunk:expr) => {
         /// ggml's `ggml_vec_dot_q4_K_q8_K` / `q5_K`: unsigned codes (layout as in
-        /// [`decode_k4`]), a 6-bit scale and min per 32-element sub-block.
+        /// `decode_k4`), a 6-bit scale and min per 32-element sub-block.
         impl Q8KCodes for $t {
             const HAS_MINS: bool = true;
             const ZERO: u8 = 0;

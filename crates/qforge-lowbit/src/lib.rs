@@ -21,7 +21,7 @@
 //! Dot products: both implement [`NativeDot`] against `qforge-legacy`'s q8_0 (ggml's
 //! `vec_dot_type`), as ggml's `ggml_vec_dot_q1_0_q8_0` / `ggml_vec_dot_q2_0_q8_0`.
 //!
-//! The two formats share every line of code but [`Spec`](spec::Spec) — the packing, decode,
+//! The two formats share every line of code but `Spec` (in `spec.rs`) — the packing, decode,
 //! encode, refinement, dot product and CUDA device code are generic over it. Layouts and
 //! algorithms: `docs/formats/lowbit.md`. Register with [`FORMATS`].
 #![forbid(unsafe_code)]

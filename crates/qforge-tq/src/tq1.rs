@@ -102,7 +102,7 @@ impl Q8KCodes for Tq1_0 {
     }
 
     #[inline(always)]
-    /// The layout of [`GROUPS`]: chunks 0..5 are codes 0..5 of bytes 0..32; chunks 5 and 6
+    /// The layout of `GROUPS` (see the source): chunks 0..5 are codes 0..5 of bytes 0..32; chunks 5 and 6
     /// codes (0, 1) and (2, 3) of bytes 32..48; chunk 7 code 4 of bytes 32..48, then codes
     /// 0..4 of the last four bytes.
     fn chunk(b: &BlockTq1_0, c: usize) -> [u8; 32] {
