@@ -177,9 +177,11 @@ pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
 /// dequantized weight and the value its activation stands for ([`QuantAct::dequantize`]),
 /// summed in f64. Returns the M×N values and, per output, the scale against which a kernel's
 /// f32 rounding is judged: Σ|terms|, plus — for q8_1 activations, whose per-block sum `s` is
-/// stored in f16 and used by ggml's affine formats (q4_1, q5_1) — the f16 rounding that sum
-/// carries, max|w|·|Σa|·2⁻¹¹ per 32-block, divided by the tolerance it is compared at
-/// (`rtol`). Slow; for tests and the test matrix.
+/// stored in f16 and used by ggml's affine formats (q4_1, q5_1) — the rounding that sum
+/// carries against the dequantized activations, max|w|·|Σa|·2⁻¹⁰ per 32-block, divided by
+/// the tolerance it is compared at (`rtol`). 2⁻¹⁰, not 2⁻¹¹: ggml computes `s` from the f32
+/// scale (`f16(Σq·d)`) while the activations dequantize with the f16 one (`f16(d)·q`), so
+/// two f16 roundings of 2⁻¹¹ each separate `s` from `Σa`. Slow; for tests and the test matrix.
 pub fn reference_f64(w: &QuantTensor<'_>, acts: &[QuantAct], rtol: f64) -> Result<(Vec<f64>, Vec<f64>), QuantError> {
     let (n, k) = (w.rows(), w.cols());
     let wd: Vec<f32> = crate::dequantize(w)?;
@@ -201,7 +203,7 @@ pub fn reference_f64(w: &QuantTensor<'_>, acts: &[QuantAct], rtol: f64) -> Resul
                     .zip(x[..k].chunks(32))
                     .map(|(wb, ab)| {
                         let wmax = wb.iter().fold(0f64, |m, v| m.max((*v as f64).abs()));
-                        wmax * ab.iter().map(|v| *v as f64).sum::<f64>().abs() * (2f64).powi(-11)
+                        wmax * ab.iter().map(|v| *v as f64).sum::<f64>().abs() * (2f64).powi(-10)
                     })
                     .sum();
                 abs += slack / rtol;
