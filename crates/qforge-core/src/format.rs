@@ -4,6 +4,7 @@
 use crate::dot::{ActKind, ActRow, DotKernel, NoDot};
 use crate::dtype::{Elem, OutRow};
 use crate::error::QuantError;
+use crate::layout::Layout;
 use crate::params::Params;
 use bytemuck::Pod;
 use half::{bf16, f16};
@@ -142,21 +143,85 @@ pub trait BlockFormat: Send + Sync + 'static {
 
 /// The object-safe, row-level view of a format. Obtain one for a [`BlockFormat`] with
 /// [`Registered`]; the validation of lengths, finiteness and weights lives here, once.
+///
+/// # Layout
+/// [`Format::layout`] says how a tensor is stored ([`Layout`]); the size methods
+/// ([`row_bytes`](Format::row_bytes), [`aux_bytes`](Format::aux_bytes),
+/// [`tensor_bytes`](Format::tensor_bytes), [`split_granularity`](Format::split_granularity),
+/// [`aux_window`](Format::aux_window)) default to what the layout implies, and callers use
+/// them (or the layout) instead of knowing formats by name.
+///
+/// # Rows and tensors
+/// A `rows × cols` tensor is `rows` rows of [`row_bytes(cols)`](Format::row_bytes) bytes,
+/// then the side section of [`aux_bytes(rows, cols)`](Format::aux_bytes) bytes (a grid
+/// layout's scales; none for blocks and groups). The `*_at` methods work on row `row` of such
+/// a tensor given its side section; [`dequant_row`](Format::dequant_row) and
+/// [`quantize_row`](Format::quantize_row) work on one row standing alone, i.e. on the bytes of
+/// a `1 × cols` tensor ([`tensor_bytes(1, cols)`](Format::tensor_bytes)), which for
+/// row-contained layouts is exactly one row.
+///
+/// # Panics
+/// No method panics on any input: every length, value and parameter is checked and a bad one
+/// is a [`QuantError`]. (Implementations outside qforge must keep that promise.)
 pub trait Format: Send + Sync + 'static {
+    /// The format's static facts (name, GGML type id, block size and bytes, CUDA code).
+    ///
+    /// # Errors
+    /// None.
     fn desc(&self) -> &'static FormatDesc;
 
-    /// Bytes of one quantized row holding `cols` logical elements.
-    fn row_bytes(&self, cols: usize) -> Result<usize, QuantError> {
-        self.desc().row_bytes(cols)
+    /// How a tensor of this format is stored. The default is row blocks of the descriptor's
+    /// `block_size` elements in `block_bytes` bytes; group-wise and grid formats override it.
+    ///
+    /// # Errors
+    /// None.
+    fn layout(&self) -> Layout {
+        let d = self.desc();
+        Layout::Blocks { block_size: d.block_size, block_bytes: d.block_bytes }
     }
 
-    /// Dequantize one row (`row.len() == row_bytes(out.len())`) into f32, f16 or bf16.
+    /// Bytes of one quantized row holding `cols` logical elements (padded to whole units).
+    ///
+    /// # Errors
+    /// [`QuantError::Overflow`] when the size does not fit in `usize`.
+    fn row_bytes(&self, cols: usize) -> Result<usize, QuantError> {
+        self.layout().row_bytes(cols)
+    }
+
+    /// Bytes of a whole `rows × cols` tensor: the rows, then the side section.
+    ///
+    /// # Errors
+    /// [`QuantError::Overflow`] when the size does not fit in `usize`.
+    fn tensor_bytes(&self, rows: usize, cols: usize) -> Result<usize, QuantError> {
+        let body =
+            self.row_bytes(cols)?.checked_mul(rows).ok_or(QuantError::Overflow { what: "tensor size in bytes" })?;
+        body.checked_add(self.aux_bytes(rows, cols)?).ok_or(QuantError::Overflow { what: "tensor size in bytes" })
+    }
+
+    /// Dequantize one row standing alone — the bytes of a `1 × out.len()` tensor,
+    /// `row.len() == tensor_bytes(1, out.len())` (for a grid layout: the values, then the
+    /// row's grid row) — into f32, f16 or bf16. Equal to
+    /// [`dequant_row_at`](Format::dequant_row_at) of row 0 with the side section split off.
+    ///
+    /// # Errors
+    /// [`QuantError::NotWholeBlocks`] / [`QuantError::ShapeMismatch`] when `row` has the wrong
+    /// length for `out`.
     fn dequant_row(&self, row: &[u8], out: OutRow<'_>) -> Result<(), QuantError>;
 
-    /// Quantize one row of finite values, with optional per-element importance weights.
+    /// Quantize one row of finite values standing alone, with optional per-element importance
+    /// weights, into the bytes of a `1 × x.len()` tensor (`out.len() == tensor_bytes(1,
+    /// x.len())`; for a grid layout: the values, then the row's grid row).
+    ///
+    /// # Errors
+    /// [`QuantError::ShapeMismatch`] when `out` has the wrong length,
+    /// [`QuantError::NonFinite`] for a non-finite value, [`QuantError::InvalidImatrix`] for
+    /// weights of the wrong length or a negative / non-finite weight.
     fn quantize_row(&self, x: &[f32], weights: Option<&[f32]>, out: &mut [u8]) -> Result<(), QuantError>;
 
     /// The parameters this instance was made with (default for unparameterised formats).
+    ///
+    /// # Errors
+    /// None.
     fn params(&self) -> Params {
         Params::default()
     }
@@ -164,6 +229,10 @@ pub trait Format: Send + Sync + 'static {
     /// The variant of this format with run-time parameters `p` applied: `Ok(None)` means
     /// "this very format". Unparameterised formats accept only the default parameters. Use
     /// [`with_params`](Format#method.with_params) rather than calling this directly.
+    ///
+    /// # Errors
+    /// [`QuantError::Unsupported`] for parameters the format does not take or values it does
+    /// not support (the message lists the valid ones).
     fn variant(&self, p: &Params) -> Result<Option<&'static dyn Format>, QuantError> {
         if p.is_default() {
             Ok(None)
@@ -177,22 +246,37 @@ pub trait Format: Send + Sync + 'static {
         }
     }
 
-    // ---- Tensor-level side data (fp8's 128×128 scale grid) -------------------------------
+    // ---- Tensor-level side data (a grid layout's scales) ---------------------------------
 
-    /// Bytes of the side section stored after the rows of a `rows × cols` tensor (the fp8
-    /// formats' scale grid). Row-contained block formats have none.
+    /// Bytes of the side section stored after the rows of a `rows × cols` tensor (a grid
+    /// layout's scale grid); row-contained layouts have none. The default follows
+    /// [`Format::layout`].
+    ///
+    /// # Errors
+    /// [`QuantError::Overflow`] when the size does not fit in `usize`.
     fn aux_bytes(&self, rows: usize, cols: usize) -> Result<usize, QuantError> {
-        let _ = (rows, cols);
-        Ok(0)
+        self.layout().side_bytes(rows, cols)
     }
 
-    /// Compute the side section from the whole row-major input, before any row is quantized.
+    /// Compute the side section from the whole row-major input, before any row is quantized
+    /// (a no-op for formats without one).
+    ///
+    /// # Errors
+    /// [`QuantError::ShapeMismatch`] when `x` is not `rows × cols` values or `aux` not
+    /// [`aux_bytes(rows, cols)`](Format::aux_bytes) bytes; [`QuantError::NonFinite`] for a
+    /// non-finite value; [`QuantError::Overflow`] for sizes past `usize`.
     fn quantize_aux(&self, x: &[f32], rows: usize, cols: usize, aux: &mut [u8]) -> Result<(), QuantError> {
         let _ = (x, rows, cols, aux);
         Ok(())
     }
 
-    /// Quantize row number `row` of a tensor whose side section is `aux`.
+    /// Quantize row number `row` of a tensor whose side section is `aux` into `out`
+    /// ([`row_bytes(x.len())`](Format::row_bytes) bytes).
+    ///
+    /// # Errors
+    /// As [`Format::quantize_row`]; for a grid layout also [`QuantError::ShapeMismatch`] when
+    /// `aux` does not cover `row`, and [`QuantError::Unsupported`] for a scale in `aux` that
+    /// is not finite and positive.
     fn quantize_row_at(
         &self,
         x: &[f32],
@@ -205,16 +289,26 @@ pub trait Format: Send + Sync + 'static {
         self.quantize_row(x, weights, out)
     }
 
-    /// Dequantize row number `row` of a tensor whose side section is `aux`.
+    /// Dequantize row number `row` (`bytes`: [`row_bytes(out.len())`](Format::row_bytes)
+    /// bytes) of a tensor whose side section is `aux`.
+    ///
+    /// # Errors
+    /// As [`Format::dequant_row`]; for a grid layout also [`QuantError::ShapeMismatch`] when
+    /// `aux` is not whole grid rows for this row length or does not cover `row`.
     fn dequant_row_at(&self, bytes: &[u8], row: usize, aux: &[u8], out: OutRow<'_>) -> Result<(), QuantError> {
         let _ = (row, aux);
         self.dequant_row(bytes, out)
     }
 
     /// The side section of the window `rows` × `cols` of a `n_rows × n_cols` tensor whose
-    /// side section is `aux` (used by padding and sharding). The window starts at multiples of
-    /// [`split_granularity`](Format::split_granularity) and may extend past the tensor
-    /// (padding): cells outside it get the format's neutral value.
+    /// side section is `aux` (used by padding and sharding). The window starts at multiples
+    /// of [`split_granularity`](Format::split_granularity) and may extend past the tensor
+    /// (padding): cells outside it get the neutral scale 1. The default follows
+    /// [`Format::layout`] ([`Layout::side_window`]).
+    ///
+    /// # Errors
+    /// [`QuantError::ShapeMismatch`] when `aux` is not the tensor's side section,
+    /// [`QuantError::InvalidShape`] for a window not starting at a split multiple.
     fn aux_window(
         &self,
         aux: &[u8],
@@ -223,21 +317,26 @@ pub trait Format: Send + Sync + 'static {
         rows: std::ops::Range<usize>,
         cols: std::ops::Range<usize>,
     ) -> Result<Vec<u8>, QuantError> {
-        let _ = (aux, n_rows, n_cols, rows, cols);
-        Ok(Vec::new())
+        self.layout().side_window(aux, n_rows, n_cols, rows, cols)
     }
 
-    /// Where a tensor of this format may be split: (row multiple, column multiple). Block
-    /// formats split between any rows and at block boundaries.
+    /// Where a tensor of this format may be split: (row multiple, column multiple). Row
+    /// layouts split between any rows and at block / group boundaries, grids at tiles.
+    ///
+    /// # Errors
+    /// None.
     fn split_granularity(&self) -> (usize, usize) {
-        (1, self.desc().block_size)
+        self.layout().split_granularity()
     }
 
-    /// Bytes of one block that decodes to zeros (padding blocks).
+    /// Bytes of one row unit (block, group or value) that decodes to zeros (padding).
+    ///
+    /// # Errors
+    /// None: a format whose quantizer refuses a zero row gets all-zero bytes.
     fn zero_block(&self) -> Vec<u8> {
-        let d = self.desc();
-        let mut out = vec![0u8; d.block_bytes];
-        if self.quantize_row(&vec![0f32; d.block_size], None, &mut out).is_err() {
+        let (n, b) = self.layout().row_unit();
+        let mut out = vec![0u8; b];
+        if self.row_bytes(n).ok() != Some(b) || self.quantize_row_at(&vec![0f32; n], None, 0, &[], &mut out).is_err() {
             out.fill(0);
         }
         out
@@ -246,14 +345,34 @@ pub trait Format: Send + Sync + 'static {
     // ---- Dot products (mat-vec / mat-mul) ------------------------------------------------
 
     /// How activations are quantized for this format's native integer dot product.
+    ///
+    /// # Errors
+    /// None.
     fn native_act(&self) -> ActKind {
         ActKind::F32
+    }
+
+    /// The format that quantizes activation rows of `kind` (a one-row-tile grid format for
+    /// [`ActKind::Fp8x128`]), if this format provides it: the registry is searched with this
+    /// for activation kinds that are not plain block formats, so that no caller needs to know
+    /// which crate implements them. An activation row of `padded` elements is then
+    /// `quantize_aux(x, 1, padded)` + `quantize_row_at(x, None, 0, …)` of that format.
+    ///
+    /// # Errors
+    /// None.
+    fn act_format(&self, kind: ActKind) -> Option<&'static dyn Format> {
+        let _ = kind;
+        None
     }
 
     /// Dot of weight row number `row` (`bytes`, side section `aux`) with a quantized
     /// activation row whose length is the row's padded element count, when the format has an
     /// exact kernel for that activation kind; `None` otherwise (callers then fall back to f32
     /// on dequantized weights).
+    ///
+    /// # Errors
+    /// [`QuantError::NotWholeBlocks`] / [`QuantError::ShapeMismatch`] when the weight row, the
+    /// activation row or (grid layouts) `aux` have lengths that do not match.
     fn dot_row(&self, bytes: &[u8], row: usize, aux: &[u8], act: ActRow<'_>) -> Option<Result<f32, QuantError>> {
         let _ = (bytes, row, aux, act);
         None

@@ -5,6 +5,9 @@
 //!   code slot) and the scalar reference `decode` / `encode` of one block. `decode` is generic
 //!   over the output element ([`Elem`]: f32, f16, bf16) so that f16 / bf16 output is produced
 //!   directly, each value rounded to nearest-even from the f32 value, with no f32 buffer.
+//! * [`Layout`] is a format's tensor layout as data (row blocks, groups with their scale
+//!   dtype, or values plus a scale grid with its tile): every layer above the format crates
+//!   reads sizes, side sections and split granularity from it ([`Format::layout`]).
 //! * [`Format`] is the object-safe, row-level view of a format that [`Registry`] stores and
 //!   that the CPU kernels, the CLI and the test matrix use. [`Registered`] turns any
 //!   `BlockFormat` into a `&'static dyn Format` with one line.
@@ -95,6 +98,7 @@ mod dot;
 mod dtype;
 mod error;
 mod format;
+mod layout;
 pub mod le;
 mod params;
 pub mod rand;
@@ -106,6 +110,7 @@ pub use dtype::{DType, Elem, OutRow};
 pub use error::QuantError;
 pub use format::{BlockFormat, CudaDeviceCode, Format, FormatDesc, Registered, Role, check_row_input};
 pub use half::{bf16, f16};
+pub use layout::{ElemType, Layout};
 pub use params::Params;
 pub use registry::Registry;
 pub use tensor::{QuantTensor, Shape};

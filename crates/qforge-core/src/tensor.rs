@@ -63,7 +63,7 @@ impl std::fmt::Display for Shape {
 
 /// A quantized tensor: `rows` rows of `row_bytes` bytes, each row holding `cols` logical
 /// elements padded up to whole blocks, exactly as GGUF stores it, followed by the format's
-/// tensor-level side section if it has one ([`Format::aux_bytes`]: the fp8 scale grid).
+/// tensor-level side section if it has one ([`Format::aux_bytes`]: a grid layout's scales).
 #[derive(Clone)]
 pub struct QuantTensor<'a> {
     format: &'static dyn Format,
@@ -100,10 +100,7 @@ impl<'a> QuantTensor<'a> {
 
     /// Bytes a tensor of `shape` takes in `format`: rows × row bytes + side section.
     pub fn expected_bytes(format: &dyn Format, shape: &Shape) -> Result<usize, QuantError> {
-        let row_bytes = format.row_bytes(shape.cols())?;
-        let rows = row_bytes.checked_mul(shape.rows()).ok_or(QuantError::Overflow { what: "tensor size in bytes" })?;
-        let aux = format.aux_bytes(shape.rows(), shape.cols())?;
-        rows.checked_add(aux).ok_or(QuantError::Overflow { what: "tensor size in bytes" })
+        format.tensor_bytes(shape.rows(), shape.cols())
     }
 
     pub fn format(&self) -> &'static dyn Format {
@@ -120,7 +117,8 @@ impl<'a> QuantTensor<'a> {
     }
     /// Row length padded up to whole blocks.
     pub fn padded_cols(&self) -> usize {
-        self.format.desc().blocks_per_row(self.cols()) * self.format.desc().block_size
+        let unit = self.format.layout().row_unit().0;
+        self.cols().div_ceil(unit) * unit
     }
     pub fn row_bytes(&self) -> usize {
         self.row_bytes

@@ -11,8 +11,10 @@
 //!   `q = fp8_rne_saturating(x / s)`.
 //! * Dequantize ([`Format::dequant_row_at`]): `x = fp8_to_f32(q) · s` in f32; f16 / bf16 are
 //!   the round-to-nearest-even of that f32.
-//! * A row cannot be decoded without the grid, so the plain `dequant_row` / `quantize_row`
-//!   return `QuantError::Unsupported` saying so.
+//! * The layout ([`Format::layout`], `Layout::Grid`, tile size [`grid::BLOCK`] defined once)
+//!   says all of this to the layers above, which never name these formats.
+//! * A row standing alone ([`Format::dequant_row`] / [`Format::quantize_row`]) is a 1-row
+//!   tensor: its values, then its grid row (`ceil(K/128)` f32).
 //! * Native dot ([`Format::dot_row`], `ActKind::Fp8x128`): e4m3 activations with one scale per
 //!   128 elements, f32 partial sums per 128-column block promoted with both scales
 //!   (DeepGEMM-style). Layouts and semantics: `docs/formats/fp8.md`.
@@ -25,7 +27,8 @@ pub use codec::{E4m3, E5m2, Fp8Kind, from_f32, to_f32};
 
 use grid::BLOCK;
 use qforge_core::{
-    ActKind, ActRow, CudaDeviceCode, Elem, Format, FormatDesc, OutRow, QuantError, Role, bf16, check_row_input, f16,
+    ActKind, ActRow, CudaDeviceCode, Elem, ElemType, Format, FormatDesc, Layout, OutRow, QuantError, Role, bf16,
+    check_row_input, f16,
 };
 use std::marker::PhantomData;
 
@@ -39,33 +42,40 @@ const fn cuda_traits<K: Fp8Kind>() -> &'static str {
     if K::IEEE_SPECIALS { "qf_fp8_e5m2" } else { "qf_fp8_e4m3" }
 }
 
-/// An FP8 weight format with 128×128 block scales.
-pub struct Fp8Format<K: Fp8Kind>(PhantomData<fn() -> K>);
+/// The grid values' encoding for `K`.
+const fn elem<K: Fp8Kind>() -> ElemType {
+    if K::IEEE_SPECIALS { ElemType::F8E5M2 } else { ElemType::F8E4M3 }
+}
 
-impl<K: Fp8Kind> Fp8Format<K> {
+/// An FP8 format with one f32 scale per `ROWS × 128` tile: the weight formats have
+/// 128 × 128 tiles ([`FP8_E4M3`], [`FP8_E5M2`]); [`FP8_E4M3_ACT`] (1 × 128) quantizes
+/// activations for the native dot.
+pub struct Fp8Format<K: Fp8Kind, const ROWS: usize = BLOCK>(PhantomData<fn() -> K>);
+
+impl<K: Fp8Kind, const ROWS: usize> Fp8Format<K, ROWS> {
     pub const NEW: Self = Fp8Format(PhantomData);
 
+    /// The descriptor: one byte per value ("blocks" of one element); the tiles and the
+    /// grid are in [`Fp8Format::LAYOUT`]. Only the registered weight formats carry device
+    /// code.
     pub const DESC: FormatDesc = FormatDesc {
-        name: K::NAME,
+        name: if ROWS == BLOCK { K::NAME } else { "fp8_e4m3_1x128" },
         family: "fp8",
         ggml_type: None,
         block_size: 1,
         block_bytes: 1,
-        role: Role::Weight,
+        role: if ROWS == BLOCK { Role::Weight } else { Role::Activation },
         dot_type: None,
         summary: K::SUMMARY,
-        cuda: Some(CudaDeviceCode { header: CUDA_HEADER, header_file: "fp8.cuh", traits: cuda_traits::<K>() }),
+        cuda: if ROWS == BLOCK {
+            Some(CudaDeviceCode { header: CUDA_HEADER, header_file: "fp8.cuh", traits: cuda_traits::<K>() })
+        } else {
+            None
+        },
     };
 
-    fn needs_grid(&self, op: &str) -> QuantError {
-        QuantError::Unsupported {
-            format: K::NAME,
-            reason: format!(
-                "{op} needs the tensor context (its 128x128 scale grid): use {op}_at / qforge_cpu, \
-                 which pass the grid stored after the values"
-            ),
-        }
-    }
+    /// The tensor layout: values, then the f32 grid of `ROWS × 128` tiles.
+    pub const LAYOUT: Layout = grid::layout(elem::<K>(), ROWS);
 
     fn check_len(what: &'static str, expected: usize, actual: usize) -> Result<(), QuantError> {
         if expected == actual { Ok(()) } else { Err(QuantError::ShapeMismatch { what, expected, actual }) }
@@ -78,39 +88,53 @@ impl<K: Fp8Kind> Fp8Format<K> {
             }
         }
     }
+
+    /// A row standing alone (a `1 × n` tensor): `(values, grid row)`.
+    fn split_alone(&self, bytes_len: usize, n: usize) -> Result<usize, QuantError> {
+        Self::check_len("fp8 bytes of a 1-row tensor (values + scale grid row)", self.tensor_bytes(1, n)?, bytes_len)?;
+        Ok(n)
+    }
 }
 
-impl<K: Fp8Kind> Format for Fp8Format<K> {
+impl<K: Fp8Kind, const ROWS: usize> Format for Fp8Format<K, ROWS> {
     fn desc(&self) -> &'static FormatDesc {
         &Self::DESC
     }
 
-    fn dequant_row(&self, _: &[u8], _: OutRow<'_>) -> Result<(), QuantError> {
-        Err(self.needs_grid("dequant_row"))
+    fn layout(&self) -> Layout {
+        Self::LAYOUT
     }
 
-    fn quantize_row(&self, _: &[f32], _: Option<&[f32]>, _: &mut [u8]) -> Result<(), QuantError> {
-        Err(self.needs_grid("quantize_row"))
+    /// The row as a 1-row tensor: its `n` values, then its `ceil(n/128)` f32 scales.
+    fn dequant_row(&self, row: &[u8], out: OutRow<'_>) -> Result<(), QuantError> {
+        let n = self.split_alone(row.len(), out.len())?;
+        let (values, grid) = row.split_at(n);
+        self.dequant_row_at(values, 0, grid, out)
     }
 
-    fn aux_bytes(&self, rows: usize, cols: usize) -> Result<usize, QuantError> {
-        grid::bytes(rows, cols)
+    /// The row as a 1-row tensor: its grid row ([`Format::quantize_aux`] of a `1 × n`
+    /// tensor) after the values.
+    fn quantize_row(&self, x: &[f32], weights: Option<&[f32]>, out: &mut [u8]) -> Result<(), QuantError> {
+        let n = self.split_alone(out.len(), x.len())?;
+        let (values, grid) = out.split_at_mut(n);
+        self.quantize_aux(x, 1, n, grid)?;
+        self.quantize_row_at(x, weights, 0, grid, values)
     }
 
-    /// The grid: per 128×128 block (partial at the edges: real elements only)
-    /// `s = amax / MAX` in f32, 1 for an all-zero block.
+    /// The grid: per tile (partial at the edges: real elements only) `s = amax / MAX` in
+    /// f32, 1 for an all-zero tile.
     fn quantize_aux(&self, x: &[f32], rows: usize, cols: usize, aux: &mut [u8]) -> Result<(), QuantError> {
         let n = rows.checked_mul(cols).ok_or(QuantError::Overflow { what: "element count" })?;
         Self::check_len("fp8 input elements (rows x cols)", n, x.len())?;
-        Self::check_len("fp8 scale grid bytes", grid::bytes(rows, cols)?, aux.len())?;
+        Self::check_len("fp8 scale grid bytes", self.aux_bytes(rows, cols)?, aux.len())?;
         // Checked here, before any scale is computed: an Inf would otherwise make a grid
         // entry infinite, and a finite row of the same band would report that instead.
         check_row_input(x, None)?;
         if n == 0 {
             return Ok(());
         }
-        let (_, gc) = grid::dims(rows, cols);
-        for (xs, out) in x.chunks(BLOCK * cols.max(1)).zip(aux.chunks_mut(gc * 4)) {
+        let gc = cols.div_ceil(BLOCK);
+        for (xs, out) in x.chunks(ROWS * cols.max(1)).zip(aux.chunks_mut(gc * 4)) {
             let mut amax = vec![0f32; gc];
             for row in xs.chunks(cols.max(1)) {
                 for (m, blk) in amax.iter_mut().zip(row.chunks(BLOCK)) {
@@ -141,12 +165,12 @@ impl<K: Fp8Kind> Format for Fp8Format<K> {
             return Ok(());
         }
         for (kb, ((xs, qs), s)) in
-            x.chunks(BLOCK).zip(out.chunks_mut(BLOCK)).zip(grid::row_scales(aux, row, x.len())?).enumerate()
+            x.chunks(BLOCK).zip(out.chunks_mut(BLOCK)).zip(grid::row_scales(aux, row, x.len(), ROWS)?).enumerate()
         {
             if !(s.is_finite() && s > 0.0) {
                 return Err(QuantError::Unsupported {
-                    format: K::NAME,
-                    reason: format!("scale grid entry ({}, {kb}) = {s} is not a finite positive number", row / BLOCK),
+                    format: Self::DESC.name,
+                    reason: format!("scale grid entry ({}, {kb}) = {s} is not a finite positive number", row / ROWS),
                 });
             }
             for (&v, q) in xs.iter().zip(qs) {
@@ -162,7 +186,7 @@ impl<K: Fp8Kind> Format for Fp8Format<K> {
         if bytes.is_empty() {
             return Ok(());
         }
-        let scales = grid::row_scales(aux, row, bytes.len())?;
+        let scales = grid::row_scales(aux, row, bytes.len(), ROWS)?;
         match out {
             OutRow::F32(o) => Self::decode_into::<f32>(bytes, scales, o),
             OutRow::F16(o) => Self::decode_into::<f16>(bytes, scales, o),
@@ -171,45 +195,13 @@ impl<K: Fp8Kind> Format for Fp8Format<K> {
         Ok(())
     }
 
-    /// Grid cells of the window; cells outside the tensor (padding) get scale 1.
-    fn aux_window(
-        &self,
-        aux: &[u8],
-        n_rows: usize,
-        n_cols: usize,
-        rows: std::ops::Range<usize>,
-        cols: std::ops::Range<usize>,
-    ) -> Result<Vec<u8>, QuantError> {
-        Self::check_len("fp8 scale grid bytes", grid::bytes(n_rows, n_cols)?, aux.len())?;
-        if !rows.start.is_multiple_of(BLOCK) || !cols.start.is_multiple_of(BLOCK) {
-            return Err(QuantError::InvalidShape {
-                reason: format!("{} windows start at multiples of {BLOCK} rows and columns", K::NAME),
-            });
-        }
-        let (gr, gc) = grid::dims(n_rows, n_cols);
-        let (r0, r1) = (rows.start / BLOCK, rows.end.div_ceil(BLOCK));
-        let (c0, c1) = (cols.start / BLOCK, cols.end.div_ceil(BLOCK));
-        let mut out = Vec::with_capacity(r1.saturating_sub(r0) * c1.saturating_sub(c0) * 4);
-        for r in r0..r1 {
-            for c in c0..c1 {
-                if r < gr && c < gc {
-                    let i = (r * gc + c) * 4;
-                    out.extend_from_slice(&aux[i..i + 4]);
-                } else {
-                    out.extend_from_slice(&1f32.to_le_bytes());
-                }
-            }
-        }
-        Ok(out)
-    }
-
-    /// Shards and windows follow the 128×128 scale blocks.
-    fn split_granularity(&self) -> (usize, usize) {
-        (BLOCK, BLOCK)
-    }
-
     fn native_act(&self) -> ActKind {
         ActKind::Fp8x128
+    }
+
+    /// [`FP8_E4M3_ACT`] for [`ActKind::Fp8x128`] (both encodings take e4m3 activations).
+    fn act_format(&self, kind: ActKind) -> Option<&'static dyn Format> {
+        (kind == ActKind::Fp8x128).then_some(&FP8_E4M3_ACT as &dyn Format)
     }
 
     /// For each 128-column block `kb`: `partial = Σ fp8(w)·e4m3(a)` in f32 (products exact,
@@ -223,7 +215,7 @@ impl<K: Fp8Kind> Format for Fp8Format<K> {
             if bytes.is_empty() {
                 return Ok(0.0);
             }
-            let w_scales = grid::row_scales(aux, row, bytes.len())?;
+            let w_scales = grid::row_scales(aux, row, bytes.len(), ROWS)?;
             Ok(row_dot::<K>(bytes, q, w_scales, scales))
         })())
     }
@@ -363,6 +355,10 @@ fn decode<K: Fp8Kind>(c: u8) -> f32 {
 pub static FP8_E4M3: Fp8Format<E4m3> = Fp8Format::NEW;
 /// `fp8_e5m2`.
 pub static FP8_E5M2: Fp8Format<E5m2> = Fp8Format::NEW;
+/// e4m3 activations with one f32 scale per 1 × 128 tile (DeepSeek-V3 / DeepGEMM): what
+/// [`ActKind::Fp8x128`] quantizes with (`Format::act_format`). Not registered: it is reached
+/// through the weight formats.
+pub static FP8_E4M3_ACT: Fp8Format<E4m3, 1> = Fp8Format::NEW;
 
 /// This family's formats for the registry.
 pub static FORMATS: &[&dyn Format] = &[&FP8_E4M3, &FP8_E5M2];

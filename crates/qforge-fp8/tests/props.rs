@@ -1,9 +1,9 @@
 //! fp8 properties through the tensor-level API (values + scale grid): error bounds, the grid
 //! from real elements only, any shape, non-finite input, arbitrary bytes, zeros, the rows
-//! that cannot be decoded without a grid, and the 1x128 dot against an f64 reference.
+//! standing alone as 1-row tensors, the activation format, and the 1x128 dot against an f64 reference.
 
 use proptest::prelude::*;
-use qforge_core::{ActKind, ActRow, Format, OutRow, QuantError, QuantTensor, Shape};
+use qforge_core::{ActKind, ActRow, DType, Format, Layout, OutRow, QuantError, QuantTensor, Shape};
 use qforge_fp8::{E4m3, FORMATS, Fp8Kind, from_f32, grid, to_f32};
 
 /// (mantissa bits, bias, max) of a registered fp8 format.
@@ -173,22 +173,78 @@ fn zeros_decode_to_zeros_with_unit_scales() {
     }
 }
 
+/// A row standing alone is a 1-row tensor: its values, then its grid row. `quantize_row` /
+/// `dequant_row` give exactly the bytes and values of the tensor path; wrong lengths are
+/// typed errors.
 #[test]
-fn rows_without_the_grid_are_typed_errors() {
+fn a_row_alone_is_a_one_row_tensor() {
     for &f in FORMATS {
-        let e = f.dequant_row(&[0; 4], OutRow::F32(&mut [0.0; 4])).unwrap_err();
-        assert!(matches!(&e, QuantError::Unsupported { .. }) && e.to_string().contains("grid"), "{e}");
-        let e = f.quantize_row(&[0.0; 4], None, &mut [0; 4]).unwrap_err();
-        assert!(matches!(&e, QuantError::Unsupported { .. }) && e.to_string().contains("grid"), "{e}");
+        for n in [1usize, 5, 128, 129, 300] {
+            let x: Vec<f32> =
+                (0..n).map(|i| ((i * 37 % 101) as f32 - 50.0) * 10f32.powi((i / 128) as i32 - 1)).collect();
+            let t = quantize(f, 1, n, &x);
+            assert_eq!(f.tensor_bytes(1, n).unwrap(), n + 4 * n.div_ceil(128));
+            let mut alone = vec![0u8; f.tensor_bytes(1, n).unwrap()];
+            f.quantize_row(&x, None, &mut alone).unwrap();
+            assert_eq!(alone, t.data(), "{} n={n}", f.desc().name);
+            let mut y = vec![0f32; n];
+            f.dequant_row(&alone, OutRow::F32(&mut y)).unwrap();
+            let want: Vec<f32> = qforge_cpu::dequantize(&t).unwrap();
+            assert_eq!(
+                y.iter().map(|v| v.to_bits()).collect::<Vec<_>>(),
+                want.iter().map(|v| v.to_bits()).collect::<Vec<_>>()
+            );
+            // Values alone (no grid row) are the wrong length for a row standing alone.
+            let e = f.dequant_row(&alone[..n], OutRow::F32(&mut y)).unwrap_err();
+            assert!(matches!(e, QuantError::ShapeMismatch { .. }), "{e}");
+            let e = f.quantize_row(&x, None, &mut alone[..n].to_vec()).unwrap_err();
+            assert!(matches!(e, QuantError::ShapeMismatch { .. }), "{e}");
+        }
+    }
+}
+
+#[test]
+fn bad_grids_and_weights_are_typed_errors() {
+    for &f in FORMATS {
         // Bad grid scales and bad weights are rejected when quantizing a row.
         let e = f.quantize_row_at(&[1.0; 4], None, 0, &0f32.to_le_bytes(), &mut [0; 4]).unwrap_err();
         assert!(matches!(e, QuantError::Unsupported { .. }), "{e}");
         let e = f.quantize_row_at(&[1.0; 4], Some(&[1.0; 3]), 0, &1f32.to_le_bytes(), &mut [0; 4]).unwrap_err();
         assert!(matches!(e, QuantError::InvalidImatrix { .. }), "{e}");
+        let e = f.dequant_row_at(&[0; 4], 0, &[], OutRow::F32(&mut [0.0; 4])).unwrap_err();
+        assert!(matches!(e, QuantError::ShapeMismatch { .. }), "{e}");
         assert_eq!(f.aux_bytes(257, 129).unwrap(), 3 * 2 * 4);
         assert!(f.aux_bytes(usize::MAX, usize::MAX).is_err());
         let d = f.desc();
         assert_eq!((d.family, d.ggml_type, d.block_size, d.block_bytes, d.dot_type), ("fp8", None, 1, 1, None));
+        let Layout::Grid { tile_rows, tile_cols, scale_dtype, .. } = f.layout() else { panic!("{}", d.name) };
+        assert_eq!((tile_rows, tile_cols, scale_dtype, f.split_granularity()), (128, 128, DType::F32, (128, 128)));
+    }
+}
+
+/// The activation format (1 x 128 tiles, e4m3) against the rule written out: per 128
+/// elements s = amax / 448 (1 for zeros), q = e4m3_rne_saturating(x / s).
+#[test]
+fn activation_format_is_e4m3_with_1x128_scales() {
+    let act = FORMATS[1].act_format(ActKind::Fp8x128).unwrap();
+    assert_eq!(act.layout(), FORMATS[0].act_format(ActKind::Fp8x128).unwrap().layout());
+    assert!(FORMATS[0].act_format(ActKind::Int8Dyn).is_none());
+    assert_eq!(act.layout().scale_tile(), (1, 128));
+    for n in [1usize, 128, 200, 384] {
+        let x: Vec<f32> =
+            (0..n).map(|i| if i >= 128 && i < 256 { 0.0 } else { (i as f32 * 0.37).sin() * 3.0 }).collect();
+        let mut aux = vec![0u8; act.aux_bytes(1, n).unwrap()];
+        act.quantize_aux(&x, 1, n, &mut aux).unwrap();
+        let mut q = vec![0u8; act.row_bytes(n).unwrap()];
+        act.quantize_row_at(&x, None, 0, &aux, &mut q).unwrap();
+        for (b, xs) in x.chunks(128).enumerate() {
+            let amax = xs.iter().fold(0f32, |m, v| m.max(v.abs()));
+            let s = if amax == 0.0 { 1.0 } else { amax / E4m3::MAX };
+            assert_eq!(f32::from_le_bytes(aux[4 * b..4 * b + 4].try_into().unwrap()), s);
+            for (i, &v) in xs.iter().enumerate() {
+                assert_eq!(q[b * 128 + i], from_f32::<E4m3>(v / s), "n={n} block {b} element {i}");
+            }
+        }
     }
 }
 

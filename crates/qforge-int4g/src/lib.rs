@@ -31,7 +31,7 @@ pub use block::{BlockInt4g, Int4g, QRANGE_HALF, SCALE_EPS, SCALE_MAX};
 pub use dot::A8W4Dot;
 pub use scale::{Bf16Scale, F16Scale, F32Scale, ScaleKind};
 
-use qforge_core::{ActKind, ActRow, DType, Format, FormatDesc, OutRow, Params, QuantError, Registered};
+use qforge_core::{ActKind, ActRow, DType, Format, FormatDesc, Layout, OutRow, Params, QuantError, Registered};
 
 /// The default group size.
 pub const DEFAULT_GROUP: usize = 128;
@@ -49,6 +49,10 @@ impl<S: ScaleKind, const H: usize> Int4gFormat<S, H> {
 impl<S: ScaleKind, const H: usize> Format for Int4gFormat<S, H> {
     fn desc(&self) -> &'static FormatDesc {
         self.0.desc()
+    }
+    /// Groups of `2·H` elements: the scale (`S`), then `H` bytes of nibbles.
+    fn layout(&self) -> Layout {
+        Layout::Groups { group_size: 2 * H, group_bytes: S::BYTES + H, value_bits: 4, scale_dtype: S::DTYPE }
     }
     fn row_bytes(&self, cols: usize) -> Result<usize, QuantError> {
         self.0.row_bytes(cols)
@@ -135,6 +139,9 @@ mod tests {
                 let p = Params { group_size: Some(g), scale_dtype: Some(dt) };
                 assert_eq!(f.params(), p);
                 assert_eq!((f.desc().block_size, f.desc().block_bytes), (g, dt.size() + g / 2));
+                let want =
+                    Layout::Groups { group_size: g, group_bytes: dt.size() + g / 2, value_bits: 4, scale_dtype: dt };
+                assert_eq!((f.layout(), f.layout().row_unit()), (want, (g, dt.size() + g / 2)));
                 // Only the registered variant has device code (kernels are found by name).
                 assert_eq!(f.desc().cuda.is_some(), (g, dt) == (DEFAULT_GROUP, DType::F16));
                 let v = <dyn Format>::with_params(FORMATS[0], &p).unwrap();
