@@ -1,7 +1,6 @@
 //! Activation quantization for mat-vec / mat-mul: the four `--act-quant` modes.
 
 use qforge_core::{ActKind, ActRow, Format, OutRow, QuantError};
-use qforge_fp8::{E4m3, Fp8Kind};
 use std::str::FromStr;
 
 /// How mat-vec / mat-mul treats the activations (`--act-quant`).
@@ -65,13 +64,32 @@ impl FromStr for ActQuant {
 #[derive(Clone, Debug)]
 pub enum QuantAct {
     F32(Vec<f32>),
-    Blocks { format: &'static dyn Format, bytes: Vec<u8> },
-    Int8 { q: Vec<i8>, scale: f32, zero_point: i32 },
-    Fp8 { q: Vec<u8>, scales: Vec<f32> },
+    Blocks {
+        format: &'static dyn Format,
+        bytes: Vec<u8>,
+    },
+    Int8 {
+        q: Vec<i8>,
+        scale: f32,
+        zero_point: i32,
+    },
+    /// Values and one f32 scale per tile of a one-row-tile grid format (the format a weight
+    /// format's [`Format::act_format`] names: e4m3 with 1×128 tiles for `fp8-1x128`).
+    Tiled {
+        format: &'static dyn Format,
+        q: Vec<u8>,
+        scales: Vec<f32>,
+    },
 }
 
-/// Elements per fp8 activation scale group.
-pub const FP8_GROUP: usize = 128;
+/// The format that quantizes activation rows of `kind` when `kind` is not a plain block
+/// format: the first registered format that provides one ([`Format::act_format`]).
+pub fn act_format(kind: ActKind) -> Result<&'static dyn Format, QuantError> {
+    qforge_formats::registry().iter().find_map(|f| f.act_format(kind)).ok_or_else(|| QuantError::Unsupported {
+        format: "act-quant",
+        reason: format!("no registered format quantizes {kind:?} activations"),
+    })
+}
 
 impl QuantAct {
     /// Quantize `x` (logical length) as `kind` into a row of `padded` elements.
@@ -106,18 +124,14 @@ impl QuantAct {
                     .collect();
                 QuantAct::Int8 { q, scale, zero_point }
             }
-            ActKind::Fp8x128 => {
-                let mut q = vec![0u8; padded];
-                let mut scales = Vec::with_capacity(padded.div_ceil(FP8_GROUP));
-                for (xs, qs) in xp.chunks(FP8_GROUP).zip(q.chunks_mut(FP8_GROUP)) {
-                    let amax = xs.iter().fold(0f32, |m, v| m.max(v.abs()));
-                    let s = qforge_fp8::grid::scale_for(amax, E4m3::MAX);
-                    scales.push(s);
-                    for (v, o) in xs.iter().zip(qs) {
-                        *o = qforge_fp8::from_f32::<E4m3>(v / s);
-                    }
-                }
-                QuantAct::Fp8 { q, scales }
+            kind @ ActKind::Fp8x128 => {
+                let format = act_format(kind)?;
+                let mut aux = vec![0u8; format.aux_bytes(1, padded)?];
+                format.quantize_aux(&xp, 1, padded, &mut aux)?;
+                let mut q = vec![0u8; format.row_bytes(padded)?];
+                format.quantize_row_at(&xp, None, 0, &aux, &mut q)?;
+                let scales = aux.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+                QuantAct::Tiled { format, q, scales }
             }
         })
     }
@@ -128,7 +142,7 @@ impl QuantAct {
             QuantAct::F32(_) => None,
             QuantAct::Blocks { bytes, .. } => Some(ActRow::Blocks(bytes)),
             QuantAct::Int8 { q, scale, zero_point } => Some(ActRow::Int8 { q, scale: *scale, zero_point: *zero_point }),
-            QuantAct::Fp8 { q, scales } => Some(ActRow::Fp8 { q, scales }),
+            QuantAct::Tiled { q, scales, .. } => Some(ActRow::Fp8 { q, scales }),
         }
     }
 
@@ -138,7 +152,7 @@ impl QuantAct {
             QuantAct::F32(v) => 4 * v.len(),
             QuantAct::Blocks { bytes, .. } => bytes.len(),
             QuantAct::Int8 { q, .. } => q.len(),
-            QuantAct::Fp8 { q, scales } => q.len() + 4 * scales.len(),
+            QuantAct::Tiled { q, scales, .. } => q.len() + 4 * scales.len(),
         }
     }
 
@@ -147,7 +161,8 @@ impl QuantAct {
         match self {
             QuantAct::F32(v) => v.clone(),
             QuantAct::Blocks { format, bytes } => {
-                let n = bytes.len() / format.desc().block_bytes * format.desc().block_size;
+                let (unit, unit_bytes) = format.layout().row_unit();
+                let n = bytes.len() / unit_bytes * unit;
                 let mut y = vec![0f32; n];
                 // The bytes were produced by this very format, so the lengths agree.
                 if format.dequant_row(bytes, OutRow::F32(&mut y)).is_err() {
@@ -158,11 +173,15 @@ impl QuantAct {
             QuantAct::Int8 { q, scale, zero_point } => {
                 q.iter().map(|&v| (v as i32 - zero_point) as f32 * scale).collect()
             }
-            QuantAct::Fp8 { q, scales } => q
-                .chunks(FP8_GROUP)
-                .zip(scales)
-                .flat_map(|(qs, &s)| qs.iter().map(move |&b| qforge_fp8::to_f32::<E4m3>(b) * s))
-                .collect(),
+            QuantAct::Tiled { format, q, scales } => {
+                let mut y = vec![0f32; q.len()];
+                let aux: Vec<u8> = scales.iter().flat_map(|s| s.to_le_bytes()).collect();
+                // The row was produced by this very format, so the lengths agree.
+                if format.dequant_row_at(q, 0, &aux, OutRow::F32(&mut y)).is_err() {
+                    y.fill(f32::NAN);
+                }
+                y
+            }
         }
     }
 }

@@ -44,7 +44,7 @@ mod act;
 mod convert;
 mod matmul;
 
-pub use act::{ActQuant, FP8_GROUP, QuantAct, int8_dyn_params};
+pub use act::{ActQuant, QuantAct, act_format, int8_dyn_params};
 pub use convert::cast_f32;
 pub use matmul::{dot_f32, matmul, matmul_into, matvec, padded_len, quantize_acts, reference_f64};
 use qforge_core::{DType, Elem, Format, OutRow, QuantError, QuantTensor, Shape, bf16, f16};

@@ -53,9 +53,10 @@ pub fn quantize_acts(w: &QuantTensor<'_>, x: &[f32], m: usize, mode: ActQuant) -
         .collect()
 }
 
-/// Elements in one padded weight row (whole blocks).
+/// Elements in one padded weight row (whole blocks or groups; a grid layout's rows are not
+/// padded).
 pub fn padded_len(w: &QuantTensor<'_>) -> usize {
-    w.row_bytes() / w.format().desc().block_bytes * w.format().desc().block_size
+    w.padded_cols()
 }
 
 /// `Y = X · Wᵀ` into `out` (M×N row-major).

@@ -237,14 +237,20 @@ fn activation_format_is_e4m3_with_1x128_scales() {
         act.quantize_aux(&x, 1, n, &mut aux).unwrap();
         let mut q = vec![0u8; act.row_bytes(n).unwrap()];
         act.quantize_row_at(&x, None, 0, &aux, &mut q).unwrap();
+        // qforge-cpu's fp8-1x128 activations (padded by 5 zeros) come from the same format.
+        let qa = qforge_cpu::QuantAct::new(ActKind::Fp8x128, &x, n + 5).unwrap();
+        let Some(ActRow::Fp8 { q: cq, scales: cs }) = qa.as_row() else { panic!("{qa:?}") };
+        assert_eq!((cq.len(), cs.len()), (n + 5, (n + 5).div_ceil(128)));
         for (b, xs) in x.chunks(128).enumerate() {
             let amax = xs.iter().fold(0f32, |m, v| m.max(v.abs()));
             let s = if amax == 0.0 { 1.0 } else { amax / E4m3::MAX };
-            assert_eq!(f32::from_le_bytes(aux[4 * b..4 * b + 4].try_into().unwrap()), s);
+            assert_eq!((f32::from_le_bytes(aux[4 * b..4 * b + 4].try_into().unwrap()), cs[b]), (s, s));
             for (i, &v) in xs.iter().enumerate() {
                 assert_eq!(q[b * 128 + i], from_f32::<E4m3>(v / s), "n={n} block {b} element {i}");
+                assert_eq!(cq[b * 128 + i], q[b * 128 + i]);
             }
         }
+        assert!(cq[n..].iter().all(|&c| c == 0), "padding quantizes to 0");
     }
 }
 
