@@ -128,19 +128,32 @@ struct DecodeRef {
 fn decode_ref(f: &dyn Format) -> Result<DecodeRef> {
     let d = f.desc();
     let golden = qforge_golden::manifest().formats.contains_key(d.name);
-    let blocks = if golden { qforge_golden::random_blocks(d.name) } else { pseudo_random_bytes(64 * d.block_bytes) };
+    let blocks =
+        if golden { qforge_golden::random_blocks(d.name) } else { pseudo_random_bytes(64 * f.layout().row_unit().1) };
     if let Some(want) = golden.then(|| qforge_golden::random_f32(d.name)).flatten() {
         return Ok(DecodeRef { blocks, f32: want, source: "ggml to_float (golden)".into() });
     }
     // No ggml to_float: the format's scalar reference, one block at a time. A format with a
     // tensor side section (fp8's scale grid) gets a pseudo-random valid one: the rows are
     // then `block_size` wide rows of one tensor and decoded with their row index.
-    let mut out = vec![0f32; blocks.len() / d.block_bytes * d.block_size];
-    let rows = out.len() / d.block_size;
-    let aux_len = f.aux_bytes(rows, d.block_size)?;
-    let aux: Vec<u8> =
-        pseudo_random_bytes(aux_len / 4).iter().flat_map(|b| (0.5f32 + *b as f32 / 64.0).to_le_bytes()).collect();
-    for (r, (b, o)) in blocks.chunks_exact(d.block_bytes).zip(out.chunks_exact_mut(d.block_size)).enumerate() {
+    let (unit, unit_bytes) = f.layout().row_unit();
+    let mut out = vec![0f32; blocks.len() / unit_bytes * unit];
+    let rows = out.len() / unit;
+    let aux_len = f.aux_bytes(rows, unit)?;
+    // Scales in 0.5..4.5, stored in the layout's scale dtype.
+    let scale_dtype = f.layout().scale_dtype().unwrap_or(DType::F32);
+    let aux: Vec<u8> = pseudo_random_bytes(aux_len / scale_dtype.size())
+        .iter()
+        .flat_map(|b| {
+            let v = 0.5f32 + *b as f32 / 64.0;
+            match scale_dtype {
+                DType::F32 => v.to_le_bytes().to_vec(),
+                DType::F16 => f16::from_f32(v).to_le_bytes().to_vec(),
+                DType::Bf16 => bf16::from_f32(v).to_le_bytes().to_vec(),
+            }
+        })
+        .collect();
+    for (r, (b, o)) in blocks.chunks_exact(unit_bytes).zip(out.chunks_exact_mut(unit)).enumerate() {
         f.dequant_row_at(b, r, &aux, qforge_core::OutRow::F32(o))?;
     }
     let mut blocks = blocks;
@@ -209,9 +222,9 @@ fn dequant_cell(f: &'static dyn Format, dev: &dyn Backend, r: &DecodeRef, dtype:
         DType::F32 => r.source.clone(),
         _ => format!("round-to-nearest-even of {}", r.source),
     };
-    let d = f.desc();
+    let unit = f.layout().row_unit().0;
     let n = r.f32.len();
-    let t = match Shape::new([n / d.block_size, d.block_size]).and_then(|s| QuantTensor::new(f, s, &r.blocks[..])) {
+    let t = match Shape::new([n / unit, unit]).and_then(|s| QuantTensor::new(f, s, &r.blocks[..])) {
         Ok(t) => t,
         Err(e) => {
             c.detail = format!("reference data does not fit the format: {e}");

@@ -14,8 +14,8 @@ use crate::files;
 use crate::inspect;
 use qforge_core::DType;
 use qforge_io::{
-    Container, GgufWriter, IoError, ModelFile, Plain, StDtype, StWriteTensor, TensorType, TensorView, Value, fp8,
-    imatrix, is_fp8, st_dtype, write_safetensors,
+    Container, GgufWriter, IoError, ModelFile, Plain, StWriteTensor, TensorType, TensorView, Value, grid, imatrix,
+    st_dtype, write_safetensors,
 };
 use std::borrow::Cow;
 use std::fs::File;
@@ -149,11 +149,11 @@ pub fn convert(a: ConvertArgs<'_>) -> CliResult<()> {
                 let started = Instant::now();
                 let data = encode(t, *target, im.as_ref())?;
                 match target {
-                    TensorType::Quant(f) if is_fp8(*f) => {
-                        let (n, k) = fp8::rows_cols(&t.dims).unwrap_or((1, 1));
-                        let (values, grid) = fp8::split(&data, n, k).map_err(io_error)?;
+                    TensorType::Quant(f) if grid::is_grid(*f) => {
+                        let (n, k) = grid::rows_cols(&t.dims).unwrap_or((1, 1));
+                        let (values, scales) = grid::split(*f, &data, n, k).map_err(io_error)?;
                         s.write_tensor(values).map_err(io_error)?;
-                        s.write_tensor(grid).map_err(io_error)?;
+                        s.write_tensor(scales).map_err(io_error)?;
                     }
                     _ => s.write_tensor(&data).map_err(io_error)?,
                 }
@@ -204,12 +204,12 @@ fn plan(model: &ModelFile<'_>, mode: Mode, out: Container) -> CliResult<Vec<Tens
         let fits = match (out, target) {
             (Container::Gguf, t) => t.ggml_type().is_some(),
             (Container::Safetensors, TensorType::Plain(_)) => true,
-            (Container::Safetensors, TensorType::Quant(f)) => is_fp8(f),
+            (Container::Safetensors, TensorType::Quant(f)) => grid::is_grid(f),
         };
         if !fits {
             let other_fits = match target {
                 TensorType::Quant(f) => match out {
-                    Container::Gguf => is_fp8(f),
+                    Container::Gguf => grid::is_grid(f),
                     Container::Safetensors => f.desc().ggml_type.is_some(),
                 },
                 TensorType::Plain(_) => true,
@@ -254,9 +254,10 @@ fn imatrix_metadata(path: &str, entries: usize, info: &imatrix::ImatrixInfo) -> 
 }
 
 /// llama.cpp's fallback for rows that are not whole blocks of `want` (qforge-presets), for
-/// every format: fp8 fits any row; a format llama.cpp has no fallback for becomes f16.
+/// every format: a format whose rows are not padded (a row unit of one element: grid
+/// layouts such as fp8) fits any row; a format llama.cpp has no fallback for becomes f16.
 fn fallback(want: TensorType, cols: usize, tensor: &str) -> CliResult<TensorType> {
-    if matches!(want, TensorType::Quant(f) if is_fp8(f)) {
+    if matches!(want, TensorType::Quant(f) if f.layout().row_unit().0 == 1) {
         return Ok(want);
     }
     let block = |n: &str| TensorType::by_name(n).ok().map(|t| t.block_size());
@@ -327,11 +328,14 @@ fn st_header(model: &ModelFile<'_>, plan: &[TensorType]) -> CliResult<StHeader> 
                 specs.push(StWriteTensor { name: t.name.clone(), dtype: st_dtype(*p), shape: t.dims.clone() })
             }
             TensorType::Quant(f) => {
-                let dtype = if f.desc().name == "fp8_e5m2" { StDtype::F8_E5M2 } else { StDtype::F8_E4M3 };
-                let (n, k) = fp8::rows_cols(&t.dims).unwrap_or((1, 1));
-                specs.push(StWriteTensor { name: t.name.clone(), dtype, shape: t.dims.clone() });
-                let grid = fp8::grid_dims(n, k).to_vec();
-                specs.push(StWriteTensor { name: fp8::companion_name(&t.name), dtype: StDtype::F32, shape: grid });
+                // `plan` lets only grid formats reach a safetensors output.
+                let (Some((values, scales)), Some(dims)) =
+                    (grid::st_dtypes(*f), grid::rows_cols(&t.dims).and_then(|(n, k)| grid::grid_dims(*f, n, k)))
+                else {
+                    return Err(bad_input(format!("tensor '{}': safetensors cannot hold {}", t.name, f.desc().name)));
+                };
+                specs.push(StWriteTensor { name: t.name.clone(), dtype: values, shape: t.dims.clone() });
+                specs.push(StWriteTensor { name: grid::companion_name(&t.name), dtype: scales, shape: dims.to_vec() });
             }
         }
     }

@@ -19,38 +19,21 @@ pub struct GemmArgs<'a> {
     pub batch: bool,
 }
 
-/// The weight layout of a format name: a registry format first, then the built-in layouts
-/// (dense f32/f16/bf16, fp8_e4m3/e5m2, int4g) whose crates may not exist yet.
+/// The weight layout of a format name: f32 / f16 / bf16, or a registry format with its
+/// group size applied (qforge-tiling reads the format's layout from the registry).
 fn layout(format: &str, group_size: Option<u64>) -> CliResult<WeightLayout> {
-    match WeightLayout::builtin(format, group_size) {
-        Ok(l) => Ok(l),
-        Err(qforge_tiling::TilingError::UnknownLayout { .. }) => match qforge_formats::get(format) {
-            Ok(f) => {
-                if let Some(g) = group_size {
-                    return Err(bad_input(format!(
-                        "--group-size {g}: format {} has a fixed block size of {}; only group-wise formats take a group size",
-                        f.desc().name,
-                        f.desc().block_size
-                    )));
-                }
-                WeightLayout::from_desc(f.desc()).input()
-            }
-            Err(_) => Err(bad_input(format!(
-                "unknown format '{format}' (see `qforge formats`; also f32, f16, bf16, fp8_e4m3, fp8_e5m2, int4g)"
-            ))),
-        },
-        Err(e) => Err(bad_input(e)),
-    }
+    WeightLayout::lookup(format, group_size).map_err(|e| match e {
+        qforge_tiling::TilingError::UnknownLayout { .. } => {
+            bad_input(format!("unknown format '{format}' (see `qforge formats`; also f32, f16, bf16)"))
+        }
+        e => bad_input(e),
+    })
 }
 
-/// Activations default to the format's natural pairing: fp8 for fp8 weights, int8 for int4g
-/// (A8W4DQ), f16 otherwise.
+/// Activations default to the format's natural pairing (its native dot's activations: fp8
+/// for fp8 weights, int8 for int4g), f16 otherwise.
 fn default_act(l: &WeightLayout) -> ActDType {
-    match l.kind {
-        qforge_tiling::LayoutKind::Fp8Block => ActDType::Fp8,
-        qforge_tiling::LayoutKind::Int4Group => ActDType::Int8,
-        _ => ActDType::F16,
-    }
+    l.native_act
 }
 
 fn json(c: &Config, p: &Problem, device: &str) -> serde_json::Value {
@@ -75,7 +58,7 @@ fn json(c: &Config, p: &Problem, device: &str) -> serde_json::Value {
         .collect();
     serde_json::json!({
         "m": p.m, "n": p.n, "k": p.k,
-        "format": p.layout.name, "group_size": (p.layout.kind == qforge_tiling::LayoutKind::Int4Group).then_some(p.layout.k_block),
+        "format": p.layout.name, "group_size": (p.layout.kind == qforge_tiling::LayoutKind::Group).then_some(p.layout.k_block),
         "act_dtype": p.act.name(), "out_dtype": p.out.name(), "device": device,
         "variant": c.variant.name(),
         "block_m": c.block_m, "block_n": c.block_n, "block_k": c.block_k,

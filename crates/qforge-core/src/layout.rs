@@ -144,9 +144,9 @@ impl Layout {
     /// # Errors
     /// [`QuantError::Overflow`] when the size does not fit in `usize`.
     pub fn tensor_bytes(&self, rows: usize, cols: usize) -> Result<usize, QuantError> {
-        let of = QuantError::Overflow { what: "tensor size in bytes" };
-        let body = self.row_bytes(cols)?.checked_mul(rows).ok_or(of.clone())?;
-        body.checked_add(self.side_bytes(rows, cols)?).ok_or(of)
+        let of = || QuantError::Overflow { what: "tensor size in bytes" };
+        let body = self.row_bytes(cols)?.checked_mul(rows).ok_or_else(of)?;
+        body.checked_add(self.side_bytes(rows, cols)?).ok_or_else(of)
     }
 
     /// Where a tensor may be split (sharding, windows): `(row multiple, column multiple)`.

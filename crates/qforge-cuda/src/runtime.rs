@@ -153,6 +153,10 @@ pub fn driver_present() -> bool {
     unsafe { cudarc::driver::sys::is_culib_present() }
 }
 
+/// Threads per block of the activation quantizer and the mat-vec (4 warps: one output row
+/// per warp).
+const MATVEC_THREADS: u32 = 4 * 32;
+
 fn launch_1d(items: i64, threads: u32) -> LaunchConfig {
     // At most the grid limit (2^31 - 1 blocks): the dequant and quantize kernels are grid-stride;
     // the mat-vec needs n / 4 blocks, far below it for any real n.
@@ -426,7 +430,7 @@ impl Cuda {
         q.arg(x).arg(&mut *scratch).arg(&ki).arg(&nbi).arg(&mi);
         // SAFETY: reads m × k f32 of x (length checked), writes m × nblocks 40-byte blocks
         // into `scratch` (at least that size, checked; device allocations are 256-byte aligned).
-        unsafe { q.launch(launch_1d(mi * nbi, 128)) }.map_err(driver("launch quantize_q8_1"))?;
+        unsafe { q.launch(launch_1d(mi * nbi, MATVEC_THREADS)) }.map_err(driver("launch quantize_q8_1"))?;
         let m32 = m as i32;
         let mut mv = stream.launch_builder(&kern.matvec);
         let grid = w.data.slice(w.rows_len..);
@@ -434,7 +438,7 @@ impl Cuda {
         // SAFETY: one warp per weight row (n rows of whole blocks in w.data, or of k elements
         // plus the scale grid after them for a grid format), m × nblocks
         // activation blocks in `scratch`, writes m × n f32 of y (length checked); m in 1..=8.
-        unsafe { mv.launch(launch_1d(ni * 32, 128)) }.map_err(driver("launch matvec"))?;
+        unsafe { mv.launch(launch_1d(ni * 32, MATVEC_THREADS)) }.map_err(driver("launch matvec"))?;
         Ok(())
     }
 }

@@ -64,9 +64,9 @@
 mod conv;
 mod cursor;
 mod error;
-pub mod fp8;
 mod gguf_read;
 mod gguf_write;
+pub mod grid;
 pub mod imatrix;
 mod mmap;
 mod model;
@@ -85,5 +85,5 @@ pub use model::{Container, ModelFile, TensorData, TensorView};
 pub use safetensors::Dtype as StDtype;
 pub use source::{ModelSource, SAFETENSORS_INDEX};
 pub use st::{SafetensorsFile, StStream, StTensor, StWriteTensor, st_bytes, write_safetensors};
-pub use ttype::{FP8_BLOCK, Plain, TensorType, is_fp8};
+pub use ttype::{Plain, TensorType};
 pub use value::{Array, MAX_NESTING, Value, ValueType};

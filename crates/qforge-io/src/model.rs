@@ -1,13 +1,13 @@
 //! [`ModelFile`]: one view of a GGUF or safetensors file — metadata and logical tensors
-//! (an fp8 weight and its `_scale_inv` companion folded into one) — for inspect and convert.
+//! (a grid-layout weight, such as fp8, and its `_scale_inv` companion folded into one) — for inspect and convert.
 
 use crate::error::{IoError, Result};
-use crate::fp8;
 use crate::gguf_read::GgufFile;
+use crate::grid;
 use crate::st::{SafetensorsFile, StTensor};
 use crate::ttype::{Plain, TensorType};
 use crate::value::Value;
-use qforge_core::{QuantTensor, Shape};
+use qforge_core::{Format, QuantTensor, Shape};
 use safetensors::Dtype;
 use std::borrow::Cow;
 use std::collections::HashSet;
@@ -42,8 +42,9 @@ impl Container {
 pub enum TensorData<'a> {
     /// In qforge's layout, borrowed from the file.
     Borrowed(&'a [u8]),
-    /// An fp8 weight: its values in the file, and its scale_inv grid as f32 LE bytes.
-    Fp8 { values: &'a [u8], scale_inv: Cow<'a, [u8]> },
+    /// A grid-layout weight (fp8): its values in the file, and its scale_inv grid as LE bytes
+    /// of the layout's scale dtype.
+    Grid { values: &'a [u8], scale_inv: Cow<'a, [u8]> },
 }
 
 /// A logical tensor of a model file.
@@ -56,7 +57,7 @@ pub struct TensorView<'a> {
     pub data: TensorData<'a>,
     /// Absolute byte offset of the (first) stored tensor in the file.
     pub offset: u64,
-    /// For an fp8 weight: the name of the companion folded into it.
+    /// For a grid-layout weight: the name of the companion folded into it.
     pub companion: Option<String>,
 }
 
@@ -65,20 +66,20 @@ impl<'a> TensorView<'a> {
         self.dims.iter().product()
     }
 
-    /// Bytes in qforge's layout (fp8: values + grid).
+    /// Bytes in qforge's layout (grid layouts: values + grid).
     pub fn size(&self) -> usize {
         match &self.data {
             TensorData::Borrowed(b) => b.len(),
-            TensorData::Fp8 { values, scale_inv } => values.len() + scale_inv.len(),
+            TensorData::Grid { values, scale_inv } => values.len() + scale_inv.len(),
         }
     }
 
-    /// The bytes in qforge's layout: borrowed, except an fp8 weight (values and grid are two
+    /// The bytes in qforge's layout: borrowed, except a grid-layout weight (values and grid are two
     /// places in the file, so they are joined into one buffer).
     pub fn bytes(&self) -> Cow<'a, [u8]> {
         match &self.data {
             TensorData::Borrowed(b) => Cow::Borrowed(b),
-            TensorData::Fp8 { values, scale_inv } => Cow::Owned([*values, &scale_inv[..]].concat()),
+            TensorData::Grid { values, scale_inv } => Cow::Owned([*values, &scale_inv[..]].concat()),
         }
     }
 
@@ -174,13 +175,13 @@ impl<'a> ModelFile<'a> {
         let mut tensors = Vec::with_capacity(all.len());
         let mut shard_of = Vec::with_capacity(all.len());
         for &(shard, t) in &all {
-            if let Some(fmt) = fp8::format_name(t.dtype) {
-                let ty = TensorType::by_name(fmt)?;
-                let (n, k) = fp8::rows_cols(&t.shape).unwrap_or((1, 1));
-                let cname = fp8::companion_name(&t.name);
+            if let Some(fmt) = grid::format_of(t.dtype) {
+                let ty = TensorType::Quant(fmt);
+                let (n, k) = grid::rows_cols(&t.shape).unwrap_or((1, 1));
+                let cname = grid::companion_name(&t.name);
                 let (scale_inv, companion) = match find(&cname) {
-                    Some(c) => (scale_grid(c, &t.name, n, k)?, Some(cname)),
-                    None => (Cow::Owned(fp8::unit_grid(n, k)), None),
+                    Some(c) => (scale_grid(fmt, c, &t.name, n, k)?, Some(cname)),
+                    None => (Cow::Owned(grid::unit_grid(fmt, n, k)), None),
                 };
                 if let Some(c) = &companion {
                     folded.insert(c.clone());
@@ -189,7 +190,7 @@ impl<'a> ModelFile<'a> {
                     name: t.name.clone(),
                     ty,
                     dims: if t.shape.is_empty() { vec![1] } else { t.shape.clone() },
-                    data: TensorData::Fp8 { values: t.data, scale_inv },
+                    data: TensorData::Grid { values: t.data, scale_inv },
                     offset: t.offset,
                     companion,
                 });
@@ -197,7 +198,7 @@ impl<'a> ModelFile<'a> {
             }
         }
         for &(shard, t) in &all {
-            if folded.contains(&t.name) || fp8::format_name(t.dtype).is_some() {
+            if folded.contains(&t.name) || grid::format_of(t.dtype).is_some() {
                 continue;
             }
             tensors.push(TensorView {
@@ -259,10 +260,10 @@ pub fn st_dtype(p: Plain) -> Dtype {
     }
 }
 
-/// The companion grid as f32 LE bytes, checked against the weight's shape (f16 / bf16
-/// grids are widened exactly).
-fn scale_grid<'a>(c: &StTensor<'a>, weight: &str, n: usize, k: usize) -> Result<Cow<'a, [u8]>> {
-    let want = fp8::grid_dims(n, k);
+/// The companion grid as LE bytes of the format's scale dtype, checked against the weight's
+/// shape (f16 / bf16 grids are widened exactly to f32 scales).
+fn scale_grid<'a>(f: &dyn Format, c: &StTensor<'a>, weight: &str, n: usize, k: usize) -> Result<Cow<'a, [u8]>> {
+    let want = grid::grid_dims(f, n, k).unwrap_or([0, 0]);
     let shape_ok = c.shape == want || (c.shape.iter().product::<usize>() == want[0] * want[1] && c.shape.len() <= 2);
     if !shape_ok {
         return Err(IoError::tensor(
@@ -270,20 +271,14 @@ fn scale_grid<'a>(c: &StTensor<'a>, weight: &str, n: usize, k: usize) -> Result<
             format!("companion {} has shape {:?}; a {n} x {k} weight needs {:?}", c.name, c.shape, want),
         ));
     }
-    Ok(match c.dtype {
-        Dtype::F32 => Cow::Borrowed(c.data),
-        Dtype::BF16 => Cow::Owned(
-            c.data
-                .chunks_exact(2)
-                .flat_map(|b| half::bf16::from_le_bytes([b[0], b[1]]).to_f32().to_le_bytes())
-                .collect(),
-        ),
-        Dtype::F16 => Cow::Owned(
-            c.data
-                .chunks_exact(2)
-                .flat_map(|b| half::f16::from_le_bytes([b[0], b[1]]).to_f32().to_le_bytes())
-                .collect(),
-        ),
-        d => return Err(IoError::tensor(weight, format!("companion {} has dtype {d}; f32 expected", c.name))),
+    let target = grid::st_dtypes(f).map_or(Dtype::F32, |(_, s)| s);
+    let widen = |to_f32: fn([u8; 2]) -> f32| -> Cow<'a, [u8]> {
+        Cow::Owned(c.data.chunks_exact(2).flat_map(|b| to_f32([b[0], b[1]]).to_le_bytes()).collect())
+    };
+    Ok(match (c.dtype, target) {
+        (d, t) if d == t => Cow::Borrowed(c.data),
+        (Dtype::BF16, Dtype::F32) => widen(|b| half::bf16::from_le_bytes(b).to_f32()),
+        (Dtype::F16, Dtype::F32) => widen(|b| half::f16::from_le_bytes(b).to_f32()),
+        (d, t) => return Err(IoError::tensor(weight, format!("companion {} has dtype {d}; {t} expected", c.name))),
     })
 }

@@ -90,7 +90,7 @@ impl ModelSource {
     pub fn release(&self, t: &crate::TensorView<'_>) {
         let part = match &t.data {
             crate::TensorData::Borrowed(b) => *b,
-            crate::TensorData::Fp8 { values, .. } => *values,
+            crate::TensorData::Grid { values, .. } => *values,
         };
         for m in &self.maps {
             m.release(part);

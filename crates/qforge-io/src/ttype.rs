@@ -100,14 +100,6 @@ fn ggml_known_unsupported(id: u32) -> Option<&'static str> {
     })
 }
 
-/// Whether a format is one of the fp8 block-scaled formats (values then a scale grid).
-pub fn is_fp8(f: &dyn Format) -> bool {
-    matches!(f.desc().name, "fp8_e4m3" | "fp8_e5m2")
-}
-
-/// Side of the fp8 scale blocks (128 × 128 values share one f32 scale_inv).
-pub const FP8_BLOCK: usize = 128;
-
 impl TensorType {
     /// The type of GGML type id `id` for tensor `tensor` (for the error message).
     pub fn from_ggml(id: u32, tensor: &str) -> Result<Self> {
@@ -178,8 +170,8 @@ impl TensorType {
     }
 
     /// Bytes of a tensor of this type with `dims` (outermost first; the last is the row).
-    /// Quantized rows are padded to whole blocks (qforge's raw layout); fp8 formats store
-    /// `N × K` one-byte values then the f32 scale grid `ceil(N/128) × ceil(K/128)`.
+    /// Quantized tensors are laid out as their format's layout says (qforge's raw layout):
+    /// rows padded to whole blocks, then a grid layout's scale grid.
     pub fn bytes(&self, dims: &[usize]) -> Result<usize> {
         let of = || IoError::overflow(format!("size of a {} tensor of shape {dims:?}", self.name()));
         let numel = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).ok_or_else(of)?;
@@ -187,11 +179,7 @@ impl TensorType {
         let rows = numel.checked_div(cols).unwrap_or(0);
         match self {
             TensorType::Plain(p) => numel.checked_mul(p.size()).ok_or_else(of),
-            TensorType::Quant(f) if is_fp8(*f) => {
-                let grid = rows.div_ceil(FP8_BLOCK).checked_mul(cols.div_ceil(FP8_BLOCK)).ok_or_else(of)?;
-                grid.checked_mul(4).and_then(|g| g.checked_add(numel)).ok_or_else(of)
-            }
-            TensorType::Quant(f) => f.row_bytes(cols).ok().and_then(|rb| rb.checked_mul(rows)).ok_or_else(of),
+            TensorType::Quant(f) => f.tensor_bytes(rows, cols).map_err(|_| of()),
         }
     }
 

@@ -4,11 +4,10 @@
 use qforge_tiling::{ActDType, Device, OutDType, Problem, WeightLayout, select};
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let q4k = qforge_formats::get("q4_k")?.desc();
     let layouts = [
-        ("q4_k", WeightLayout::from_desc(q4k)?, ActDType::F16),
-        ("f16", WeightLayout::builtin("f16", None)?, ActDType::F16),
-        ("fp8_e4m3", WeightLayout::builtin("fp8_e4m3", None)?, ActDType::Fp8),
+        ("q4_k", WeightLayout::lookup("q4_k", None)?, ActDType::F16),
+        ("f16", WeightLayout::lookup("f16", None)?, ActDType::F16),
+        ("fp8_e4m3", WeightLayout::lookup("fp8_e4m3", None)?, ActDType::Fp8),
     ];
     let nks = [(4096u64, 4096u64), (11008, 4096), (4096, 11008), (14336, 4096), (128256, 4096)];
     for dev in ["h100", "rtx4090"] {

@@ -1,17 +1,10 @@
 //! Kernel variants, the resource and validity rules of a candidate, and the chosen [`Config`].
 
-use crate::cost::{self, Estimate, TileCost, model};
-use crate::device::{Device, MmaKind, TensorCores};
+use crate::cost::{self, Bound, Estimate, TileCost, model};
+use crate::device::{Device, MmaKind, SIMPLE_REGS, SIMPLE_TILE, TensorCores};
 use crate::error::TilingError;
-use crate::problem::{ActDType, LayoutKind, Problem};
+use crate::problem::{ActDType, LayoutKind, Problem, act_scale_group};
 
-/// Tile edge of the minimal `simple` kernel (M, N and K).
-pub const SIMPLE_TILE: u32 = 16;
-/// Registers per thread the `simple` kernel needs.
-pub const SIMPLE_REGS: u32 = 64;
-/// Shared memory of the `simple` kernel with the widest dtypes (f32 activations, weights
-/// decoded to f32): a device with less cannot run any GEMM and is refused.
-pub const SIMPLE_SMEM_MAX: u64 = (SIMPLE_TILE * SIMPLE_TILE * 4 * 2) as u64;
 /// Largest block_m of the gemv variant.
 pub const GEMV_MAX_M: u32 = 8;
 /// Largest split-k factor.
@@ -58,24 +51,6 @@ impl Variant {
 pub enum Raster {
     AlongM,
     AlongN,
-}
-
-/// What limits the predicted time.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
-pub enum Bound {
-    Compute,
-    Memory,
-    Latency,
-}
-
-impl Bound {
-    pub fn name(self) -> &'static str {
-        match self {
-            Bound::Compute => "compute",
-            Bound::Memory => "memory",
-            Bound::Latency => "latency",
-        }
-    }
 }
 
 /// Why a candidate was not taken.
@@ -153,13 +128,13 @@ pub(crate) struct Ctx<'a> {
 }
 
 fn preferred_kind(p: &Problem) -> MmaKind {
-    let int_weights = matches!(p.layout.kind, LayoutKind::Block | LayoutKind::Int4Group);
+    let int_weights = matches!(p.layout.kind, LayoutKind::Block | LayoutKind::Group);
     match p.act {
         ActDType::F16 => MmaKind::F16,
         ActDType::Bf16 => MmaKind::Bf16,
         ActDType::F32 => MmaKind::Tf32,
         ActDType::Int8 if int_weights => MmaKind::Int8,
-        ActDType::Fp8 if p.layout.kind == LayoutKind::Fp8Block => MmaKind::Fp8,
+        ActDType::Fp8 if p.layout.kind == LayoutKind::Grid => MmaKind::Fp8,
         // int8 / fp8 activations are exact in f16: upconvert when the weights are not of that kind.
         ActDType::Int8 | ActDType::Fp8 => MmaKind::F16,
     }
@@ -222,6 +197,11 @@ fn round_up(v: u64, to: u64) -> u64 {
 }
 
 /// Shared memory of a tile as `max(stages x per_stage, floor) + extra + stages x per_stage_fixed`.
+/// Shared memory is allocated in multiples of this many bytes.
+const SMEM_ALIGN: u64 = 128;
+/// Threads of one warpgroup (4 warps: the unit a wgmma consumer runs in).
+const WARPGROUP_THREADS: u64 = 4 * 32;
+
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct SmemParts {
     per_stage: u64,
@@ -232,7 +212,7 @@ pub(crate) struct SmemParts {
 
 impl SmemParts {
     pub fn bytes(&self, stages: u64) -> u64 {
-        round_up((stages * self.per_stage).max(self.floor) + self.extra + stages * self.barrier, 128)
+        round_up((stages * self.per_stage).max(self.floor) + self.extra + stages * self.barrier, SMEM_ALIGN)
     }
 }
 
@@ -240,7 +220,8 @@ fn smem_parts(t: &Tile, kind: Option<MmaKind>, p: &Problem) -> SmemParts {
     let (bm, bn, bk) = (t.bm as u64, t.bn as u64, t.bk as u64);
     let a = p.act.bytes();
     let w_stage = p.layout.slab_bytes(bn as f64, bk as f64).ceil() as u64;
-    let a_scales = if p.act == ActDType::Fp8 { bm * bk.div_ceil(128) * 4 } else { 0 };
+    let group = act_scale_group(p.act);
+    let a_scales = if group > 0 { bm * bk.div_ceil(group) * 4 } else { 0 };
     let per_stage = bm * bk * a + w_stage + a_scales;
     match t.variant {
         Variant::Simple => SmemParts { per_stage: bm * bk * a + bn * bk * 4, floor: 0, extra: 0, barrier: 0 },
@@ -249,8 +230,9 @@ fn smem_parts(t: &Tile, kind: Option<MmaKind>, p: &Problem) -> SmemParts {
         _ => {
             let kb = kind.map_or(2, |k| k.bytes());
             let dense_same = p.layout.kind == LayoutKind::Dense && p.layout.block_bytes == kb;
-            let native_fp8 = p.layout.kind == LayoutKind::Fp8Block && kind == Some(MmaKind::Fp8);
-            let decode = if dense_same || native_fp8 { 0 } else { bn * bk * kb };
+            // Grid values fed to the tensor cores as they are (8-bit floats on fp8 MMA).
+            let direct = p.layout.kind == LayoutKind::Grid && kind == Some(MmaKind::Fp8);
+            let decode = if dense_same || direct { 0 } else { bn * bk * kb };
             let barrier = if t.variant == Variant::Wgmma { 16 } else { 0 };
             SmemParts { per_stage, floor: bm * bn * p.out.bytes(), extra: decode, barrier }
         }
@@ -263,8 +245,8 @@ fn regs_per_thread(t: &Tile, p: &Problem, kind: Option<MmaKind>) -> u64 {
         Variant::Simple => SIMPLE_REGS as u64,
         Variant::Wgmma => {
             let consumers = (bm / 64).clamp(1, 2);
-            let acc = bm * bn / (consumers * 128);
-            let promote = p.layout.kind == LayoutKind::Fp8Block && kind == Some(MmaKind::Fp8);
+            let acc = bm * bn / (consumers * WARPGROUP_THREADS);
+            let promote = p.layout.kind == LayoutKind::Grid && kind == Some(MmaKind::Fp8);
             (if promote { acc * 3 / 2 } else { acc }) + 24
         }
         Variant::Gemv => bm * bn.div_ceil(w) + 40,
@@ -276,9 +258,9 @@ fn regs_per_thread(t: &Tile, p: &Problem, kind: Option<MmaKind>) -> u64 {
 /// Ops per weight to bring it into the multiply's input type.
 fn decode_ops(p: &Problem, kind: Option<MmaKind>) -> f64 {
     match p.layout.kind {
-        LayoutKind::Block | LayoutKind::Int4Group => model::DEQUANT_OPS_QUANT,
-        LayoutKind::Fp8Block if kind == Some(MmaKind::Fp8) => 0.0,
-        LayoutKind::Fp8Block => model::DEQUANT_OPS_CONVERT,
+        LayoutKind::Block | LayoutKind::Group => model::DEQUANT_OPS_QUANT,
+        LayoutKind::Grid if kind == Some(MmaKind::Fp8) => 0.0,
+        LayoutKind::Grid => model::DEQUANT_OPS_CONVERT,
         LayoutKind::Dense => {
             let same = match kind {
                 None => p.layout.name == "f32",

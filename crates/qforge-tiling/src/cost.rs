@@ -1,7 +1,25 @@
-//! The cost model. Every constant lives in [`model`] so GPU measurements can calibrate them
+//! The cost model (depends on device descriptions only). Every constant lives in [`model`] so GPU measurements can calibrate them
 //! in one place; docs/tiling.md explains each.
 
 use crate::device::Device;
+
+/// What limits the predicted time.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Bound {
+    Compute,
+    Memory,
+    Latency,
+}
+
+impl Bound {
+    pub fn name(self) -> &'static str {
+        match self {
+            Bound::Compute => "compute",
+            Bound::Memory => "memory",
+            Bound::Latency => "latency",
+        }
+    }
+}
 
 /// Model constants (see docs/tiling.md, "Cost model").
 pub mod model {
@@ -56,7 +74,7 @@ pub(crate) struct TileCost {
 #[derive(Clone, Copy, Debug)]
 pub(crate) struct Estimate {
     pub time_us: f64,
-    pub bound: crate::config::Bound,
+    pub bound: Bound,
 }
 
 /// Predicted kernel time: waves x K iterations x per-iteration SM time, floored by DRAM,
@@ -71,7 +89,6 @@ pub(crate) fn estimate(
     dram_bytes: f64,
     reduce_bytes: f64,
 ) -> Estimate {
-    use crate::config::Bound;
     use model::*;
     let sms = d.sm_count as u64;
     let conc = sms * ctas_per_sm;

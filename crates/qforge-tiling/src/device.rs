@@ -3,6 +3,16 @@
 
 use crate::error::TilingError;
 
+// The minimal `simple` kernel's needs: what every valid device must provide
+// ([`Device::check`]), and what the config rules give the fallback candidate.
+/// Tile edge of the minimal `simple` kernel (M, N and K).
+pub const SIMPLE_TILE: u32 = 16;
+/// Registers per thread the `simple` kernel needs.
+pub const SIMPLE_REGS: u32 = 64;
+/// Shared memory of the `simple` kernel with the widest dtypes (f32 activations, weights
+/// decoded to f32): a device with less cannot run any GEMM and is refused.
+pub const SIMPLE_SMEM_MAX: u64 = (SIMPLE_TILE * SIMPLE_TILE * 4 * 2) as u64;
+
 /// Tensor-core multiply input types.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum MmaKind {
@@ -350,7 +360,7 @@ impl Device {
     /// (see [`crate::SIMPLE_SMEM_MAX`]); every valid device has a config for every problem.
     pub fn check(&self) -> Result<(), TilingError> {
         let bad = |reason: String| Err(TilingError::DeviceTooSmall { name: self.name.clone(), reason });
-        let simple = crate::config::SIMPLE_SMEM_MAX;
+        let simple = SIMPLE_SMEM_MAX;
         if self.sm_count == 0 {
             return bad("it has 0 SMs".into());
         }
@@ -363,7 +373,7 @@ impl Device {
         if self.max_blocks_per_sm == 0 {
             return bad("max blocks per SM is 0".into());
         }
-        let regs = crate::config::SIMPLE_REGS * 32;
+        let regs = SIMPLE_REGS * 32;
         if self.regs_per_block < regs || self.regs_per_sm < regs {
             return bad(format!("the simple kernel needs {regs} registers per block and per SM"));
         }

@@ -17,16 +17,16 @@ pub enum TilingError {
     #[error("device '{name}' cannot run the minimal GEMM kernel: {reason}")]
     DeviceTooSmall { name: String, reason: String },
     /// A weight layout name qforge-tiling does not know (and no registry format matched).
-    #[error("unknown weight layout '{name}'; built-in layouts: f32, f16, bf16, fp8_e4m3, fp8_e5m2, int4g")]
+    #[error("unknown weight layout '{name}': not f32, f16, bf16 or a registered format (see `qforge formats`)")]
     UnknownLayout { name: String },
     /// A weight layout description that cannot describe real weights (zero block size, ...).
     #[error("invalid weight layout '{name}': {reason}")]
     InvalidLayout { name: String, reason: String },
-    /// A group size that int4g does not accept.
-    #[error("invalid group size {group_size}: int4g needs a power of two >= 32")]
-    InvalidGroupSize { group_size: u64 },
+    /// A group size the group-wise format does not accept (the format's own reason).
+    #[error("invalid group size {group_size}: {reason}")]
+    InvalidGroupSize { group_size: u64, reason: String },
     /// A group size given for a layout with a fixed block size.
-    #[error("layout {layout} has a fixed block size; only int4g takes a group size (got {group_size})")]
+    #[error("layout {layout} has a fixed block size; only group-wise formats take a group size (got {group_size})")]
     GroupSizeNotAccepted { layout: String, group_size: u64 },
     /// An activation or output dtype name that is not known.
     #[error("unknown {what} dtype '{name}'; expected one of {expected}")]

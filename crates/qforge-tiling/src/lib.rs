@@ -4,8 +4,8 @@
 //! DeepGEMM once filtered its stage candidates with `s <= k / 128` and came up empty for an
 //! FP8 GEMM with K = 128; CUTLASS sizes stages for the biggest part of an architecture family;
 //! cuBLASLt heuristics may return zero algorithms. Here, for every M, N, K in 1..=2^31, every
-//! weight layout ([`WeightLayout`]: registry formats, dense f32/f16/bf16, fp8 block-scaled,
-//! group-wise int4) and every valid [`Device`], [`select`] returns a [`Config`]: candidates
+//! weight layout ([`WeightLayout`]: dense f32/f16/bf16, or any registry format, its block,
+//! group or grid tile read from the format's `qforge_core::Layout`) and every valid [`Device`], [`select`] returns a [`Config`]: candidates
 //! degrade from wgmma (sm_90) through mma.sync (sm_80+), the sm_75 path, CUDA-core tiles and
 //! gemv down to the `simple` kernel (16x16x16, one stage, one warp, predicated edges), which
 //! fits every device that [`Device::check`] accepts. Shapes that are not multiples of a tile are
@@ -20,11 +20,15 @@
 //!
 //! ```
 //! use qforge_tiling::{Device, Problem, WeightLayout, select};
-//! let p = Problem::f16(1, 4096, 128, WeightLayout::fp8(false)).unwrap();
+//! let p = Problem::f16(1, 4096, 128, WeightLayout::lookup("fp8_e4m3", None).unwrap()).unwrap();
 //! let c = select(&p, &Device::builtin("h100").unwrap()).unwrap();
 //! assert!(c.stages >= 1 && c.smem_bytes <= 232448);
 //! c.validate(&p, &Device::builtin("h100").unwrap()).unwrap();
 //! ```
+//!
+//! Modules depend one way: `problem` (shapes, layouts from the registry) and `device`
+//! (GPUs and the minimal kernel every one must run) know nothing of the rest; `cost` reads
+//! devices; `config` (candidate rules) reads all three; `select` enumerates and picks.
 #![forbid(unsafe_code)]
 
 mod config;
@@ -34,11 +38,12 @@ mod error;
 mod problem;
 mod select;
 
-pub use config::{
-    Bound, Candidate, Config, Explanation, GEMV_MAX_M, MAX_SPLIT_K, Raster, Reject, SIMPLE_REGS, SIMPLE_SMEM_MAX,
-    SIMPLE_TILE, Tile, Variant,
+pub use config::{Candidate, Config, Explanation, GEMV_MAX_M, MAX_SPLIT_K, Raster, Reject, Tile, Variant};
+pub use cost::Bound;
+pub use device::{
+    BUILTIN_DEVICES, CudaProperties, Device, KindSet, MmaKind, Peaks, SIMPLE_REGS, SIMPLE_SMEM_MAX, SIMPLE_TILE,
+    TensorCores,
 };
-pub use device::{BUILTIN_DEVICES, CudaProperties, Device, KindSet, MmaKind, Peaks, TensorCores};
 pub use error::TilingError;
-pub use problem::{ActDType, LayoutKind, MAX_DIM, OutDType, Problem, WeightLayout};
+pub use problem::{ActDType, LayoutKind, MAX_DIM, OutDType, Problem, WeightLayout, act_scale_group};
 pub use select::{CACHE_CAPACITY, Planner, candidates, select};

@@ -1,9 +1,10 @@
 //! What is multiplied: shape, weight layout, activation and output dtypes.
 
 use crate::error::TilingError;
-use qforge_core::FormatDesc;
+use qforge_core::{ActKind, Format, Layout, Params};
 use std::fmt;
 use std::str::FromStr;
+use std::sync::OnceLock;
 
 /// Largest M, N or K accepted: 2^31.
 pub const MAX_DIM: u64 = 1 << 31;
@@ -16,7 +17,8 @@ pub enum ActDType {
     Bf16,
     /// int8 with dynamic per-row scales (A8W4DQ style).
     Int8,
-    /// fp8 (e4m3) with 1x128 block scales (DeepSeek-V3 style).
+    /// 8-bit float (e4m3) with one scale per group along K (DeepSeek-V3 style; the group is
+    /// the activation format's tile, [`act_scale_group`]).
     Fp8,
 }
 
@@ -45,8 +47,10 @@ impl FromStr for ActDType {
     type Err = TilingError;
     fn from_str(s: &str) -> Result<Self, TilingError> {
         let l = s.trim().to_ascii_lowercase();
-        ActDType::ALL.into_iter().find(|d| d.name() == l || (l == "fp8_e4m3" && *d == ActDType::Fp8)).ok_or_else(|| {
-            TilingError::UnknownDType { what: "activation", name: s.to_string(), expected: "f32, f16, bf16, int8, fp8" }
+        ActDType::ALL.into_iter().find(|d| d.name() == l).ok_or_else(|| TilingError::UnknownDType {
+            what: "activation",
+            name: s.to_string(),
+            expected: "f32, f16, bf16, int8, fp8",
         })
     }
 }
@@ -88,18 +92,21 @@ impl FromStr for OutDType {
     }
 }
 
-/// How the weights are stored, which is all the tiling needs to know about a format.
+/// How the weights are stored, which is all the tiling needs to know about a format: the
+/// kind of [`qforge_core::Layout`] the format declares, or plain elements.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum LayoutKind {
     /// Plain f32 / f16 / bf16 elements.
     Dense,
-    /// A block format from the registry (GGML types): blocks of `k_block` elements along K,
+    /// Row blocks (`Layout::Blocks`, the GGML types): blocks of `k_block` elements along K,
     /// decoded in the kernel.
     Block,
-    /// fp8 elements with one f32 scale per 128 x 128 block (DeepSeek-V3 style).
-    Fp8Block,
-    /// Group-wise int4: 4-bit values plus one f16 scale per group of `k_block` along K.
-    Int4Group,
+    /// Scale groups along K (`Layout::Groups`, int4g): packed integers plus one scale per
+    /// group of `k_block` elements.
+    Group,
+    /// Values plus a scale grid (`Layout::Grid`, fp8): one scale per `n_block × k_block`
+    /// tile; 8-bit float values can feed fp8 tensor cores directly.
+    Grid,
 }
 
 /// The weight (N x K operand) layout: element granularity along K and N and storage cost.
@@ -110,28 +117,74 @@ pub struct WeightLayout {
     pub kind: LayoutKind,
     /// Elements along K that share one block / group / scale (1 for dense).
     pub k_block: u64,
-    /// Rows along N that share one scale (128 for fp8 blocks, else 1).
+    /// Rows along N that share one scale (a grid's tile rows, else 1).
     pub n_block: u64,
     /// Bytes of one `k_block x n_block` block, scales included.
     pub block_bytes: u64,
+    /// The activation dtype the format's native dot takes (f16 where it has none).
+    pub native_act: ActDType,
+}
+
+/// The activation dtype of an activation kind (f16 for f32 and block activations: the
+/// tensor-core kernels convert those).
+fn act_dtype(kind: ActKind) -> ActDType {
+    match kind {
+        ActKind::Int8Dyn => ActDType::Int8,
+        ActKind::Fp8x128 => ActDType::Fp8,
+        ActKind::Blocks(_) | ActKind::F32 => ActDType::F16,
+    }
+}
+
+/// Elements along K per activation scale for `act`, from the registry (the format that
+/// quantizes such activations, [`Format::act_format`]); 0 for activations without group
+/// scales.
+pub fn act_scale_group(act: ActDType) -> u64 {
+    static FP8: OnceLock<u64> = OnceLock::new();
+    match act {
+        ActDType::Fp8 => *FP8.get_or_init(|| {
+            qforge_formats::registry()
+                .iter()
+                .find_map(|f| f.act_format(ActKind::Fp8x128))
+                .map_or(0, |a| a.layout().scale_tile().1 as u64)
+        }),
+        _ => 0,
+    }
 }
 
 impl WeightLayout {
-    /// The layout of a registered format (block size along K, bytes per block).
-    pub fn from_desc(d: &FormatDesc) -> Result<Self, TilingError> {
-        if d.block_size == 0 || d.block_bytes == 0 {
+    /// The layout of format `name` stored as `layout` (a registry format's
+    /// [`Format::layout`]), natively paired with `act` activations.
+    pub fn from_layout(name: &'static str, layout: &Layout, act: ActKind) -> Result<Self, TilingError> {
+        let (kind, (n_block, k_block), unit_bytes) = match *layout {
+            Layout::Blocks { block_bytes, .. } => (LayoutKind::Block, layout.scale_tile(), block_bytes),
+            Layout::Groups { group_bytes, .. } => (LayoutKind::Group, layout.scale_tile(), group_bytes),
+            Layout::Grid { .. } => {
+                let (tr, tc) = layout.scale_tile();
+                let bytes = layout
+                    .tensor_bytes(tr, tc)
+                    .map_err(|e| TilingError::InvalidLayout { name: name.to_string(), reason: e.to_string() })?;
+                (LayoutKind::Grid, (tr, tc), bytes)
+            }
+        };
+        if k_block == 0 || n_block == 0 || unit_bytes == 0 {
             return Err(TilingError::InvalidLayout {
-                name: d.name.to_string(),
-                reason: format!("block size {} and bytes per block {} must be >= 1", d.block_size, d.block_bytes),
+                name: name.to_string(),
+                reason: format!("tile {n_block} x {k_block} and bytes per block {unit_bytes} must be >= 1"),
             });
         }
         Ok(WeightLayout {
-            name: d.name,
-            kind: LayoutKind::Block,
-            k_block: d.block_size as u64,
-            n_block: 1,
-            block_bytes: d.block_bytes as u64,
+            name,
+            kind,
+            k_block: k_block as u64,
+            n_block: n_block as u64,
+            block_bytes: unit_bytes as u64,
+            native_act: act_dtype(act),
         })
+    }
+
+    /// The layout of a registered format (or a variant of one): everything from the format.
+    pub fn from_format(f: &dyn Format) -> Result<Self, TilingError> {
+        Self::from_layout(f.desc().name, &f.layout(), f.native_act())
     }
 
     /// Dense f32 / f16 / bf16 weights.
@@ -141,59 +194,40 @@ impl WeightLayout {
             OutDType::F16 => ("f16", 2),
             OutDType::Bf16 => ("bf16", 2),
         };
-        WeightLayout { name, kind: LayoutKind::Dense, k_block: 1, n_block: 1, block_bytes: bytes }
+        let native_act = ActDType::F16;
+        WeightLayout { name, kind: LayoutKind::Dense, k_block: 1, n_block: 1, block_bytes: bytes, native_act }
     }
 
-    /// fp8 weights (1 byte per element) with one f32 scale per 128 x 128 block.
-    pub const fn fp8(e5m2: bool) -> Self {
-        WeightLayout {
-            name: if e5m2 { "fp8_e5m2" } else { "fp8_e4m3" },
-            kind: LayoutKind::Fp8Block,
-            k_block: 128,
-            n_block: 128,
-            block_bytes: 128 * 128 + 4,
-        }
-    }
+    /// Names of the dense layouts [`WeightLayout::lookup`] knows besides the registry.
+    pub const DENSE_NAMES: [&'static str; 3] = ["f32", "f16", "bf16"];
 
-    /// Group-wise int4 (two values per byte) with one f16 scale per group along K.
-    pub fn int4g(group_size: u64) -> Result<Self, TilingError> {
-        if group_size < 32 || !group_size.is_power_of_two() || group_size > MAX_DIM {
-            return Err(TilingError::InvalidGroupSize { group_size });
-        }
-        Ok(WeightLayout {
-            name: "int4g",
-            kind: LayoutKind::Int4Group,
-            k_block: group_size,
-            n_block: 1,
-            block_bytes: group_size / 2 + 2,
-        })
-    }
-
-    /// Default int4g group size when none is given.
-    pub const DEFAULT_INT4G_GROUP: u64 = 128;
-
-    /// The project's layouts that exist before (or besides) their format crates:
-    /// f32, f16, bf16, fp8_e4m3, fp8_e5m2, int4g. A registry format of the same name should
-    /// take precedence; callers look the registry up first.
-    pub fn builtin(name: &str, group_size: Option<u64>) -> Result<Self, TilingError> {
+    /// The layout of `name`: a dense dtype, or a registry format with its run-time group size
+    /// applied (`Format::with_params`): the limits are the format's own.
+    pub fn lookup(name: &str, group_size: Option<u64>) -> Result<Self, TilingError> {
         let l = name.trim().to_ascii_lowercase();
-        let layout = match l.as_str() {
-            "f32" => Self::dense(OutDType::F32),
-            "f16" => Self::dense(OutDType::F16),
-            "bf16" => Self::dense(OutDType::Bf16),
-            "fp8_e4m3" => Self::fp8(false),
-            "fp8_e5m2" => Self::fp8(true),
-            "int4g" => return Self::int4g(group_size.unwrap_or(Self::DEFAULT_INT4G_GROUP)),
-            _ => return Err(TilingError::UnknownLayout { name: name.to_string() }),
+        let dense = OutDType::ALL.into_iter().find(|d| d.name() == l);
+        let f = match (dense, qforge_formats::get(&l)) {
+            (Some(d), _) => {
+                return match group_size {
+                    Some(g) => Err(TilingError::GroupSizeNotAccepted { layout: l, group_size: g }),
+                    None => Ok(Self::dense(d)),
+                };
+            }
+            (None, Ok(f)) => f,
+            (None, Err(_)) => return Err(TilingError::UnknownLayout { name: name.to_string() }),
         };
-        match group_size {
-            Some(g) => Err(TilingError::GroupSizeNotAccepted { layout: layout.name.to_string(), group_size: g }),
-            None => Ok(layout),
-        }
+        let f = match group_size {
+            None => f,
+            Some(g) if f.params().group_size.is_none() => {
+                return Err(TilingError::GroupSizeNotAccepted { layout: f.desc().name.to_string(), group_size: g });
+            }
+            Some(g) => {
+                let p = Params::group_size(usize::try_from(g).unwrap_or(usize::MAX));
+                f.with_params(&p).map_err(|e| TilingError::InvalidGroupSize { group_size: g, reason: e.to_string() })?
+            }
+        };
+        Self::from_format(f)
     }
-
-    /// Names [`WeightLayout::builtin`] accepts.
-    pub const BUILTIN_NAMES: [&'static str; 6] = ["f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2", "int4g"];
 
     /// Storage bits per weight, scales included.
     pub fn bits_per_weight(&self) -> f64 {
@@ -214,7 +248,7 @@ impl WeightLayout {
 impl fmt::Display for WeightLayout {
     fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
         match self.kind {
-            LayoutKind::Int4Group => write!(f, "int4g/g{}", self.k_block),
+            LayoutKind::Group => write!(f, "{}/g{}", self.name, self.k_block),
             _ => f.write_str(self.name),
         }
     }
@@ -273,9 +307,6 @@ impl Problem {
                 name: l.name.to_string(),
                 reason: "block is implausibly large".into(),
             });
-        }
-        if l.kind == LayoutKind::Int4Group && !(l.k_block >= 32 && l.k_block.is_power_of_two()) {
-            return Err(TilingError::InvalidGroupSize { group_size: l.k_block });
         }
         Ok(())
     }

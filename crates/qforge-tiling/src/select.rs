@@ -1,10 +1,8 @@
 //! Candidate tables (enumerated once), the selection loop and the per-device cache.
 
-use crate::config::{
-    Candidate, Config, Ctx, Explanation, Plan, Reject, SIMPLE_TILE, Tile, Variant, finish, plan, shape,
-};
+use crate::config::{Candidate, Config, Ctx, Explanation, Plan, Reject, Tile, Variant, finish, plan, shape};
 use crate::cost::model;
-use crate::device::Device;
+use crate::device::{Device, SIMPLE_TILE};
 use crate::error::TilingError;
 use crate::problem::Problem;
 use std::collections::HashMap;

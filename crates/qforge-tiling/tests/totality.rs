@@ -11,17 +11,50 @@ fn devices() -> Vec<Device> {
     BUILTIN_DEVICES.iter().map(|n| Device::builtin(n).unwrap()).collect()
 }
 
-/// Every registered format plus the built-in dense / fp8 / int4g layouts.
+/// Every registered format (its layout from the registry), every group size a group-wise
+/// format accepts, and the dense layouts.
 fn layouts() -> Vec<WeightLayout> {
     let mut v: Vec<WeightLayout> =
-        qforge_formats::registry().iter().map(|f| WeightLayout::from_desc(f.desc()).unwrap()).collect();
-    for name in ["f32", "f16", "bf16", "fp8_e4m3", "fp8_e5m2"] {
-        v.push(WeightLayout::builtin(name, None).unwrap());
+        qforge_formats::registry().iter().map(|f| WeightLayout::from_format(f).unwrap()).collect();
+    for name in WeightLayout::DENSE_NAMES {
+        v.push(WeightLayout::lookup(name, None).unwrap());
     }
-    for g in [32, 64, 128, 256, 1024] {
-        v.push(WeightLayout::int4g(g).unwrap());
+    for f in qforge_formats::registry().iter().filter(|f| f.params().group_size.is_some()) {
+        v.extend((0..16).filter_map(|e| WeightLayout::lookup(f.desc().name, Some(1 << e)).ok()));
     }
     v
+}
+
+/// The registry decides: a group-wise format's tiling layouts are exactly its variants (same
+/// group sizes, same bytes per group as the format's layout), and grid layouts keep their tile.
+#[test]
+fn layouts_agree_with_the_registry() {
+    for f in qforge_formats::registry().iter() {
+        let l = WeightLayout::from_format(f).unwrap();
+        let (tr, tc) = f.layout().scale_tile();
+        assert_eq!((l.n_block, l.k_block), (tr as u64, tc as u64), "{}", f.desc().name);
+        if f.params().group_size.is_none() {
+            assert!(matches!(
+                WeightLayout::lookup(f.desc().name, Some(64)),
+                Err(TilingError::GroupSizeNotAccepted { .. })
+            ));
+            continue;
+        }
+        for e in 0..40u32 {
+            let g = 1u64 << e;
+            let v = f.with_params(&qforge_core::Params::group_size(g as usize));
+            match (WeightLayout::lookup(f.desc().name, Some(g)), v) {
+                (Ok(l), Ok(v)) => {
+                    assert_eq!((l.k_block, l.block_bytes), (g, v.layout().row_unit().1 as u64));
+                    assert_eq!(l, WeightLayout::from_format(v).unwrap());
+                }
+                (Err(TilingError::InvalidGroupSize { group_size, reason }), Err(e)) => {
+                    assert_eq!((group_size, reason), (g, e.to_string()))
+                }
+                (l, v) => panic!("{} g={g}: tiling {l:?} vs format {:?}", f.desc().name, v.map(|v| v.params())),
+            }
+        }
+    }
 }
 
 fn check(c: &Config, p: &Problem, d: &Device) {
@@ -67,28 +100,36 @@ fn h100() -> Device {
     Device::builtin("h100").unwrap()
 }
 
+fn fp8() -> WeightLayout {
+    WeightLayout::lookup("fp8_e4m3", None).unwrap()
+}
+
+fn int4g(g: u64) -> WeightLayout {
+    WeightLayout::lookup("int4g", Some(g)).unwrap()
+}
+
 #[test]
 fn fp8_k128_regression() {
     // DeepGEMM's empty candidate set: FP8 with K = 128.
     for d in devices() {
         for m in [1, 64, 128, 4096] {
             for act in [ActDType::Fp8, ActDType::Bf16] {
-                let p = Problem::new(m, 7168, 128, WeightLayout::fp8(false), act, OutDType::Bf16).unwrap();
+                let p = Problem::new(m, 7168, 128, fp8(), act, OutDType::Bf16).unwrap();
                 let c = select(&p, &d).unwrap();
                 check(&c, &p, &d);
                 assert!(c.stages as u64 <= 128u64.div_ceil(c.block_k as u64).max(1));
             }
         }
     }
-    let p = Problem::new(4096, 7168, 128, WeightLayout::fp8(false), ActDType::Fp8, OutDType::Bf16).unwrap();
+    let p = Problem::new(4096, 7168, 128, fp8(), ActDType::Fp8, OutDType::Bf16).unwrap();
     let c = select(&p, &h100()).unwrap();
     assert_eq!(c.variant, Variant::Wgmma, "{}", c.explain());
 }
 
 #[test]
 fn edge_shapes_regression() {
-    let q4k = WeightLayout::from_desc(qforge_formats::get("q4_k").unwrap().desc()).unwrap();
-    let q40 = WeightLayout::from_desc(qforge_formats::get("q4_0").unwrap().desc()).unwrap();
+    let q4k = WeightLayout::lookup("q4_k", None).unwrap();
+    let q40 = WeightLayout::lookup("q4_0", None).unwrap();
     let shapes: &[(u64, u64, u64)] = &[
         (1, 4096, 1),
         (64, 4096, 1),
@@ -108,7 +149,7 @@ fn edge_shapes_regression() {
     ];
     for d in devices() {
         for &(m, n, k) in shapes {
-            for layout in [q4k, q40, WeightLayout::dense(OutDType::F16), WeightLayout::int4g(256).unwrap()] {
+            for layout in [q4k, q40, WeightLayout::dense(OutDType::F16), int4g(256)] {
                 let p = Problem::f16(m, n, k, layout).unwrap();
                 let c = select(&p, &d).unwrap();
                 check(&c, &p, &d);
@@ -147,11 +188,13 @@ fn invalid_input_is_a_typed_error() {
         Err(TilingError::DimensionTooLarge { dim: "N", value: MAX_DIM + 1 })
     );
     assert!(matches!(Device::builtin("h900"), Err(TilingError::UnknownDevice { .. })));
-    for g in [0, 16, 48, 100] {
-        assert_eq!(WeightLayout::int4g(g), Err(TilingError::InvalidGroupSize { group_size: g }));
+    for g in [0, 16, 48, 100, 8192, 1 << 31] {
+        assert!(
+            matches!(WeightLayout::lookup("int4g", Some(g)), Err(TilingError::InvalidGroupSize { group_size, .. }) if group_size == g)
+        );
     }
-    assert!(matches!(WeightLayout::builtin("q9_9", None), Err(TilingError::UnknownLayout { .. })));
-    assert!(matches!(WeightLayout::builtin("f16", Some(64)), Err(TilingError::GroupSizeNotAccepted { .. })));
+    assert!(matches!(WeightLayout::lookup("q9_9", None), Err(TilingError::UnknownLayout { .. })));
+    assert!(matches!(WeightLayout::lookup("f16", Some(64)), Err(TilingError::GroupSizeNotAccepted { .. })));
     assert!(matches!("int3".parse::<ActDType>(), Err(TilingError::UnknownDType { .. })));
     // A hand-built problem with bad fields is refused by select, not asserted.
     let mut p = Problem::f16(1, 1, 1, f16).unwrap();
@@ -255,7 +298,7 @@ fn builtin_table_figures() {
 #[test]
 fn planner_caches_and_is_shareable_across_threads() {
     let planner = Planner::builtin("a100").unwrap();
-    let layout = WeightLayout::int4g(32).unwrap();
+    let layout = int4g(32);
     std::thread::scope(|s| {
         for t in 0..4u64 {
             let planner = &planner;
