@@ -168,6 +168,9 @@ pub trait Format: Send + Sync + 'static {
     ///
     /// # Errors
     /// None.
+    ///
+    /// # Panics
+    /// Never (see [the trait docs](Format#panics)).
     fn desc(&self) -> &'static FormatDesc;
 
     /// How a tensor of this format is stored. The default is row blocks of the descriptor's
@@ -175,6 +178,9 @@ pub trait Format: Send + Sync + 'static {
     ///
     /// # Errors
     /// None.
+    ///
+    /// # Panics
+    /// Never (see [the trait docs](Format#panics)).
     fn layout(&self) -> Layout {
         let d = self.desc();
         Layout::Blocks { block_size: d.block_size, block_bytes: d.block_bytes }
@@ -184,6 +190,9 @@ pub trait Format: Send + Sync + 'static {
     ///
     /// # Errors
     /// [`QuantError::Overflow`] when the size does not fit in `usize`.
+    ///
+    /// # Panics
+    /// Never (see [the trait docs](Format#panics)).
     fn row_bytes(&self, cols: usize) -> Result<usize, QuantError> {
         self.layout().row_bytes(cols)
     }
@@ -192,6 +201,9 @@ pub trait Format: Send + Sync + 'static {
     ///
     /// # Errors
     /// [`QuantError::Overflow`] when the size does not fit in `usize`.
+    ///
+    /// # Panics
+    /// Never (see [the trait docs](Format#panics)).
     fn tensor_bytes(&self, rows: usize, cols: usize) -> Result<usize, QuantError> {
         let body =
             self.row_bytes(cols)?.checked_mul(rows).ok_or(QuantError::Overflow { what: "tensor size in bytes" })?;
@@ -206,6 +218,9 @@ pub trait Format: Send + Sync + 'static {
     /// # Errors
     /// [`QuantError::NotWholeBlocks`] / [`QuantError::ShapeMismatch`] when `row` has the wrong
     /// length for `out`.
+    ///
+    /// # Panics
+    /// Never (see [the trait docs](Format#panics)).
     fn dequant_row(&self, row: &[u8], out: OutRow<'_>) -> Result<(), QuantError>;
 
     /// Quantize one row of finite values standing alone, with optional per-element importance
@@ -216,12 +231,18 @@ pub trait Format: Send + Sync + 'static {
     /// [`QuantError::ShapeMismatch`] when `out` has the wrong length,
     /// [`QuantError::NonFinite`] for a non-finite value, [`QuantError::InvalidImatrix`] for
     /// weights of the wrong length or a negative / non-finite weight.
+    ///
+    /// # Panics
+    /// Never (see [the trait docs](Format#panics)).
     fn quantize_row(&self, x: &[f32], weights: Option<&[f32]>, out: &mut [u8]) -> Result<(), QuantError>;
 
     /// The parameters this instance was made with (default for unparameterised formats).
     ///
     /// # Errors
     /// None.
+    ///
+    /// # Panics
+    /// Never (see [the trait docs](Format#panics)).
     fn params(&self) -> Params {
         Params::default()
     }
@@ -233,6 +254,9 @@ pub trait Format: Send + Sync + 'static {
     /// # Errors
     /// [`QuantError::Unsupported`] for parameters the format does not take or values it does
     /// not support (the message lists the valid ones).
+    ///
+    /// # Panics
+    /// Never (see [the trait docs](Format#panics)).
     fn variant(&self, p: &Params) -> Result<Option<&'static dyn Format>, QuantError> {
         if p.is_default() {
             Ok(None)
@@ -254,6 +278,9 @@ pub trait Format: Send + Sync + 'static {
     ///
     /// # Errors
     /// [`QuantError::Overflow`] when the size does not fit in `usize`.
+    ///
+    /// # Panics
+    /// Never (see [the trait docs](Format#panics)).
     fn aux_bytes(&self, rows: usize, cols: usize) -> Result<usize, QuantError> {
         self.layout().side_bytes(rows, cols)
     }
@@ -265,6 +292,9 @@ pub trait Format: Send + Sync + 'static {
     /// [`QuantError::ShapeMismatch`] when `x` is not `rows × cols` values or `aux` not
     /// [`aux_bytes(rows, cols)`](Format::aux_bytes) bytes; [`QuantError::NonFinite`] for a
     /// non-finite value; [`QuantError::Overflow`] for sizes past `usize`.
+    ///
+    /// # Panics
+    /// Never (see [the trait docs](Format#panics)).
     fn quantize_aux(&self, x: &[f32], rows: usize, cols: usize, aux: &mut [u8]) -> Result<(), QuantError> {
         let _ = (x, rows, cols, aux);
         Ok(())
@@ -277,6 +307,9 @@ pub trait Format: Send + Sync + 'static {
     /// As [`Format::quantize_row`]; for a grid layout also [`QuantError::ShapeMismatch`] when
     /// `aux` does not cover `row`, and [`QuantError::Unsupported`] for a scale in `aux` that
     /// is not finite and positive.
+    ///
+    /// # Panics
+    /// Never (see [the trait docs](Format#panics)).
     fn quantize_row_at(
         &self,
         x: &[f32],
@@ -295,6 +328,9 @@ pub trait Format: Send + Sync + 'static {
     /// # Errors
     /// As [`Format::dequant_row`]; for a grid layout also [`QuantError::ShapeMismatch`] when
     /// `aux` is not whole grid rows for this row length or does not cover `row`.
+    ///
+    /// # Panics
+    /// Never (see [the trait docs](Format#panics)).
     fn dequant_row_at(&self, bytes: &[u8], row: usize, aux: &[u8], out: OutRow<'_>) -> Result<(), QuantError> {
         let _ = (row, aux);
         self.dequant_row(bytes, out)
@@ -309,6 +345,9 @@ pub trait Format: Send + Sync + 'static {
     /// # Errors
     /// [`QuantError::ShapeMismatch`] when `aux` is not the tensor's side section,
     /// [`QuantError::InvalidShape`] for a window not starting at a split multiple.
+    ///
+    /// # Panics
+    /// Never (see [the trait docs](Format#panics)).
     fn aux_window(
         &self,
         aux: &[u8],
@@ -325,6 +364,9 @@ pub trait Format: Send + Sync + 'static {
     ///
     /// # Errors
     /// None.
+    ///
+    /// # Panics
+    /// Never (see [the trait docs](Format#panics)).
     fn split_granularity(&self) -> (usize, usize) {
         self.layout().split_granularity()
     }
@@ -333,6 +375,9 @@ pub trait Format: Send + Sync + 'static {
     ///
     /// # Errors
     /// None: a format whose quantizer refuses a zero row gets all-zero bytes.
+    ///
+    /// # Panics
+    /// Never (see [the trait docs](Format#panics)).
     fn zero_block(&self) -> Vec<u8> {
         let (n, b) = self.layout().row_unit();
         let mut out = vec![0u8; b];
@@ -348,6 +393,9 @@ pub trait Format: Send + Sync + 'static {
     ///
     /// # Errors
     /// None.
+    ///
+    /// # Panics
+    /// Never (see [the trait docs](Format#panics)).
     fn native_act(&self) -> ActKind {
         ActKind::F32
     }
@@ -360,6 +408,9 @@ pub trait Format: Send + Sync + 'static {
     ///
     /// # Errors
     /// None.
+    ///
+    /// # Panics
+    /// Never (see [the trait docs](Format#panics)).
     fn act_format(&self, kind: ActKind) -> Option<&'static dyn Format> {
         let _ = kind;
         None
@@ -373,6 +424,9 @@ pub trait Format: Send + Sync + 'static {
     /// # Errors
     /// [`QuantError::NotWholeBlocks`] / [`QuantError::ShapeMismatch`] when the weight row, the
     /// activation row or (grid layouts) `aux` have lengths that do not match.
+    ///
+    /// # Panics
+    /// Never (see [the trait docs](Format#panics)).
     fn dot_row(&self, bytes: &[u8], row: usize, aux: &[u8], act: ActRow<'_>) -> Option<Result<f32, QuantError>> {
         let _ = (bytes, row, aux, act);
         None
@@ -386,6 +440,9 @@ pub trait Format: Send + Sync + 'static {
     /// # Errors
     /// As [`Format::dot_row`] for any of the rows, and [`QuantError::ShapeMismatch`] when
     /// `out.len() != acts.len()`.
+    ///
+    /// # Panics
+    /// Never (see [the trait docs](Format#panics)).
     fn dot_rows(
         &self,
         bytes: &[u8],
@@ -413,6 +470,12 @@ pub trait Format: Send + Sync + 'static {
 
 impl dyn Format {
     /// This format with run-time parameters applied (`Params::default()` gives `self`).
+    ///
+    /// # Errors
+    /// As [`Format::variant`].
+    ///
+    /// # Panics
+    /// Never.
     pub fn with_params(&'static self, p: &Params) -> Result<&'static dyn Format, QuantError> {
         Ok(self.variant(p)?.unwrap_or(self))
     }

@@ -232,7 +232,7 @@ fn activation_format_is_e4m3_with_1x128_scales() {
     assert_eq!(act.layout().scale_tile(), (1, 128));
     for n in [1usize, 128, 200, 384] {
         let x: Vec<f32> =
-            (0..n).map(|i| if i >= 128 && i < 256 { 0.0 } else { (i as f32 * 0.37).sin() * 3.0 }).collect();
+            (0..n).map(|i| if (128..256).contains(&i) { 0.0 } else { (i as f32 * 0.37).sin() * 3.0 }).collect();
         let mut aux = vec![0u8; act.aux_bytes(1, n).unwrap()];
         act.quantize_aux(&x, 1, n, &mut aux).unwrap();
         let mut q = vec![0u8; act.row_bytes(n).unwrap()];

@@ -90,7 +90,7 @@ pub fn shard_at(t: &QuantTensor<'_>, axis: Axis, bounds: &[usize]) -> Result<Vec
                     QuantTensor::new(f, Shape::new([b - a, k])?, data)
                 }
                 Axis::K => {
-                    let (ba, bb) = (a / d.block_size * d.block_bytes, f.row_bytes(b)?);
+                    let (ba, bb) = (f.row_bytes(a)?, f.row_bytes(b)?); // `a` is on a unit boundary
                     let mut data = Vec::with_capacity(n * (bb - ba));
                     for row in t.rows_iter() {
                         data.extend_from_slice(&row[ba..bb]);
@@ -155,8 +155,8 @@ pub fn concat(shards: &[QuantTensor<'_>], axis: Axis) -> Result<QuantTensor<'sta
     }
 }
 
-/// Side sections of shards joined: sections are laid out as row-major grids of f32-sized
-/// cells whose rows follow the tensor's row blocks, so joining along N appends them and
+/// Side sections of shards joined: sections are laid out as row-major grids (the layout's
+/// `Layout::Grid`) whose rows follow the tensor's tile rows, so joining along N appends them and
 /// joining along K interleaves their grid rows.
 fn join_aux(shards: &[QuantTensor<'_>], axis: Axis) -> Result<Vec<u8>, QuantError> {
     match axis {
