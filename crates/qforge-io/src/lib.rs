@@ -10,8 +10,8 @@
 //! * [`GgufWriter`] writes GGUF v3 that gguf-py and llama.cpp read: metadata preserved,
 //!   tensors aligned, data streamed tensor by tensor.
 //! * [`SafetensorsFile`] / [`write_safetensors`] read and write safetensors (with the
-//!   `safetensors` crate), memory-mapped; an FP8 weight with its `…_scale_inv` companion is
-//!   one fp8 block-scaled tensor ([`fp8`]).
+//!   `safetensors` crate), memory-mapped; a grid-layout weight (FP8) with its `…_scale_inv`
+//!   companion is one tensor of its grid format ([`grid`], driven by the format's layout).
 //! * [`ModelFile`] is the container-independent view `qforge inspect` and `qforge convert`
 //!   use; [`imatrix`] reads llama.cpp importance-matrix files (GGUF and legacy `.dat`).
 //!
