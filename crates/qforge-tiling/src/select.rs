@@ -192,7 +192,7 @@ fn select_checked(p: &Problem, d: &Device) -> Result<Config, TilingError> {
         }
     }
     let bytes = p.layout.slab_bytes(p.n as f64, p.k as f64)
-        + (p.m * p.k * p.act.bytes()) as f64
+        + p.m as f64 * p.k as f64 * p.act.bytes() as f64
         + p.m as f64 * p.n as f64 * p.out.bytes() as f64;
     let ideal_us = (p.flops() / cx.ideal_rate()).max(bytes / (d.mem_bandwidth_gbs * 1e3)) + model::LAUNCH_US;
     let cand = |pl: &Option<Plan>| {
