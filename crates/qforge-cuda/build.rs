@@ -175,10 +175,24 @@ mod cuda {
                 "    fn qf_host_matvec_{n}(w: *const u8, grid: *const u8, act: *const QfBlockQ8_1, y: *mut f32, n: i64, k: i64, m: i32);"
             )
             .unwrap();
+            let mut gemm = String::new();
+            for mma in codegen::GEMM_MMA_TYPES {
+                write!(gemm, "gemm_{mma}: GemmFns {{ ").unwrap();
+                for out in codegen::GEMM_OUT_TYPES {
+                    let ty = if out == "f32" { "f32" } else { "u16" };
+                    writeln!(
+                        host,
+                        "    fn qf_host_gemm_{n}_{mma}_{out}(x: *const f32, w: *const u8, grid: *const u8, y: *mut {ty}, m: i64, n: i64, k: i64);"
+                    )
+                    .unwrap();
+                    write!(gemm, "{out}: qf_host_gemm_{n}_{mma}_{out}, ").unwrap();
+                }
+                gemm += "}, ";
+            }
             writeln!(
                 table,
                 "    HostFns {{ format: {n:?}, dequant_f32: qf_host_dequant_{n}_f32, dequant_f16: qf_host_dequant_{n}_f16, \
-                 dequant_bf16: qf_host_dequant_{n}_bf16, matvec: qf_host_matvec_{n} }},"
+                 dequant_bf16: qf_host_dequant_{n}_bf16, matvec: qf_host_matvec_{n}, {gemm}}},"
             )
             .unwrap();
         }

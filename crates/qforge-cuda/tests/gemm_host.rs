@@ -1,0 +1,81 @@
+//! The fused GEMM (`kernels-cuda/gemm.cuh`) compiled for the host — the very tile loop,
+//! decode into shared memory, predication, fragment loads and epilogue the GPU runs, with
+//! `warp.cuh`'s host mma following the PTX ISA's fragment layouts — against an f64
+//! reference written here from the Rust side: the CPU dequantization of the weights, weights
+//! and activations rounded to the tensor-core input type (f16 / bf16, round to nearest even,
+//! with `half`), products summed in f64.
+//!
+//! Shapes: every K ∈ {1, 33, 100, 128, 257, 288, 4097} × N ∈ {1, 7, 129} × M ∈ {1, 9, 17,
+//! 100, 257} for every format with device code (f16 inputs, f32 output), and a cross-section
+//! of them for the other input / output types. No GPU needed.
+#![cfg(feature = "cuda")]
+
+use qforge_core::{DType, Format, QuantTensor, Shape};
+use qforge_cuda::host;
+
+mod support;
+use support::gemm_ref::{EDGE_SHAPES, KS, MS, NS, OTHER_TYPES, check};
+
+fn host_gemm(h: &'static host::HostFns) -> impl Fn(&QuantTensor<'_>, &[f32], usize, DType, DType) -> Vec<u8> {
+    move |w, x, m, mma, out| h.gemm(w, x, m, mma, out).unwrap()
+}
+
+fn formats() -> Vec<(&'static dyn Format, &'static host::HostFns)> {
+    let out: Vec<_> = qforge_formats::registry()
+        .iter()
+        .filter(|f| f.desc().cuda.is_some())
+        .map(|f| (f, host::get(f.desc().name).expect("a format with device code has host wrappers")))
+        .collect();
+    assert!(out.len() >= 20, "the registry's formats with device code");
+    out
+}
+
+/// Every format, every shape of the grid, f16 tensor-core inputs, f32 output.
+#[test]
+fn every_format_every_odd_shape_f16() {
+    let fs = formats();
+    std::thread::scope(|s| {
+        for chunk in fs.chunks(fs.len().div_ceil(2)) {
+            s.spawn(move || {
+                for &(f, h) in chunk {
+                    for k in KS {
+                        for n in NS {
+                            for m in MS {
+                                check(f, &host_gemm(h), (m, n, k), DType::F16, DType::F32);
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    });
+}
+
+/// Every format, bf16 inputs and the 16-bit outputs, on shapes that cross every edge: a
+/// partial tile in M, N and K, K below one block, K past 4096.
+#[test]
+fn every_format_other_types() {
+    let fs = formats();
+    std::thread::scope(|s| {
+        for chunk in fs.chunks(fs.len().div_ceil(2)) {
+            s.spawn(move || {
+                for &(f, h) in chunk {
+                    for (mma, out) in OTHER_TYPES {
+                        for shape in EDGE_SHAPES {
+                            check(f, &host_gemm(h), shape, mma, out);
+                        }
+                    }
+                }
+            });
+        }
+    });
+}
+
+/// The wrapper refuses what it cannot compute, with an error.
+#[test]
+fn wrong_inputs_are_errors() {
+    let (f, h) = formats()[0];
+    let w = qforge_cpu::quantize(f, Shape::new([3, 64]).unwrap(), &qforge_golden::signal(192, 1), None).unwrap();
+    assert!(h.gemm(&w, &[0.0; 63], 1, DType::F16, DType::F32).is_err());
+    assert!(h.gemm(&w, &[0.0; 64], 1, DType::F32, DType::F32).is_err());
+}
