@@ -76,6 +76,12 @@ pub fn gemm_kernel_names(format: &str) -> Vec<String> {
         .collect()
 }
 
+/// Every kernel of a format's module: [`kernel_names`] then [`gemm_kernel_names`] (what
+/// `build-kernels` and the GPU kit check each PTX module for).
+pub fn module_kernel_names(format: &str) -> Vec<String> {
+    kernel_names(format).into_iter().chain(gemm_kernel_names(format)).collect()
+}
+
 /// The module of kernels that belong to no format, a plain file in `kernels-cuda/`.
 pub const UTIL_MODULE_FILE: &str = "qforge_util.cu";
 
@@ -133,6 +139,11 @@ pub fn host_source<'a>(formats: impl IntoIterator<Item = &'a FormatDesc> + Clone
         s += &format!("#include \"{file}\"\n");
     }
     s += "#include \"templates.cuh\"\n";
+    // The mma fragment layouts of warp.cuh, for the test that holds them to the PTX ISA.
+    s += "extern \"C\" void qf_host_frag_coords(int lane, int* rc) {\n    \
+          for (int i = 0; i < 8; ++i) { rc[2 * i] = qf_frag_a_row(lane, i); rc[2 * i + 1] = qf_frag_a_col(lane, i); }\n    \
+          for (int i = 0; i < 4; ++i) { rc[16 + 2 * i] = qf_frag_b_row(lane, i); rc[17 + 2 * i] = qf_frag_b_col(lane); }\n    \
+          for (int i = 0; i < 4; ++i) { rc[24 + 2 * i] = qf_frag_c_row(lane, i); rc[25 + 2 * i] = qf_frag_c_col(lane, i); }\n}\n";
     s += "extern \"C\" void qf_host_quantize_q8_1(const float* x, qf_block_q8_1* out, long long k, \
           long long nblocks, long long m) {\n    for (long long t = 0; t < m * nblocks; ++t) \
           qf_quantize_q8_1_item(x, out, k, nblocks, t);\n}\n";

@@ -51,6 +51,34 @@ pub struct HostFns {
 
 include!(concat!(env!("OUT_DIR"), "/host_fns.rs"));
 
+unsafe extern "C" {
+    fn qf_host_frag_coords(lane: i32, rc: *mut i32);
+}
+
+/// Where one lane's mma.m16n8k16 fragment elements sit in their matrices, as `warp.cuh`
+/// lays them out (the GEMM's loads and the host mma both follow it): `(row, col)` of A's
+/// eight elements (16 × 16), B's four (16 × 8, row = k), C / D's four (16 × 8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FragCoords {
+    pub a: [(i32, i32); 8],
+    pub b: [(i32, i32); 4],
+    pub c: [(i32, i32); 4],
+}
+
+/// [`FragCoords`] of `lane` (0..32).
+pub fn frag_coords(lane: u32) -> FragCoords {
+    assert!(lane < 32, "a warp has 32 lanes");
+    let mut rc = [0i32; 32];
+    // SAFETY: the wrapper writes 32 ints (8 + 4 + 4 (row, col) pairs) into `rc`, which has 32.
+    unsafe { qf_host_frag_coords(lane as i32, rc.as_mut_ptr()) };
+    let pair = |i: usize| (rc[2 * i], rc[2 * i + 1]);
+    FragCoords {
+        a: std::array::from_fn(pair),
+        b: std::array::from_fn(|i| pair(8 + i)),
+        c: std::array::from_fn(|i| pair(12 + i)),
+    }
+}
+
 /// The host wrappers of `format`, if it has device code.
 pub fn get(format: &str) -> Option<&'static HostFns> {
     HOST.iter().find(|h| h.format == format)

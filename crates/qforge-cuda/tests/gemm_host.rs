@@ -71,6 +71,36 @@ fn every_format_other_types() {
     });
 }
 
+/// warp.cuh's fragment layouts are the PTX ISA's ("Matrix Fragments for mma.m16n8k16 with
+/// floating point type"), transcribed here from its text: with groupID = laneid >> 2 and
+/// threadID_in_group = laneid % 4, A's element ai sits at row groupID for 0 ≤ i < 2 or
+/// 4 ≤ i < 6 (groupID + 8 otherwise), column threadID_in_group·2 + (i & 1), + 8 for i ≥ 4; B's
+/// bi at row threadID_in_group·2 + (i & 1), + 8 for i ≥ 2, column groupID; C's ci at row
+/// groupID (+ 8 for i ≥ 2), column threadID_in_group·2 + (i & 1). The host mma and the
+/// GEMM's shared-memory loads share warp.cuh's functions, so a layout both got wrong the same
+/// way would pass the shape checks above and fail only on a GPU: this test is what stops that.
+#[test]
+fn fragment_layouts_are_the_ptx_isa_ones() {
+    let mut seen_a = std::collections::HashSet::new();
+    for lane in 0..32u32 {
+        let (group, tig) = ((lane >> 2) as i32, (lane % 4) as i32);
+        let got = host::frag_coords(lane);
+        for i in 0..8i32 {
+            let row = if (0..2).contains(&i) || (4..6).contains(&i) { group } else { group + 8 };
+            let col = tig * 2 + (i & 1) + if i >= 4 { 8 } else { 0 };
+            assert_eq!(got.a[i as usize], (row, col), "A lane {lane} a{i}");
+            assert!(seen_a.insert((row, col)), "A element ({row}, {col}) held twice");
+        }
+        for i in 0..4i32 {
+            let row = tig * 2 + (i & 1) + if i >= 2 { 8 } else { 0 };
+            assert_eq!(got.b[i as usize], (row, group), "B lane {lane} b{i}");
+            let crow = if i < 2 { group } else { group + 8 };
+            assert_eq!(got.c[i as usize], (crow, tig * 2 + (i & 1)), "C lane {lane} c{i}");
+        }
+    }
+    assert_eq!(seen_a.len(), 256, "the 32 lanes hold all of A, once");
+}
+
 /// The wrapper refuses what it cannot compute, with an error.
 #[test]
 fn wrong_inputs_are_errors() {
