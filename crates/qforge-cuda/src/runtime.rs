@@ -166,6 +166,19 @@ fn launch_1d(items: i64, threads: u32) -> LaunchConfig {
     LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 }
 }
 
+/// The PTX text of `format`'s module as this build embeds it (`None`: no device code), for
+/// tools that inspect or cache it; the runtime loads the same text.
+pub fn module_ptx(format: &str) -> Option<Result<String, CudaError>> {
+    MODULES.iter().find(|(f, _)| *f == format).map(|(_, z)| inflate(z))
+}
+
+/// The PTX text of an embedded (deflated) module.
+fn inflate(z: &[u8]) -> Result<String, CudaError> {
+    let bytes = miniz_oxide::inflate::decompress_to_vec(z)
+        .map_err(|e| CudaError::Driver { op: "inflate embedded PTX", msg: format!("{e:?}") })?;
+    String::from_utf8(bytes).map_err(|e| CudaError::Driver { op: "inflate embedded PTX", msg: e.to_string() })
+}
+
 pub(crate) fn dim(v: usize) -> Result<i64, CudaError> {
     i64::try_from(v).map_err(|_| CudaError::Quant(qforge_core::QuantError::Overflow { what: "tensor dimension" }))
 }
@@ -243,7 +256,8 @@ impl Cuda {
             return Err(CudaError::MissingKernels(name));
         }
         let ptx = MODULES.iter().find(|(f, _)| *f == name).map(|(_, p)| *p).ok_or(CudaError::MissingKernels(name))?;
-        let module = self.ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx)).map_err(driver("load PTX module"))?;
+        let module =
+            self.ctx.load_module(cudarc::nvrtc::Ptx::from_src(inflate(ptx)?)).map_err(driver("load PTX module"))?;
         let [f32k, f16k, bf16k, matvec, quantize] = crate::codegen::kernel_names(name);
         let load = |n: &str| module.load_function(n).map_err(driver("load kernel"));
         let [g0, g1, g2, g3, g4, g5]: [String; 6] =
@@ -345,8 +359,10 @@ impl Cuda {
         let f = match self.cast.get() {
             Some(f) => f,
             None => {
-                let module =
-                    self.ctx.load_module(cudarc::nvrtc::Ptx::from_src(UTIL_PTX)).map_err(driver("load PTX module"))?;
+                let module = self
+                    .ctx
+                    .load_module(cudarc::nvrtc::Ptx::from_src(inflate(UTIL_PTX)?))
+                    .map_err(driver("load PTX module"))?;
                 let f = module.load_function(crate::codegen::UTIL_KERNELS[0]).map_err(driver("load kernel"))?;
                 self.cast.get_or_init(|| f)
             }

@@ -101,6 +101,20 @@ fn fragment_layouts_are_the_ptx_isa_ones() {
     assert_eq!(seen_a.len(), 256, "the 32 lanes hold all of A, once");
 }
 
+/// Every embedded (deflated) module inflates to PTX that defines every kernel the runtime
+/// loads from it, the GEMM's included.
+#[test]
+fn embedded_modules_hold_every_kernel() {
+    for (f, _) in formats() {
+        let name = f.desc().name;
+        let ptx = qforge_cuda::module_ptx(name).expect("embedded").expect("inflates");
+        for k in qforge_cuda::codegen::module_kernel_names(name) {
+            assert!(ptx.contains(&format!(".entry {k}(")), "{name}: the PTX lacks {k}");
+        }
+    }
+    assert!(qforge_cuda::module_ptx("no_such_format").is_none());
+}
+
 /// The wrapper refuses what it cannot compute, with an error.
 #[test]
 fn wrong_inputs_are_errors() {
