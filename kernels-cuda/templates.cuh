@@ -84,6 +84,8 @@ struct qf_out_bf16 {
     QF_HD static T conv(float v) { return qf_f32_to_bf16_bits(v); }
 };
 
+#include "gemm.cuh"
+
 // Work items of a rows × cols tensor (rows padded to whole blocks, as GGUF stores them).
 template <class F>
 QF_HD long long qf_dequant_items(long long rows, long long cols) {
@@ -232,7 +234,8 @@ __device__ __forceinline__ void qf_matvec_kernel(const uint8_t* __restrict__ w, 
     extern "C" __global__ void qforge_quantize_q8_1(const float* x, qf_block_q8_1* out, long long k, \
                                                     long long nblocks, long long m) {               \
         QF_GRID_STRIDE(t, m * nblocks) qf_quantize_q8_1_item(x, out, k, nblocks, t);                \
-    }
+    }                                                                                               \
+    QF_GEMM_ALL(QF_GEMM_KERNEL, F, NAME)
 #endif
 
 // ---- host wrappers (qforge-cuda's tests): the same work items, looped on the CPU --------
@@ -254,4 +257,5 @@ __device__ __forceinline__ void qf_matvec_kernel(const uint8_t* __restrict__ w, 
             qf_matvec_part<F>(w, grid, act, k, m, row, 0, 1, acc);                                  \
             for (int r = 0; r < m; ++r) y[r * n + row] = acc[r];                                    \
         }                                                                                           \
-    }
+    }                                                                                               \
+    QF_GEMM_ALL(QF_HOST_GEMM, F, NAME)

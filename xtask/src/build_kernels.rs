@@ -74,7 +74,8 @@ fn compile(tk: &toolkit::Toolkit, dir: &Path, d: &'static FormatDesc) -> Module 
             bail!("nvcc failed:\n{}", String::from_utf8_lossy(&out.stderr));
         }
         let kernels = entries(&std::fs::read_to_string(&ptx)?);
-        let absent: Vec<String> = codegen::kernel_names(d.name).into_iter().filter(|k| !kernels.contains(k)).collect();
+        let absent: Vec<String> =
+            codegen::module_kernel_names(d.name).into_iter().filter(|k| !kernels.contains(k)).collect();
         if !absent.is_empty() {
             bail!("the PTX lacks {}", absent.join(", "));
         }

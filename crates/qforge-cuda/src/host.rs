@@ -23,6 +23,18 @@ pub type MatvecFn = unsafe extern "C" fn(*const u8, *const u8, *const QfBlockQ8_
 /// `(x, out, k, nblocks, m)` of the host-compiled activation quantizer.
 pub type QuantizeFn = unsafe extern "C" fn(*const f32, *mut QfBlockQ8_1, i64, i64, i64);
 
+/// `(x, w, grid, y, m, n, k)` of a host-compiled fused GEMM wrapper: `y` (M × N) = `x`
+/// (M × K f32) times the N × K weights `w` (and a grid format's scale grid).
+pub type GemmFn<T> = unsafe extern "C" fn(*const f32, *const u8, *const u8, *mut T, i64, i64, i64);
+
+/// A format's fused GEMM for one tensor-core input type, per output type.
+#[derive(Clone, Copy, Debug)]
+pub struct GemmFns {
+    pub f32: GemmFn<f32>,
+    pub f16: GemmFn<u16>,
+    pub bf16: GemmFn<u16>,
+}
+
 /// One format's host-compiled wrappers.
 #[derive(Clone, Copy, Debug)]
 pub struct HostFns {
@@ -31,9 +43,41 @@ pub struct HostFns {
     pub dequant_f16: DequantFn<u16>,
     pub dequant_bf16: DequantFn<u16>,
     pub matvec: MatvecFn,
+    /// The fused GEMM with f16 tensor-core inputs.
+    pub gemm_f16: GemmFns,
+    /// The fused GEMM with bf16 tensor-core inputs.
+    pub gemm_bf16: GemmFns,
 }
 
 include!(concat!(env!("OUT_DIR"), "/host_fns.rs"));
+
+unsafe extern "C" {
+    fn qf_host_frag_coords(lane: i32, rc: *mut i32);
+}
+
+/// Where one lane's mma.m16n8k16 fragment elements sit in their matrices, as `warp.cuh`
+/// lays them out (the GEMM's loads and the host mma both follow it): `(row, col)` of A's
+/// eight elements (16 × 16), B's four (16 × 8, row = k), C / D's four (16 × 8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct FragCoords {
+    pub a: [(i32, i32); 8],
+    pub b: [(i32, i32); 4],
+    pub c: [(i32, i32); 4],
+}
+
+/// [`FragCoords`] of `lane` (0..32).
+pub fn frag_coords(lane: u32) -> FragCoords {
+    assert!(lane < 32, "a warp has 32 lanes");
+    let mut rc = [0i32; 32];
+    // SAFETY: the wrapper writes 32 ints (8 + 4 + 4 (row, col) pairs) into `rc`, which has 32.
+    unsafe { qf_host_frag_coords(lane as i32, rc.as_mut_ptr()) };
+    let pair = |i: usize| (rc[2 * i], rc[2 * i + 1]);
+    FragCoords {
+        a: std::array::from_fn(pair),
+        b: std::array::from_fn(|i| pair(8 + i)),
+        c: std::array::from_fn(|i| pair(12 + i)),
+    }
+}
 
 /// The host wrappers of `format`, if it has device code.
 pub fn get(format: &str) -> Option<&'static HostFns> {
@@ -69,6 +113,53 @@ impl HostFns {
                 // SAFETY: as above, with 16-bit output elements.
                 unsafe { f(src, grid, out.as_mut_ptr(), rows, cols) };
                 out.iter().flat_map(|v| v.to_le_bytes()).collect()
+            }
+        })
+    }
+
+    /// The fused GEMM `y = x · Wᵀ` (`x`: `m` rows of `w.cols()` f32 activations) with `mma`
+    /// (f16 or bf16; `F32` is refused) as the tensor-core input type; `y` (m × n) as
+    /// little-endian bytes of `out`.
+    pub fn gemm(
+        &self,
+        w: &QuantTensor<'_>,
+        x: &[f32],
+        m: usize,
+        mma: DType,
+        out: DType,
+    ) -> Result<Vec<u8>, QuantError> {
+        let (n, k) = dims(w)?;
+        if x.len() != m.checked_mul(w.cols()).ok_or(QuantError::Overflow { what: "activation length" })? {
+            return Err(QuantError::ShapeMismatch { what: "activations", expected: m * w.cols(), actual: x.len() });
+        }
+        let fns = match mma {
+            DType::F16 => &self.gemm_f16,
+            DType::Bf16 => &self.gemm_bf16,
+            DType::F32 => {
+                return Err(QuantError::Unsupported {
+                    format: self.format,
+                    reason: "the fused GEMM's tensor-core input type is f16 or bf16".into(),
+                });
+            }
+        };
+        let mi = i64::try_from(m).map_err(|_| QuantError::Overflow { what: "activation rows" })?;
+        let len = m * w.rows();
+        let (xp, wp, grid) = (x.as_ptr(), w.rows_data().as_ptr(), w.aux().as_ptr());
+        Ok(match out {
+            DType::F32 => {
+                let mut y = vec![0f32; len];
+                // SAFETY: x holds m × k f32 (checked above); w holds n rows of k elements and
+                // a grid format's scale grid in aux (QuantTensor::new checked both); y has
+                // m × n elements, all the wrapper writes.
+                unsafe { (fns.f32)(xp, wp, grid, y.as_mut_ptr(), mi, n, k) };
+                y.iter().flat_map(|v| v.to_le_bytes()).collect()
+            }
+            DType::F16 | DType::Bf16 => {
+                let f = if out == DType::F16 { fns.f16 } else { fns.bf16 };
+                let mut y = vec![0u16; len];
+                // SAFETY: as above, with 16-bit output elements.
+                unsafe { f(xp, wp, grid, y.as_mut_ptr(), mi, n, k) };
+                y.iter().flat_map(|v| v.to_le_bytes()).collect()
             }
         })
     }

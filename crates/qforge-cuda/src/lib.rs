@@ -39,6 +39,8 @@ pub mod toolkit;
 pub use error::CudaError;
 
 #[cfg(feature = "cuda")]
+mod gemm;
+#[cfg(feature = "cuda")]
 pub mod host;
 #[cfg(feature = "cuda")]
 mod runtime;

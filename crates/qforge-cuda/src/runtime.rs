@@ -25,11 +25,11 @@ pub const Q8_1_BLOCK_BYTES: usize = 40;
 /// Most activation rows one mat-vec launch takes.
 pub const MAX_M: usize = 8;
 
-fn driver(op: &'static str) -> impl Fn(DriverError) -> CudaError {
+pub(crate) fn driver(op: &'static str) -> impl Fn(DriverError) -> CudaError {
     move |e| CudaError::Driver { op, msg: format!("{e:?}") }
 }
 
-fn alloc_err(bytes: usize) -> impl Fn(DriverError) -> CudaError {
+pub(crate) fn alloc_err(bytes: usize) -> impl Fn(DriverError) -> CudaError {
     move |e| {
         if e.0 == CUresult::CUDA_ERROR_OUT_OF_MEMORY {
             CudaError::OutOfMemory { bytes }
@@ -40,10 +40,12 @@ fn alloc_err(bytes: usize) -> impl Fn(DriverError) -> CudaError {
 }
 
 /// The kernels of one format's module.
-struct Kernels {
+pub(crate) struct Kernels {
     dequant: [CudaFunction; 3],
     matvec: CudaFunction,
     quantize_q8_1: CudaFunction,
+    /// The fused GEMM by tensor-core input type (f16, bf16), then output type (`DType::ALL`).
+    pub(crate) gemm: [[CudaFunction; 3]; 2],
 }
 
 /// A CUDA device with qforge's kernels.
@@ -116,6 +118,10 @@ impl DeviceQuantTensor {
     pub fn data(&self) -> &CudaSlice<u8> {
         &self.data
     }
+    /// Bytes of the rows (the scale grid of a grid format follows them in `data`).
+    pub(crate) fn rows_len(&self) -> usize {
+        self.rows_len
+    }
 }
 
 /// A dequantized tensor in device memory. f16 / bf16 elements are their IEEE bit patterns.
@@ -164,7 +170,20 @@ fn launch_1d(items: i64, threads: u32) -> LaunchConfig {
     LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (threads, 1, 1), shared_mem_bytes: 0 }
 }
 
-fn dim(v: usize) -> Result<i64, CudaError> {
+/// The PTX text of `format`'s module as this build embeds it (`None`: no device code), for
+/// tools that inspect or cache it; the runtime loads the same text.
+pub fn module_ptx(format: &str) -> Option<Result<String, CudaError>> {
+    MODULES.iter().find(|(f, _)| *f == format).map(|(_, z)| inflate(z))
+}
+
+/// The PTX text of an embedded (deflated) module.
+fn inflate(z: &[u8]) -> Result<String, CudaError> {
+    let bytes = miniz_oxide::inflate::decompress_to_vec(z)
+        .map_err(|e| CudaError::Driver { op: "inflate embedded PTX", msg: format!("{e:?}") })?;
+    String::from_utf8(bytes).map_err(|e| CudaError::Driver { op: "inflate embedded PTX", msg: e.to_string() })
+}
+
+pub(crate) fn dim(v: usize) -> Result<i64, CudaError> {
     i64::try_from(v).map_err(|_| CudaError::Quant(qforge_core::QuantError::Overflow { what: "tensor dimension" }))
 }
 
@@ -230,7 +249,7 @@ impl Cuda {
     }
 
     /// The kernels of `format`, loading its PTX module on first use.
-    fn kernels(&self, format: &'static dyn Format) -> Result<Arc<Kernels>, CudaError> {
+    pub(crate) fn kernels(&self, format: &'static dyn Format) -> Result<Arc<Kernels>, CudaError> {
         let name = format.desc().name;
         let mut cache = self.modules.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(k) = cache.get(name) {
@@ -241,13 +260,17 @@ impl Cuda {
             return Err(CudaError::MissingKernels(name));
         }
         let ptx = MODULES.iter().find(|(f, _)| *f == name).map(|(_, p)| *p).ok_or(CudaError::MissingKernels(name))?;
-        let module = self.ctx.load_module(cudarc::nvrtc::Ptx::from_src(ptx)).map_err(driver("load PTX module"))?;
+        let module =
+            self.ctx.load_module(cudarc::nvrtc::Ptx::from_src(inflate(ptx)?)).map_err(driver("load PTX module"))?;
         let [f32k, f16k, bf16k, matvec, quantize] = crate::codegen::kernel_names(name);
         let load = |n: &str| module.load_function(n).map_err(driver("load kernel"));
+        let [g0, g1, g2, g3, g4, g5]: [String; 6] =
+            crate::codegen::gemm_kernel_names(name).try_into().map_err(|_| CudaError::MissingKernels(name))?;
         let k = Arc::new(Kernels {
             dequant: [load(&f32k)?, load(&f16k)?, load(&bf16k)?],
             matvec: load(&matvec)?,
             quantize_q8_1: load(&quantize)?,
+            gemm: [[load(&g0)?, load(&g1)?, load(&g2)?], [load(&g3)?, load(&g4)?, load(&g5)?]],
         });
         cache.insert(name, k.clone());
         Ok(k)
@@ -340,8 +363,10 @@ impl Cuda {
         let f = match self.cast.get() {
             Some(f) => f,
             None => {
-                let module =
-                    self.ctx.load_module(cudarc::nvrtc::Ptx::from_src(UTIL_PTX)).map_err(driver("load PTX module"))?;
+                let module = self
+                    .ctx
+                    .load_module(cudarc::nvrtc::Ptx::from_src(inflate(UTIL_PTX)?))
+                    .map_err(driver("load PTX module"))?;
                 let f = module.load_function(crate::codegen::UTIL_KERNELS[0]).map_err(driver("load kernel"))?;
                 self.cast.get_or_init(|| f)
             }

@@ -273,9 +273,7 @@ pub fn check_ptx(dir: &Path) -> Result<bool> {
     let mut expected: Vec<(String, Vec<String>)> = qforge_formats::registry()
         .iter()
         .filter(|f| f.desc().cuda.is_some())
-        .map(|f| {
-            (format!("{}.ptx", codegen::module_stem(f.desc().name)), codegen::kernel_names(f.desc().name).to_vec())
-        })
+        .map(|f| (format!("{}.ptx", codegen::module_stem(f.desc().name)), codegen::module_kernel_names(f.desc().name)))
         .collect();
     expected.push((
         Path::new(codegen::UTIL_MODULE_FILE).with_extension("ptx").display().to_string(),

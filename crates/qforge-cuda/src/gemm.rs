@@ -1,0 +1,134 @@
+//! The fused GEMM on the device (`qforge_gemm_<format>_<mma>_<out>`, `kernels-cuda/gemm.cuh`):
+//! prompt processing, any M. Weights are decoded from their blocks into shared memory as f16
+//! or bf16, activations rounded to the same type, products on the tensor cores with f32
+//! accumulators, every edge of M, N and K predicated in the kernel (no padding copies).
+
+use crate::CudaError;
+use crate::codegen::GEMM_TILE;
+use crate::runtime::{Cuda, DeviceBuffer, DeviceQuantTensor, alloc_err, dim, driver};
+use cudarc::driver::{CudaSlice, CudaStream, CudaView, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg};
+use qforge_core::DType;
+use std::sync::Arc;
+
+/// Largest grid dimension y (the CTA rows over M): CUDA's limit.
+const MAX_GRID_Y: usize = 65_535;
+
+/// The index of a tensor-core input type in the kernel table (f16 0, bf16 1).
+fn mma_index(mma: DType) -> Result<usize, CudaError> {
+    match mma {
+        DType::F16 => Ok(0),
+        DType::Bf16 => Ok(1),
+        DType::F32 => Err(CudaError::Quant(qforge_core::QuantError::Unsupported {
+            format: "gemm",
+            reason: "the tensor-core input type is f16 or bf16 (f32 is not a tensor-core type here)".into(),
+        })),
+    }
+}
+
+impl Cuda {
+    /// `y = x · Wᵀ` for `m` activation rows (`x`: m × K f32, row-major, on the device), with
+    /// `mma` (f16 or bf16) as the tensor-core input type; returns m × N values of `out` on
+    /// the device. One launch; enqueued on `stream`.
+    pub fn gemm(
+        &self,
+        w: &DeviceQuantTensor,
+        x: &CudaView<'_, f32>,
+        m: usize,
+        mma: DType,
+        out: DType,
+        stream: &Arc<CudaStream>,
+    ) -> Result<DeviceBuffer, CudaError> {
+        let len = m
+            .checked_mul(w.shape().rows())
+            .ok_or(CudaError::Quant(qforge_core::QuantError::Overflow { what: "gemm output elements" }))?;
+        let bytes = len * out.size();
+        Ok(match out {
+            DType::F32 => {
+                // SAFETY: the GEMM writes every one of the m × N elements (the epilogue covers
+                // the whole output, predicated only at its edges) before anything reads them.
+                let mut y = unsafe { stream.alloc::<f32>(len) }.map_err(alloc_err(bytes))?;
+                self.gemm_into(w, x, m, mma, &mut y, out, stream)?;
+                DeviceBuffer::F32(y)
+            }
+            DType::F16 | DType::Bf16 => {
+                // SAFETY: as above.
+                let mut y = unsafe { stream.alloc::<u16>(len) }.map_err(alloc_err(bytes))?;
+                self.gemm_into(w, x, m, mma, &mut y, out, stream)?;
+                if out == DType::F16 { DeviceBuffer::F16(y) } else { DeviceBuffer::Bf16(y) }
+            }
+        })
+    }
+
+    /// [`Cuda::gemm`] into a caller-owned `y` (m × N elements of `out`: f32, or u16 bit
+    /// patterns for f16 / bf16).
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_into<T: DeviceRepr>(
+        &self,
+        w: &DeviceQuantTensor,
+        x: &CudaView<'_, f32>,
+        m: usize,
+        mma: DType,
+        y: &mut CudaSlice<T>,
+        out: DType,
+        stream: &Arc<CudaStream>,
+    ) -> Result<(), CudaError> {
+        let (n, k) = (w.shape().rows(), w.shape().cols());
+        let mi = mma_index(mma)?;
+        if std::mem::size_of::<T>() != out.size() {
+            return Err(CudaError::Size {
+                what: "output element bytes",
+                expected: out.size(),
+                actual: std::mem::size_of::<T>(),
+            });
+        }
+        if x.len() != m * k {
+            return Err(CudaError::Size { what: "activation elements (m × K)", expected: m * k, actual: x.len() });
+        }
+        if y.len() != m * n {
+            return Err(CudaError::Size { what: "gemm output elements (m × N)", expected: m * n, actual: y.len() });
+        }
+        let (gx, gy) = (n.div_ceil(GEMM_TILE.bn), m.div_ceil(GEMM_TILE.bm));
+        if gy > MAX_GRID_Y {
+            return Err(CudaError::Size {
+                what: "activation rows (grid y)",
+                expected: MAX_GRID_Y * GEMM_TILE.bm,
+                actual: m,
+            });
+        }
+        if m == 0 || n == 0 {
+            return Ok(());
+        }
+        let (ptr, sync) = x.device_ptr(stream);
+        if ptr % 4 != 0 {
+            return Err(CudaError::Misaligned { what: "activations", addr: ptr, align: 4 });
+        }
+        drop(sync);
+        let kern = self.kernels(w.format())?;
+        let f = &kern.gemm[mi][DType::ALL.iter().position(|d| *d == out).unwrap_or(0)];
+        let (m64, n64, k64) = (dim(m)?, dim(n)?, dim(k)?);
+        let grid = w.data().slice(w.rows_len()..);
+        let mut b = stream.launch_builder(f);
+        b.arg(x).arg(w.data()).arg(&grid).arg(y).arg(&m64).arg(&n64).arg(&k64);
+        let cfg = LaunchConfig {
+            grid_dim: (
+                u32::try_from(gx).map_err(|_| CudaError::Size {
+                    what: "gemm grid x",
+                    expected: u32::MAX as usize,
+                    actual: gx,
+                })?,
+                gy as u32,
+                1,
+            ),
+            block_dim: (GEMM_TILE.threads() as u32, 1, 1),
+            shared_mem_bytes: 0,
+        };
+        // SAFETY: the kernel reads m × k f32 of x (length checked), the n rows of w (whole
+        // blocks, or k elements plus the scale grid after them for a grid format: the
+        // allocation `upload` sized from QuantTensor's checks), and writes m × n elements of
+        // y (length and element size checked); argument types match its signature
+        // (const float*, const uint8_t*, const uint8_t*, T*, long long × 3); the grid covers
+        // every (bm × bn) tile and the block is the tile's thread count it was compiled for.
+        unsafe { b.launch(cfg) }.map_err(driver("launch gemm"))?;
+        Ok(())
+    }
+}

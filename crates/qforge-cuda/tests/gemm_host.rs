@@ -1,0 +1,125 @@
+//! The fused GEMM (`kernels-cuda/gemm.cuh`) compiled for the host — the very tile loop,
+//! decode into shared memory, predication, fragment loads and epilogue the GPU runs, with
+//! `warp.cuh`'s host mma following the PTX ISA's fragment layouts — against an f64
+//! reference written here from the Rust side: the CPU dequantization of the weights, weights
+//! and activations rounded to the tensor-core input type (f16 / bf16, round to nearest even,
+//! with `half`), products summed in f64.
+//!
+//! Shapes: every K ∈ {1, 33, 100, 128, 257, 288, 4097} × N ∈ {1, 7, 129} × M ∈ {1, 9, 17,
+//! 100, 257} for every format with device code (f16 inputs, f32 output), and a cross-section
+//! of them for the other input / output types. No GPU needed.
+#![cfg(feature = "cuda")]
+
+use qforge_core::{DType, Format, QuantTensor, Shape};
+use qforge_cuda::host;
+
+mod support;
+use support::gemm_ref::{EDGE_SHAPES, KS, MS, NS, OTHER_TYPES, check};
+
+fn host_gemm(h: &'static host::HostFns) -> impl Fn(&QuantTensor<'_>, &[f32], usize, DType, DType) -> Vec<u8> {
+    move |w, x, m, mma, out| h.gemm(w, x, m, mma, out).unwrap()
+}
+
+fn formats() -> Vec<(&'static dyn Format, &'static host::HostFns)> {
+    let out: Vec<_> = qforge_formats::registry()
+        .iter()
+        .filter(|f| f.desc().cuda.is_some())
+        .map(|f| (f, host::get(f.desc().name).expect("a format with device code has host wrappers")))
+        .collect();
+    assert!(out.len() >= 20, "the registry's formats with device code");
+    out
+}
+
+/// Every format, every shape of the grid, f16 tensor-core inputs, f32 output.
+#[test]
+fn every_format_every_odd_shape_f16() {
+    let fs = formats();
+    std::thread::scope(|s| {
+        for chunk in fs.chunks(fs.len().div_ceil(2)) {
+            s.spawn(move || {
+                for &(f, h) in chunk {
+                    for k in KS {
+                        for n in NS {
+                            for m in MS {
+                                check(f, &host_gemm(h), (m, n, k), DType::F16, DType::F32);
+                            }
+                        }
+                    }
+                }
+            });
+        }
+    });
+}
+
+/// Every format, bf16 inputs and the 16-bit outputs, on shapes that cross every edge: a
+/// partial tile in M, N and K, K below one block, K past 4096.
+#[test]
+fn every_format_other_types() {
+    let fs = formats();
+    std::thread::scope(|s| {
+        for chunk in fs.chunks(fs.len().div_ceil(2)) {
+            s.spawn(move || {
+                for &(f, h) in chunk {
+                    for (mma, out) in OTHER_TYPES {
+                        for shape in EDGE_SHAPES {
+                            check(f, &host_gemm(h), shape, mma, out);
+                        }
+                    }
+                }
+            });
+        }
+    });
+}
+
+/// warp.cuh's fragment layouts are the PTX ISA's ("Matrix Fragments for mma.m16n8k16 with
+/// floating point type"), transcribed here from its text: with groupID = laneid >> 2 and
+/// threadID_in_group = laneid % 4, A's element ai sits at row groupID for 0 ≤ i < 2 or
+/// 4 ≤ i < 6 (groupID + 8 otherwise), column threadID_in_group·2 + (i & 1), + 8 for i ≥ 4; B's
+/// bi at row threadID_in_group·2 + (i & 1), + 8 for i ≥ 2, column groupID; C's ci at row
+/// groupID (+ 8 for i ≥ 2), column threadID_in_group·2 + (i & 1). The host mma and the
+/// GEMM's shared-memory loads share warp.cuh's functions, so a layout both got wrong the same
+/// way would pass the shape checks above and fail only on a GPU: this test is what stops that.
+#[test]
+fn fragment_layouts_are_the_ptx_isa_ones() {
+    let mut seen_a = std::collections::HashSet::new();
+    for lane in 0..32u32 {
+        let (group, tig) = ((lane >> 2) as i32, (lane % 4) as i32);
+        let got = host::frag_coords(lane);
+        for i in 0..8i32 {
+            let row = if (0..2).contains(&i) || (4..6).contains(&i) { group } else { group + 8 };
+            let col = tig * 2 + (i & 1) + if i >= 4 { 8 } else { 0 };
+            assert_eq!(got.a[i as usize], (row, col), "A lane {lane} a{i}");
+            assert!(seen_a.insert((row, col)), "A element ({row}, {col}) held twice");
+        }
+        for i in 0..4i32 {
+            let row = tig * 2 + (i & 1) + if i >= 2 { 8 } else { 0 };
+            assert_eq!(got.b[i as usize], (row, group), "B lane {lane} b{i}");
+            let crow = if i < 2 { group } else { group + 8 };
+            assert_eq!(got.c[i as usize], (crow, tig * 2 + (i & 1)), "C lane {lane} c{i}");
+        }
+    }
+    assert_eq!(seen_a.len(), 256, "the 32 lanes hold all of A, once");
+}
+
+/// Every embedded (deflated) module inflates to PTX that defines every kernel the runtime
+/// loads from it, the GEMM's included.
+#[test]
+fn embedded_modules_hold_every_kernel() {
+    for (f, _) in formats() {
+        let name = f.desc().name;
+        let ptx = qforge_cuda::module_ptx(name).expect("embedded").expect("inflates");
+        for k in qforge_cuda::codegen::module_kernel_names(name) {
+            assert!(ptx.contains(&format!(".entry {k}(")), "{name}: the PTX lacks {k}");
+        }
+    }
+    assert!(qforge_cuda::module_ptx("no_such_format").is_none());
+}
+
+/// The wrapper refuses what it cannot compute, with an error.
+#[test]
+fn wrong_inputs_are_errors() {
+    let (f, h) = formats()[0];
+    let w = qforge_cpu::quantize(f, Shape::new([3, 64]).unwrap(), &qforge_golden::signal(192, 1), None).unwrap();
+    assert!(h.gemm(&w, &[0.0; 63], 1, DType::F16, DType::F32).is_err());
+    assert!(h.gemm(&w, &[0.0; 64], 1, DType::F32, DType::F32).is_err());
+}

@@ -1,0 +1,106 @@
+//! The fused GEMM's reference, shared by the host check (`gemm_host.rs`) and the GPU test
+//! (`gemm_device.rs`): the CPU dequantization of the weights, weights and activations rounded
+//! to the tensor-core input type (f16 / bf16, round to nearest even, with `half`), products
+//! summed in f64; and the odd shapes every format runs.
+
+use qforge_core::{DType, Format, QuantTensor, Shape};
+
+/// The shapes of the issue: K, N and M off every tile and block boundary.
+pub const KS: [usize; 7] = [1, 33, 100, 128, 257, 288, 4097];
+pub const NS: [usize; 3] = [1, 7, 129];
+pub const MS: [usize; 5] = [1, 9, 17, 100, 257];
+
+fn round_to(v: f32, mma: DType) -> f64 {
+    match mma {
+        DType::F16 => f64::from(half::f16::from_f32(v).to_f32()),
+        _ => f64::from(half::bf16::from_f32(v).to_f32()),
+    }
+}
+
+fn widen(bytes: &[u8], out: DType) -> Vec<f64> {
+    match out {
+        DType::F32 => bytes.chunks_exact(4).map(|b| f64::from(f32::from_le_bytes(b.try_into().unwrap()))).collect(),
+        DType::F16 => {
+            bytes.chunks_exact(2).map(|b| f64::from(half::f16::from_le_bytes([b[0], b[1]]).to_f32())).collect()
+        }
+        DType::Bf16 => {
+            bytes.chunks_exact(2).map(|b| f64::from(half::bf16::from_le_bytes([b[0], b[1]]).to_f32())).collect()
+        }
+    }
+}
+
+/// Absolute rounding of a tiny output value stored as `out` (half of f16's smallest subnormal).
+fn out_tiny(out: DType) -> f64 {
+    if out == DType::F16 { 2f64.powi(-25) } else { 0.0 }
+}
+
+/// Relative rounding of one output value stored as `out`.
+fn out_eps(out: DType) -> f64 {
+    match out {
+        DType::F32 => 0.0,
+        DType::F16 => 2f64.powi(-11),
+        DType::Bf16 => 2f64.powi(-8),
+    }
+}
+
+/// Σ a·b and Σ |a·b| in f64, eight lanes (vectorizes: the reference is most of the time).
+fn dot_abs(a: &[f64], b: &[f64]) -> (f64, f64) {
+    let (mut s, mut t) = ([0f64; 8], [0f64; 8]);
+    let (ac, at) = a.as_chunks::<8>();
+    let (bc, bt) = b.as_chunks::<8>();
+    for (x, y) in ac.iter().zip(bc) {
+        for l in 0..8 {
+            let p = x[l] * y[l];
+            s[l] += p;
+            t[l] += p.abs();
+        }
+    }
+    for (l, (x, y)) in at.iter().zip(bt).enumerate() {
+        s[l] += x * y;
+        t[l] += (x * y).abs();
+    }
+    (s.iter().sum(), t.iter().sum())
+}
+
+/// The GEMM under test: `(weights, activations, m, mma, out)` → m × N values of `out`, as
+/// little-endian bytes.
+pub type Gemm<'a> = &'a dyn Fn(&QuantTensor<'_>, &[f32], usize, DType, DType) -> Vec<u8>;
+
+/// Checks one shape against the f64 reference; panics with the first wrong output.
+pub fn check(f: &'static dyn Format, gemm: Gemm<'_>, (m, n, k): (usize, usize, usize), mma: DType, out: DType) {
+    let name = f.desc().name;
+    let seed = (m * 1_000_003 + n * 1009 + k) as u64;
+    let w = qforge_cpu::quantize(f, Shape::new([n, k]).unwrap(), &qforge_golden::signal(n * k, seed), None).unwrap();
+    let wd: Vec<f64> = qforge_cpu::dequantize(&w).unwrap().iter().map(|&v| round_to(v, mma)).collect();
+    let x = qforge_golden::signal(m * k, seed ^ 0x5eed);
+    let xd: Vec<f64> = x.iter().map(|&v| round_to(v, mma)).collect();
+    let y = widen(&gemm(&w, &x, m, mma, out), out);
+    assert_eq!(y.len(), m * n);
+    // f32 accumulation: at most 16 roundings inside a k16 step and one per step (2x margin,
+    // since the tensor cores add in their own order).
+    let acc_eps = (16 + k.div_ceil(16)) as f64 * 2f64.powi(-23);
+    for r in 0..m {
+        for c in 0..n {
+            let (sum, abs) = dot_abs(&xd[r * k..(r + 1) * k], &wd[c * k..(c + 1) * k]);
+            let got = y[r * n + c];
+            let tol = acc_eps * abs + out_eps(out) * (sum.abs() + acc_eps * abs) + out_tiny(out) + 1e-30;
+            assert!(
+                (got - sum).abs() <= tol,
+                "{name} gemm {mma:?}->{out:?} M={m} N={n} K={k}: y[{r}][{c}] = {got}, reference {sum} (Σ|terms| {abs})"
+            );
+        }
+    }
+}
+
+/// Edge-crossing shapes (M, N, K) for the other input / output types.
+pub const EDGE_SHAPES: [(usize, usize, usize); 5] =
+    [(17, 7, 33), (100, 129, 257), (9, 1, 4097), (257, 7, 128), (1, 129, 1)];
+
+/// Every (tensor-core input, output) pair besides (f16, f32).
+pub const OTHER_TYPES: [(DType, DType); 5] = [
+    (DType::Bf16, DType::F32),
+    (DType::F16, DType::F16),
+    (DType::F16, DType::Bf16),
+    (DType::Bf16, DType::Bf16),
+    (DType::Bf16, DType::F16),
+];

@@ -1,0 +1,2 @@
+//! Shared by the GEMM tests.
+pub mod gemm_ref;
