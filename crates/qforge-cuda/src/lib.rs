@@ -39,8 +39,10 @@ pub mod toolkit;
 pub use error::CudaError;
 
 #[cfg(feature = "cuda")]
+#[allow(unsafe_code)] // calls into the host-compiled device code (FFI)
 pub mod host;
 #[cfg(feature = "cuda")]
+#[allow(unsafe_code)] // the CUDA driver API through cudarc
 mod runtime;
 #[cfg(feature = "cuda")]
 pub use runtime::*;
