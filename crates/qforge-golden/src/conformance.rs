@@ -10,7 +10,7 @@
 //! not define (int4g, fp8) run every check marked "—" (no ggml reference) with
 //! `qforge_golden::property_suite!(VARIANTS, ...)`: the properties go through the tensor-level
 //! entry points (`quantize_aux`, `quantize_row_at`, `dequant_row_at`; a row is a tensor of one
-//! row), and "block" below means a format's [`unit`] (a block, a group, a scale tile).
+//! row), and "block" below means a format's [`unit()`] (a block, a group, a scale tile).
 //!
 //! | test | reference | checks |
 //! |---|---|---|
