@@ -86,6 +86,7 @@ mod cuda {
         let path = std::env::var_os("PATH").unwrap_or_default();
         let path = std::env::join_paths(std::iter::once(tk.bin_dir()).chain(std::env::split_paths(&path)))
             .expect("PATH entries are joinable");
+        #[allow(unsafe_code)] // `set_var` is unsafe since edition 2024
         // SAFETY: the build script is single-threaded here: no thread that could read the
         // environment concurrently has been started yet (bindgen_cuda's rayon pool is created
         // by `Builder::default()` below, after these writes).

@@ -4,9 +4,11 @@
 //! Exit codes: 0 success, 1 failed operation, 2 bad usage or bad input, with one line on
 //! stderr. The spellings of commands and flags are a contract (docs/cli.md).
 
+mod args;
 mod bench;
 mod commands;
 mod convert;
+#[allow(unsafe_code)] // CUDA device buffers
 mod device;
 mod exit;
 mod files;
@@ -16,6 +18,7 @@ mod matmul;
 mod preset;
 mod quality;
 
+use args::{ActQuantArg, DeviceArg, DtypeArg, FormatArg, GroupSizeArg, ThreadsArg};
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -37,9 +40,8 @@ enum Cmd {
     },
     /// Quantize a raw little-endian f32 tensor (row-major) into a raw quantized file.
     Quantize {
-        /// Format name (case-insensitive), e.g. q4_0, q4_k.
-        #[arg(long)]
-        format: String,
+        #[command(flatten)]
+        format: FormatArg,
         /// Input .f32 file (little-endian f32, row-major).
         #[arg(long)]
         input: PathBuf,
@@ -52,34 +54,33 @@ enum Cmd {
         /// Importance weights: one little-endian f32 per column.
         #[arg(long)]
         imatrix: Option<PathBuf>,
-        /// Group size for group-wise formats.
-        #[arg(long)]
-        group_size: Option<usize>,
+        #[command(flatten)]
+        group_size: GroupSizeArg,
     },
     /// Dequantize a raw quantized file to f32, f16 or bf16 (little-endian, row-major).
     Dequant {
-        #[arg(long)]
-        format: String,
+        #[command(flatten)]
+        format: FormatArg,
+        /// Input: the quantized blocks row after row, as `quantize` writes them.
         #[arg(long)]
         input: PathBuf,
         /// Logical shape ROWS,COLS of the tensor.
         #[arg(long)]
         shape: String,
+        /// Output: ROWS×COLS values of --dtype, little-endian, row-major.
         #[arg(long)]
         output: PathBuf,
-        /// Output element type: f32, f16 or bf16.
-        #[arg(long, default_value = "f32")]
-        dtype: String,
-        /// Device to run on: cpu or cuda.
-        #[arg(long, default_value = "cpu")]
-        device: String,
-        #[arg(long)]
-        group_size: Option<usize>,
+        #[command(flatten)]
+        dtype: DtypeArg,
+        #[command(flatten)]
+        device: DeviceArg,
+        #[command(flatten)]
+        group_size: GroupSizeArg,
     },
     /// Y = X · Wᵀ: multiply M f32 activation rows by an N×K quantized weight (M×N f32 out).
     Matmul {
-        #[arg(long)]
-        format: String,
+        #[command(flatten)]
+        format: FormatArg,
         /// Quantized weight file (N rows of K, as `quantize` writes it).
         #[arg(long)]
         weights: PathBuf,
@@ -95,19 +96,17 @@ enum Cmd {
         /// Output: M×N little-endian f32, row-major.
         #[arg(long)]
         output: PathBuf,
-        /// Activation quantization: none (default on the CPU), native (default and only mode
-        /// with --device cuda), int8-dyn or fp8-1x128.
-        #[arg(long)]
-        act_quant: Option<String>,
-        #[arg(long, default_value = "cpu")]
-        device: String,
-        #[arg(long)]
-        group_size: Option<usize>,
+        #[command(flatten)]
+        act_quant: ActQuantArg,
+        #[command(flatten)]
+        device: DeviceArg,
+        #[command(flatten)]
+        group_size: GroupSizeArg,
     },
     /// Measure the throughput of one op on one format (elements/s and bytes/s).
     Bench {
-        #[arg(long)]
-        format: String,
+        #[command(flatten)]
+        format: FormatArg,
         /// dequant, quantize, matvec or matmul.
         #[arg(long)]
         op: String,
@@ -117,25 +116,22 @@ enum Cmd {
         /// Shape N,K instead of --n.
         #[arg(long)]
         shape: Option<String>,
-        /// Worker threads (default: all cores).
-        #[arg(long)]
-        threads: Option<usize>,
-        #[arg(long, default_value = "cpu")]
-        device: String,
+        #[command(flatten)]
+        threads: ThreadsArg,
+        #[command(flatten)]
+        device: DeviceArg,
         /// One JSON object instead of a line of text.
         #[arg(long)]
         json: bool,
         /// Activation rows M for --op matmul (default 64; matvec is M = 1).
         #[arg(long)]
         rows: Option<usize>,
-        /// Activation quantization for matvec / matmul (default native).
-        #[arg(long, default_value = "native")]
-        act_quant: String,
-        #[arg(long)]
-        group_size: Option<usize>,
-        /// Output dtype of --op dequant on the CPU: f32, f16 or bf16.
-        #[arg(long, default_value = "f32")]
-        dtype: String,
+        #[command(flatten)]
+        act_quant: ActQuantArg,
+        #[command(flatten)]
+        group_size: GroupSizeArg,
+        #[command(flatten)]
+        dtype: DtypeArg,
     },
     /// Choose the GEMM tiling config (tiles, stages, split-k, kernel variant) for a shape.
     GemmConfig {
@@ -160,9 +156,8 @@ enum Cmd {
         /// Output dtype: f32, f16, bf16.
         #[arg(long, default_value = "f16")]
         out_dtype: String,
-        /// Group size for int4g (a power of two >= 32; default 128).
-        #[arg(long)]
-        group_size: Option<u64>,
+        #[command(flatten)]
+        group_size: GroupSizeArg,
         /// Print one JSON object.
         #[arg(long)]
         json: bool,
@@ -207,9 +202,8 @@ enum Cmd {
         /// Dequantize every float tensor to f32, f16 or bf16.
         #[arg(long)]
         dtype: Option<String>,
-        /// Group size for group-wise formats.
-        #[arg(long)]
-        group_size: Option<usize>,
+        #[command(flatten)]
+        group_size: GroupSizeArg,
         /// llama.cpp importance matrix (imatrix GGUF or legacy .dat) for --format / --preset.
         #[arg(long)]
         imatrix: Option<PathBuf>,
@@ -234,9 +228,8 @@ enum Cmd {
         /// Quantize tensors that are already quantized (refused otherwise, as llama-quantize does).
         #[arg(long)]
         allow_requantize: bool,
-        /// Threads for quantizing and converting (default: all cores).
-        #[arg(long)]
-        threads: Option<usize>,
+        #[command(flatten)]
+        threads: ThreadsArg,
         /// One line per tensor on stderr (name, types, shape, sizes, time).
         #[arg(long)]
         verbose: bool,
@@ -248,38 +241,44 @@ fn main() -> ExitCode {
     let result = match cli.cmd {
         Cmd::Formats { json } => commands::formats(json),
         Cmd::Quantize { format, input, shape, output, imatrix, group_size } => {
-            commands::quantize(&format, &input, &shape, &output, imatrix.as_deref(), group_size)
+            commands::quantize(&format.format, &input, &shape, &output, imatrix.as_deref(), group_size.group_size)
         }
-        Cmd::Dequant { format, input, shape, output, dtype, device, group_size } => {
-            commands::dequant(&format, &input, &shape, &output, &dtype, &device, group_size)
-        }
+        Cmd::Dequant { format, input, shape, output, dtype, device, group_size } => commands::dequant(
+            &format.format,
+            &input,
+            &shape,
+            &output,
+            &dtype.dtype,
+            &device.device,
+            group_size.group_size,
+        ),
         Cmd::Matmul { format, weights, shape, input, rows, output, act_quant, device, group_size } => {
             matmul::matmul(matmul::MatmulArgs {
-                format: &format,
+                format: &format.format,
                 weights: &weights,
                 shape: &shape,
                 input: &input,
                 rows,
                 output: &output,
-                act_quant: act_quant.as_deref().unwrap_or("none"),
-                act_quant_default: act_quant.is_none(),
-                device: &device,
-                group_size,
+                act_quant: act_quant.act_quant.as_deref().unwrap_or("none"),
+                act_quant_default: act_quant.act_quant.is_none(),
+                device: &device.device,
+                group_size: group_size.group_size,
             })
         }
         Cmd::Bench { format, op, n, shape, threads, device, json, rows, act_quant, group_size, dtype } => {
             bench::bench(bench::BenchArgs {
-                format: &format,
+                format: &format.format,
                 op: &op,
                 n,
                 shape: shape.as_deref(),
-                threads,
-                device: &device,
+                threads: threads.threads,
+                device: &device.device,
                 json,
                 rows,
-                act_quant: &act_quant,
-                group_size,
-                dtype: &dtype,
+                act_quant: act_quant.act_quant.as_deref().unwrap_or("native"),
+                group_size: group_size.group_size,
+                dtype: &dtype.dtype,
             })
         }
         Cmd::GemmConfig { m, n, k, format, device, act_dtype, out_dtype, group_size, json, explain, batch } => {
@@ -291,7 +290,7 @@ fn main() -> ExitCode {
                 device: &device,
                 act_dtype: act_dtype.as_deref(),
                 out_dtype: &out_dtype,
-                group_size,
+                group_size: group_size.group_size.map(|g| g as u64),
                 json,
                 explain,
                 batch,
@@ -323,7 +322,7 @@ fn main() -> ExitCode {
             format: format.as_deref(),
             dtype: dtype.as_deref(),
             preset: preset.as_deref(),
-            group_size,
+            group_size: group_size.group_size,
             imatrix: imatrix.as_deref(),
             tensor_options: preset::TensorOptions {
                 output_tensor_type: output_tensor_type.as_deref(),
@@ -333,7 +332,7 @@ fn main() -> ExitCode {
                 leave_output_tensor,
             },
             allow_requantize,
-            threads,
+            threads: threads.threads,
             verbose,
         }),
     };
@@ -352,4 +351,87 @@ fn main() -> ExitCode {
 /// Whether `err` is (or wraps) a write to a closed pipe.
 fn stdout_closed(err: &anyhow::Error) -> bool {
     err.chain().any(|c| c.downcast_ref::<std::io::Error>().is_some_and(|e| e.kind() == std::io::ErrorKind::BrokenPipe))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::Cli;
+    use clap::{CommandFactory, Parser};
+
+    /// The flags several subcommands share, defined once in `args.rs`.
+    const SHARED: &[&str] = &["format", "group-size", "device", "threads", "dtype", "act-quant"];
+
+    /// Where a subcommand's flag of a shared name means something else, as docs/cli.md has it.
+    const DIFFERENT_ON_PURPOSE: &[(&str, &str)] = &[
+        ("gemm-config", "device"), // a GPU model by name (h100, …), not where to run
+        ("gemm-config", "format"), // plain dtypes (f16, bf16, f32) too
+        ("convert", "format"),     // optional: one of --format, --dtype, --preset
+        ("convert", "dtype"),      // optional: a conversion target, no default
+    ];
+
+    /// What makes two flags the same: value type, default, help, and whether it takes a value.
+    fn signature(a: &clap::Arg) -> String {
+        format!(
+            "{:?} {:?} {:?} {:?}",
+            a.get_value_parser().type_id(),
+            a.get_default_values(),
+            a.get_help().map(|h| h.to_string()),
+            a.get_action().takes_values()
+        )
+    }
+
+    #[test]
+    fn shared_flags_mean_the_same_in_every_subcommand() {
+        let cmd = Cli::command();
+        for name in SHARED {
+            let mut uses = Vec::new();
+            for sub in cmd.get_subcommands() {
+                let sub_name = sub.get_name();
+                if DIFFERENT_ON_PURPOSE.contains(&(sub_name, *name)) {
+                    continue;
+                }
+                if let Some(a) = sub.get_arguments().find(|a| a.get_long() == Some(*name)) {
+                    uses.push((sub_name.to_string(), signature(a)));
+                }
+            }
+            assert!(uses.len() >= 2, "--{name} is shared by {uses:?}");
+            for (sub, sig) in &uses[1..] {
+                assert_eq!(sig, &uses[0].1, "--{name} of {sub} differs from --{name} of {}", uses[0].0);
+            }
+        }
+    }
+
+    /// Every subcommand that takes one of the shared flags parses it with the same type: a
+    /// group size is a non-negative integer everywhere (gemm-config once took a u64).
+    #[test]
+    fn group_size_parses_alike_everywhere() {
+        let base: &[&[&str]] = &[
+            &["quantize", "--format", "int4g", "--input", "x", "--shape", "1,1", "--output", "y"],
+            &["dequant", "--format", "int4g", "--input", "x", "--shape", "1,1", "--output", "y"],
+            &[
+                "matmul",
+                "--format",
+                "int4g",
+                "--weights",
+                "w",
+                "--shape",
+                "1,1",
+                "--input",
+                "x",
+                "--rows",
+                "1",
+                "--output",
+                "y",
+            ],
+            &["bench", "--format", "int4g", "--op", "dequant"],
+            &["gemm-config", "--format", "int4g", "--device", "h100", "--batch"],
+            &["convert", "in.gguf", "out.gguf", "--format", "int4g"],
+        ];
+        for args in base {
+            for (g, ok) in [("64", true), ("-1", false), ("x", false)] {
+                let argv = ["qforge"].iter().chain(*args).copied().chain(["--group-size", g]);
+                assert_eq!(Cli::try_parse_from(argv).is_ok(), ok, "{} --group-size {g}", args[0]);
+            }
+        }
+    }
 }

@@ -176,10 +176,10 @@ impl HostFns {
             });
         }
         let mut y = vec![0f32; m * w.rows()];
+        let (wp, grid) = (w.rows_data().as_ptr(), w.aux().as_ptr());
         // SAFETY: w holds n rows of k elements (and a grid format's scale grid in aux); act
         // holds m × nblocks blocks, the padded row length the wrapper reads; y has m × n
         // elements. m is in 1..=8.
-        let (wp, grid) = (w.rows_data().as_ptr(), w.aux().as_ptr());
         unsafe { (self.matvec)(wp, grid, act.as_ptr(), y.as_mut_ptr(), n, k, m as i32) };
         Ok(y)
     }

@@ -39,10 +39,13 @@ pub mod toolkit;
 pub use error::CudaError;
 
 #[cfg(feature = "cuda")]
+#[allow(unsafe_code)] // launches the GEMM kernels (FFI through cudarc)
 mod gemm;
 #[cfg(feature = "cuda")]
+#[allow(unsafe_code)] // calls into the host-compiled device code (FFI)
 pub mod host;
 #[cfg(feature = "cuda")]
+#[allow(unsafe_code)] // the CUDA driver API through cudarc
 mod runtime;
 #[cfg(feature = "cuda")]
 pub use runtime::*;

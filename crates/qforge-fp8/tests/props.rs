@@ -1,10 +1,24 @@
-//! fp8 properties through the tensor-level API (values + scale grid): error bounds, the grid
-//! from real elements only, any shape, non-finite input, arbitrary bytes, zeros, the rows
-//! standing alone as 1-row tensors, the activation format, and the 1x128 dot against an f64 reference.
+//! fp8 properties: every property of the conformance suite (`property_suite!`, a row as a
+//! tensor of one row with its grid row), and through the tensor-level API (values + scale
+//! grid): error bounds, the grid from real elements only, any shape, non-finite input and
+//! arbitrary bytes in tensors of many rows, zeros, the rows standing alone as 1-row tensors,
+//! the activation format, and the 1x128 dot against an f64 reference.
 
 use proptest::prelude::*;
 use qforge_core::{ActKind, ActRow, DType, Format, Layout, OutRow, QuantError, QuantTensor, Shape};
 use qforge_fp8::{E4m3, FORMATS, Fp8Kind, from_f32, grid, to_f32};
+
+fn finite(_: &dyn Format, _: &[f32], y: &[f32]) -> Result<(), String> {
+    match y.iter().position(|v| !v.is_finite()) {
+        Some(i) => Err(format!("element {i} decodes to {}", y[i])),
+        None => Ok(()),
+    }
+}
+
+// Every property of the conformance suite that needs no ggml vectors, as the block formats
+// run them. Importance weights cannot change fp8's encoding, so units are independent with
+// them too.
+qforge_golden::property_suite!(FORMATS, cases: 64, weighted_blocks_independent: true, finite_input_check: Some(finite));
 
 /// (mantissa bits, bias, max) of a registered fp8 format.
 fn kind(f: &dyn Format) -> (i32, i32, f32) {

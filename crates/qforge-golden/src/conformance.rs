@@ -6,7 +6,11 @@
 //! ```
 //!
 //! expands to one `#[test]` per check below (in a `conformance` module), each run over the
-//! family's `&[&dyn Format]` through the object-safe `Format` trait only:
+//! family's `&[&dyn Format]` through the object-safe `Format` trait only. Formats ggml does
+//! not define (int4g, fp8) run every check marked "—" (no ggml reference) with
+//! `qforge_golden::property_suite!(VARIANTS, ...)`: the properties go through the tensor-level
+//! entry points (`quantize_aux`, `quantize_row_at`, `dequant_row_at`; a row is a tensor of one
+//! row), and "block" below means a format's [`unit()`] (a block, a group, a scale tile).
 //!
 //! | test | reference | checks |
 //! |---|---|---|
@@ -89,12 +93,10 @@ impl Family {
         act_formats: &[],
     };
 
-    fn max_block_size(&self) -> usize {
-        self.formats.iter().map(|f| f.desc().block_size).max().expect("a family has formats")
-    }
-
-    fn max_block_bytes(&self) -> usize {
-        self.formats.iter().map(|f| f.desc().block_bytes).max().expect("a family has formats")
+    /// The largest [`unit`] of the family: (columns, row bytes).
+    fn max_unit(&self) -> (usize, usize) {
+        let units = self.formats.iter().map(|f| unit(*f));
+        units.fold((0, 0), |(c, b), (uc, ub)| (c.max(uc), b.max(ub)))
     }
 
     fn runner(&self) -> TestRunner {
@@ -117,13 +119,41 @@ impl Family {
     }
 }
 
-/// Expands to the whole conformance suite for a family, as `#[test]`s in a `conformance`
-/// module: `conformance_suite!(FORMATS)` or `conformance_suite!(FORMATS, field: value, ...)`
-/// with fields of [`Family`].
+/// Expands to the whole conformance suite for a family of formats ggml defines, as `#[test]`s
+/// in a `conformance` module: every property of [`property_suite!`](crate::property_suite)
+/// plus the checks against ggml's golden vectors. `conformance_suite!(FORMATS)` or
+/// `conformance_suite!(FORMATS, field: value, ...)` with fields of [`Family`].
 #[macro_export]
 macro_rules! conformance_suite {
     ($formats:expr $(, $field:ident : $value:expr)* $(,)?) => {
-        mod conformance {
+        $crate::__suite!(conformance, $formats, [$($field: $value),*],
+            golden: [registry_matches_the_manifest, decode_random_blocks_matches_ggml, quantize_matches_ggml,
+                quantize_with_imatrix_matches_ggml],
+            dot: [native_dot_matches_ggml]);
+    };
+}
+
+/// Expands to every property of the conformance suite that needs no ggml vectors, as
+/// `#[test]`s in a `properties` module, for formats ggml does not define (int4g, fp8): the
+/// same properties the block formats run in [`conformance_suite!`](crate::conformance_suite),
+/// through the tensor-level entry points of `Format` (a row is a tensor of one row with its
+/// side section). Same arguments as `conformance_suite!`.
+#[macro_export]
+macro_rules! property_suite {
+    ($formats:expr $(, $field:ident : $value:expr)* $(,)?) => {
+        $crate::__suite!(properties, $formats, [$($field: $value),*], golden: [], dot: []);
+    };
+}
+
+/// The expansion behind [`conformance_suite!`](crate::conformance_suite) and
+/// [`property_suite!`](crate::property_suite): one `#[test]` per property (the list every
+/// format runs, written only here) and per golden check named by the caller.
+#[doc(hidden)]
+#[macro_export]
+macro_rules! __suite {
+    ($module:ident, $formats:expr, [$($field:ident : $value:expr),*],
+        golden: [$($gold:ident),*], dot: [$($dot:ident),*]) => {
+        mod $module {
             #[allow(unused_imports)]
             use super::*;
             use $crate::conformance as c;
@@ -132,51 +162,30 @@ macro_rules! conformance_suite {
                 c::Family { formats: $formats, source_file: Some(file!()), $($field: $value,)* ..c::Family::DEFAULT }
             }
 
-            #[test]
-            fn registry_matches_the_manifest() {
-                c::registry_matches_the_manifest(&family());
-            }
-            #[test]
-            fn decode_random_blocks_matches_ggml() {
-                c::decode_random_blocks_matches_ggml(&family());
-            }
-            #[test]
-            fn quantize_matches_ggml() {
-                c::quantize_matches_ggml(&family());
-            }
-            #[test]
-            fn quantize_with_imatrix_matches_ggml() {
-                c::quantize_with_imatrix_matches_ggml(&family());
-            }
-            #[test]
-            fn arbitrary_bytes_never_panic() {
-                c::arbitrary_bytes_never_panic(&family());
-            }
-            #[test]
-            fn non_finite_input_is_rejected() {
-                c::non_finite_input_is_rejected(&family());
-            }
-            #[test]
-            fn rows_of_any_length_round_trip() {
-                c::rows_of_any_length_round_trip(&family());
-            }
-            #[test]
-            fn full_blocks_do_not_depend_on_what_follows() {
-                c::full_blocks_do_not_depend_on_what_follows(&family());
-            }
-            #[test]
-            fn extreme_finite_input_never_panics() {
-                c::extreme_finite_input_never_panics(&family());
-            }
-            #[test]
-            fn zeros_decode_to_zeros() {
-                c::zeros_decode_to_zeros(&family());
-            }
-            #[test]
-            fn native_dot_matches_ggml() {
-                $crate::dot::native_dot_matches_ggml(&family());
-            }
+            $crate::__suite!(@tests c, [
+                arbitrary_bytes_never_panic,
+                non_finite_input_is_rejected,
+                rows_of_any_length_round_trip,
+                full_blocks_do_not_depend_on_what_follows,
+                extreme_finite_input_never_panics,
+                zeros_decode_to_zeros
+                $(, $gold)*
+            ]);
+            $(
+                #[test]
+                fn $dot() {
+                    $crate::dot::$dot(&family());
+                }
+            )*
         }
+    };
+    (@tests $c:ident, [$($test:ident),*]) => {
+        $(
+            #[test]
+            fn $test() {
+                $c::$test(&family());
+            }
+        )*
     };
 }
 
@@ -188,18 +197,69 @@ pub fn find(formats: &[&'static dyn Format], name: &str) -> &'static dyn Format 
     *formats.iter().find(|f| f.desc().name == name).unwrap_or_else(|| panic!("{name} not registered"))
 }
 
-/// Quantizes one row through `Format` (panics on an error).
-pub fn quantize(f: &dyn Format, x: &[f32], w: Option<&[f32]>) -> Vec<u8> {
-    let mut q = vec![0u8; f.row_bytes(x.len()).unwrap()];
-    f.quantize_row(x, w, &mut q).unwrap_or_else(|e| panic!("{}: quantize_row: {e}", f.desc().name));
-    q
+/// The smallest run of columns a format encodes on its own, and its row bytes: a block, a
+/// group, or a scale tile's width (the column multiple of
+/// [`Format::split_granularity`]). The properties cut and compare rows in these units.
+pub fn unit(f: &dyn Format) -> (usize, usize) {
+    let cols = f.split_granularity().1;
+    (cols, f.row_bytes(cols).unwrap_or_else(|e| panic!("{}: row_bytes({cols}): {e}", f.desc().name)))
 }
 
-/// Dequantizes one row of `n` logical elements to f32 through `Format` (panics on an error).
-pub fn dequantize(f: &dyn Format, q: &[u8], n: usize) -> Vec<f32> {
+/// One row quantized as a tensor of one row: the row's bytes and the tensor's side section
+/// (empty for formats whose rows carry their own scales; fp8's row of grid scales).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Encoded {
+    /// The row, `row_bytes(n)` bytes.
+    pub row: Vec<u8>,
+    /// The side section of the one-row tensor, `aux_bytes(1, n)` bytes.
+    pub aux: Vec<u8>,
+}
+
+/// Quantizes `x` as a one-row tensor through `Format`'s tensor-level entry points
+/// (`quantize_aux`, then `quantize_row_at`), so every format runs the same properties.
+pub fn try_encode(f: &dyn Format, x: &[f32], w: Option<&[f32]>) -> Result<Encoded, QuantError> {
+    let n = x.len();
+    let mut aux = vec![0u8; f.aux_bytes(1, n)?];
+    f.quantize_aux(x, 1, n, &mut aux)?;
+    let mut row = vec![0u8; f.row_bytes(n)?];
+    f.quantize_row_at(x, w, 0, &aux, &mut row)?;
+    Ok(Encoded { row, aux })
+}
+
+/// [`try_encode`], panicking on an error.
+pub fn encode(f: &dyn Format, x: &[f32], w: Option<&[f32]>) -> Encoded {
+    try_encode(f, x, w).unwrap_or_else(|e| panic!("{}: quantize: {e}", f.desc().name))
+}
+
+/// Decodes `n` logical elements of a row with its side section to `out` through
+/// `dequant_row_at` (row 0 of a one-row tensor).
+pub fn decode_into(f: &dyn Format, row: &[u8], aux: &[u8], out: OutRow<'_>) -> Result<(), QuantError> {
+    f.dequant_row_at(row, 0, aux, out)
+}
+
+/// Decodes an [`Encoded`] row of `n` logical elements to f32 (panics on an error).
+pub fn decode(f: &dyn Format, e: &Encoded, n: usize) -> Vec<f32> {
     let mut y = vec![0f32; n];
-    f.dequant_row(q, OutRow::F32(&mut y)).unwrap_or_else(|e| panic!("{}: dequant_row: {e}", f.desc().name));
+    decode_into(f, &e.row, &e.aux, OutRow::F32(&mut y)).unwrap_or_else(|e| panic!("{}: dequant: {e}", f.desc().name));
     y
+}
+
+/// Quantizes one row through `Format` (panics on an error): the bytes of a one-row tensor,
+/// the row then its side section (just the row for most formats).
+pub fn quantize(f: &dyn Format, x: &[f32], w: Option<&[f32]>) -> Vec<u8> {
+    let Encoded { mut row, aux } = encode(f, x, w);
+    row.extend_from_slice(&aux);
+    row
+}
+
+/// Dequantizes one row of `n` logical elements, as [`quantize`] lays it out, to f32
+/// through `Format` (panics on an error, and on a side section of the wrong length).
+pub fn dequantize(f: &dyn Format, q: &[u8], n: usize) -> Vec<f32> {
+    let name = f.desc().name;
+    let rb = f.row_bytes(n).unwrap_or_else(|e| panic!("{name}: row_bytes({n}): {e}"));
+    let (row, aux) = q.split_at(rb.min(q.len()));
+    assert_eq!(aux.len(), f.aux_bytes(1, n).unwrap(), "{name}: side section of a {n}-element row");
+    decode(f, &Encoded { row: row.to_vec(), aux: aux.to_vec() }, n)
 }
 
 /// The frame of a per-group error bound: quantizes `x` (with weights `w`) through every
@@ -213,7 +273,7 @@ pub fn for_each_group(
     mut check: impl FnMut(&str, usize, &[f32], &[f32]) -> Result<(), TestCaseError>,
 ) -> Result<(), TestCaseError> {
     for f in formats {
-        let y = dequantize(*f, &quantize(*f, x, w), x.len());
+        let y = decode(*f, &encode(*f, x, w), x.len());
         let g = group(*f);
         for (i, (xs, ys)) in x.chunks(g).zip(y.chunks(g)).enumerate() {
             check(f.desc().name, i, xs, ys)?;
@@ -281,12 +341,12 @@ fn same_bf16(a: bf16, b: bf16) -> bool {
 
 /// Checks that f16 / bf16 dequantization of `q` (n elements) is the nearest-even rounding of
 /// the f32 result `y`, bit for bit; returns the first mismatch.
-fn check_half(f: &dyn Format, q: &[u8], y: &[f32]) -> Result<(), String> {
+fn check_half(f: &dyn Format, q: &[u8], aux: &[u8], y: &[f32]) -> Result<(), String> {
     let name = f.desc().name;
     let mut h = vec![f16::ZERO; y.len()];
-    f.dequant_row(q, OutRow::F16(&mut h)).map_err(|e| format!("{name}: f16: {e}"))?;
+    decode_into(f, q, aux, OutRow::F16(&mut h)).map_err(|e| format!("{name}: f16: {e}"))?;
     let mut b = vec![bf16::ZERO; y.len()];
-    f.dequant_row(q, OutRow::Bf16(&mut b)).map_err(|e| format!("{name}: bf16: {e}"))?;
+    decode_into(f, q, aux, OutRow::Bf16(&mut b)).map_err(|e| format!("{name}: bf16: {e}"))?;
     for (i, v) in y.iter().enumerate() {
         if !same_f16(h[i], f16::from_f32(*v)) {
             return Err(format!(
@@ -374,7 +434,7 @@ pub fn decode_random_blocks_matches_ggml(fam: &Family) {
                 g.to_bits()
             );
         }
-        check_half(*f, &raw, &want).unwrap_or_else(|e| panic!("{e}"));
+        check_half(*f, &raw, &[], &want).unwrap_or_else(|e| panic!("{e}"));
         covered |= want.iter().any(|v| covers(*v));
         checked += 1;
     }
@@ -560,38 +620,47 @@ pub fn quantize_with_imatrix_matches_ggml(fam: &Family) {
 // ---------------------------------------------------------------------------------------------
 // Properties
 
-/// Any bytes decode without panicking, to every dtype: a row decodes exactly when its byte
-/// length is `row_bytes(cols)` (otherwise a typed error); a partial row (any logical length)
-/// is the prefix of the whole-block decode; f16 / bf16 are the rounded f32 values.
+/// Any bytes (row and side section) decode without panicking, to every dtype: a row decodes
+/// exactly when its byte length is `row_bytes(cols)` (otherwise a typed error); a partial row
+/// (any logical length) is the prefix of the whole-unit decode; f16 / bf16 are the rounded
+/// f32 values.
 pub fn arbitrary_bytes_never_panic(fam: &Family) {
-    let (bb_max, bs_max) = (fam.max_block_bytes(), fam.max_block_size());
-    let strategy =
-        (prop::collection::vec(any::<u8>(), 2 * bb_max + 1), 0..bs_max, 0..=2 * bb_max + 1, 0..=2 * bs_max + 1);
-    fam.check("arbitrary_bytes_never_panic", strategy, |(bytes, cut, len, cols)| {
+    let (uc_max, ub_max) = fam.max_unit();
+    let aux_max = fam.formats.iter().map(|f| f.aux_bytes(1, 2 * uc_max + 1).unwrap()).max().unwrap_or(0);
+    let strategy = (
+        prop::collection::vec(any::<u8>(), 2 * ub_max + 1),
+        prop::collection::vec(any::<u8>(), aux_max),
+        0..uc_max,
+        0..=2 * ub_max + 1,
+        0..=2 * uc_max + 1,
+    );
+    fam.check("arbitrary_bytes_never_panic", strategy, |(bytes, aux, cut, len, cols)| {
         for f in fam.formats {
-            let (name, bb, bs) = (f.desc().name, f.desc().block_bytes, f.desc().block_size);
-            let q = &bytes[..2 * bb];
-            let whole = dequantize(*f, q, 2 * bs);
-            for n in [2 * bs - cut % bs, bs - cut % bs] {
-                let q = &q[..n.div_ceil(bs) * bb];
-                let y = dequantize(*f, q, n);
+            let (name, (uc, ub)) = (f.desc().name, unit(*f));
+            let aux_for = |n: usize| &aux[..f.aux_bytes(1, n).unwrap()];
+            let q = &bytes[..2 * ub];
+            let whole = decode(*f, &Encoded { row: q.to_vec(), aux: aux_for(2 * uc).to_vec() }, 2 * uc);
+            for n in [2 * uc - cut % uc, uc - cut % uc] {
+                let q = &q[..f.row_bytes(n).unwrap()];
+                let y = decode(*f, &Encoded { row: q.to_vec(), aux: aux_for(n).to_vec() }, n);
                 for i in 0..n {
                     prop_assert!(
                         golden::same_f32(y[i], whole[i]),
                         "{}: {} of {} elements: element {} differs",
                         name,
                         n,
-                        2 * bs,
+                        2 * uc,
                         i
                     );
                 }
-                check_half(*f, q, &y).map_err(TestCaseError::fail)?;
+                check_half(*f, q, aux_for(n), &y).map_err(TestCaseError::fail)?;
             }
             // Any other length: a typed error, never a panic, in every dtype.
             let ok = Ok(len) == f.row_bytes(cols);
-            let r32 = f.dequant_row(&bytes[..len], OutRow::F32(&mut vec![0f32; cols]));
-            let r16 = f.dequant_row(&bytes[..len], OutRow::F16(&mut vec![f16::ZERO; cols]));
-            let rb16 = f.dequant_row(&bytes[..len], OutRow::Bf16(&mut vec![bf16::ZERO; cols]));
+            let (q, a) = (&bytes[..len], aux_for(cols));
+            let r32 = decode_into(*f, q, a, OutRow::F32(&mut vec![0f32; cols]));
+            let r16 = decode_into(*f, q, a, OutRow::F16(&mut vec![f16::ZERO; cols]));
+            let rb16 = decode_into(*f, q, a, OutRow::Bf16(&mut vec![bf16::ZERO; cols]));
             prop_assert!(
                 r32.is_ok() == ok && r16.is_ok() == ok && rb16.is_ok() == ok,
                 "{}: {} bytes, {} cols",
@@ -600,7 +669,7 @@ pub fn arbitrary_bytes_never_panic(fam: &Family) {
                 cols
             );
             prop_assert!(
-                f.dequant_row(&bytes[..2 * bb - 1], OutRow::F32(&mut vec![0f32; 2 * bs])).is_err(),
+                decode_into(*f, &bytes[..2 * ub - 1], aux_for(2 * uc), OutRow::F32(&mut vec![0f32; 2 * uc])).is_err(),
                 "{}",
                 name
             );
@@ -613,14 +682,13 @@ pub fn arbitrary_bytes_never_panic(fam: &Family) {
 /// element and its value, with or without importance weights.
 pub fn non_finite_input_is_rejected(fam: &Family) {
     let bad = prop_oneof![Just(f32::NAN), Just(f32::INFINITY), Just(f32::NEG_INFINITY)];
-    let strategy = (values(300.max(2 * fam.max_block_size())), any::<prop::sample::Index>(), bad, any::<bool>());
+    let strategy = (values(300.max(2 * fam.max_unit().0)), any::<prop::sample::Index>(), bad, any::<bool>());
     fam.check("non_finite_input_is_rejected", strategy, |(mut x, pos, bad, weighted)| {
         let at = pos.index(x.len());
         x[at] = bad;
         let w = vec![1.0; x.len()];
         for f in fam.formats {
-            let mut q = vec![0u8; f.row_bytes(x.len()).unwrap()];
-            match f.quantize_row(&x, weighted.then_some(&w[..]), &mut q) {
+            match try_encode(*f, &x, weighted.then_some(&w[..])) {
                 Err(QuantError::NonFinite { index, value }) => {
                     prop_assert_eq!(index, at, "{}", f.desc().name);
                     prop_assert!(golden::same_f32(value, bad), "{}: value {}", f.desc().name, value);
@@ -632,50 +700,54 @@ pub fn non_finite_input_is_rejected(fam: &Family) {
     });
 }
 
-/// A row of any length (a partial last block included) quantizes through `Format`, with or
+/// A row of any length (a partial last unit included) quantizes through `Format`, with or
 /// without weights, and dequantizes to its logical length with finite values; a logical length
-/// needing more blocks is an error. Without weights the partial last block is encoded exactly
-/// as the row's tail on its own.
+/// needing more blocks is an error. Without weights the partial last unit is encoded exactly
+/// as the row's tail on its own (its bytes and its side section).
 pub fn rows_of_any_length_round_trip(fam: &Family) {
-    let strategy = (values(fam.max_block_size() + 40), any::<bool>());
+    let strategy = (values(fam.max_unit().0 + 40), any::<bool>());
     fam.check("rows_of_any_length_round_trip", strategy, |(x, weighted)| {
         let n = x.len();
         let w: Vec<f32> = (0..n).map(|i| 0.5 + (i % 7) as f32).collect();
         let w = weighted.then_some(&w[..]);
         for f in fam.formats {
-            let (name, bs, bb) = (f.desc().name, f.desc().block_size, f.desc().block_bytes);
-            let q = quantize(*f, &x, w);
-            prop_assert_eq!(q.len(), n.div_ceil(bs) * bb, "{}", name);
-            let y = dequantize(*f, &q, n);
+            let (name, (bs, bb), (uc, _)) = (f.desc().name, (f.desc().block_size, f.desc().block_bytes), unit(*f));
+            let e = encode(*f, &x, w);
+            prop_assert_eq!(e.row.len(), n.div_ceil(bs) * bb, "{}", name);
+            let y = decode(*f, &e, n);
             prop_assert!(y.iter().all(|v| v.is_finite()), "{}: non-finite decode of finite values", name);
-            prop_assert!(f.dequant_row(&q, OutRow::F32(&mut vec![0f32; n + bs])).is_err(), "{}", name);
-            let tail = n % bs;
+            prop_assert!(decode_into(*f, &e.row, &e.aux, OutRow::F32(&mut vec![0f32; n + bs])).is_err(), "{}", name);
+            let tail = n % uc;
             if tail != 0 && (w.is_none() || fam.weighted_blocks_independent) {
-                let alone = quantize(*f, &x[n - tail..], w.map(|w| &w[n - tail..]));
-                prop_assert_eq!(&q[q.len() - bb..], &alone[..], "{}: the partial last block depends on the row", name);
+                let alone = encode(*f, &x[n - tail..], w.map(|w| &w[n - tail..]));
+                let (row, aux) = (&e.row[e.row.len() - alone.row.len()..], &e.aux[e.aux.len() - alone.aux.len()..]);
+                prop_assert_eq!(row, &alone.row[..], "{}: the partial last unit depends on the row", name);
+                prop_assert_eq!(aux, &alone.aux[..], "{}: the partial last unit's side data depends on the row", name);
             }
         }
         Ok(())
     });
 }
 
-/// A full block is encoded exactly as on its own, whatever follows it in the row (a partial
-/// tail or more blocks); also with weights where the family's blocks are independent.
+/// A full unit (block, group, scale tile) is encoded exactly as on its own, whatever follows
+/// it in the row (a partial tail or more units); also with weights where the family's blocks
+/// are independent.
 pub fn full_blocks_do_not_depend_on_what_follows(fam: &Family) {
-    let bs_max = fam.max_block_size();
-    let strategy = (values(bs_max), values(bs_max), any::<bool>());
+    let uc_max = fam.max_unit().0;
+    let strategy = (values(uc_max), values(uc_max), any::<bool>());
     fam.check("full_blocks_do_not_depend_on_what_follows", strategy, |(x, tail, weighted)| {
         let weighted = weighted && fam.weighted_blocks_independent;
         for f in fam.formats {
-            let bs = f.desc().block_size;
-            let mut head = x[..x.len().min(bs)].to_vec();
-            head.resize(bs, 0.25);
+            let uc = unit(*f).0;
+            let mut head = x[..x.len().min(uc)].to_vec();
+            head.resize(uc, 0.25);
             let mut row = head.clone();
             row.extend_from_slice(&tail);
             let w: Vec<f32> = (0..row.len()).map(|i| 0.5 + (i % 7) as f32).collect();
-            let alone = quantize(*f, &head, weighted.then_some(&w[..bs]));
-            let with_tail = quantize(*f, &row, weighted.then_some(&w[..]));
-            prop_assert_eq!(&with_tail[..alone.len()], &alone[..], "{}", f.desc().name);
+            let alone = encode(*f, &head, weighted.then_some(&w[..uc]));
+            let with_tail = encode(*f, &row, weighted.then_some(&w[..]));
+            prop_assert_eq!(&with_tail.row[..alone.row.len()], &alone.row[..], "{}", f.desc().name);
+            prop_assert_eq!(&with_tail.aux[..alone.aux.len()], &alone.aux[..], "{}: side data", f.desc().name);
         }
         Ok(())
     });
@@ -688,7 +760,7 @@ pub fn extreme_finite_input_never_panics(fam: &Family) {
     let run = |x: &[f32], w: &[f32]| -> Result<(), TestCaseError> {
         for f in fam.formats {
             for weights in [None, Some(w)] {
-                let y = dequantize(*f, &quantize(*f, x, weights), x.len());
+                let y = decode(*f, &encode(*f, x, weights), x.len());
                 if let Some(check) = fam.finite_input_check {
                     check(*f, x, &y).map_err(|e| TestCaseError::fail(format!("{}: {e}", f.desc().name)))?;
                 }
@@ -714,7 +786,7 @@ pub fn extreme_finite_input_never_panics(fam: &Family) {
             }
         }
     }
-    let strategy = (prop::collection::vec(finite_f32(), 1..=300.max(fam.max_block_size() + 1)), any::<u32>());
+    let strategy = (prop::collection::vec(finite_f32(), 1..=300.max(fam.max_unit().0 + 1)), any::<u32>());
     fam.check("extreme_finite_input_never_panics", strategy, |(x, wseed)| {
         let w: Vec<f32> = x
             .iter()
@@ -733,16 +805,16 @@ pub fn extreme_finite_input_never_panics(fam: &Family) {
 /// All-zero rows (of any length, +0 or -0, with or without weights) encode deterministically
 /// to blocks that decode to exact zeros.
 pub fn zeros_decode_to_zeros(fam: &Family) {
-    let bs = fam.max_block_size();
+    let uc = fam.max_unit().0;
     for f in fam.formats {
-        for n in [1, 45, 300, 2 * bs + 3] {
+        for n in [1, 45, 300, 2 * uc + 3] {
             for zero in [0.0f32, -0.0] {
                 let x = vec![zero; n];
                 let w = vec![1.0; n];
                 for weights in [None, Some(&w[..])] {
-                    let q = quantize(*f, &x, weights);
-                    assert_eq!(q, quantize(*f, &x, weights), "{}: encoding is not deterministic", f.desc().name);
-                    let y = dequantize(*f, &q, n);
+                    let q = encode(*f, &x, weights);
+                    assert_eq!(q, encode(*f, &x, weights), "{}: encoding is not deterministic", f.desc().name);
+                    let y = decode(*f, &q, n);
                     assert!(y.iter().all(|v| *v == 0.0), "{}: {n} zeros decode to {:?}", f.desc().name, &y[..n.min(4)]);
                 }
             }

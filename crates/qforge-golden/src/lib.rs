@@ -5,10 +5,12 @@
 //! missing, because that is a broken checkout, not user input.
 //!
 //! [`conformance`] is the test suite every format family runs with one line:
-//! `qforge_golden::conformance_suite!(FORMATS);`.
+//! `qforge_golden::conformance_suite!(FORMATS);`. [`needs`] is what a test needs from the
+//! machine (AVX2) or its environment (uncommitted data), in one place.
 
 pub mod conformance;
 pub mod dot;
+pub mod needs;
 
 use serde::Deserialize;
 use std::collections::BTreeMap;

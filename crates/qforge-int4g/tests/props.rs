@@ -1,10 +1,10 @@
-//! int4g properties: the shared conformance properties (the golden-based checks of the suite
-//! need ggml vectors, which int4g does not have), plus the format's own bounds, the importance
+//! int4g properties: every property of the conformance suite (`property_suite!`: the checks
+//! against ggml's vectors need a ggml type, which int4g is not), plus the format's own bounds, the importance
 //! weights and the A8W4 dot against an f64 reference.
 
 use proptest::prelude::*;
 use qforge_core::{ActKind, ActRow, DType, Format, OutRow, Params, QuantError};
-use qforge_golden::conformance::{self as c, Family};
+use qforge_golden::conformance as c;
 use qforge_int4g::{Bf16Scale, F16Scale, F32Scale, FORMATS, GROUP_SIZES, Int4gFormat, lookup};
 
 /// A spread of variants: every scale dtype, the smallest and largest group.
@@ -22,41 +22,14 @@ fn no_nan(_: &dyn Format, _: &[f32], y: &[f32]) -> Result<(), String> {
     }
 }
 
-fn family() -> Family {
-    Family {
-        formats: VARIANTS,
-        source_file: Some(file!()),
-        cases: 48,
-        weighted_blocks_independent: true,
-        finite_input_check: Some(no_nan),
-        ..Family::DEFAULT
-    }
-}
-
-#[test]
-fn arbitrary_bytes_never_panic() {
-    c::arbitrary_bytes_never_panic(&family());
-}
-#[test]
-fn non_finite_input_is_rejected() {
-    c::non_finite_input_is_rejected(&family());
-}
-#[test]
-fn rows_of_any_length_round_trip() {
-    c::rows_of_any_length_round_trip(&family());
-}
-#[test]
-fn full_blocks_do_not_depend_on_what_follows() {
-    c::full_blocks_do_not_depend_on_what_follows(&family());
-}
-#[test]
-fn extreme_finite_input_never_panics() {
-    c::extreme_finite_input_never_panics(&family());
-}
-#[test]
-fn zeros_decode_to_zeros() {
-    c::zeros_decode_to_zeros(&family());
-}
+// Every property of the conformance suite that needs no ggml vectors, as the block formats
+// run them.
+qforge_golden::property_suite!(
+    VARIANTS,
+    cases: 48,
+    weighted_blocks_independent: true,
+    finite_input_check: Some(no_nan),
+);
 
 fn all_variants() -> impl Iterator<Item = &'static dyn Format> {
     GROUP_SIZES.into_iter().flat_map(|g| DType::ALL.map(|d| lookup(g, d).unwrap()))

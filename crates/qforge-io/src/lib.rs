@@ -68,6 +68,7 @@ mod gguf_read;
 mod gguf_write;
 pub mod grid;
 pub mod imatrix;
+#[allow(unsafe_code)] // memory-mapping a file is unsafe by nature
 mod mmap;
 mod model;
 mod source;

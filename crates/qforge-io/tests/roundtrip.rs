@@ -1,6 +1,7 @@
-//! The writers: what qforge writes, qforge, gguf-rs-lib and (when Python has it) llama.cpp's
-//! gguf-py read back; safetensors written by the HF package read bit-exactly; imatrix files
-//! give llama.cpp's importance values.
+//! The writers: what qforge writes, qforge, gguf-rs-lib and llama.cpp's gguf-py read back
+//! (gguf-py's check is `#[ignore]`d: it needs Python with gguf-py; CI runs it with `--ignored`);
+//! safetensors written by the HF package read bit-exactly; imatrix files give llama.cpp's
+//! importance values.
 
 mod common;
 
@@ -90,6 +91,7 @@ fn written_gguf_reads_back_in_qforge_and_gguf_rs_lib() {
 }
 
 #[test]
+#[ignore = "needs python3 with gguf-py (pip install gguf==0.19.0): cargo test -p qforge-io --test roundtrip -- --ignored"]
 fn written_gguf_reads_back_in_gguf_py() {
     let (out, plan) = quantized_model();
     let dir = std::env::temp_dir().join(format!("qforge-io-rt-{}", std::process::id()));
@@ -110,15 +112,8 @@ print('file_type', int(r.fields['general.file_type'].parts[-1][0]))
     let _ = std::fs::remove_dir_all(&dir);
     let out_py = match run {
         Ok(o) if o.status.success() => String::from_utf8(o.stdout).unwrap(),
-        Ok(o) if String::from_utf8_lossy(&o.stderr).contains("No module named 'gguf'") => {
-            eprintln!("SKIPPED gguf-py check: python3 has no `gguf` module (pip install gguf)");
-            return;
-        }
-        Ok(o) => panic!("gguf-py failed on qforge's file: {}", String::from_utf8_lossy(&o.stderr)),
-        Err(e) => {
-            eprintln!("SKIPPED gguf-py check: no python3 ({e})");
-            return;
-        }
+        Ok(o) => panic!("gguf-py failed on qforge's file (pip install gguf): {}", String::from_utf8_lossy(&o.stderr)),
+        Err(e) => panic!("this test needs python3 with gguf-py: {e}"),
     };
     let g = GgufFile::parse(&out).unwrap();
     let m = ModelFile::from_gguf(GgufFile::parse(&out).unwrap()).unwrap();

@@ -1,7 +1,7 @@
 //! Optional, larger cross-check against ggml's quantizers (beyond the committed golden
 //! vectors). Generate the data with `tests/ggml_crosscheck.py DIR [rows] [cols]` (needs
 //! ggml-py) and run with `QFORGE_IQ_GGML_DIR=DIR` (and `QFORGE_IQ_GGML_COLS` if not 1024).
-//! Skipped when the variable is unset.
+//! The test is `#[ignore]`d: run it with `--ignored`, where it fails without the data.
 //!
 //! Every row must match ggml's bytes, with one documented exception: ggml's iq3_s quantizer
 //! does not advance its `qs` / `signs` write positions past a 32-value sub-block that is
@@ -14,10 +14,10 @@ fn read_f32(p: &std::path::Path) -> Vec<f32> {
 }
 
 #[test]
+#[ignore = "needs ggml data not committed: tests/ggml_crosscheck.py DIR, then QFORGE_IQ_GGML_DIR=DIR cargo test -p qforge-iq --test ggml_crosscheck -- --ignored"]
 fn ggml_crosscheck_from_env() {
-    let Ok(dir) = std::env::var("QFORGE_IQ_GGML_DIR") else { return };
-    let dir = std::path::PathBuf::from(dir);
-    let cols: usize = std::env::var("QFORGE_IQ_GGML_COLS").ok().and_then(|c| c.parse().ok()).unwrap_or(1024);
+    let dir = qforge_golden::needs::env_dir("QFORGE_IQ_GGML_DIR");
+    let cols: usize = qforge_golden::needs::env_usize("QFORGE_IQ_GGML_COLS", 1024);
     let x = read_f32(&dir.join("inputs.f32"));
     let im = read_f32(&dir.join("imatrix.f32"));
     let mut bad = Vec::new();

@@ -2,17 +2,18 @@
 //! vectors). Generate the data with ggml-py and point `QFORGE_K_GGML_DIR` at it:
 //! `inputs.f32` and `imatrix.f32` (rows of `QFORGE_K_GGML_COLS`, default 1024, columns) and
 //! `<fmt>.plain.bin` / `<fmt>.im.bin` with ggml's `quantize_<fmt>` output, as written by
-//! `tests/ggml_crosscheck.py`. Skipped when the variable is unset.
+//! `tests/ggml_crosscheck.py`. The test is `#[ignore]`d: run it with `--ignored`, where it
+//! fails without the data.
 
 fn read_f32(p: &std::path::Path) -> Vec<f32> {
     std::fs::read(p).unwrap().chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
 
 #[test]
+#[ignore = "needs ggml data not committed: tests/ggml_crosscheck.py DIR, then QFORGE_K_GGML_DIR=DIR cargo test -p qforge-k --test ggml_crosscheck -- --ignored"]
 fn ggml_crosscheck_from_env() {
-    let Ok(dir) = std::env::var("QFORGE_K_GGML_DIR") else { return };
-    let dir = std::path::PathBuf::from(dir);
-    let cols: usize = std::env::var("QFORGE_K_GGML_COLS").ok().and_then(|c| c.parse().ok()).unwrap_or(1024);
+    let dir = qforge_golden::needs::env_dir("QFORGE_K_GGML_DIR");
+    let cols: usize = qforge_golden::needs::env_usize("QFORGE_K_GGML_COLS", 1024);
     let x = read_f32(&dir.join("inputs.f32"));
     let im = read_f32(&dir.join("imatrix.f32"));
     let mut bad = Vec::new();

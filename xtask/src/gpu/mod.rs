@@ -9,6 +9,7 @@ pub mod kit;
 pub mod report;
 
 #[cfg(feature = "cuda")]
+#[allow(unsafe_code)] // CUDA event tracking, for graph capture
 pub mod bench;
 
 use serde::{Deserialize, Serialize};

@@ -13,17 +13,6 @@ use crate::{Iq2S, Iq2Xs, Iq2Xxs, Iq3S, Iq3Xxs, Iq4Xs};
 use qforge_core::NativeDot;
 use qforge_core::rand::Rng;
 
-fn avx2_here() -> bool {
-    if qforge_core::cpu::avx2() {
-        return true;
-    }
-    if std::env::var_os("QFORGE_ALLOW_NO_AVX2").is_some() {
-        eprintln!("SKIPPED: this CPU lacks AVX2/FMA/F16C (QFORGE_ALLOW_NO_AVX2 is set)");
-        return false;
-    }
-    panic!("this x86-64 CPU lacks AVX2/FMA/F16C: the AVX2 kernel is untested here (QFORGE_ALLOW_NO_AVX2=1 skips)");
-}
-
 /// The reference: exact integer sums from the unpacked values, f32 as `qforge-k`'s kernel.
 fn reference<F: SubBlocks>(w: &[F::Block], a: &[BlockQ8K]) -> f32 {
     let mut sumf = 0.0f32;
@@ -75,7 +64,7 @@ fn check<F: SubBlocks + NativeDot<Act = qforge_k::Q8K> + qforge_k::dot::Q8KDot>(
             .collect();
         let want: Vec<f32> = a.iter().map(|a| reference::<F>(&w, a)).collect();
         for (r, a) in a.iter().enumerate() {
-            // SAFETY: `avx2_here()` returned true, so AVX2, FMA and F16C are present.
+            // SAFETY: `qforge_golden::needs::avx2()` returned true, so AVX2, FMA and F16C are present.
             let got = unsafe { rows_avx2::<F, 1>(&w, [a]) }[0];
             assert!(same(got, want[r]), "case {case} ({nb} blocks) row {r}: avx2 {got:e}, reference {:e}", want[r]);
             assert!(same(F::vec_dot(&w, a), want[r]), "case {case} row {r}: dispatch");
@@ -92,7 +81,7 @@ fn check<F: SubBlocks + NativeDot<Act = qforge_k::Q8K> + qforge_k::dot::Q8KDot>(
 
 #[test]
 fn avx2_equals_reference() {
-    if !avx2_here() {
+    if !qforge_golden::needs::avx2() {
         return;
     }
     check::<Iq2Xxs>(1);

@@ -3,6 +3,7 @@
 use super::*;
 
 use qforge_core::rand::Rng;
+use qforge_golden::needs;
 
 /// Uniform in [lo, hi].
 fn range(rng: &mut Rng, lo: i32, hi: i32) -> i32 {
@@ -13,8 +14,7 @@ fn range(rng: &mut Rng, lo: i32, hi: i32) -> i32 {
 /// large scales to full-range codes, including all-extreme blocks and codes of -128.
 #[test]
 fn avx2_isum_equals_portable() {
-    if !has_avx2() {
-        eprintln!("no AVX2 on this CPU: nothing to compare");
+    if !needs::avx2() {
         return;
     }
     let mut rng = Rng::new(0x9e37_79b9_7f4a_7c15);
@@ -39,7 +39,7 @@ fn avx2_isum_equals_portable() {
             _ => range(&mut rng, -smax, smax) as i16,
         });
         fallbacks += usize::from(q.contains(&i8::MIN));
-        // SAFETY: `has_avx2()` returned true above, so AVX2 and FMA are present.
+        // SAFETY: `needs::avx2()` returned true above, so AVX2 and FMA are present.
         let fast = unsafe { scaled_isum_avx2(&q, &a, &scales) };
         assert_eq!(fast, scaled_isum(&q, &a, &scales), "case {case}: q {q:?} a {a:?} scales {scales:?}");
     }
@@ -64,7 +64,7 @@ fn avx2_rows_are_bit_identical() {
             assert!(fast.to_bits() == safe.to_bits() || (fast.is_nan() && safe.is_nan()), "{fast} vs {safe}");
         }
     }
-    if !has_avx2() {
+    if !needs::avx2() {
         return;
     }
     let mut rng = Rng::new(0x1234_5678_9abc_def1);

@@ -10,17 +10,6 @@ use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::rand::Rng;
 
-fn avx2_here() -> bool {
-    if qforge_core::cpu::avx2() {
-        return true;
-    }
-    if std::env::var_os("QFORGE_ALLOW_NO_AVX2").is_some() {
-        eprintln!("SKIPPED: this CPU lacks AVX2/FMA/F16C (QFORGE_ALLOW_NO_AVX2 is set)");
-        return false;
-    }
-    panic!("this x86-64 CPU lacks AVX2/FMA/F16C: the AVX2 kernel is untested here (QFORGE_ALLOW_NO_AVX2=1 skips)");
-}
-
 /// A table with both extremes the kernel allows.
 const TABLE: [i8; 16] = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 127];
 
@@ -154,7 +143,7 @@ fn rows_equal<W: LutBlock>(seed: u64) {
         let want: Vec<f32> = a.iter().map(|a| lut_vec_dot_portable(&w, a)).collect();
         for (r, a) in a.iter().enumerate() {
             assert!(same(lut_vec_dot(&w, a), want[r]), "case {case} row {r}: dispatch");
-            // SAFETY: `avx2_here()` returned true, so AVX2, FMA and F16C are present.
+            // SAFETY: `qforge_golden::needs::avx2()` returned true, so AVX2, FMA and F16C are present.
             let got = unsafe { rows_avx2::<W, 1>(&w, [a]) }[0];
             assert!(same(got, want[r]), "case {case} ({nb} blocks): avx2 {got:e}, portable {:e}", want[r]);
         }
@@ -169,7 +158,7 @@ fn rows_equal<W: LutBlock>(seed: u64) {
 
 #[test]
 fn avx2_rows_equal_portable() {
-    if !avx2_here() {
+    if !qforge_golden::needs::avx2() {
         return;
     }
     rows_equal::<F16Block>(1);
@@ -181,7 +170,7 @@ fn avx2_rows_equal_portable() {
 /// it), as the portable kernel gives.
 #[test]
 fn short_activation_rows() {
-    if !avx2_here() {
+    if !qforge_golden::needs::avx2() {
         return;
     }
     let mut rng = Rng::new(4);
@@ -226,7 +215,7 @@ fn unit_values_and_lanes() {
 /// row's result, on either kernel.
 #[test]
 fn padding_never_changes_a_result() {
-    if !avx2_here() {
+    if !qforge_golden::needs::avx2() {
         return;
     }
     let mut rng = Rng::new(6);

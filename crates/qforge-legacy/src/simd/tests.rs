@@ -10,18 +10,6 @@ use crate::dot;
 use crate::dot::{isum_lanes, vec_dot_portable};
 use qforge_core::le::F16Le;
 
-/// Whether to run: true with AVX2; a panic without it, unless skipping was asked for.
-fn avx2_here() -> bool {
-    if has_avx2() {
-        return true;
-    }
-    if std::env::var_os("QFORGE_ALLOW_NO_AVX2").is_some() {
-        eprintln!("SKIPPED: this CPU lacks AVX2/FMA/F16C (QFORGE_ALLOW_NO_AVX2 is set)");
-        return false;
-    }
-    panic!("this x86-64 CPU lacks AVX2/FMA/F16C: the AVX2 kernel is untested here (QFORGE_ALLOW_NO_AVX2=1 skips)");
-}
-
 use qforge_core::rand::Rng;
 
 /// The low byte of a draw.
@@ -64,7 +52,7 @@ fn rows_equal<W: LegacyBlock, A: ActBlock>(whalves: usize, ahalves: usize, seed:
         let w: Vec<W> = (0..nb).map(|_| block(&mut rng, whalves, raw, extreme)).collect();
         let a: Vec<A> = (0..nb).map(|_| block(&mut rng, ahalves, raw, extreme)).collect();
         let want = vec_dot_portable(&w, &a);
-        // SAFETY: `avx2_here()` returned true, so AVX2, FMA and F16C are present.
+        // SAFETY: `qforge_golden::needs::avx2()` returned true, so AVX2, FMA and F16C are present.
         let got = unsafe { vec_dot_avx2(&w, &a) };
         assert!(same(got, want), "case {case} ({nb} blocks): avx2 {got:e}, portable {want:e}");
         assert!(same(dot::vec_dot(&w, &a), want), "case {case}: dispatch");
@@ -73,7 +61,7 @@ fn rows_equal<W: LegacyBlock, A: ActBlock>(whalves: usize, ahalves: usize, seed:
 
 #[test]
 fn avx2_rows_equal_portable() {
-    if !avx2_here() {
+    if !qforge_golden::needs::avx2() {
         return;
     }
     rows_equal::<BlockQ4_0, BlockQ8_0>(1, 1, 1);
@@ -95,7 +83,7 @@ fn lanes_equal<W: LegacyBlock, A: ActBlock>(whalves: usize, ahalves: usize, seed
             let qs: &mut [u8] = &mut bytemuck::bytes_of_mut(&mut a)[2 * ahalves..];
             qs.fill(0x80);
         }
-        // SAFETY: `avx2_here()` returned true, so AVX2, FMA and F16C are present.
+        // SAFETY: `qforge_golden::needs::avx2()` returned true, so AVX2, FMA and F16C are present.
         let got = unsafe { isum_lanes_avx2(&w, &a) };
         let mut lanes = [0i32; LANES];
         // SAFETY: `lanes` is 8 i32, exactly 32 bytes, so the unaligned store writes only it.
@@ -106,7 +94,7 @@ fn lanes_equal<W: LegacyBlock, A: ActBlock>(whalves: usize, ahalves: usize, seed
 
 #[test]
 fn avx2_lanes_equal_portable() {
-    if !avx2_here() {
+    if !qforge_golden::needs::avx2() {
         return;
     }
     lanes_equal::<BlockQ4_0, BlockQ8_0>(1, 1, 11);
@@ -125,7 +113,7 @@ fn padding_invariant<W: LegacyBlock, A: ActBlock>(whalves: usize, ahalves: usize
         let nb = case % 37;
         let mut w: Vec<W> = (0..nb).map(|_| block(&mut rng, whalves, false, false)).collect();
         let mut a: Vec<A> = (0..nb).map(|_| block(&mut rng, ahalves, false, false)).collect();
-        // SAFETY: `avx2_here()` returned true, so AVX2, FMA and F16C are present.
+        // SAFETY: `qforge_golden::needs::avx2()` returned true, so AVX2, FMA and F16C are present.
         let (fast, slow) = (unsafe { vec_dot_avx2(&w, &a) }, vec_dot_portable(&w, &a));
         for extra in 1..=9 {
             let mut pad: W = block(&mut rng, whalves, false, false);
@@ -142,7 +130,7 @@ fn padding_invariant<W: LegacyBlock, A: ActBlock>(whalves: usize, ahalves: usize
 
 #[test]
 fn padding_never_changes_a_result() {
-    if !avx2_here() {
+    if !qforge_golden::needs::avx2() {
         return;
     }
     padding_invariant::<BlockQ4_0, BlockQ8_0>(1, 1, 21);
@@ -189,7 +177,7 @@ impl Bits for Vec<f32> {
 
 #[test]
 fn avx2_multi_rows_equal_portable() {
-    if !avx2_here() {
+    if !qforge_golden::needs::avx2() {
         return;
     }
     multi_rows_equal::<BlockQ4_0, BlockQ8_0>(1, 1, 31);
@@ -213,7 +201,7 @@ fn encode_equal<W: LegacyBlock + PartialEq + std::fmt::Debug>(seed: u64) {
             let nb = n.div_ceil(crate::block::QK);
             let mut fast = vec![W::zeroed(); nb];
             let mut slow = vec![W::zeroed(); nb];
-            // SAFETY: `avx2_here()` returned true, so AVX2, FMA and F16C are present.
+            // SAFETY: `qforge_golden::needs::avx2()` returned true, so AVX2, FMA and F16C are present.
             unsafe { encode_row_avx2(&x, weights, &mut fast) };
             crate::codec::encode_row_portable(&x, weights, &mut slow);
             assert_eq!(fast, slow, "case {case} ({n} values, weights {})", weights.is_some());
@@ -223,7 +211,7 @@ fn encode_equal<W: LegacyBlock + PartialEq + std::fmt::Debug>(seed: u64) {
 
 #[test]
 fn avx2_quantizer_equals_portable() {
-    if !avx2_here() {
+    if !qforge_golden::needs::avx2() {
         return;
     }
     encode_equal::<BlockQ4_0>(41);

@@ -1,9 +1,17 @@
 //! GGUF metadata values: every value type of the GGUF spec, arrays of scalars kept as their
 //! little-endian bytes (borrowed from the file, so an array costs no allocation per element),
 //! arrays of strings and nested arrays.
+//!
+//! This module is the value model; reading (`read`), writing (`write`) and the JSON view
+//! of `qforge inspect` (`json`) are one module each.
+
+mod json;
+mod read;
+mod write;
+
+pub(crate) use write::write_str;
 
 use crate::cursor::Cursor;
-use crate::error::{IoError, Result};
 use std::borrow::Cow;
 
 /// Deepest metadata array nesting accepted (gguf-py writes 2 levels; this bounds recursion).
@@ -176,72 +184,6 @@ impl<'a> Value<'a> {
             Value::F64(v) => Value::F64(v),
         }
     }
-
-    /// Read a value of type `ty` (already read) at the cursor.
-    pub(crate) fn read(c: &mut Cursor<'a>, ty: ValueType, depth: usize) -> Result<Self> {
-        const W: &str = "metadata value";
-        Ok(match ty {
-            ValueType::U8 => Value::U8(c.array::<1>(W)?[0]),
-            ValueType::I8 => Value::I8(c.array::<1>(W)?[0] as i8),
-            ValueType::Bool => Value::Bool(c.array::<1>(W)?[0]),
-            ValueType::U16 => Value::U16(u16::from_le_bytes(c.array(W)?)),
-            ValueType::I16 => Value::I16(i16::from_le_bytes(c.array(W)?)),
-            ValueType::U32 => Value::U32(u32::from_le_bytes(c.array(W)?)),
-            ValueType::I32 => Value::I32(i32::from_le_bytes(c.array(W)?)),
-            ValueType::F32 => Value::F32(f32::from_le_bytes(c.array(W)?)),
-            ValueType::U64 => Value::U64(u64::from_le_bytes(c.array(W)?)),
-            ValueType::I64 => Value::I64(i64::from_le_bytes(c.array(W)?)),
-            ValueType::F64 => Value::F64(f64::from_le_bytes(c.array(W)?)),
-            ValueType::String => Value::String(Cow::Borrowed(c.string("metadata string")?)),
-            ValueType::Array => Value::Array(Array::read(c, depth + 1)?),
-        })
-    }
-
-    /// Append the GGUF encoding of the value (without its type id).
-    pub(crate) fn write(&self, out: &mut Vec<u8>) {
-        match self {
-            Value::U8(v) => out.push(*v),
-            Value::I8(v) => out.push(*v as u8),
-            Value::Bool(v) => out.push(*v),
-            Value::U16(v) => out.extend_from_slice(&v.to_le_bytes()),
-            Value::I16(v) => out.extend_from_slice(&v.to_le_bytes()),
-            Value::U32(v) => out.extend_from_slice(&v.to_le_bytes()),
-            Value::I32(v) => out.extend_from_slice(&v.to_le_bytes()),
-            Value::F32(v) => out.extend_from_slice(&v.to_le_bytes()),
-            Value::U64(v) => out.extend_from_slice(&v.to_le_bytes()),
-            Value::I64(v) => out.extend_from_slice(&v.to_le_bytes()),
-            Value::F64(v) => out.extend_from_slice(&v.to_le_bytes()),
-            Value::String(s) => write_str(out, s),
-            Value::Array(a) => a.write(out),
-        }
-    }
-
-    /// JSON for `qforge inspect`: scalars as numbers / booleans / strings; an array longer
-    /// than `max_len` is summarised as `{"type": "array", "element_type", "len", "head"}`
-    /// with its first 8 elements.
-    pub fn to_json(&self, max_len: usize) -> serde_json::Value {
-        use serde_json::json;
-        match self {
-            Value::U8(v) => json!(v),
-            Value::I8(v) => json!(v),
-            Value::U16(v) => json!(v),
-            Value::I16(v) => json!(v),
-            Value::U32(v) => json!(v),
-            Value::I32(v) => json!(v),
-            Value::F32(v) => json!(v),
-            Value::Bool(v) => json!(*v != 0),
-            Value::String(s) => json!(s),
-            Value::U64(v) => json!(v),
-            Value::I64(v) => json!(v),
-            Value::F64(v) => json!(v),
-            Value::Array(a) => a.to_json(max_len),
-        }
-    }
-}
-
-pub(crate) fn write_str(out: &mut Vec<u8>, s: &str) {
-    out.extend_from_slice(&(s.len() as u64).to_le_bytes());
-    out.extend_from_slice(s.as_bytes());
 }
 
 impl<'a> Array<'a> {
@@ -284,76 +226,6 @@ impl<'a> Array<'a> {
             Array::Scalars { ty, len, bytes } => Array::Scalars { ty, len, bytes: Cow::Owned(bytes.into_owned()) },
             Array::Strings(v) => Array::Strings(v.into_iter().map(|s| Cow::Owned(s.into_owned())).collect()),
             Array::Arrays(v) => Array::Arrays(v.into_iter().map(Array::into_owned).collect()),
-        }
-    }
-
-    /// Read an array (element type, u64 count, elements) at the cursor. The count is checked
-    /// against the bytes left before anything is allocated: each element takes at least one
-    /// byte (a scalar), eight (a string's length) or twelve (a nested array's header).
-    fn read(c: &mut Cursor<'a>, depth: usize) -> Result<Self> {
-        if depth > MAX_NESTING {
-            return Err(IoError::TooDeep { max: MAX_NESTING, at: c.pos() as u64 });
-        }
-        let at = c.pos() as u64;
-        let id = c.u32("array element type")?;
-        let ty = ValueType::from_id(id).ok_or(IoError::UnknownValueType { id, at })?;
-        let count = c.u64("array length")?;
-        let min_size = ty.scalar_size().unwrap_or(if ty == ValueType::String { 8 } else { 12 }) as u64;
-        let need =
-            count.checked_mul(min_size).ok_or_else(|| IoError::overflow(format!("array of {count} elements")))?;
-        if need > c.remaining() as u64 {
-            return Err(IoError::Truncated { what: "array elements", need, at: c.pos() as u64, len: 0 }
-                .with_len(c.pos() + c.remaining()));
-        }
-        // `count` is now at most the number of bytes left, so the allocations below are
-        // bounded by the file size.
-        let len = count as usize;
-        Ok(match ty {
-            ValueType::String => {
-                let mut v = Vec::with_capacity(len);
-                for _ in 0..len {
-                    v.push(Cow::Borrowed(c.string("metadata string")?));
-                }
-                Array::Strings(v)
-            }
-            ValueType::Array => {
-                let mut v = Vec::with_capacity(len);
-                for _ in 0..len {
-                    v.push(Array::read(c, depth + 1)?);
-                }
-                Array::Arrays(v)
-            }
-            _ => Array::Scalars { ty, len, bytes: Cow::Borrowed(c.take(need, "array elements")?) },
-        })
-    }
-
-    fn write(&self, out: &mut Vec<u8>) {
-        out.extend_from_slice(&self.element_type().id().to_le_bytes());
-        out.extend_from_slice(&(self.len() as u64).to_le_bytes());
-        match self {
-            Array::Scalars { bytes, .. } => out.extend_from_slice(bytes),
-            Array::Strings(v) => v.iter().for_each(|s| write_str(out, s)),
-            Array::Arrays(v) => v.iter().for_each(|a| a.write(out)),
-        }
-    }
-
-    fn to_json(&self, max_len: usize) -> serde_json::Value {
-        let n = self.len();
-        let shown = n.min(if n > max_len { 8 } else { n });
-        let head: Vec<serde_json::Value> = (0..shown).filter_map(|i| self.get(i).map(|v| v.to_json(max_len))).collect();
-        if n > max_len {
-            serde_json::json!({"type": "array", "element_type": self.element_type().name(), "len": n, "head": head})
-        } else {
-            serde_json::Value::Array(head)
-        }
-    }
-}
-
-impl IoError {
-    fn with_len(self, len: usize) -> Self {
-        match self {
-            IoError::Truncated { what, need, at, .. } => IoError::Truncated { what, need, at, len: len as u64 },
-            e => e,
         }
     }
 }

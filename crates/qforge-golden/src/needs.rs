@@ -1,0 +1,50 @@
+//! What a test needs from the machine or its environment, in one place, so that no test
+//! returns early and reports `ok` for a check it did not make.
+//!
+//! - [`avx2`]: the AVX2 kernels' tests. On a CPU without AVX2, FMA and F16C they fail (an
+//!   untested kernel is not a pass) unless `QFORGE_ALLOW_NO_AVX2=1` asks to skip them; a
+//!   skipped test then says `SKIPPED` on stderr (shown with `--nocapture`).
+//! - [`env_dir`]: data that is not committed (ggml cross-checks over large generated inputs).
+//!   Such tests are `#[ignore = "…"]` and fail, never pass, when run without their data.
+
+use std::path::PathBuf;
+
+/// The variable that lets the AVX2 tests skip on a CPU without AVX2.
+pub const ALLOW_NO_AVX2: &str = "QFORGE_ALLOW_NO_AVX2";
+
+/// Whether a test of the AVX2 kernels should run: `true` on a CPU that has them. Without
+/// them it panics, unless [`ALLOW_NO_AVX2`] is set: then it reports the skip on stderr and
+/// returns `false` (the caller returns).
+pub fn avx2() -> bool {
+    if qforge_core::cpu::avx2() {
+        return true;
+    }
+    if std::env::var_os(ALLOW_NO_AVX2).is_some() {
+        eprintln!("SKIPPED: this CPU lacks AVX2/FMA/F16C ({ALLOW_NO_AVX2} is set)");
+        return false;
+    }
+    panic!("this CPU lacks AVX2/FMA/F16C: the AVX2 kernel is untested here ({ALLOW_NO_AVX2}=1 skips)");
+}
+
+/// The directory named by the environment variable `var`, for a test that needs data which
+/// is not committed. Panics (the test fails) when `var` is unset or empty, or is not a
+/// directory: such a test is `#[ignore]`d and runs only when asked for with `--ignored`.
+pub fn env_dir(var: &str) -> PathBuf {
+    match std::env::var_os(var) {
+        Some(d) if !d.is_empty() => {
+            let d = PathBuf::from(d);
+            assert!(d.is_dir(), "{var}={} is not a directory", d.display());
+            d
+        }
+        _ => panic!("this test needs {var}=DIR (its generated data; see the test's module docs)"),
+    }
+}
+
+/// The value of the environment variable `var` parsed as a number, or `default` when unset.
+/// Panics on a value that does not parse (a typo must not silently select the default).
+pub fn env_usize(var: &str, default: usize) -> usize {
+    match std::env::var(var) {
+        Ok(v) => v.parse().unwrap_or_else(|e| panic!("{var}={v}: {e}")),
+        Err(_) => default,
+    }
+}
