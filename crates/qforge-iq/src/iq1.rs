@@ -8,7 +8,7 @@
 //! pattern is not a grid point move to the best of their precomputed neighbours.
 
 use crate::common::{NoImatrix, QK_K, padded, search_weights, sigma2};
-use crate::dot::{KDot, no_gather, per32};
+use crate::unpack::{KDot, no_gather, per32};
 use crate::lattice::{Lattice, levels_of};
 use crate::tables::{IQ1M_DELTA, IQ1S_DELTA, IQ1S_GRID};
 use bytemuck::{Pod, Zeroable};

@@ -2,7 +2,7 @@
 //! sub-block scale times `g * sign`, with `g` a 4-value point of a D4-lattice-derived grid.
 
 use crate::common::{NoImatrix, QK_K};
-use crate::dot::{KSIGNS_MASK, SIGN_MASK, SubBlock, SubBlocks, no_gather_word, per32, signed_word};
+use crate::unpack::{KSIGNS_MASK, SIGN_MASK, SubBlock, SubBlocks, no_gather_word, per32, signed_word};
 use crate::iq2::{emit8, groups8, u32_at};
 use crate::lattice::{Lattice, levels_of};
 use crate::search::{GridSearch, Refine, Signs, Start, block_weights, scale_code, search_sub_blocks};

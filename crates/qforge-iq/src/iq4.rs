@@ -3,7 +3,7 @@
 //! non-uniformly spaced values. Both encoders are ggml's `quantize_row_iq4_nl_impl`.
 
 use crate::common::{NoImatrix, QK_K, best_index_int8, padded, search_weights, sum_sq};
-use crate::dot::{SubBlock, SubBlocks, per32};
+use crate::unpack::{SubBlock, SubBlocks, per32};
 use crate::tables::KVALUES_IQ4NL;
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::{F16Le, U16Le};

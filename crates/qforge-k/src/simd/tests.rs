@@ -13,7 +13,7 @@ fn range(rng: &mut Rng, lo: i32, hi: i32) -> i32 {
 /// large scales to full-range codes, including all-extreme blocks and codes of -128.
 #[test]
 fn avx2_isum_equals_portable() {
-    if !has_avx2() {
+    if !qforge_core::cpu::avx2() {
         eprintln!("no AVX2 on this CPU: nothing to compare");
         return;
     }
@@ -39,7 +39,7 @@ fn avx2_isum_equals_portable() {
             _ => range(&mut rng, -smax, smax) as i16,
         });
         fallbacks += usize::from(q.contains(&i8::MIN));
-        // SAFETY: `has_avx2()` returned true above, so AVX2 and FMA are present.
+        // SAFETY: `qforge_core::cpu::avx2()` returned true above, so AVX2 and FMA are present.
         let fast = unsafe { scaled_isum_avx2(&q, &a, &scales) };
         assert_eq!(fast, scaled_isum(&q, &a, &scales), "case {case}: q {q:?} a {a:?} scales {scales:?}");
     }
@@ -64,7 +64,7 @@ fn avx2_rows_are_bit_identical() {
             assert!(fast.to_bits() == safe.to_bits() || (fast.is_nan() && safe.is_nan()), "{fast} vs {safe}");
         }
     }
-    if !has_avx2() {
+    if !qforge_core::cpu::avx2() {
         return;
     }
     let mut rng = Rng::new(0x1234_5678_9abc_def1);
@@ -77,7 +77,7 @@ fn avx2_rows_are_bit_identical() {
 /// infinite scales too) decode to the same f32 bits with the AVX2 build as with the portable
 /// one, whole rows and rows ending in a partial block.
 fn decode_equal<F: crate::decode::DecodeBlock>(seed: u64) {
-    assert!(has_avx2(), "this test needs AVX2 (every x86-64 machine this project builds on has it)");
+    assert!(qforge_core::cpu::avx2(), "this test needs AVX2 (every x86-64 machine this project builds on has it)");
     let mut rng = Rng::new(seed);
     let bb = size_of::<F::Block>();
     for case in 0..200 {
