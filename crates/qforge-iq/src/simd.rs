@@ -23,8 +23,8 @@
 use std::arch::x86_64::*;
 
 use crate::common::QK_K;
-use crate::unpack::{SubBlock, SubBlocks};
 use crate::tables::KVALUES_IQ4NL;
+use crate::unpack::{SubBlock, SubBlocks};
 use qforge_k::BlockQ8K;
 use qforge_simd::Avx2;
 use qforge_simd::barrier::opaque;

@@ -6,8 +6,8 @@
 //! formats → this module ← dot / simd.
 
 use crate::common::QK_K;
-use qforge_core::BlockFormat;
 use crate::tables::{KSIGNS_IQ2XS, KVALUES_IQ4NL};
+use qforge_core::BlockFormat;
 use qforge_simd::lut::nibble_lut;
 
 /// The bytes of `v` (little-endian) as `i8`.

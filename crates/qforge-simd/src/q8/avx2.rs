@@ -26,7 +26,7 @@
 
 use std::arch::x86_64::*;
 
-use super::{ACCS, BATCH, Codes, LANES, QK8, Q8Act, Q8Weight, Scale, Values, finish, supported};
+use super::{ACCS, BATCH, Codes, LANES, Q8Act, Q8Weight, QK8, Scale, Values, finish, supported};
 use crate::Avx2;
 use crate::rows::{RowKernel, by_rows};
 
@@ -313,7 +313,10 @@ fn unpack<W: Q8Weight>(codes: Codes<'_>, table: __m256i) -> Unpacked {
             // holds (in its low two bits) the code of element 4k + p of the half.
             let x = u64::from_le_bytes(*b);
             let (lo, hi) = (x as u32 as i32, (x >> 32) as u32 as i32);
-            let v = _mm256_srlv_epi32(_mm256_setr_epi32(lo, lo, lo, lo, hi, hi, hi, hi), _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6));
+            let v = _mm256_srlv_epi32(
+                _mm256_setr_epi32(lo, lo, lo, lo, hi, hi, hi, hi),
+                _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6),
+            );
             let v = _mm256_and_si256(v, _mm256_set1_epi8(3));
             // Element i = 4k + p of each half from byte 4p + k.
             #[rustfmt::skip]
