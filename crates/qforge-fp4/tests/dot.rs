@@ -2,8 +2,6 @@
 //! rows, on quantized and on arbitrary weight blocks; ggml's own results are checked by the
 //! conformance suite (tests/golden.rs, `native_dot_matches_ggml`).
 
-#[path = "../../qforge-iq/tests/support/lut_kernel.rs"]
-mod lut_kernel;
 #[path = "../../qforge-iq/tests/support/native_dot.rs"]
 mod native_dot;
 
@@ -30,12 +28,4 @@ proptest! {
     fn arbitrary_weight_blocks(bytes in prop::collection::vec(any::<u8>(), 4 * 36), nb in 1usize..=4, a in values(1024)) {
         native_dot::check_arbitrary(qforge_fp4::FORMATS, &acts(), &bytes, nb, &a).map_err(TestCaseError::fail)?;
     }
-}
-
-/// mxfp4 and nvfp4 through the shared nibble-table kernel: dispatch (AVX2 here) and the
-/// multi-row kernel against the portable reference, bit for bit.
-#[test]
-fn lut_kernel_matches_portable() {
-    lut_kernel::check::<qforge_fp4::BlockMxfp4>(0, 0x3901);
-    lut_kernel::check::<qforge_fp4::BlockNvfp4>(0, 0x4001);
 }

@@ -22,8 +22,16 @@
 //! never panic on out-of-range intermediate values, which, as in ggml, give meaningless but
 //! deterministic codes that are clamped before use.
 //!
+//! The block preparation those quantizers share is here too: [`padded`], [`sigma2`] and the
+//! importance-weighted search weights ([`importance`], [`importance_weights`],
+//! [`search_weights`] with a format's [`NoImatrix`] default).
+//!
 //! This crate has no dependencies: it sits below the family crates and beside `qforge-core`.
 #![forbid(unsafe_code)]
+
+mod weights;
+
+pub use weights::{NoImatrix, importance, importance_weights, padded, search_weights, sigma2, sum_sq};
 
 /// Smallest group maximum ggml treats as non-zero (`GROUP_MAX_EPS`).
 pub const GROUP_MAX_EPS: f32 = 1e-15;

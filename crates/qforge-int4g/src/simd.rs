@@ -13,11 +13,11 @@
 //! saturation) and `vpmaddwd` into 8 `i32` lanes; `Σ w` and `Σ a` (as `Σ (a ^ 0x80) − 128·n`)
 //! with `vpsadbw`. All exact, so each group's integer sum is the portable one, and the f32
 //! steps after it are the portable ones in the same order: the same bits. Each weight group
-//! is unpacked once for up to [`ROWS`] activation rows (mat-mul).
+//! is unpacked once for up to [`qforge_simd::rows::MAX_ROWS`] activation rows (mat-mul).
 //!
 //! The only `unsafe` of the crate's kernels lives here: 16-byte unaligned loads inside
-//! slices whose lengths were checked, and the calls into `#[target_feature]` functions after
-//! the run-time check.
+//! slices whose lengths were checked, and the calls into `#[target_feature]` functions with
+//! an [`Avx2`] token.
 #![allow(unsafe_code)]
 
 use std::arch::x86_64::*;
@@ -25,9 +25,8 @@ use std::arch::x86_64::*;
 use crate::block::BlockInt4g;
 use crate::dot::Int8Row;
 use crate::scale::ScaleKind;
-
-/// Activation rows one pass over the weight row serves.
-const ROWS: usize = 4;
+use qforge_simd::Avx2;
+use qforge_simd::rows::{RowKernel, by_rows};
 
 /// Every `out[i]` = the dot with `rows[i]` (lengths already validated), with AVX2; `false`
 /// (nothing written) where the CPU lacks it.
@@ -36,23 +35,26 @@ pub(crate) fn dot_rows<S: ScaleKind, const H: usize>(
     rows: &[Int8Row<'_>],
     out: &mut [f32],
 ) -> bool {
-    if !qforge_core::cpu::avx2() {
+    let Some(avx2) = Avx2::detect() else {
         return false;
-    }
-    for (r, o) in rows.chunks(ROWS).zip(out.chunks_mut(ROWS)) {
-        // SAFETY: `avx2()` has just checked that this CPU supports AVX2, FMA and F16C, all
-        // the `#[target_feature]` function needs.
-        unsafe {
-            match r {
-                [a] => o.copy_from_slice(&rows_avx2(w, [a])),
-                [a, b] => o.copy_from_slice(&rows_avx2(w, [a, b])),
-                [a, b, c] => o.copy_from_slice(&rows_avx2(w, [a, b, c])),
-                [a, b, c, d] => o.copy_from_slice(&rows_avx2(w, [a, b, c, d])),
-                _ => unreachable!("chunks of at most ROWS = 4"),
-            }
-        }
-    }
+    };
+    by_rows(&Kernel { w, _avx2: avx2 }, rows, out);
     true
+}
+
+/// The weight row and the proof of AVX2.
+struct Kernel<'w, S: ScaleKind, const H: usize> {
+    w: &'w [BlockInt4g<S, H>],
+    _avx2: Avx2,
+}
+
+impl<'a, S: ScaleKind, const H: usize> RowKernel<Int8Row<'a>> for Kernel<'_, S, H> {
+    #[inline]
+    fn rows<const R: usize>(&self, a: [&Int8Row<'a>; R]) -> [f32; R] {
+        // SAFETY: `self` holds an `Avx2` token, which exists only where the CPU has AVX2, FMA
+        // and F16C, all the `#[target_feature]` function needs.
+        unsafe { rows_avx2(self.w, a) }
+    }
 }
 
 /// Sums the four 64-bit lanes of a `vpsadbw` result.

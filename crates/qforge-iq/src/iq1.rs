@@ -7,14 +7,14 @@
 //! exactly (weighted least squares with the best scale), for each shift; groups whose level
 //! pattern is not a grid point move to the best of their precomputed neighbours.
 
-use crate::common::{NoImatrix, QK_K, padded, search_weights, sigma2};
-use crate::dot::{KDot, no_gather, per32};
+use crate::common::QK_K;
 use crate::lattice::{Lattice, levels_of};
 use crate::tables::{IQ1M_DELTA, IQ1S_DELTA, IQ1S_GRID};
+use crate::unpack::{KDot, no_gather, per32};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
-use qforge_ggml_search::{c_max, nearest_int};
+use qforge_ggml_search::{NoImatrix, c_max, nearest_int, padded, search_weights, sigma2};
 use std::sync::OnceLock;
 
 /// The quantizer's iq1 grid (levels 0, 1, 2 for -1, 0, 1), shared by iq1_s and iq1_m.

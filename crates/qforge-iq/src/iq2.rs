@@ -2,14 +2,15 @@
 //! `d * (0.5 + s) / 4 * g * sign`, with `g` an 8-value point of an E8-lattice-derived grid
 //! (values 8, 25, 43), a 4-bit sub-block scale `s` and a sign per value.
 
-use crate::common::{NoImatrix, QK_K};
-use crate::dot::{KSIGNS_MASK, SIGN_MASK, SubBlock, SubBlocks, no_gather_word, per32, signed_word};
+use crate::common::QK_K;
 use crate::lattice::{Lattice, levels_of};
 use crate::search::{GridSearch, Refine, Signs, Start, block_weights, scale_code, search_sub_blocks};
 use crate::tables::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, KMASK_IQ2XS, KSIGNS_IQ2XS};
+use crate::unpack::{KSIGNS_MASK, SIGN_MASK, SubBlock, SubBlocks, no_gather_word, per32, signed_word};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
+use qforge_ggml_search::NoImatrix;
 use std::sync::OnceLock;
 
 /// Writes the 8 values `db * g[j] * (±1)` of grid word `grid` with sign bits `signs` to

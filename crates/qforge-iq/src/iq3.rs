@@ -1,15 +1,16 @@
 //! The 3-bit grid formats iq3_xxs and iq3_s: 256-value super-blocks whose values are a
 //! sub-block scale times `g * sign`, with `g` a 4-value point of a D4-lattice-derived grid.
 
-use crate::common::{NoImatrix, QK_K};
-use crate::dot::{KSIGNS_MASK, SIGN_MASK, SubBlock, SubBlocks, no_gather_word, per32, signed_word};
+use crate::common::QK_K;
 use crate::iq2::{emit8, groups8, u32_at};
 use crate::lattice::{Lattice, levels_of};
 use crate::search::{GridSearch, Refine, Signs, Start, block_weights, scale_code, search_sub_blocks};
 use crate::tables::{IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS};
+use crate::unpack::{KSIGNS_MASK, SIGN_MASK, SubBlock, SubBlocks, no_gather_word, per32, signed_word};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
+use qforge_ggml_search::NoImatrix;
 use std::sync::OnceLock;
 
 fn lattice(

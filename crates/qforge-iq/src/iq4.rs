@@ -2,13 +2,13 @@
 //! with 6-bit sub-block scales): `x = scale * kvalues_iq4nl[q]` with a 16-entry table of
 //! non-uniformly spaced values. Both encoders are ggml's `quantize_row_iq4_nl_impl`.
 
-use crate::common::{NoImatrix, QK_K, best_index_int8, padded, search_weights, sum_sq};
-use crate::dot::{SubBlock, SubBlocks, per32};
+use crate::common::{QK_K, best_index_int8};
 use crate::tables::KVALUES_IQ4NL;
+use crate::unpack::{SubBlock, SubBlocks, per32};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::{F16Le, U16Le};
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
-use qforge_ggml_search::{GROUP_MAX_EPS, nearest_int, signed_absmax};
+use qforge_ggml_search::{GROUP_MAX_EPS, NoImatrix, nearest_int, padded, search_weights, signed_absmax, sum_sq};
 
 /// Writes `dl * kvalues[q]` for the 32 values of the 16 bytes `qs` (low nibbles, then high
 /// nibbles) to `dst` (32 elements).

@@ -29,6 +29,7 @@ mod search;
 #[cfg(target_arch = "x86_64")]
 mod simd;
 pub mod tables;
+mod unpack;
 
 pub use iq1::{BlockIq1M, BlockIq1S, Iq1M, Iq1S};
 pub use iq2::{BlockIq2S, BlockIq2Xs, BlockIq2Xxs, Iq2S, Iq2Xs, Iq2Xxs};

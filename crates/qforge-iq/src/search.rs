@@ -7,9 +7,9 @@
 //! if that is not on the grid, replaced by the best of its precomputed neighbours; the
 //! weighted least-squares scale of the best candidate wins, and is refined once more.
 
-use crate::common::{NoImatrix, QK_K, padded, search_weights, sigma2};
+use crate::common::QK_K;
 use crate::lattice::Lattice;
-use qforge_ggml_search::{c_max, make_qp_quants, nearest_int};
+use qforge_ggml_search::{NoImatrix, c_max, make_qp_quants, nearest_int, padded, search_weights, sigma2};
 
 /// Where the candidate scales start.
 #[derive(Clone, Copy)]

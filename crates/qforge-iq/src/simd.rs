@@ -17,36 +17,36 @@
 //! [`MAX_ROWS`] rows per pass over the weight row.
 //!
 //! The only `unsafe` of the crate: unaligned loads of fixed-size arrays and the calls into the
-//! `#[target_feature]` function after the run-time check.
+//! `#[target_feature]` function with an [`Avx2`] token.
 #![allow(unsafe_code)]
 
 use std::arch::x86_64::*;
 
 use crate::common::QK_K;
-use crate::dot::{SubBlock, SubBlocks};
 use crate::tables::KVALUES_IQ4NL;
+use crate::unpack::{SubBlock, SubBlocks};
 use qforge_k::BlockQ8K;
-
-/// Activation rows per pass over the weight row.
-const MAX_ROWS: usize = 4;
+use qforge_simd::Avx2;
+use qforge_simd::barrier::opaque;
+use qforge_simd::rows::{RowKernel, by_rows};
 
 /// The dot of a weight row with a q8_k row with AVX2, or `None` where the CPU lacks it.
 #[inline]
 pub(crate) fn vec_dot<F: SubBlocks>(w: &[F::Block], a: &[BlockQ8K]) -> Option<f32> {
-    if !qforge_core::cpu::avx2() {
-        return None;
-    }
+    let avx2 = Avx2::detect()?;
     let n = w.len().min(a.len());
-    // SAFETY: `cpu::avx2()` has just checked (with `is_x86_feature_detected!`) that this CPU
-    // supports AVX2, FMA and F16C, the only requirement of the `#[target_feature]` function.
-    Some(unsafe { rows_avx2::<F, 1>(&w[..n], [&a[..n]]) }[0])
+    let k = Kernel::<F> { w: &w[..n], _avx2: avx2 };
+    Some(RowKernel::<&[BlockQ8K]>::rows::<1>(&k, [&a])[0])
 }
 
 /// `out[i]` = the dot of `w` with `a[i]` (`out.len() == a.len()`, checked by the caller) with
 /// AVX2; `false` (nothing written) where the CPU lacks it, or for one row of a format whose
 /// one-row dot stays on `qforge-k`'s kernel ([`SubBlocks::SIMD_ONE_ROW`]).
 pub(crate) fn vec_dot_rows<F: SubBlocks>(w: &[F::Block], a: &[&[BlockQ8K]], out: &mut [f32]) -> bool {
-    if !qforge_core::cpu::avx2() || (a.len() < 2 && !F::SIMD_ONE_ROW) {
+    let Some(avx2) = Avx2::detect() else {
+        return false;
+    };
+    if a.len() < 2 && !F::SIMD_ONE_ROW {
         return false;
     }
     let n = w.len();
@@ -57,22 +57,25 @@ pub(crate) fn vec_dot_rows<F: SubBlocks>(w: &[F::Block], a: &[&[BlockQ8K]], out:
         }
         return true;
     }
-    for (a, out) in a.chunks(MAX_ROWS).zip(out.chunks_mut(MAX_ROWS)) {
-        macro_rules! pass {
-            ($r:literal) => {{
-                let rows: [&[BlockQ8K]; $r] = std::array::from_fn(|i| &a[i][..n]);
-                // SAFETY: `cpu::avx2()` returned true above: AVX2, FMA and F16C are present.
-                out.copy_from_slice(&unsafe { rows_avx2::<F, $r>(w, rows) });
-            }};
-        }
-        match a.len() {
-            1 => pass!(1),
-            2 => pass!(2),
-            3 => pass!(3),
-            _ => pass!(4),
-        }
-    }
+    by_rows(&Kernel::<F> { w, _avx2: avx2 }, a, out);
     true
+}
+
+/// The weight row and the proof of AVX2; rows of exactly `w.len()` blocks.
+struct Kernel<'w, F: SubBlocks> {
+    w: &'w [F::Block],
+    _avx2: Avx2,
+}
+
+impl<'a, F: SubBlocks> RowKernel<&'a [BlockQ8K]> for Kernel<'_, F> {
+    #[inline]
+    fn rows<const R: usize>(&self, a: [&&'a [BlockQ8K]; R]) -> [f32; R] {
+        let n = self.w.len();
+        let rows = a.map(|a| &a[..n]);
+        // SAFETY: `self` holds an `Avx2` token, which exists only where the CPU has AVX2, FMA
+        // and F16C, all the `#[target_feature]` function needs.
+        unsafe { rows_avx2::<F, R>(self.w, rows) }
+    }
 }
 
 /// `R` dots of the weight row `w` with the q8_k rows `a[r]` (each exactly `w.len()` blocks).
@@ -130,17 +133,6 @@ fn rows_avx2<F: SubBlocks, const R: usize>(w: &[F::Block], a: [&[BlockQ8K]; R]) 
         }
     }
     sumf
-}
-
-/// `x`, opaque to the optimizer: an empty `asm!` takes and returns it in a register (no
-/// instruction), so LLVM cannot fuse the scalar loads that produced it into a gather.
-#[inline(always)]
-pub(crate) fn opaque(x: u64) -> u64 {
-    let mut x = x;
-    // SAFETY: the assembly is empty: it only names the register holding `x`, reads and writes
-    // no memory, no stack and no flags.
-    unsafe { std::arch::asm!("/* {0} */", inout(reg) x, options(pure, nomem, nostack, preserves_flags)) };
-    x
 }
 
 /// The sum of the 8 `i32` lanes (exact: the caller's lanes sum to an `i32`).

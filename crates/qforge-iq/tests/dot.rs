@@ -2,8 +2,6 @@
 //! rows, on quantized and on arbitrary weight blocks; ggml's own results are checked by the
 //! conformance suite (tests/golden.rs, `native_dot_matches_ggml`).
 
-#[path = "support/lut_kernel.rs"]
-mod lut_kernel;
 #[path = "support/native_dot.rs"]
 mod native_dot;
 
@@ -30,11 +28,4 @@ proptest! {
     fn arbitrary_weight_blocks(bytes in prop::collection::vec(any::<u8>(), 4 * 136), nb in 1usize..=4, a in values(1024)) {
         native_dot::check_arbitrary(qforge_iq::FORMATS, &acts(), &bytes, nb, &a).map_err(TestCaseError::fail)?;
     }
-}
-
-/// iq4_nl through the shared nibble-table kernel: dispatch (AVX2 here) and the multi-row
-/// kernel against the portable reference, bit for bit.
-#[test]
-fn iq4_nl_kernel_matches_portable() {
-    lut_kernel::check::<qforge_iq::BlockIq4Nl>(1, 0x1411);
 }

@@ -8,9 +8,11 @@
 //! `make_qkx3_quants` per sub-block, then `make_qp_quants` for the sub-block scales and mins.
 //! Either way the codes are finally recomputed from the stored (f16-rounded) scales.
 
-use crate::{QK_K, padded};
+use crate::QK_K;
 use qforge_core::le::F16Le;
-use qforge_ggml_search::{AffineSearch, make_qkx_quants, make_qp_quants, nearest_int};
+use qforge_ggml_search::{
+    AffineSearch, importance_weights, make_qkx_quants, make_qp_quants, nearest_int, padded, sigma2,
+};
 
 /// How the unweighted (reference) search weighs each element of a sub-block.
 #[derive(Clone, Copy)]
@@ -62,25 +64,6 @@ pub(crate) fn real_len(n: usize, sub: usize, j: usize) -> usize {
     n.saturating_sub(sub * j).min(sub)
 }
 
-/// `sigma2 = factor * sum(x^2) / n` over the block's real elements, summed in order.
-pub(crate) fn sigma2(x: &[f32], factor: f32) -> f32 {
-    let mut sum_x2 = 0.0f32;
-    for &v in x {
-        sum_x2 += v * v;
-    }
-    factor * sum_x2 / x.len() as f32
-}
-
-/// Importance weights `qw[i] * sqrt(sigma2 + x[i]^2)` into `w`; returns their sum.
-pub(crate) fn importance(x: &[f32], qw: &[f32], sigma2: f32, w: &mut [f32]) -> f32 {
-    let mut sum = 0.0f32;
-    for ((wi, &xi), &q) in w.iter_mut().zip(x).zip(qw) {
-        *wi = q * (sigma2 + xi * xi).sqrt();
-        sum += *wi;
-    }
-    sum
-}
-
 /// Quantizes `max`-relative values to codes the way ggml's reference does for super-block
 /// scales: `nearest_int(inv * v)` stored into a byte, then capped.
 fn scale_codes(values: &[f32], max: f32, scale_max: i32, cap: u8, out: &mut [u8; 16]) {
@@ -93,7 +76,7 @@ fn scale_codes(values: &[f32], max: f32, scale_max: i32, cap: u8, out: &mut [u8;
 /// Encodes one block of `x` (1..=QK_K real elements) with optional importance weights.
 pub(crate) fn encode<S: AffineSpec>(x: &[f32], weights: Option<&[f32]>) -> Affine<S::Scales> {
     let n = x.len().min(QK_K);
-    let xs = padded(x);
+    let xs = padded::<QK_K>(x).0;
     let nsub = QK_K / S::SUB;
     let mut codes = [0u8; QK_K];
     let mut scales = [0.0f32; 16];
@@ -138,7 +121,7 @@ pub(crate) fn encode<S: AffineSpec>(x: &[f32], weights: Option<&[f32]>) -> Affin
             (d, dmin, sc, m)
         }
         Some(qw) => {
-            let sigma2 = sigma2(&xs[..n], S::SIGMA_FACTOR);
+            let sigma2 = sigma2(&xs[..n], n, S::SIGMA_FACTOR);
             let mut sw = [0.0f32; 16];
             for j in 0..nsub {
                 let nj = real_len(n, S::SUB, j);
@@ -146,7 +129,7 @@ pub(crate) fn encode<S: AffineSpec>(x: &[f32], weights: Option<&[f32]>) -> Affin
                     continue;
                 }
                 let (lo, hi) = (S::SUB * j, S::SUB * j + nj);
-                sw[j] = importance(&xs[lo..hi], &qw[lo..hi], sigma2, &mut w[..nj]);
+                sw[j] = importance_weights(&xs[lo..hi], &qw[lo..hi], sigma2, &mut w[..nj]);
                 (scales[j], mins[j]) =
                     make_qkx_quants::<SUB_MAX, _>(&xs[lo..hi], &w[..nj], S::NMAX, &mut codes[lo..hi], WEIGHTED_SEARCH);
             }

@@ -61,12 +61,3 @@ pub static FORMATS: &[&dyn Format] = &[
     &Registered::<Q6K, GgmlDot>::NEW,
     &Registered::<Q8K, GgmlDot>::NEW,
 ];
-
-/// The block's real elements followed by zeros (at most [`QK_K`] elements are used).
-#[inline]
-fn padded(x: &[f32]) -> [f32; QK_K] {
-    let mut xs = [0.0f32; QK_K];
-    let n = x.len().min(QK_K);
-    xs[..n].copy_from_slice(&x[..n]);
-    xs
-}

@@ -1,16 +1,15 @@
 //! q3_k: 3-bit codes (2 low bits + a high-bit mask), sixteen 16-element sub-blocks with signed
 //! 6-bit scales packed into 12 bytes ([`crate::pack::pack_scales_q3`]).
 
-use crate::affine::{importance, sigma2};
 use crate::decode::{self, DecodeBlock};
 use crate::dot::{Q8KCodes, crumbs, mask_bits, or};
 use crate::pack::{pack_2bit, pack_scales_q3, scale_q3, scales_q3, split_high_bit};
 use crate::symmetric::{NSUB, SUB, max_abs_scale, requantize, sub_block_scales};
-use crate::{K_DOT, QK_K, padded};
+use crate::{K_DOT, QK_K};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, FormatDesc, Role};
-use qforge_ggml_search::{SymWeights, make_q3_quants, make_qx_quants, nearest_int};
+use qforge_ggml_search::{SymWeights, importance_weights, make_q3_quants, make_qx_quants, nearest_int, padded, sigma2};
 
 /// ggml's `block_q3_K` (110 bytes): `x = d * (sc[j] - 32) * (q - 4)`, `q in 0..8`.
 #[repr(C)]
@@ -85,7 +84,7 @@ impl BlockFormat for Q3K {
 
     fn encode(x: &[f32], weights: Option<&[f32]>, out: &mut BlockQ3K) {
         let n = x.len().min(QK_K);
-        let xs = padded(x);
+        let xs = padded::<QK_K>(x).0;
         let mut codes = [ZERO as i8; QK_K];
         let (d, sc6) = match weights {
             // quantize_row_q3_K_ref: make_q3_quants per sub-block, scales relative to the
@@ -104,12 +103,12 @@ impl BlockFormat for Q3K {
             // quantize_row_q3_K_impl: weighted make_qx_quants per sub-block, then the scales
             // themselves with make_qx_quants weighted by each sub-block's total weight.
             Some(qw) => {
-                let sigma2 = sigma2(&xs[..n], 2.0);
+                let sigma2 = sigma2(&xs[..n], n, 2.0);
                 let mut sw = [0.0f32; NSUB];
                 let mut w = [0.0f32; SUB];
                 let scales = sub_block_scales(&xs, n, &mut codes, |xj, lj, j| {
                     let wj = &mut w[..xj.len()];
-                    sw[j] = importance(xj, &qw[SUB * j..SUB * j + xj.len()], sigma2, wj);
+                    sw[j] = importance_weights(xj, &qw[SUB * j..SUB * j + xj.len()], sigma2, wj);
                     make_qx_quants::<SUB, _>(xj, ZERO, lj, SymWeights::Given(wj))
                 });
                 let mut ls = [0i8; NSUB];

@@ -4,11 +4,11 @@
 use crate::decode::DecodeBlock;
 use crate::dot::{Q8KCodes, field, or};
 use crate::symmetric::{SUB, max_abs_scale, requantize, sub_block_scales, sub_weights};
-use crate::{K_DOT, QK_K, padded};
+use crate::{K_DOT, QK_K};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, FormatDesc, Role};
-use qforge_ggml_search::{GROUP_MAX_EPS, make_qx_quants, nearest_int};
+use qforge_ggml_search::{GROUP_MAX_EPS, make_qx_quants, nearest_int, padded};
 
 /// ggml's `block_q6_K` (210 bytes): `x = d * scales[j] * (q - 32)`, `q in 0..64`.
 ///
@@ -112,7 +112,7 @@ impl BlockFormat for Q6K {
     /// ggml's `quantize_row_q6_K_ref` / `_impl` (which use the raw importance weights).
     fn encode(x: &[f32], weights: Option<&[f32]>, out: &mut BlockQ6K) {
         let n = x.len().min(QK_K);
-        let xs = padded(x);
+        let xs = padded::<QK_K>(x).0;
         let mut codes = [ZERO as i8; QK_K];
         let scales = sub_block_scales(&xs, n, &mut codes, |xj, lj, j| {
             make_qx_quants::<SUB, _>(xj, ZERO, lj, sub_weights(weights, j, xj.len()))

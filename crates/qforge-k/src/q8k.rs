@@ -1,12 +1,12 @@
 //! q8_k: the 8-bit activation format K-quant dot products pair with (f32 scale, 16 sums).
 
+use crate::QK_K;
 use crate::decode::DecodeBlock;
 use crate::dot::{GroupScales, Q8KDot};
-use crate::{QK_K, padded};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::{F32Le, I16Le};
 use qforge_core::{BlockFormat, FormatDesc, Role};
-use qforge_ggml_search::{nearest_int, signed_absmax};
+use qforge_ggml_search::{nearest_int, padded, signed_absmax};
 
 /// ggml's `block_q8_K` (292 bytes): `x = d * qs[i]`; `bsums[j]` is the sum of `qs` over
 /// elements `16j..16j+16`.
@@ -66,7 +66,7 @@ impl BlockFormat for Q8K {
 
     /// ggml's `quantize_row_q8_K_ref`; importance weights do not apply to activations.
     fn encode(x: &[f32], _weights: Option<&[f32]>, out: &mut BlockQ8K) {
-        let xs = padded(x);
+        let xs = padded::<QK_K>(x).0;
         let (amax, max) = signed_absmax(&xs);
         if amax == 0.0 {
             *out = BlockQ8K::zeroed();

@@ -31,10 +31,10 @@ use crate::q8k::BlockQ8K;
 /// The f32 row of [`crate::decode::decode_row`] compiled for AVX2; `false` (nothing
 /// written) without AVX2.
 pub(crate) fn decode_row_f32<F: crate::decode::DecodeBlock>(blocks: &[F::Block], out: &mut [f32]) -> bool {
-    if !has_avx2() {
+    if !qforge_core::cpu::avx2() {
         return false;
     }
-    // SAFETY: `has_avx2()` has just checked that this CPU supports AVX2, FMA and F16C, all
+    // SAFETY: `cpu::avx2()` has just checked that this CPU supports AVX2, FMA and F16C, all
     // the `#[target_feature]` function needs.
     unsafe { decode_row_f32_avx2::<F>(blocks, out) };
     true
@@ -45,18 +45,13 @@ pub(crate) fn decode_row_f32_avx2<F: crate::decode::DecodeBlock>(blocks: &[F::Bl
     crate::decode::decode_row_f32::<F>(blocks, out);
 }
 
-/// Whether this CPU runs the AVX2 kernels ([`qforge_core::cpu::avx2`]: AVX2, FMA, F16C).
-pub(crate) fn has_avx2() -> bool {
-    qforge_core::cpu::avx2()
-}
-
 /// [`crate::dot::q8k_vec_dot`] with the AVX2 block sum, or `None` without AVX2.
 #[inline]
 pub(crate) fn q8k_vec_dot<F: Q8KDot>(w: &[F::Block], a: &[BlockQ8K]) -> Option<f32> {
-    if !has_avx2() {
+    if !qforge_core::cpu::avx2() {
         return None;
     }
-    // SAFETY: `has_avx2()` has just checked (with `is_x86_feature_detected!`) that this CPU
+    // SAFETY: `cpu::avx2()` has just checked (with `is_x86_feature_detected!`) that this CPU
     // supports AVX2 and FMA, the only requirement of the `#[target_feature]` function.
     Some(unsafe { q8k_vec_dot_avx2::<F>(w, a) })
 }

@@ -50,46 +50,6 @@ pub(crate) trait LegacyBlock: Pod {
     fn quants(&self) -> [i32; QK];
     /// Store the f32 scale / offset (rounded to f16 here, as ggml does) and the quants.
     fn store(&mut self, d: f32, m: f32, q: &[i32; QK]);
-    /// The 32 quants in the decode domain as `i8` (every legacy quant fits): the integer side
-    /// of the dot products.
-    fn quants_i8(&self) -> [i8; QK];
-    /// The quants as stored, for the SIMD dot kernels (which unpack them in registers).
-    fn packed(&self) -> Packed<'_>;
-    /// The raw f16 bits of `d` (the SIMD kernels widen eight at a time).
-    #[inline(always)]
-    fn d_bits(&self) -> u16 {
-        self.d_f16().bits()
-    }
-    /// The raw f16 bits of `m` (0, i.e. +0.0, for symmetric formats).
-    #[inline(always)]
-    fn m_bits(&self) -> u16 {
-        self.m_f16().bits()
-    }
-}
-
-/// A block's quants as stored.
-#[derive(Clone, Copy, Debug)]
-pub(crate) enum Packed<'a> {
-    /// 4-bit codes (low nibbles: elements 0..16, high nibbles: 16..32), plus bit 4 of each
-    /// code in `qh` (bit `j` of the little-endian word: element `j`) for the 5-bit formats.
-    /// The quant is `code - 2^(BITS-1)` (symmetric) or `code` (affine).
-    Nibbles { qs: &'a [u8; 16], qh: Option<[u8; 4]> },
-    /// The quants themselves (q8_0, q8_1).
-    Bytes(&'a [i8; QK]),
-}
-
-/// Codes of a 4-bit (and, with `qh`, 5-bit) block as `i8` quants, less `offset`.
-#[inline(always)]
-fn small_quants(qs: &[u8; 16], qh: Option<[u8; 4]>, offset: i8) -> [i8; QK] {
-    let mut c = unpack_nibbles(qs);
-    if let Some(qh) = qh {
-        unpack_high(qh, &mut c);
-    }
-    let mut q = [0i8; QK];
-    for (q, &c) in q.iter_mut().zip(&c) {
-        *q = c as i8 - offset;
-    }
-    q
 }
 
 /// Low nibbles hold elements 0..16, high nibbles elements 16..32 (ggml's order).
@@ -234,14 +194,6 @@ impl LegacyBlock for BlockQ4_0 {
         self.d = F16Le::from_f32(d);
         self.qs = pack_nibbles(&to_codes(q, 8));
     }
-    #[inline(always)]
-    fn quants_i8(&self) -> [i8; QK] {
-        small_quants(&self.qs, None, 8)
-    }
-    #[inline(always)]
-    fn packed(&self) -> Packed<'_> {
-        Packed::Nibbles { qs: &self.qs, qh: None }
-    }
 }
 
 impl LegacyBlock for BlockQ4_1 {
@@ -266,14 +218,6 @@ impl LegacyBlock for BlockQ4_1 {
         self.m = F16Le::from_f32(m);
         self.qs = pack_nibbles(&to_codes(q, 0));
     }
-    #[inline(always)]
-    fn quants_i8(&self) -> [i8; QK] {
-        small_quants(&self.qs, None, 0)
-    }
-    #[inline(always)]
-    fn packed(&self) -> Packed<'_> {
-        Packed::Nibbles { qs: &self.qs, qh: None }
-    }
 }
 
 impl LegacyBlock for BlockQ5_0 {
@@ -296,14 +240,6 @@ impl LegacyBlock for BlockQ5_0 {
         self.d = F16Le::from_f32(d);
         self.qh = pack_high(&c);
         self.qs = pack_nibbles(&c);
-    }
-    #[inline(always)]
-    fn quants_i8(&self) -> [i8; QK] {
-        small_quants(&self.qs, Some(self.qh), 16)
-    }
-    #[inline(always)]
-    fn packed(&self) -> Packed<'_> {
-        Packed::Nibbles { qs: &self.qs, qh: Some(self.qh) }
     }
 }
 
@@ -333,14 +269,6 @@ impl LegacyBlock for BlockQ5_1 {
         self.qh = pack_high(&c);
         self.qs = pack_nibbles(&c);
     }
-    #[inline(always)]
-    fn quants_i8(&self) -> [i8; QK] {
-        small_quants(&self.qs, Some(self.qh), 0)
-    }
-    #[inline(always)]
-    fn packed(&self) -> Packed<'_> {
-        Packed::Nibbles { qs: &self.qs, qh: Some(self.qh) }
-    }
 }
 
 impl LegacyBlock for BlockQ8_0 {
@@ -359,14 +287,6 @@ impl LegacyBlock for BlockQ8_0 {
     fn store(&mut self, d: f32, _m: f32, q: &[i32; QK]) {
         self.d = F16Le::from_f32(d);
         self.qs = narrow(q);
-    }
-    #[inline(always)]
-    fn quants_i8(&self) -> [i8; QK] {
-        self.qs
-    }
-    #[inline(always)]
-    fn packed(&self) -> Packed<'_> {
-        Packed::Bytes(&self.qs)
     }
 }
 
@@ -390,14 +310,6 @@ impl LegacyBlock for BlockQ8_1 {
         self.d = F16Le::from_f32(d);
         self.s = F16Le::from_f32(sum as f32 * d);
         self.qs = qs;
-    }
-    #[inline(always)]
-    fn quants_i8(&self) -> [i8; QK] {
-        self.qs
-    }
-    #[inline(always)]
-    fn packed(&self) -> Packed<'_> {
-        Packed::Bytes(&self.qs)
     }
 }
 

@@ -5,7 +5,8 @@ use crate::block::{Kind, LegacyBlock, QK};
 use qforge_core::le::F16Le;
 use qforge_core::{Elem, OutRow};
 use qforge_ggml_search::{
-    AffineSearch, SymWeights, abs_max, make_qkx_quants, make_qx_quants, nearest_int, signed_absmax,
+    AffineSearch, SymWeights, abs_max, importance_weights, make_qkx_quants, make_qx_quants, nearest_int, padded,
+    sigma2, signed_absmax,
 };
 
 /// ggml's `(int8_t)v` / `(uint8_t)v` on x86-64: truncate toward zero through a 32-bit
@@ -90,15 +91,6 @@ fn min_max(x: &[f32]) -> (f32, f32) {
     (min, max)
 }
 
-/// The real elements of a block followed by zeros, so the per-element loops run over a whole
-/// block (padded positions are overwritten by the caller).
-#[inline(always)]
-fn padded(x: &[f32]) -> [f32; QK] {
-    let mut xs = [0f32; QK];
-    xs[..x.len()].copy_from_slice(x);
-    xs
-}
-
 /// The f32 values of one block, exactly as ggml's `dequantize_row_*`: `q·d` (symmetric) or
 /// `q·d + m` (affine).
 #[inline(always)]
@@ -158,18 +150,17 @@ pub(crate) fn decode_row<B: LegacyBlock, O: Elem>(blocks: &[B], out: &mut [O]) {
 }
 
 /// ggml's `sigma2 = Σx² / n` over a whole row, used to turn an imatrix into block weights.
-pub(crate) fn sigma2(x: &[f32]) -> f32 {
-    let sum_x2 = x.iter().fold(0f32, |s, &v| s + v * v);
-    if x.is_empty() { 0.0 } else { sum_x2 / x.len() as f32 }
+#[inline]
+pub(crate) fn row_sigma2(x: &[f32]) -> f32 {
+    sigma2(x, x.len(), 1.0)
 }
 
 /// The importance weights ggml's `_impl` quantizers actually minimize with:
 /// `imatrix[j] · sqrt(sigma2 + x[j]²)`. Missing weights count as 0.
+#[inline]
 fn combined_weights(x: &[f32], imatrix: &[f32], sigma2: f32) -> [f32; QK] {
     let mut w = [0f32; QK];
-    for ((wj, &xj), &qj) in w.iter_mut().zip(x).zip(imatrix) {
-        *wj = qj * (sigma2 + xj * xj).sqrt();
-    }
+    importance_weights(x, imatrix, sigma2, &mut w);
     w
 }
 
@@ -193,7 +184,7 @@ fn ref_offset(x: &[f32], nmax: i32) -> Fit {
     // A whole block is read in place (no variable-length copy into a padded block).
     let mut v = match x.first_chunk::<QK>() {
         Some(full) => *full,
-        None => padded(x),
+        None => padded::<QK>(x).0,
     };
     for v in &mut v {
         *v = *v * id + bias;
@@ -210,7 +201,7 @@ fn ref_int8(x: &[f32]) -> Fit {
     let amax = abs_max(x);
     let d = amax / 127.0;
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-    let mut v = padded(x);
+    let mut v = padded::<QK>(x).0;
     for v in &mut v {
         *v *= id;
     }
@@ -227,7 +218,7 @@ fn ref_affine(x: &[f32], qmax: i32) -> Fit {
     let (min, max) = min_max(x);
     let d = (max - min) / qmax as f32;
     let id = if d != 0.0 { 1.0 / d } else { 0.0 };
-    let mut v = padded(x);
+    let mut v = padded::<QK>(x).0;
     for v in &mut v {
         *v = (*v - min) * id + 0.5;
     }
@@ -317,7 +308,7 @@ pub(crate) fn encode_row<B: LegacyBlock>(x: &[f32], weights: Option<&[f32]>, blo
 #[inline(always)]
 pub(crate) fn encode_row_portable<B: LegacyBlock>(x: &[f32], weights: Option<&[f32]>, blocks: &mut [B]) {
     let s2 = match weights {
-        Some(_) if B::USES_WEIGHTS => sigma2(x),
+        Some(_) if B::USES_WEIGHTS => row_sigma2(x),
         _ => 0.0,
     };
     for (i, (xs, block)) in x.chunks(QK).zip(blocks.iter_mut()).enumerate() {
@@ -328,7 +319,7 @@ pub(crate) fn encode_row_portable<B: LegacyBlock>(x: &[f32], weights: Option<&[f
 
 /// Encode one block on its own: `sigma2` is that of the block's real elements.
 pub(crate) fn encode<B: LegacyBlock>(x: &[f32], weights: Option<&[f32]>, out: &mut B) {
-    let s2 = if weights.is_some() && B::USES_WEIGHTS { sigma2(&x[..x.len().min(QK)]) } else { 0.0 };
+    let s2 = if weights.is_some() && B::USES_WEIGHTS { row_sigma2(&x[..x.len().min(QK)]) } else { 0.0 };
     encode_block(x, weights.map(|w| (w, s2)), out);
 }
 
@@ -346,7 +337,7 @@ mod tests {
         w: &[f32],
         n: usize,
     ) -> Result<(), TestCaseError> {
-        let s2 = sigma2(&x[..n]);
+        let s2 = row_sigma2(&x[..n]);
         let mut part = B::zeroed();
         encode_block(&x[..n], Some((&w[..n], s2)), &mut part);
         let (mut xf, mut wf) = ([x[0]; QK], [0f32; QK]);

@@ -19,7 +19,6 @@
 mod block;
 mod codec;
 mod dot;
-pub mod kernels;
 #[cfg(target_arch = "x86_64")]
 mod simd;
 
@@ -71,11 +70,11 @@ macro_rules! legacy_format {
             type Act = $act;
 
             fn vec_dot(w: &[$block], a: &[<$act as BlockFormat>::Block]) -> f32 {
-                dot::vec_dot(w, a)
+                qforge_simd::q8::vec_dot(w, a)
             }
 
             fn vec_dot_rows(w: &[$block], a: &[&[<$act as BlockFormat>::Block]], out: &mut [f32]) {
-                dot::vec_dot_rows(w, a, out)
+                qforge_simd::q8::vec_dot_rows(w, a, out)
             }
         }
     };

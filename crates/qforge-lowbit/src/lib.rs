@@ -19,7 +19,8 @@
 //! for a zero).
 //!
 //! Dot products: both implement [`NativeDot`] against `qforge-legacy`'s q8_0 (ggml's
-//! `vec_dot_type`), as ggml's `ggml_vec_dot_q1_0_q8_0` / `ggml_vec_dot_q2_0_q8_0`.
+//! `vec_dot_type`), as ggml's `ggml_vec_dot_q1_0_q8_0` / `ggml_vec_dot_q2_0_q8_0`, through
+//! `qforge-simd`'s shared q8_0 kernel (AVX2 where the CPU has it).
 //!
 //! The two formats share every line of code but `Spec` (in `spec.rs`) — the packing, decode,
 //! encode, refinement, dot product and CUDA device code are generic over it. Layouts and
@@ -36,6 +37,7 @@ use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, CudaDeviceCode, Elem, Format, FormatDesc, GgmlDot, NativeDot, Registered, Role};
 use qforge_legacy::{BlockQ8_0, Q8_0};
+use qforge_simd::q8::{Codes, Q8Weight, Scale, Values};
 
 /// The family's CUDA device code (`cuda/lowbit.cuh`: one traits struct per format, see
 /// `kernels-cuda/README.md`). No tables: the codes are unpacked arithmetically.
@@ -56,10 +58,19 @@ macro_rules! lowbit_format {
             pub qs: [u8; QS_BYTES],
         }
 
-        impl dot::Parts for $block {
+        impl Q8Weight for $block {
+            const UNITS: usize = <$fmt as spec::Spec>::QK / 32;
+            const VALUES: Values = Values::Table(dot::levels::<$fmt>());
+            const SCALE: Scale = Scale::F16;
+
             #[inline(always)]
-            fn parts(&self) -> (F16Le, &[u8; QS_BYTES]) {
-                (self.d, &self.qs)
+            fn codes(&self, u: usize) -> Codes<'_> {
+                dot::codes::<$fmt>(&self.qs, u)
+            }
+
+            #[inline(always)]
+            fn d_bits(&self) -> u16 {
+                self.d.bits()
             }
         }
 
@@ -90,11 +101,11 @@ macro_rules! lowbit_format {
             type Act = Q8_0;
 
             fn vec_dot(w: &[$block], a: &[BlockQ8_0]) -> f32 {
-                dot::vec_dot::<Self, $block>(w, a)
+                qforge_simd::q8::vec_dot(w, a)
             }
 
             fn vec_dot_rows(w: &[$block], a: &[&[BlockQ8_0]], out: &mut [f32]) {
-                dot::vec_dot_rows::<Self, $block>(w, a, out)
+                qforge_simd::q8::vec_dot_rows(w, a, out)
             }
         }
     };

@@ -8,7 +8,7 @@
 //! kernel is not a pass) unless `QFORGE_ALLOW_NO_AVX2=1` says to skip them.
 
 use super::*;
-use crate::dot::KDot;
+use crate::unpack::KDot;
 use crate::{Iq2S, Iq2Xs, Iq2Xxs, Iq3S, Iq3Xxs, Iq4Xs};
 use qforge_core::NativeDot;
 use qforge_core::rand::Rng;

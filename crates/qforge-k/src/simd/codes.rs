@@ -13,45 +13,42 @@
 
 use std::arch::x86_64::*;
 
-use super::has_avx2;
 use crate::dot::{GROUPS, LANES, Q8KCodes, finish};
 use crate::q8k::BlockQ8K;
+use qforge_simd::Avx2;
+use qforge_simd::rows::{RowKernel, by_rows};
 
-/// [`crate::dot::q8k_codes_vec_dot_rows`] with AVX2 (rows taken four, two or one at a time);
+/// [`crate::dot::q8k_codes_vec_dot_rows`] with AVX2 (rows taken up to four at a time);
 /// `false` (nothing written) without AVX2. `a.len() == out.len()` and every `a[r]` holds at
 /// least `w.len()` blocks (checked by the caller).
 pub(crate) fn codes_dot_rows<F: Q8KCodes>(w: &[F::Block], a: &[&[BlockQ8K]], out: &mut [f32]) -> bool {
-    if !has_avx2() {
+    let Some(avx2) = Avx2::detect() else {
         return false;
-    }
-    let (mut a, mut out) = (a, out);
-    while !a.is_empty() {
-        let n = match a.len() {
-            1 => 1,
-            2 | 3 => 2,
-            _ => 4,
-        };
-        // SAFETY: `has_avx2()` has just checked (with `is_x86_feature_detected!`) that this
-        // CPU supports AVX2, FMA and F16C, the only requirement of the `#[target_feature]`
-        // functions; `a` and `out` hold at least `n` rows.
-        unsafe {
-            match n {
-                1 => rows_avx2::<F, 1>(w, a, out),
-                2 => rows_avx2::<F, 2>(w, a, out),
-                _ => rows_avx2::<F, 4>(w, a, out),
-            }
-        }
-        a = &a[n..];
-        out = &mut out[n..];
-    }
+    };
+    by_rows(&Kernel::<F> { w, _avx2: avx2 }, a, out);
     true
 }
 
-/// The first `R` rows of `a` into `out[..R]`: the row loop, compiled for AVX2 with the
+/// The weight row and the proof of AVX2.
+struct Kernel<'w, F: Q8KCodes> {
+    w: &'w [F::Block],
+    _avx2: Avx2,
+}
+
+impl<'a, F: Q8KCodes> RowKernel<&'a [BlockQ8K]> for Kernel<'_, F> {
+    #[inline]
+    fn rows<const R: usize>(&self, a: [&&'a [BlockQ8K]; R]) -> [f32; R] {
+        let a = a.map(|a| &a[..self.w.len()]);
+        // SAFETY: `self` holds an `Avx2` token, which exists only where the CPU has AVX2, FMA
+        // and F16C, the only requirement of the `#[target_feature]` function.
+        unsafe { rows_avx2::<F, R>(self.w, a) }
+    }
+}
+
+/// The rows `a` (each exactly `w.len()` blocks): the row loop, compiled for AVX2 with the
 /// format's unpacking inlined.
 #[target_feature(enable = "avx2,fma,f16c")]
-fn rows_avx2<F: Q8KCodes, const R: usize>(w: &[F::Block], a: &[&[BlockQ8K]], out: &mut [f32]) {
-    let a: [&[BlockQ8K]; R] = std::array::from_fn(|r| &a[r][..w.len()]);
+fn rows_avx2<F: Q8KCodes, const R: usize>(w: &[F::Block], a: [&[BlockQ8K]; R]) -> [f32; R] {
     let mut acc = [[_mm256_setzero_ps(); 2]; R];
     for (i, b) in w.iter().enumerate() {
         // SAFETY: this function has AVX2, FMA and F16C enabled.
@@ -67,6 +64,7 @@ fn rows_avx2<F: Q8KCodes, const R: usize>(w: &[F::Block], a: &[&[BlockQ8K]], out
             }
         }
     }
+    let mut out = [0f32; R];
     for (o, acc) in out.iter_mut().zip(&acc) {
         let mut lanes = [[0f32; LANES]; 2];
         for (l, v) in lanes.iter_mut().zip(acc) {
@@ -75,6 +73,7 @@ fn rows_avx2<F: Q8KCodes, const R: usize>(w: &[F::Block], a: &[&[BlockQ8K]], out
         }
         *o = finish(F::HAS_MINS, &lanes);
     }
+    out
 }
 
 /// One weight block, ready for the rows.

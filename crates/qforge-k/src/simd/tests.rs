@@ -77,7 +77,7 @@ fn avx2_rows_are_bit_identical() {
 /// infinite scales too) decode to the same f32 bits with the AVX2 build as with the portable
 /// one, whole rows and rows ending in a partial block.
 fn decode_equal<F: crate::decode::DecodeBlock>(seed: u64) {
-    assert!(has_avx2(), "this test needs AVX2 (every x86-64 machine this project builds on has it)");
+    assert!(qforge_core::cpu::avx2(), "this test needs AVX2 (every x86-64 machine this project builds on has it)");
     let mut rng = Rng::new(seed);
     let bb = size_of::<F::Block>();
     for case in 0..200 {

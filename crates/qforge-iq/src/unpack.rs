@@ -1,0 +1,187 @@
+//! What the 256-value I-quants give the dot kernels: each block's integer values (grid value ×
+//! sign, table value, ...; they all fit an `i8`) and the integer scale of each 16 values
+//! ([`KDot`], [`SubBlocks`]), with the word-wide sign and barrier helpers the format modules
+//! build them with. The format modules implement these traits; `dot.rs` turns them into
+//! `NativeDot` kernels and `simd.rs` into the AVX2 one, so dependencies point one way:
+//! formats → this module ← dot / simd.
+
+use crate::common::QK_K;
+use crate::tables::{KSIGNS_IQ2XS, KVALUES_IQ4NL};
+use qforge_core::BlockFormat;
+use qforge_simd::lut::nibble_lut;
+
+/// The bytes of `v` (little-endian) as `i8`.
+#[inline(always)]
+fn bytes_i8(v: u64) -> [i8; 8] {
+    bytemuck::cast(v.to_le_bytes())
+}
+
+/// The 8 values of grid word `grid`, negated where bit `j` of `signs` is set (ggml's
+/// `signs & kmask_iq2xs[j] ? -1 : 1`), as one 64-bit word operation: `(g ^ m) + (m & 1)` per
+/// byte with `m` = 0xFF where negated. Exact for grid bytes in `1..128` (no carry between
+/// bytes), which every iq2 / iq3 grid is (checked in the tests).
+#[cfg(test)]
+pub(crate) fn signed8(grid: u64, signs: u8) -> [i8; 8] {
+    bytes_i8(signed_word(grid, SIGN_MASK[usize::from(signs)]))
+}
+
+/// [`signed8`] with the byte mask `m` already looked up, as the word of the 8 `i8` values.
+#[inline(always)]
+pub(crate) fn signed_word(grid: u64, m: u64) -> u64 {
+    (grid ^ m).wrapping_add(m & 0x0101_0101_0101_0101)
+}
+
+/// A compiler-only barrier (no instruction) placed after each grid lookup of an `ints` loop.
+/// Without it LLVM's SLP vectorizer turns the 4–8 independent table loads of a sub-block
+/// into AVX2 / AVX-512 gathers, which are microcoded and were measured ~10x slower than the
+/// scalar loads they replace on the Ice Lake build VM (worse still under the "Downfall" /
+/// GDS microcode mitigation; docs/matmul.md, "Speed"). ggml's kernels load grid words with
+/// scalar loads too.
+#[inline(always)]
+pub(crate) fn no_gather() {
+    std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
+}
+
+/// [`no_gather`] for one loaded grid word, without the fence's cost: the value passes through
+/// an opaque (empty) register barrier, so LLVM cannot merge the loads of a sub-block into a
+/// gather, yet keeps everything else in registers (a fence forces locals to the stack, which
+/// cost the AVX2 kernel a third of its speed). Other targets use the fence.
+#[inline(always)]
+pub(crate) fn no_gather_word(x: u64) -> u64 {
+    #[cfg(target_arch = "x86_64")]
+    {
+        qforge_simd::barrier::opaque(x)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        no_gather();
+        x
+    }
+}
+
+/// `SIGN_MASK[b]` has byte `j` = 0xFF where bit `j` of `b` is set, else 0.
+pub(crate) static SIGN_MASK: [u64; 256] = {
+    let mut t = [0u64; 256];
+    let mut b = 0;
+    while b < 256 {
+        let mut j = 0;
+        while j < 8 {
+            if b >> j & 1 != 0 {
+                t[b] |= 0xFF << (8 * j);
+            }
+            j += 1;
+        }
+        b += 1;
+    }
+    t
+};
+
+/// `KSIGNS_MASK[i]` = `SIGN_MASK[KSIGNS_IQ2XS[i]]`: iq2_xxs / iq2_xs / iq3_xxs's 7-bit sign
+/// codes straight to byte masks (one lookup instead of two).
+pub(crate) static KSIGNS_MASK: [u64; 128] = {
+    let mut t = [0u64; 128];
+    let mut i = 0;
+    while i < 128 {
+        t[i] = SIGN_MASK[KSIGNS_IQ2XS[i] as usize];
+        i += 1;
+    }
+    t
+};
+
+/// A 256-value I-quant dotted with q8_k activations through `qforge-k`'s shared kernel
+/// ([`q8k_vec_dot`]): the format gives its integer values and the integer scale of each
+/// 16-value group, so that the block's exact integer sum is `Σ_g scale[g]·Σ_{i in g} v[i]·q8[i]`,
+/// and the f32 factor `d` it is multiplied by (with `d_y`).
+pub(crate) trait KDot: BlockFormat {
+    /// The block's f32 factor: its scale times ggml's final constant (`0.125f * sumf` for
+    /// iq2, `0.25f` for iq3_xxs, ...; powers of two, so folding them in is exact).
+    fn d(b: &Self::Block) -> f32;
+
+    /// Writes the block's integer values in element order, as 32 groups of 8, and returns
+    /// the integer scale of each 16-value group (`|value · scale| < 2^15`).
+    fn ints(b: &Self::Block, w: &mut [[i8; 8]; QK_K / 8]) -> [i16; QK_K / 16];
+}
+
+/// The 32 integer values of one sub-block, as a format stores them most cheaply.
+pub(crate) enum SubBlock<'a> {
+    /// Four words of 8 `i8` values (little-endian bytes), values `8l .. 8l + 8` in word `l`:
+    /// the grid formats (grid value × sign).
+    Words([u64; 4]),
+    /// 16 bytes of 4-bit indices into `kvalues_iq4nl`, low nibbles values 0..16, high
+    /// nibbles 16..32 (iq4_xs).
+    Nibbles(&'a [u8; 16]),
+}
+
+/// A 256-value I-quant described by its 8 sub-blocks of 32 values (every value in
+/// `-127..=127`) and the integer scale of each 16 values: the formats with an AVX2 kernel
+/// (`simd.rs`). Their [`KDot`] (the portable path, `qforge-k`'s kernel) derives from it.
+pub(crate) trait SubBlocks: BlockFormat {
+    /// As [`KDot::d`].
+    fn d(b: &Self::Block) -> f32;
+    /// The values of sub-block `ib` (`0..8`).
+    fn sub_block(b: &Self::Block, ib: usize) -> SubBlock<'_>;
+    /// The integer scale of each 16-value group (`|value · scale| < 2^15`).
+    fn scales(b: &Self::Block) -> [i16; QK_K / 16];
+    /// Whether one row's dot runs the AVX2 kernel too. The grid formats' one-row dot keeps
+    /// `qforge-k`'s kernel, measured faster on the Zen 1 bench machine for a single row (its
+    /// block unpacking pipelines better); the AVX2 kernel wins once several rows share the
+    /// unpacked values (mat-mul), by 2-3x there.
+    const SIMD_ONE_ROW: bool;
+}
+
+impl<F: SubBlocks> KDot for F {
+    #[inline(always)]
+    fn d(b: &Self::Block) -> f32 {
+        <F as SubBlocks>::d(b)
+    }
+
+    #[inline(always)]
+    fn ints(b: &Self::Block, w: &mut [[i8; 8]; QK_K / 8]) -> [i16; QK_K / 16] {
+        let (w4, _) = w.as_chunks_mut::<4>();
+        for (ib, w4) in w4.iter_mut().enumerate() {
+            *w4 = match F::sub_block(b, ib) {
+                SubBlock::Words(x) => x.map(bytes_i8),
+                SubBlock::Nibbles(q) => bytemuck::cast(nibble_lut::<16, 32>(q, &KVALUES_IQ4NL)),
+            };
+        }
+        F::scales(b)
+    }
+}
+
+/// Each scale of the 8 sub-blocks of 32 values, repeated over its two 16-value groups.
+#[inline(always)]
+pub(crate) fn per32(ls: impl Fn(usize) -> i16) -> [i16; QK_K / 16] {
+    std::array::from_fn(|k| ls(k / 2))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::tables::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, IQ3S_GRID, IQ3XXS_GRID};
+
+    /// [`signed8`]'s word trick needs every grid byte in `1..128`.
+    #[test]
+    fn grid_bytes_are_small_and_nonzero() {
+        let ok = |b: u8| (1..128).contains(&b);
+        for g in IQ2XXS_GRID.iter().chain(&IQ2XS_GRID).chain(&IQ2S_GRID) {
+            assert!(g.to_le_bytes().into_iter().all(ok), "{g:#x}");
+        }
+        for g in IQ3XXS_GRID.iter().chain(&IQ3S_GRID) {
+            assert!(g.to_le_bytes().into_iter().all(ok), "{g:#x}");
+        }
+    }
+
+    #[test]
+    fn signed8_matches_per_byte_signs() {
+        for grid in [0x2b19_0808_192b_2b08u64, 0x0101_0101_0101_0101, 0x7f7f_7f7f_7f7f_7f7f] {
+            for s in 0..=255u8 {
+                let want: [i8; 8] =
+                    std::array::from_fn(|j| grid.to_le_bytes()[j] as i8 * if s >> j & 1 != 0 { -1 } else { 1 });
+                assert_eq!(signed8(grid, s), want);
+            }
+        }
+        for i in 0..128 {
+            assert_eq!(KSIGNS_MASK[i], SIGN_MASK[usize::from(KSIGNS_IQ2XS[i])]);
+        }
+    }
+}

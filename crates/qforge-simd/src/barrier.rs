@@ -1,0 +1,25 @@
+//! Optimization barriers for hand-tuned scalar code inside SIMD kernels.
+
+/// `x`, opaque to the optimizer: an empty `asm!` takes and returns it in a register (no
+/// instruction), so LLVM cannot fuse the scalar loads that produced it into a gather (which
+/// is microcoded and far slower than the loads it replaces) or otherwise look through it.
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
+#[inline(always)]
+pub fn opaque(x: u64) -> u64 {
+    let mut x = x;
+    // SAFETY: the assembly is empty: it only names the register holding `x`, reads and writes
+    // no memory, no stack and no flags.
+    unsafe { std::arch::asm!("/* {0} */", inout(reg) x, options(pure, nomem, nostack, preserves_flags)) };
+    x
+}
+
+#[cfg(all(test, target_arch = "x86_64"))]
+mod tests {
+    #[test]
+    fn opaque_is_the_identity() {
+        for x in [0u64, 1, u64::MAX, 0x0123_4567_89ab_cdef] {
+            assert_eq!(super::opaque(x), x);
+        }
+    }
+}

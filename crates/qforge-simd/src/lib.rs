@@ -1,0 +1,37 @@
+//! qforge-simd: the CPU dot kernels the format families share, so that each exists once.
+//!
+//! * [`q8`]: the dot of any weight block format with q8_0 / q8_1 activation blocks (ggml's
+//!   `vec_dot_type` of the legacy formats, iq4_nl, mxfp4, nvfp4, q1_0 and q2_0). A format
+//!   describes how its 32-element units unpack ([`q8::Q8Weight`]: codes, values, scales);
+//!   the portable reference and the AVX2 kernel (chosen at run time) are written once over
+//!   that description and give the same bits.
+//! * [`rows`]: running a kernel over any number of activation rows, up to
+//!   [`rows::MAX_ROWS`] per pass over the weight row, with a const-generic row count.
+//! * [`lut`]: 16-entry table lookups of packed nibbles, branch-free code LLVM vectorizes.
+//! * [`barrier`]: optimization barriers for scalar code feeding the SIMD kernels.
+//! * [`Avx2`]: the proof that this CPU runs the AVX2 kernels (AVX2, FMA, F16C), which every
+//!   family's `#[target_feature]` code takes before it is called.
+//!
+//! `unsafe` lives only in the x86-64 kernel module (`q8/avx2.rs`) and the empty `asm!` of
+//! [`barrier`], each block with its `SAFETY` comment.
+#![deny(unsafe_code)]
+
+pub mod barrier;
+pub mod lut;
+pub mod q8;
+pub mod rows;
+
+/// A token that exists only on a CPU with AVX2, FMA and F16C ([`qforge_core::cpu::avx2`]):
+/// a kernel holding one may call `#[target_feature(enable = "avx2,fma,f16c")]` functions.
+#[derive(Clone, Copy, Debug)]
+pub struct Avx2 {
+    _private: (),
+}
+
+impl Avx2 {
+    /// The token, or `None` where the CPU lacks AVX2, FMA or F16C (and off x86-64).
+    #[inline]
+    pub fn detect() -> Option<Avx2> {
+        qforge_core::cpu::avx2().then_some(Avx2 { _private: () })
+    }
+}

@@ -1,0 +1,52 @@
+//! 16-entry table lookups of 4-bit codes: safe fixed-size code that LLVM vectorizes (a
+//! compare and a blend per table entry), where an indexed load per element would not be.
+
+/// `table[q & 15]` for every byte of `q`.
+#[inline(always)]
+pub fn lut16<const N: usize>(table: &[i8; 16], q: &[u8; N]) -> [i8; N] {
+    let mut out = [table[0]; N];
+    for (o, &c) in out.iter_mut().zip(q) {
+        let c = c & 0x0F;
+        let mut v = table[0];
+        for (j, &t) in table.iter().enumerate().skip(1) {
+            if c == j as u8 {
+                v = t;
+            }
+        }
+        *o = v;
+    }
+    out
+}
+
+/// `table[code]` for the `N = 2·H` codes packed in `H` bytes in ggml's split-half order:
+/// the low nibbles (elements `0..H`), then the high nibbles (elements `H..N`).
+#[inline(always)]
+pub fn nibble_lut<const H: usize, const N: usize>(qs: &[u8; H], table: &[i8; 16]) -> [i8; N] {
+    const { assert!(N == 2 * H) };
+    let both: [u8; N] = std::array::from_fn(|i| if i < H { qs[i] & 0x0F } else { qs[i - H] >> 4 });
+    lut16(table, &both)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const T: [i8; 16] = [-127, -104, -83, -65, -49, -35, -22, -10, 1, 13, 25, 38, 53, 69, 89, 127];
+
+    #[test]
+    fn lut16_is_a_table_lookup() {
+        let q: [u8; 64] = std::array::from_fn(|i| (i * 37 + 11) as u8);
+        for (g, c) in lut16(&T, &q).iter().zip(q) {
+            assert_eq!(*g, T[usize::from(c & 15)]);
+        }
+    }
+
+    #[test]
+    fn nibble_lut_is_low_nibbles_then_high() {
+        let q: [u8; 16] = std::array::from_fn(|i| (i * 53 + 7) as u8);
+        let v: [i8; 32] = nibble_lut(&q, &T);
+        for j in 0..16 {
+            assert_eq!((v[j], v[j + 16]), (T[usize::from(q[j] & 15)], T[usize::from(q[j] >> 4)]));
+        }
+    }
+}

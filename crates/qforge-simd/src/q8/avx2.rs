@@ -1,0 +1,380 @@
+//! AVX2 kernel of [`super::vec_dot`] / [`super::vec_dot_rows`], run where [`Avx2::detect`]
+//! finds AVX2, FMA and F16C; everything else runs [`super::vec_dot_portable`].
+//!
+//! Per 32-element unit, as ggml's AVX2 kernels do:
+//!
+//! * the codes become one register of 32 bytes: nibbles split with a shift and an AND (the
+//!   5th bit spread from `qh` with ggml's `bytes_from_bits_32`), nvfp4's 8-byte halves
+//!   interleaved back into element order, 1-bit codes through `bytes_from_bits`, 2-bit codes
+//!   with one variable shift per 32-bit lane and a byte shuffle into element order;
+//! * codes become values with a subtraction ([`Values::Offset`]) or one `vpshufb` of the
+//!   table ([`Values::Table`]);
+//! * against the activations: unsigned codes multiply them directly with `vpmaddubsw`;
+//!   signed values use the sign trick `maddubs(|a|, w·sgn(a))`, exact for every `i8`
+//!   activation, -128 included (`|a|` is read unsigned, `|w| ≤ 127`, a pair is at most
+//!   2·128·127); `vpmaddwd` with ones then gives the 8 lanes of [`super::isum_lanes`].
+//!   8-bit weights are widened to `i16` in halves and `vpmaddwd`-ed with the widened
+//!   activations (the sign trick would go wrong on a -128 weight);
+//! * the lanes go to f32 (exact) and are fused-multiply-added with the unit's scale into its
+//!   accumulator. Eight units' f16 scales are widened at once (`vcvtph2ps`): widened one by
+//!   one, the f16 load picks up a false dependency on an accumulator register.
+//!
+//! The lanes and every f32 operation are the portable kernel's, in the same order, so both
+//! give the same bits. Several rows ([`vec_dot_rows`]) share each unit's unpacking, up to
+//! [`crate::rows::MAX_ROWS`] per pass, their accumulators in registers.
+#![allow(unsafe_code)]
+
+use std::arch::x86_64::*;
+
+use super::{ACCS, BATCH, Codes, LANES, Q8Act, Q8Weight, QK8, Scale, Values, finish, supported};
+use crate::Avx2;
+use crate::rows::{RowKernel, by_rows};
+
+/// [`super::vec_dot`] with AVX2, or `None` where the CPU lacks it.
+#[inline]
+pub(super) fn vec_dot<W: Q8Weight, A: Q8Act>(w: &[W], a: &[A]) -> Option<f32> {
+    let avx2 = Avx2::detect()?;
+    let n = w.len().min(a.len() / W::UNITS);
+    Some(Kernel { w: &w[..n], m: n * W::UNITS, _avx2: avx2 }.rows([&a])[0])
+}
+
+/// [`super::vec_dot_rows`] with AVX2 (`out.len() == a.len()`, checked by the caller);
+/// `false` (nothing written) where the CPU lacks it.
+pub(super) fn vec_dot_rows<W: Q8Weight, A: Q8Act>(w: &[W], a: &[&[A]], out: &mut [f32]) -> bool {
+    let Some(avx2) = Avx2::detect() else {
+        return false;
+    };
+    let n = w.len();
+    if a.iter().any(|a| a.len() / W::UNITS < n) {
+        // A short activation row truncates the weight row for that row alone: row by row.
+        for (o, a) in out.iter_mut().zip(a) {
+            *o = vec_dot(w, a).unwrap_or_default();
+        }
+        return true;
+    }
+    by_rows(&Kernel { w, m: n * W::UNITS, _avx2: avx2 }, a, out);
+    true
+}
+
+/// The weight row, the activation blocks it pairs with (`m`), and the proof of AVX2.
+struct Kernel<'w, W> {
+    w: &'w [W],
+    m: usize,
+    _avx2: Avx2,
+}
+
+impl<'a, W: Q8Weight, A: Q8Act> RowKernel<&'a [A]> for Kernel<'_, W> {
+    #[inline]
+    fn rows<const R: usize>(&self, a: [&&'a [A]; R]) -> [f32; R] {
+        let a = a.map(|a| &a[..self.m]);
+        // SAFETY: `self` holds an `Avx2` token, which exists only where the CPU has AVX2, FMA
+        // and F16C, all the `#[target_feature]` function needs.
+        unsafe { rows_avx2::<W, A, R>(self.w, a) }
+    }
+}
+
+/// `R` dots of the weight row `w` with the activation rows `a[r]` (each of exactly
+/// `w.len() · UNITS` blocks), every one as [`super::vec_dot_portable`] computes it.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn rows_avx2<W: Q8Weight, A: Q8Act, const R: usize>(w: &[W], a: [&[A]; R]) -> [f32; R] {
+    const { assert!(supported::<W>() && BATCH == 8 && ACCS == 2 && LANES == 8 && R >= 1) };
+    let per = BATCH / W::UNITS;
+    let table = match W::VALUES {
+        // SAFETY: `t` is 16 bytes, exactly what the unaligned 16-byte load reads.
+        Values::Table(t) => _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(t.as_ptr().cast()) }),
+        _ => _mm256_setzero_si256(),
+    };
+    let mut acc = [[_mm256_setzero_ps(); ACCS]; R];
+    // Affine formats: `[·, m·s]` pairs of units 0..4 and 4..8 of every batch, summed.
+    let mut summs = [[_mm256_setzero_ps(); 2]; R];
+    // One batch: `per` blocks `w` (the first at a multiple of `per` in the row) against the
+    // BATCH activation units `a[r]`; unit `j` of the batch is unit `j` mod BATCH of the row,
+    // so its accumulator is `j % 2` and its affine slot `j`. (A macro, not a function:
+    // `#[inline(always)]` is not allowed with `#[target_feature]`, and the accumulators must
+    // stay in registers.)
+    macro_rules! batch {
+        ($w:expr, $a:expr) => {{
+            let (w, a): (&[W], [&[A; BATCH]; R]) = ($w, $a);
+            // Per row and unit: `d_a·d_w` (f16 weight scales), else `d_a` alone.
+            let mut d = [[0f32; BATCH]; R];
+            if W::AFFINE {
+                // `d, m` (weights) and `d, s` (q8_1) are adjacent f16 pairs: one product
+                // gives `[d_w·d_a, m_w·s_a]` per unit.
+                let wp = weight_pairs(w);
+                let wv = [widen_pairs(wp[0]), widen_pairs(wp[1])];
+                for r in 0..R {
+                    let ap = act_pairs(a[r]);
+                    let mut dm = [[0f32; BATCH]; 2];
+                    for h in 0..2 {
+                        let v = _mm256_mul_ps(wv[h], widen_pairs(ap[h]));
+                        // SAFETY: `dm[h]` is 8 f32, exactly 32 bytes: the store writes only it.
+                        unsafe { _mm256_storeu_ps(dm[h].as_mut_ptr(), v) };
+                        // Odd lanes: slots 4h..4h+4 of the m·s sums (even lanes are not read).
+                        summs[r][h] = _mm256_add_ps(summs[r][h], v);
+                    }
+                    let [e, o] = dm;
+                    d[r] = [e[0], e[2], e[4], e[6], o[0], o[2], o[4], o[6]];
+                }
+            } else {
+                let wd = match W::SCALE {
+                    Scale::F16 => Some(widen(unit_d_bits(w))),
+                    _ => None,
+                };
+                for (d, a) in d.iter_mut().zip(a) {
+                    let ad = widen(act_d_bits(a));
+                    let v = match wd {
+                        Some(wd) => _mm256_mul_ps(wd, ad),
+                        None => ad,
+                    };
+                    // SAFETY: `d` is 8 f32, exactly 32 bytes: the unaligned store writes only it.
+                    unsafe { _mm256_storeu_ps(d.as_mut_ptr(), v) };
+                }
+            }
+            // Units in pairs, `h` = 0 / 1 the accumulator: constant indices keep the
+            // accumulators in registers whether or not LLVM unrolls the pairs.
+            for p in 0..BATCH / 2 {
+                for h in 0..ACCS {
+                    let j = ACCS * p + h;
+                    let (b, u) = (&w[j / W::UNITS], j % W::UNITS);
+                    let wv = unpack::<W>(b.codes(u), table);
+                    let sb = match W::SCALE {
+                        Scale::F16 => [0.0; 2],
+                        Scale::Byte(t) | Scale::ByteHalves(t) => b.scale_bytes(u).map(|s| t[usize::from(s)]),
+                    };
+                    for r in 0..R {
+                        let lanes = _mm256_cvtepi32_ps(isum::<W>(wv, a[r][j].qs()));
+                        let s = match W::SCALE {
+                            Scale::F16 => _mm256_set1_ps(d[r][j]),
+                            Scale::Byte(_) => _mm256_set1_ps(d[r][j] * sb[0]),
+                            Scale::ByteHalves(_) => _mm256_mul_ps(
+                                _mm256_set1_ps(d[r][j]),
+                                _mm256_set_m128(_mm_set1_ps(sb[1]), _mm_set1_ps(sb[0])),
+                            ),
+                        };
+                        acc[r][h] = _mm256_fmadd_ps(s, lanes, acc[r][h]);
+                    }
+                }
+            }
+        }};
+    }
+    // Row views as whole batches, and the current batch of each row. (Loops, not
+    // `array::from_fn`: its closures are not inlined into this function.)
+    let mut ac: [&[[A; BATCH]]; R] = [&[]; R];
+    for (c, a) in ac.iter_mut().zip(&a) {
+        *c = a.as_chunks::<BATCH>().0;
+    }
+    let zero = [A::zeroed(); BATCH];
+    let mut ab: [&[A; BATCH]; R] = [&zero; R];
+    let full = w.len() / per;
+    for k in 0..full {
+        for (b, c) in ab.iter_mut().zip(&ac) {
+            *b = &c[k];
+        }
+        batch!(&w[k * per..(k + 1) * per], ab);
+    }
+    let tail = &w[full * per..];
+    if !tail.is_empty() {
+        // The tail, filled up with zero blocks: they add +0 to every lane and slot, which
+        // leaves each as it was (none is ever -0), so this is the tail alone, bit for bit.
+        let mut wt = [W::zeroed(); BATCH];
+        wt[..tail.len()].copy_from_slice(tail);
+        let mut at = [zero; R];
+        for ((at, a), b) in at.iter_mut().zip(&a).zip(ab.iter_mut()) {
+            let tail = &a[full * BATCH..];
+            at[..tail.len()].copy_from_slice(tail);
+            *b = at;
+        }
+        batch!(&wt[..per], ab);
+    }
+    let mut sums = [0f32; R];
+    for ((s, acc), summs) in sums.iter_mut().zip(acc).zip(summs) {
+        let mut out = [[0f32; LANES]; ACCS];
+        for (o, v) in out.iter_mut().zip(acc) {
+            // SAFETY: `o` is 8 f32, exactly 32 bytes: the unaligned store writes only it.
+            unsafe { _mm256_storeu_ps(o.as_mut_ptr(), v) };
+        }
+        let mut ms = [0f32; BATCH];
+        if W::AFFINE {
+            let mut p = [[0f32; BATCH]; 2];
+            for (p, v) in p.iter_mut().zip(summs) {
+                // SAFETY: as above, `p` is exactly 8 f32.
+                unsafe { _mm256_storeu_ps(p.as_mut_ptr(), v) };
+            }
+            let [e, o] = p;
+            ms = [e[1], e[3], e[5], e[7], o[1], o[3], o[5], o[7]];
+        }
+        *s = finish(out, ms);
+    }
+    sums
+}
+
+/// The f16 weight scale bits of each of 8 units (block `j / UNITS` for unit `j`), spelled out:
+/// LLVM then inserts them into one register.
+#[inline(always)]
+fn unit_d_bits<W: Q8Weight>(w: &[W]) -> [u16; BATCH] {
+    let u = W::UNITS;
+    [
+        w[0].d_bits(),
+        w[1 / u].d_bits(),
+        w[2 / u].d_bits(),
+        w[3 / u].d_bits(),
+        w[4 / u].d_bits(),
+        w[5 / u].d_bits(),
+        w[6 / u].d_bits(),
+        w[7 / u].d_bits(),
+    ]
+}
+
+/// The f16 scale bits of 8 activation blocks.
+#[inline(always)]
+fn act_d_bits<A: Q8Act>(a: &[A; BATCH]) -> [u16; BATCH] {
+    [
+        a[0].d_bits(),
+        a[1].d_bits(),
+        a[2].d_bits(),
+        a[3].d_bits(),
+        a[4].d_bits(),
+        a[5].d_bits(),
+        a[6].d_bits(),
+        a[7].d_bits(),
+    ]
+}
+
+/// Two f16 values as one word, the first in the low half.
+#[inline(always)]
+fn pair(lo: u16, hi: u16) -> u32 {
+    u32::from(lo) | (u32::from(hi) << 16)
+}
+
+/// `(d, m)` of 8 weight blocks (one unit each), as two runs of four pairs.
+#[inline(always)]
+fn weight_pairs<W: Q8Weight>(w: &[W]) -> [[u32; 4]; 2] {
+    let p = |i: usize| pair(w[i].d_bits(), w[i].m_bits());
+    [[p(0), p(1), p(2), p(3)], [p(4), p(5), p(6), p(7)]]
+}
+
+/// `(d, s)` of 8 activation blocks, as two runs of four pairs.
+#[inline(always)]
+fn act_pairs<A: Q8Act>(a: &[A; BATCH]) -> [[u32; 4]; 2] {
+    let p = |i: usize| pair(a[i].d_bits(), a[i].s_bits());
+    [[p(0), p(1), p(2), p(3)], [p(4), p(5), p(6), p(7)]]
+}
+
+/// Four pairs of f16 values (raw bits, the first of each in the low half) widened to f32.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn widen_pairs(p: [u32; 4]) -> __m256 {
+    // SAFETY: `p` is 4 u32, exactly 16 bytes, so the unaligned load reads only `p`.
+    _mm256_cvtph_ps(unsafe { _mm_loadu_si128(p.as_ptr().cast()) })
+}
+
+/// Eight f16 values (raw bits) widened to f32, exactly (`vcvtph2ps`).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn widen(h: [u16; BATCH]) -> __m256 {
+    // SAFETY: `h` is 8 u16, exactly 16 bytes, so the unaligned load reads only `h`.
+    _mm256_cvtph_ps(unsafe { _mm_loadu_si128(h.as_ptr().cast()) })
+}
+
+/// A unit's weights in registers: 8-bit values widened to `i16` in two halves, or the 32
+/// values (second copy unused).
+#[derive(Clone, Copy)]
+struct Unpacked(__m256i, __m256i);
+
+/// A unit's 32 values, in element order.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn unpack<W: Q8Weight>(codes: Codes<'_>, table: __m256i) -> Unpacked {
+    let nib = _mm256_set1_epi8(0x0F);
+    let c = match codes {
+        Codes::Bytes(q) => {
+            let (lo, hi) = (load16(&q[..16]), load16(&q[16..]));
+            return Unpacked(_mm256_cvtepi8_epi16(lo), _mm256_cvtepi8_epi16(hi));
+        }
+        Codes::Nibbles { qs, qh } => {
+            let q = load16(qs);
+            // Elements 0..16 from the low nibbles, 16..32 from the high ones.
+            let low = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(q), q), nib);
+            match qh {
+                None => low,
+                Some(h) => _mm256_or_si256(low, _mm256_and_si256(bytes_from_bits(h), _mm256_set1_epi8(0x10))),
+            }
+        }
+        Codes::Nibbles16(q) => {
+            let lo = load16(q);
+            let hi = _mm_srli_epi16::<4>(lo);
+            // Low nibbles of bytes 0..8 are elements 0..8, high ones 8..16; bytes 8..16 the
+            // same for elements 16..32.
+            _mm256_and_si256(_mm256_set_m128i(_mm_unpackhi_epi64(lo, hi), _mm_unpacklo_epi64(lo, hi)), nib)
+        }
+        Codes::Bits1(b) => _mm256_and_si256(bytes_from_bits(*b), _mm256_set1_epi8(1)),
+        Codes::Bits2(b) => {
+            // 32-bit lane p of each half: the half's 4 bytes shifted by 2p, so its byte k
+            // holds (in its low two bits) the code of element 4k + p of the half.
+            let x = u64::from_le_bytes(*b);
+            let (lo, hi) = (x as u32 as i32, (x >> 32) as u32 as i32);
+            let v = _mm256_srlv_epi32(
+                _mm256_setr_epi32(lo, lo, lo, lo, hi, hi, hi, hi),
+                _mm256_setr_epi32(0, 2, 4, 6, 0, 2, 4, 6),
+            );
+            let v = _mm256_and_si256(v, _mm256_set1_epi8(3));
+            // Element i = 4k + p of each half from byte 4p + k.
+            #[rustfmt::skip]
+            let order = _mm256_setr_epi8(
+                0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15,
+                0, 4, 8, 12, 1, 5, 9, 13, 2, 6, 10, 14, 3, 7, 11, 15,
+            );
+            _mm256_shuffle_epi8(v, order)
+        }
+    };
+    let v = match W::VALUES {
+        Values::Signed8 | Values::Unsigned => c,
+        Values::Offset(k) => _mm256_sub_epi8(c, _mm256_set1_epi8(k)),
+        Values::Table(_) => _mm256_shuffle_epi8(table, c),
+    };
+    Unpacked(v, v)
+}
+
+/// The 8 exact `i32` lanes of an unpacked unit against 32 activation quants.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn isum<W: Q8Weight>(w: Unpacked, aq: &[i8; QK8]) -> __m256i {
+    if W::VALUES == Values::Signed8 {
+        let (a0, a1) = (load16(&aq[..16]), load16(&aq[16..]));
+        let lo = _mm256_madd_epi16(w.0, _mm256_cvtepi8_epi16(a0));
+        let hi = _mm256_madd_epi16(w.1, _mm256_cvtepi8_epi16(a1));
+        return _mm256_add_epi32(lo, hi);
+    }
+    // SAFETY: `aq` is `&[i8; 32]`: the unaligned 32-byte load reads exactly the array.
+    let av = unsafe { _mm256_loadu_si256(aq.as_ptr().cast()) };
+    let prod = if W::VALUES == Values::Unsigned {
+        _mm256_maddubs_epi16(w.0, av)
+    } else {
+        _mm256_maddubs_epi16(_mm256_abs_epi8(av), _mm256_sign_epi8(w.0, av))
+    };
+    _mm256_madd_epi16(prod, _mm256_set1_epi16(1))
+}
+
+/// 16 bytes (of `i8` or `u8`).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn load16<T: bytemuck::Pod>(v: &[T]) -> __m128i {
+    let b: &[u8] = bytemuck::cast_slice(v);
+    let b: &[u8; 16] = b.try_into().expect("16 bytes");
+    // SAFETY: `b` is exactly 16 bytes: the unaligned 16-byte load reads only it.
+    unsafe { _mm_loadu_si128(b.as_ptr().cast()) }
+}
+
+/// Byte `j` = 0xFF where bit `j` of the little-endian `bits` is set, else 0 (ggml's
+/// `bytes_from_bits_32`): byte `j` gets byte `j / 8` of the word, every other bit is set by
+/// an OR, and only a byte whose bit `j % 8` was set compares equal to all ones.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn bytes_from_bits(bits: [u8; 4]) -> __m256i {
+    let spread = _mm256_shuffle_epi8(
+        _mm256_set1_epi32(i32::from_le_bytes(bits)),
+        _mm256_set_epi64x(0x0303_0303_0303_0303, 0x0202_0202_0202_0202, 0x0101_0101_0101_0101, 0),
+    );
+    let others = _mm256_or_si256(spread, _mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe));
+    _mm256_cmpeq_epi8(others, _mm256_set1_epi64x(-1))
+}

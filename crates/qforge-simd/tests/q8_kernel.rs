@@ -1,0 +1,110 @@
+//! The shared q8_0 / q8_1 kernel on every real block type that uses it (q4_0 … q8_1, iq4_nl,
+//! mxfp4, nvfp4, q1_0, q2_0): the dispatched kernel (AVX2 here), and the multi-row kernel for
+//! 1..=11 rows, give the portable reference's bits for random blocks (raw scales: NaN / Inf
+//! too; every code) against activations with -128 / 127 edges, rows of every batch tail
+//! length; short activation rows and padding blocks change nothing. (What the dot means —
+//! agreement with the dequantized f64 dot and with ggml — is checked in each family's tests.)
+//!
+//! These tests need AVX2, FMA and F16C. On an x86-64 CPU without them they fail (an untested
+//! kernel is not a pass) unless `QFORGE_ALLOW_NO_AVX2=1` says to skip them.
+#![cfg(target_arch = "x86_64")]
+
+use qforge_core::le::F16Le;
+use qforge_core::rand::Rng;
+use qforge_legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
+use qforge_simd::q8::{Q8Act, Q8Weight, vec_dot, vec_dot_portable, vec_dot_rows};
+
+fn same(x: f32, y: f32) -> bool {
+    x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan())
+}
+
+/// A random block; unless `raw`, its leading `halves` f16 fields are finite values in a wide
+/// range; `extreme`: every other byte is 0x80 / 0x7f / 0xff / 0x00 (i8 -128, 127, -1, 0).
+fn block<B: bytemuck::Pod>(rng: &mut Rng, halves: usize, raw: bool, extreme: bool) -> B {
+    let mut b = rng.bytes(size_of::<B>());
+    if extreme {
+        for x in &mut b[2 * halves..] {
+            *x = [0x80, 0x7f, 0xff, 0x00][(rng.next_u64() & 3) as usize];
+        }
+    }
+    if !raw {
+        for h in b.chunks_exact_mut(2).take(halves) {
+            let v = ((rng.next_u64() % 2001) as f32 - 1000.0) * 2f32.powi((rng.next_u64() % 24) as i32 - 20);
+            h.copy_from_slice(&F16Le::from_f32(v).0);
+        }
+    }
+    bytemuck::pod_read_unaligned(&b)
+}
+
+/// `wh` / `ah`: the leading f16 fields of a weight / activation block.
+fn check<W: Q8Weight, A: Q8Act>(wh: usize, ah: usize, seed: u64) {
+    if !qforge_golden::needs::avx2() {
+        return;
+    }
+    let mut rng = Rng::new(seed);
+    for case in 0..800 {
+        let nb = case % 41;
+        let (raw, extreme) = (case % 7 == 3, case % 5 == 1);
+        let w: Vec<W> = (0..nb).map(|_| block(&mut rng, wh, raw, extreme)).collect();
+        let nrows = 1 + case % 11;
+        let a: Vec<Vec<A>> = (0..nrows)
+            .map(|r| (0..nb * W::UNITS).map(|_| block(&mut rng, ah, raw, extreme || (case + r) % 3 == 0)).collect())
+            .collect();
+        let want: Vec<f32> = a.iter().map(|a| vec_dot_portable(&w, a)).collect();
+        for (r, a) in a.iter().enumerate() {
+            let got = vec_dot(&w, a);
+            assert!(same(got, want[r]), "case {case} ({nb} blocks) row {r}: {got:e} vs portable {:e}", want[r]);
+        }
+        let refs: Vec<&[A]> = a.iter().map(Vec::as_slice).collect();
+        let mut out = vec![f32::NAN; nrows];
+        vec_dot_rows(&w, &refs, &mut out);
+        for (r, (o, want)) in out.iter().zip(&want).enumerate() {
+            assert!(same(*o, *want), "case {case}: row {r} of {nrows}: {o:e} vs portable {want:e}");
+        }
+    }
+    // Rows of different lengths: each result is that row's own dot (the weight row truncated).
+    let w: Vec<W> = (0..9).map(|_| block(&mut rng, wh, false, false)).collect();
+    let a: Vec<Vec<A>> = (0..6).map(|r| (0..3 * r + 1).map(|_| block(&mut rng, ah, false, false)).collect()).collect();
+    let refs: Vec<&[A]> = a.iter().map(Vec::as_slice).collect();
+    let mut out = vec![f32::NAN; 6];
+    vec_dot_rows(&w, &refs, &mut out);
+    for (o, a) in out.iter().zip(&a) {
+        assert!(same(*o, vec_dot_portable(&w, a)), "short rows");
+    }
+    // Padding (zero weight blocks against zero activations) never changes a result.
+    for case in 0..200 {
+        let nb = case % 23;
+        let mut w: Vec<W> = (0..nb).map(|_| block(&mut rng, wh, false, false)).collect();
+        let mut a: Vec<A> = (0..nb * W::UNITS).map(|_| block(&mut rng, ah, false, case % 2 == 0)).collect();
+        let (fast, slow) = (vec_dot(&w, &a), vec_dot_portable(&w, &a));
+        for extra in 1..=9 {
+            w.push(W::zeroed());
+            a.extend((0..W::UNITS).map(|_| A::zeroed()));
+            assert!(same(vec_dot(&w, &a), fast), "case {case} + {extra} padding blocks");
+            assert!(same(vec_dot_portable(&w, &a), slow), "case {case} + {extra}: portable");
+        }
+    }
+}
+
+#[test]
+fn legacy_formats() {
+    check::<BlockQ4_0, BlockQ8_0>(1, 1, 1);
+    check::<BlockQ4_1, BlockQ8_1>(2, 2, 2);
+    check::<BlockQ5_0, BlockQ8_0>(1, 1, 3);
+    check::<BlockQ5_1, BlockQ8_1>(2, 2, 4);
+    check::<BlockQ8_0, BlockQ8_0>(1, 1, 5);
+    check::<BlockQ8_1, BlockQ8_1>(2, 2, 6);
+}
+
+#[test]
+fn nibble_table_formats() {
+    check::<qforge_iq::BlockIq4Nl, BlockQ8_0>(1, 1, 7);
+    check::<qforge_fp4::BlockMxfp4, BlockQ8_0>(0, 1, 8);
+    check::<qforge_fp4::BlockNvfp4, BlockQ8_0>(0, 1, 9);
+}
+
+#[test]
+fn low_bit_formats() {
+    check::<qforge_lowbit::BlockQ1_0, BlockQ8_0>(1, 1, 10);
+    check::<qforge_lowbit::BlockQ2_0, BlockQ8_0>(1, 1, 11);
+}
