@@ -8,7 +8,7 @@ use qforge_core::{DType, QuantTensor, Shape};
 use qforge_cuda::{Cuda, CudaError};
 
 mod support;
-use support::gemm_ref::{EDGE_SHAPES, KS, MS, NS, OTHER_TYPES, check};
+use support::gemm_ref::{odd_shapes, other_types};
 
 fn device() -> Cuda {
     Cuda::new(0).unwrap_or_else(|e| panic!("this test needs a CUDA GPU and none answered: {e}"))
@@ -25,18 +25,8 @@ fn every_format_every_odd_shape_on_the_gpu() {
         gpu.gemm(&dw, &dx.slice(..), m, mma, out, &s).unwrap().to_host_bytes(&s).unwrap()
     };
     for f in qforge_formats::registry().iter().filter(|f| f.desc().cuda.is_some()) {
-        for k in KS {
-            for n in NS {
-                for m in MS {
-                    check(f, &run, (m, n, k), DType::F16, DType::F32);
-                }
-            }
-        }
-        for (mma, out) in OTHER_TYPES {
-            for shape in EDGE_SHAPES {
-                check(f, &run, shape, mma, out);
-            }
-        }
+        odd_shapes(f, &run);
+        other_types(f, &run);
     }
 }
 

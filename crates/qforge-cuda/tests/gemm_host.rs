@@ -14,7 +14,7 @@ use qforge_core::{DType, Format, QuantTensor, Shape};
 use qforge_cuda::host;
 
 mod support;
-use support::gemm_ref::{EDGE_SHAPES, KS, MS, NS, OTHER_TYPES, check};
+use support::gemm_ref::{Gemm, odd_shapes, other_types};
 
 fn host_gemm(h: &'static host::HostFns) -> impl Fn(&QuantTensor<'_>, &[f32], usize, DType, DType) -> Vec<u8> {
     move |w, x, m, mma, out| h.gemm(w, x, m, mma, out).unwrap()
@@ -30,45 +30,28 @@ fn formats() -> Vec<(&'static dyn Format, &'static host::HostFns)> {
     out
 }
 
-/// Every format, every shape of the grid, f16 tensor-core inputs, f32 output.
-#[test]
-fn every_format_every_odd_shape_f16() {
+/// `cases` for every format with device code, on the host GEMM, the formats split over two
+/// threads.
+fn on_every_format(cases: fn(&'static dyn Format, Gemm<'_>)) {
     let fs = formats();
     std::thread::scope(|s| {
         for chunk in fs.chunks(fs.len().div_ceil(2)) {
-            s.spawn(move || {
-                for &(f, h) in chunk {
-                    for k in KS {
-                        for n in NS {
-                            for m in MS {
-                                check(f, &host_gemm(h), (m, n, k), DType::F16, DType::F32);
-                            }
-                        }
-                    }
-                }
-            });
+            s.spawn(move || chunk.iter().for_each(|&(f, h)| cases(f, &host_gemm(h))));
         }
     });
+}
+
+/// Every format, every shape of the grid, f16 tensor-core inputs, f32 output.
+#[test]
+fn every_format_every_odd_shape_f16() {
+    on_every_format(odd_shapes);
 }
 
 /// Every format, bf16 inputs and the 16-bit outputs, on shapes that cross every edge: a
 /// partial tile in M, N and K, K below one block, K past 4096.
 #[test]
 fn every_format_other_types() {
-    let fs = formats();
-    std::thread::scope(|s| {
-        for chunk in fs.chunks(fs.len().div_ceil(2)) {
-            s.spawn(move || {
-                for &(f, h) in chunk {
-                    for (mma, out) in OTHER_TYPES {
-                        for shape in EDGE_SHAPES {
-                            check(f, &host_gemm(h), shape, mma, out);
-                        }
-                    }
-                }
-            });
-        }
-    });
+    on_every_format(other_types);
 }
 
 /// warp.cuh's fragment layouts are the PTX ISA's ("Matrix Fragments for mma.m16n8k16 with

@@ -6,9 +6,9 @@
 use qforge_core::{DType, Format, QuantTensor, Shape};
 
 /// The shapes of the issue: K, N and M off every tile and block boundary.
-pub const KS: [usize; 7] = [1, 33, 100, 128, 257, 288, 4097];
-pub const NS: [usize; 3] = [1, 7, 129];
-pub const MS: [usize; 5] = [1, 9, 17, 100, 257];
+const KS: [usize; 7] = [1, 33, 100, 128, 257, 288, 4097];
+const NS: [usize; 3] = [1, 7, 129];
+const MS: [usize; 5] = [1, 9, 17, 100, 257];
 
 fn round_to(v: f32, mma: DType) -> f64 {
     match mma {
@@ -67,7 +67,7 @@ fn dot_abs(a: &[f64], b: &[f64]) -> (f64, f64) {
 pub type Gemm<'a> = &'a dyn Fn(&QuantTensor<'_>, &[f32], usize, DType, DType) -> Vec<u8>;
 
 /// Checks one shape against the f64 reference; panics with the first wrong output.
-pub fn check(f: &'static dyn Format, gemm: Gemm<'_>, (m, n, k): (usize, usize, usize), mma: DType, out: DType) {
+fn check(f: &'static dyn Format, gemm: Gemm<'_>, (m, n, k): (usize, usize, usize), mma: DType, out: DType) {
     let name = f.desc().name;
     let seed = (m * 1_000_003 + n * 1009 + k) as u64;
     let w = qforge_cpu::quantize(f, Shape::new([n, k]).unwrap(), &qforge_golden::signal(n * k, seed), None).unwrap();
@@ -93,14 +93,34 @@ pub fn check(f: &'static dyn Format, gemm: Gemm<'_>, (m, n, k): (usize, usize, u
 }
 
 /// Edge-crossing shapes (M, N, K) for the other input / output types.
-pub const EDGE_SHAPES: [(usize, usize, usize); 5] =
+const EDGE_SHAPES: [(usize, usize, usize); 5] =
     [(17, 7, 33), (100, 129, 257), (9, 1, 4097), (257, 7, 128), (1, 129, 1)];
 
 /// Every (tensor-core input, output) pair besides (f16, f32).
-pub const OTHER_TYPES: [(DType, DType); 5] = [
+const OTHER_TYPES: [(DType, DType); 5] = [
     (DType::Bf16, DType::F32),
     (DType::F16, DType::F16),
     (DType::F16, DType::Bf16),
     (DType::Bf16, DType::Bf16),
     (DType::Bf16, DType::F16),
 ];
+
+/// Every shape of the grid (`KS` × `NS` × `MS`), f16 inputs, f32 output.
+pub fn odd_shapes(f: &'static dyn Format, gemm: Gemm<'_>) {
+    for k in KS {
+        for n in NS {
+            for m in MS {
+                check(f, gemm, (m, n, k), DType::F16, DType::F32);
+            }
+        }
+    }
+}
+
+/// The other input / output types on the edge-crossing shapes.
+pub fn other_types(f: &'static dyn Format, gemm: Gemm<'_>) {
+    for (mma, out) in OTHER_TYPES {
+        for shape in EDGE_SHAPES {
+            check(f, gemm, shape, mma, out);
+        }
+    }
+}
