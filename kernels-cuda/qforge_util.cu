@@ -1,7 +1,8 @@
 // qforge kernels-cuda/qforge_util.cu: kernels that belong to no format, one small module.
 //
-// qforge_cast_f32_f16: f32 -> f16 bits, round to nearest even (the hardware cvt.rn.f16.f32,
-// as __float2half_rn). It is the detour that direct f16 dequantization avoids ("dequantize to
+// qforge_cast_f32_f16 / _bf16: f32 -> f16 / bf16 bits, round to nearest even (the hardware
+// cvt.rn.f16.f32 / cvt.rn.bf16.f32). The dequant + cuBLAS GEMM casts its activations (and an
+// f32 result it cannot write directly) with them; the f16 one is also the detour that direct f16 dequantization avoids ("dequantize to
 // f32, then cast"), kept so the GPU benchmarks can measure that detour against the direct
 // kernels on the same device. Grid-stride; 4 elements per item with 16-byte loads and 8-byte
 // stores when both pointers allow it (cudaMalloc'd buffers always do), a scalar tail.
@@ -13,17 +14,33 @@ __device__ __forceinline__ uint16_t qf_cvt_rn_f16(float f) {
     return h;
 }
 
-extern "C" __global__ void qforge_cast_f32_f16(const float* __restrict__ src, uint16_t* __restrict__ dst,
-                                               long long n) {
+__device__ __forceinline__ uint16_t qf_cvt_rn_bf16(float f) {
+    uint16_t h;
+    asm("cvt.rn.bf16.f32 %0, %1;" : "=h"(h) : "f"(f));
+    return h;
+}
+
+template <uint16_t (*CVT)(float)>
+__device__ __forceinline__ void qf_cast_f32(const float* __restrict__ src, uint16_t* __restrict__ dst, long long n) {
     const long long stride = (long long)gridDim.x * blockDim.x;
     const long long first = (long long)blockIdx.x * blockDim.x + threadIdx.x;
     const bool vec = ((uintptr_t)src % 16 == 0) && ((uintptr_t)dst % 8 == 0);
     const long long n4 = vec ? n / 4 : 0;
     for (long long i = first; i < n4; i += stride) {
         const float4 v = reinterpret_cast<const float4*>(src)[i];
-        const uint32_t lo = (uint32_t)qf_cvt_rn_f16(v.x) | (uint32_t)qf_cvt_rn_f16(v.y) << 16;
-        const uint32_t hi = (uint32_t)qf_cvt_rn_f16(v.z) | (uint32_t)qf_cvt_rn_f16(v.w) << 16;
+        const uint32_t lo = (uint32_t)CVT(v.x) | (uint32_t)CVT(v.y) << 16;
+        const uint32_t hi = (uint32_t)CVT(v.z) | (uint32_t)CVT(v.w) << 16;
         reinterpret_cast<uint2*>(dst)[i] = make_uint2(lo, hi);
     }
-    for (long long i = n4 * 4 + first; i < n; i += stride) dst[i] = qf_cvt_rn_f16(src[i]);
+    for (long long i = n4 * 4 + first; i < n; i += stride) dst[i] = CVT(src[i]);
+}
+
+extern "C" __global__ void qforge_cast_f32_f16(const float* __restrict__ src, uint16_t* __restrict__ dst,
+                                               long long n) {
+    qf_cast_f32<qf_cvt_rn_f16>(src, dst, n);
+}
+
+extern "C" __global__ void qforge_cast_f32_bf16(const float* __restrict__ src, uint16_t* __restrict__ dst,
+                                                long long n) {
+    qf_cast_f32<qf_cvt_rn_bf16>(src, dst, n);
 }

@@ -11,11 +11,11 @@
 #                     with ptxas on PATH or in $PTXAS, every module also assembles for sm_80).
 #
 # Each step has its own time limit (seconds, overridable: QF_T_TESTS, QF_T_MATRIX, QF_T_BENCH);
-# together they stay under 8 minutes.
+# together they stay under 9 minutes.
 set -u
 KIT="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 export QFORGE_BIN="$KIT/bin/qforge" QFORGE_GOLDEN_DIR="$KIT/golden"
-T_TESTS="${QF_T_TESTS:-150}" T_MATRIX="${QF_T_MATRIX:-90}" T_BENCH="${QF_T_BENCH:-210}"
+T_TESTS="${QF_T_TESTS:-150}" T_MATRIX="${QF_T_MATRIX:-90}" T_BENCH="${QF_T_BENCH:-300}"
 
 die() { echo "run.sh: $*" >&2; exit 2; }
 [ -f "$KIT/kit.txt" ] || die "$KIT/kit.txt is missing: not a complete kit (make one with cargo xtask gpu-kit)"
@@ -84,6 +84,20 @@ if command -v nvidia-smi >/dev/null; then
 else
   echo "nvidia-smi not found; the device is named from the driver by the benchmarks" | tee "$OUT/device.txt"
 fi
+
+# cuBLAS (the dequant + cuBLAS GEMM and the dense baseline) is loaded at run time: from the
+# system's library path, or else from the nvidia-cublas wheel of this machine's python3.
+if ! ldconfig -p 2>/dev/null | grep -q 'libcublas\.so'; then
+  for d in $(python3 -c 'import glob, site
+for s in site.getsitepackages() + [site.getusersitepackages()]:
+    for p in glob.glob(s + "/nvidia/*/lib") + glob.glob(s + "/nvidia/*/*/lib"): print(p)' 2>/dev/null); do
+    if ls "$d"/libcublas.so* >/dev/null 2>&1; then
+      export LD_LIBRARY_PATH="$d${LD_LIBRARY_PATH:+:$LD_LIBRARY_PATH}"
+      break
+    fi
+  done
+fi
+echo "cuBLAS from: $( (ldconfig -p 2>/dev/null | grep -m1 -o '/[^ ]*libcublas\.so[^ ]*') || echo "${LD_LIBRARY_PATH:-nowhere (the cuBLAS tests and benchmarks will fail)}")" | tee -a "$OUT/device.txt"
 
 echo "== CUDA tests (GPU-only tests included)"
 while read -r kind path; do

@@ -70,24 +70,35 @@ pub fn bench(a: BenchArgs<'_>) -> CliResult<()> {
     let qbytes = q.data().len();
     let min = Duration::from_millis(700);
     if device == crate::device::Device::Cuda {
-        let (secs, runs, name) = crate::device::bench(&q, a.op, min)?;
-        // Bytes moved: the quantized weights plus the f32 output (dequant) or input (matvec).
-        let side = if a.op == "dequant" { 4 * n } else { 4 * shape.cols() };
+        let m = if a.op == "matmul" { a.rows.unwrap_or(64) } else { 1 };
+        if m == 0 {
+            return Err(bad_input("--rows must be at least 1"));
+        }
+        let (secs, runs, name) = crate::device::bench(&q, a.op, m, min)?;
+        // Bytes moved: the quantized weights plus the f32 output (dequant), or the f32
+        // activations and outputs (matvec, matmul). Elements: weights × M.
+        let side = if a.op == "dequant" { 4 * n } else { 4 * m * (shape.cols() + shape.rows()) };
         let bytes = (qbytes + side) as f64 / secs;
         if a.json {
-            let v = serde_json::json!({
+            let mut v = serde_json::json!({
                 "format": f.desc().name, "op": a.op, "device": "cuda", "device_name": name, "n": n,
-                "shape": shape.dims(), "runs": runs, "seconds": secs, "elements_per_s": n as f64 / secs,
+                "shape": shape.dims(), "runs": runs, "seconds": secs, "elements_per_s": (n * m) as f64 / secs,
                 "bytes_per_s": bytes, "quantized_bytes": qbytes,
             });
+            if a.op == "matmul" {
+                v["rows"] = m.into();
+                v["kernel"] = "fused-gemm-f16".into();
+            }
             println!("{v}");
         } else {
             println!(
-                "{} {} cuda ({name}) n={n}: {:.3} ms/run, {:.1} GB/s ({runs} runs)",
+                "{} {} cuda ({name}) n={n}{}: {:.3} ms/run, {:.1} GB/s, {:.3} Tel/s ({runs} runs)",
                 f.desc().name,
                 a.op,
+                if a.op == "matmul" { format!(" m={m}") } else { String::new() },
                 secs * 1e3,
-                bytes / 1e9
+                bytes / 1e9,
+                (n * m) as f64 / secs / 1e12
             );
         }
         return Ok(());

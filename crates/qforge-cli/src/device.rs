@@ -3,6 +3,7 @@
 
 use crate::exit::{CliResult, bad_input, failed};
 use qforge_core::{DType, QuantTensor};
+use qforge_cpu::ActQuant;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Device {
@@ -51,20 +52,36 @@ mod imp {
         gpu.dequantize(&dt, dtype, &stream).map_err(fail)?.to_host_bytes(&stream).map_err(fail)
     }
 
-    /// Mat-vec on the GPU: `m` (1..=8) f32 activation rows against `w`, q8_1 activations
-    /// quantized on the GPU; m × N f32 back on the host.
-    pub fn matvec(w: &QuantTensor<'_>, x: &[f32], m: usize) -> CliResult<Vec<f32>> {
+    /// `Y = X · Wᵀ` on the GPU for any `m`; m × N f32 back on the host. Native: q8_1
+    /// activations quantized on the GPU and the integer mat-vec kernel, [`qforge_cuda::MAX_M`]
+    /// rows per launch. None: the weights dequantized to f32 in bounded row chunks and cuBLAS
+    /// in f32 (the exact reference on the GPU).
+    pub fn matmul(w: &QuantTensor<'_>, x: &[f32], m: usize, mode: ActQuant) -> CliResult<Vec<f32>> {
         let gpu = open()?;
         let stream = gpu.default_stream();
         let dw = gpu.upload(w, &stream).map_err(fail)?;
         let dx = stream.clone_htod(x).failed()?;
-        let y = gpu.matvec(&dw, &dx.slice(..), m, &stream).map_err(fail)?;
-        stream.clone_dtoh(&y).failed()
+        if mode == ActQuant::None {
+            let y = gpu.gemm_dequant(&dw, &dx.slice(..), m, DType::F32, DType::F32, &stream).map_err(fail)?;
+            return Ok(bytemuck::cast_slice(&y.to_host_bytes(&stream).map_err(fail)?).to_vec());
+        }
+        let (n, k) = (w.rows(), w.cols());
+        let mut y = Vec::with_capacity(m * n);
+        let mut scratch = gpu.matvec_scratch(&dw, qforge_cuda::MAX_M, &stream).map_err(fail)?;
+        for r0 in (0..m).step_by(qforge_cuda::MAX_M) {
+            let rows = qforge_cuda::MAX_M.min(m - r0);
+            let xs = dx.slice(r0 * k..(r0 + rows) * k);
+            let mut ys = stream.alloc_zeros::<f32>(rows * n).failed()?;
+            gpu.matvec_into(&dw, &xs, rows, &mut scratch, &mut ys, &stream).map_err(fail)?;
+            y.extend(stream.clone_dtoh(&ys).failed()?);
+        }
+        Ok(y)
     }
 
-    /// Median seconds per run of `op` (dequant to f32 / matvec with M = 1) on the GPU, runs,
-    /// and the device name. Each run is timed to the stream's completion.
-    pub fn bench(q: &QuantTensor<'_>, op: &str, min: Duration) -> CliResult<(f64, usize, String)> {
+    /// Median seconds per run of `op` (dequant to f32 / matvec with M = 1 / the fused GEMM
+    /// with `m` rows) on the GPU, runs, and the device name. Each run is timed to the
+    /// stream's completion.
+    pub fn bench(q: &QuantTensor<'_>, op: &str, m: usize, min: Duration) -> CliResult<(f64, usize, String)> {
         let gpu = open()?;
         let name = gpu.name().map_err(fail)?;
         let stream = gpu.default_stream();
@@ -80,7 +97,16 @@ mod imp {
                 let x = stream.clone_htod(&crate::bench::data(q.cols())).failed()?;
                 Box::new(move || gpu.matvec(&dq, &x.slice(..), 1, &stream).map(drop).map_err(fail))
             }
-            op => return Err(bad_input(format!("--op {op} --device cuda: expected dequant or matvec"))),
+            "matmul" => {
+                // The fused tensor-core GEMM, f16 inputs, f32 output (prompt processing).
+                let x = stream.clone_htod(&crate::bench::data(m * q.cols())).failed()?;
+                // SAFETY: the GEMM writes all m × N elements before anything reads them.
+                let mut y = unsafe { stream.alloc::<f32>(m * q.rows()) }.failed()?;
+                Box::new(move || {
+                    gpu.gemm_into(&dq, &x.slice(..), m, DType::F16, &mut y, DType::F32, &stream).map_err(fail)
+                })
+            }
+            op => return Err(bad_input(format!("--op {op} --device cuda: expected dequant, matvec or matmul"))),
         };
         let (secs, runs) = crate::bench::time(min, || {
             run()?;
@@ -95,7 +121,7 @@ mod imp {
     use super::*;
     use std::time::Duration;
 
-    pub fn matvec(_: &QuantTensor<'_>, _: &[f32], _: usize) -> CliResult<Vec<f32>> {
+    pub fn matmul(_: &QuantTensor<'_>, _: &[f32], _: usize, _: ActQuant) -> CliResult<Vec<f32>> {
         Err(failed("this qforge was built without CUDA support"))
     }
 
@@ -103,9 +129,9 @@ mod imp {
         Err(failed("this qforge was built without CUDA support"))
     }
 
-    pub fn bench(_: &QuantTensor<'_>, _: &str, _: Duration) -> CliResult<(f64, usize, String)> {
+    pub fn bench(_: &QuantTensor<'_>, _: &str, _: usize, _: Duration) -> CliResult<(f64, usize, String)> {
         Err(failed("this qforge was built without CUDA support"))
     }
 }
 
-pub use imp::{bench, dequant, matvec};
+pub use imp::{bench, dequant, matmul};

@@ -35,13 +35,12 @@ pub fn matmul(a: MatmulArgs<'_>) -> CliResult<()> {
         return Err(bad_input("--rows must be at least 1"));
     }
     let device = crate::device::parse(a.device)?;
-    if device == Device::Cuda && !(mode == ActQuant::Native || mode == ActQuant::None && a.act_quant_default) {
+    // On the GPU, no `--act-quant` means native (q8_1 activations, the integer dot).
+    let mode = if device == Device::Cuda && a.act_quant_default { ActQuant::Native } else { mode };
+    if device == Device::Cuda && !matches!(mode, ActQuant::Native | ActQuant::None) {
         return Err(bad_input(format!(
-            "--act-quant {mode} --device cuda: the GPU mat-vec quantizes activations to q8_1 (native)"
+            "--act-quant {mode} --device cuda: the GPU runs native (q8_1 activations) and none (f32); use --device cpu for {mode}"
         )));
-    }
-    if device == Device::Cuda && !(1..=8).contains(&a.rows) {
-        return Err(bad_input(format!("--rows {} --device cuda: the GPU mat-vec takes 1 to 8 rows", a.rows)));
     }
     files::check_distinct(a.output, &[a.weights, a.input])?;
     let expected = QuantTensor::expected_bytes(f, &shape).map_err(|e| bad_input(format!("--shape {shape}: {e}")))?;
@@ -51,7 +50,7 @@ pub fn matmul(a: MatmulArgs<'_>) -> CliResult<()> {
     let x = files::read_f32(a.input, count, "input activations (M x K f32)")?;
     let w = QuantTensor::new(f, shape, data).map_err(|e| bad_input(format!("weights: {e}")))?;
     let y = match device {
-        Device::Cuda => crate::device::matvec(&w, &x, a.rows)?,
+        Device::Cuda => crate::device::matmul(&w, &x, a.rows, mode)?,
         Device::Cpu => qforge_cpu::matmul(&w, &x, a.rows, mode).map_err(|e| bad_input(format!("matmul: {e}")))?,
     };
     files::write_atomic(a.output, bytemuck::cast_slice(&to_le(y)))

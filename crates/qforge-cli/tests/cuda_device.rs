@@ -57,3 +57,60 @@ fn on_a_gpu_dequant_matches_the_cpu_and_bench_runs() {
     assert_eq!(v["device"], "cuda");
     assert!(v["elements_per_s"].as_f64().is_some_and(|x| x > 0.0), "{v}");
 }
+
+/// `qforge matmul` of the 2 × 300 q4_k tensor with `m` rows of activations on `dev`; the
+/// output (m × 2 f32), or the failed run.
+fn matmul_on(tmp: &Tmp, q: &str, m: usize, dev: &str, mode: Option<&str>) -> Result<Vec<f32>, std::process::Output> {
+    let (x, y) = (tmp.s("act.f32"), tmp.s(&format!("y-{dev}-{}.f32", mode.unwrap_or("default"))));
+    write_f32(&tmp.path("act.f32"), &(0..m * 300).map(|i| (i as f32 * 0.11).cos()).collect::<Vec<_>>());
+    let rows = m.to_string();
+    let mut args =
+        vec!["matmul", "--format", "q4_k", "--weights", q, "--shape", "2,300", "--input", &x, "--rows", &rows];
+    args.extend(["--output", &y, "--device", dev]);
+    if let Some(mode) = mode {
+        args.extend(["--act-quant", mode]);
+    }
+    let out = qforge(&args);
+    if out.status.success() { Ok(read_f32(&tmp.path(&y))) } else { Err(out) }
+}
+
+/// ‖a − b‖ / ‖b‖.
+fn rel_err(a: &[f32], b: &[f32]) -> f64 {
+    let d: f64 = a.iter().zip(b).map(|(x, y)| f64::from(x - y).powi(2)).sum();
+    let n: f64 = b.iter().map(|y| f64::from(*y).powi(2)).sum();
+    (d / n).sqrt()
+}
+
+#[test]
+#[cfg_attr(not(feature = "cuda"), ignore = "qforge built without the `cuda` feature")]
+fn cuda_matmul_refuses_the_modes_the_gpu_does_not_run_before_touching_it() {
+    let tmp = Tmp::new("cuda-modes");
+    let q = q4k_tensor(&tmp);
+    for mode in ["int8-dyn", "fp8-1x128"] {
+        let out = matmul_on(&tmp, &q, 3, "cuda", Some(mode)).expect_err("the GPU has no such mode");
+        assert_fails(&out, 2, "use --device cpu");
+    }
+}
+
+#[test]
+#[cfg_attr(not(feature = "cuda"), ignore = "qforge built without the `cuda` feature")]
+#[cfg_attr(feature = "cuda", ignore = "needs a CUDA GPU")]
+fn on_a_gpu_matmul_takes_any_m_in_both_modes() {
+    let tmp = Tmp::new("cuda-matmul");
+    let q = q4k_tensor(&tmp);
+    for m in [1, 8, 9, 20] {
+        let cpu = matmul_on(&tmp, &q, m, "cpu", Some("none")).expect("cpu matmul");
+        let exact = matmul_on(&tmp, &q, m, "cuda", Some("none")).expect("cuda matmul none");
+        let native = matmul_on(&tmp, &q, m, "cuda", None).expect("cuda matmul (native by default)");
+        assert_eq!((exact.len(), native.len()), (2 * m, 2 * m));
+        // none: f32 on both sides, in different orders; native: q8_1 activations (8 bits).
+        assert!(rel_err(&exact, &cpu) < 1e-5, "m={m}: none {exact:?} vs cpu {cpu:?}");
+        assert!(rel_err(&native, &cpu) < 2e-2, "m={m}: native {native:?} vs cpu {cpu:?}");
+    }
+    let bench = qforge(&[
+        "bench", "--format", "q4_0", "--op", "matmul", "--rows", "20", "--n", "4096", "--device", "cuda", "--json",
+    ]);
+    assert!(bench.status.success(), "{}", String::from_utf8_lossy(&bench.stderr));
+    let v: serde_json::Value = serde_json::from_slice(&bench.stdout).expect("bench --json prints one object");
+    assert_eq!((v["rows"].as_u64(), v["kernel"].as_str()), (Some(20), Some("fused-gemm-f16")));
+}

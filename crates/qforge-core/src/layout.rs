@@ -157,6 +157,33 @@ impl Layout {
         }
     }
 
+    /// Where the rows from `row0` on start in a `rows × cols` tensor: `(byte offset in the
+    /// rows section, byte offset in the side section)`. The tail from there is itself the
+    /// layout of the remaining rows (the grid rows of a grid layout included), which is how a
+    /// kernel works on a range of rows.
+    ///
+    /// # Errors
+    /// [`QuantError::InvalidShape`] when `row0` is past `rows` or not a multiple of the row
+    /// split granularity ([`Layout::split_granularity`]); [`QuantError::Overflow`] for sizes
+    /// past `usize`.
+    pub fn row_offsets(&self, rows: usize, cols: usize, row0: usize) -> Result<(usize, usize), QuantError> {
+        let g = self.split_granularity().0;
+        if row0 > rows || !row0.is_multiple_of(g) {
+            return Err(QuantError::InvalidShape {
+                reason: format!("row {row0} of {rows}: row ranges of this layout start at multiples of {g}"),
+            });
+        }
+        let of = || QuantError::Overflow { what: "row offset in bytes" };
+        let body = self.row_bytes(cols)?.checked_mul(row0).ok_or_else(of)?;
+        let side = match (self.grid_dims(rows, cols), self.scale_dtype()) {
+            (Some((_, gc)), Some(dt)) => {
+                (row0 / g).checked_mul(gc).and_then(|c| c.checked_mul(dt.size())).ok_or_else(of)?
+            }
+            _ => 0,
+        };
+        Ok((body, side))
+    }
+
     /// The side section of the window `rows × cols` of a `n_rows × n_cols` tensor whose side
     /// section is `side`: the grid cells covering the window, row-major; cells outside the
     /// tensor (padding) hold scale 1. Empty for layouts without a side section.
@@ -224,6 +251,22 @@ mod tests {
     use super::*;
 
     const GRID: Layout = Layout::Grid { elem: ElemType::F8E4M3, tile_rows: 4, tile_cols: 8, scale_dtype: DType::F32 };
+
+    #[test]
+    fn row_offsets_point_at_the_tail_layout() {
+        let b = Layout::Blocks { block_size: 32, block_bytes: 18 };
+        assert_eq!(b.row_offsets(10, 100, 3), Ok((3 * 4 * 18, 0)));
+        assert_eq!(b.row_offsets(10, 100, 10), Ok((10 * 4 * 18, 0)));
+        assert!(b.row_offsets(10, 100, 11).is_err());
+        // 9 × 20 tensor, 4 × 8 tiles: grid 3 × 3 of f32; rows from 4 start at grid row 1.
+        assert_eq!(GRID.row_offsets(9, 20, 4), Ok((4 * 20, 3 * 4)));
+        assert_eq!(GRID.row_offsets(9, 20, 8), Ok((8 * 20, 2 * 3 * 4)));
+        assert!(matches!(GRID.row_offsets(9, 20, 2), Err(QuantError::InvalidShape { .. })));
+        // The tail is the layout of the remaining rows: the sizes add up.
+        let (body, side) = GRID.row_offsets(9, 20, 4).unwrap_or_default();
+        assert_eq!(GRID.row_bytes(20).map(|r| r * 5 + body), Ok(9 * 20));
+        assert_eq!(GRID.side_bytes(5, 20).map(|t| t + side), GRID.side_bytes(9, 20));
+    }
 
     #[test]
     fn sizes_follow_the_data() {

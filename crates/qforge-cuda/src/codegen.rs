@@ -86,7 +86,7 @@ pub fn module_kernel_names(format: &str) -> Vec<String> {
 pub const UTIL_MODULE_FILE: &str = "qforge_util.cu";
 
 /// The kernels of the util module (what a kit checks its PTX for).
-pub const UTIL_KERNELS: &[&str] = &["qforge_cast_f32_f16"];
+pub const UTIL_KERNELS: &[&str] = &["qforge_cast_f32_f16", "qforge_cast_f32_bf16"];
 
 /// File stem of a format's module (`qforge_q4_0` → `qforge_q4_0.cu` / `.ptx`).
 pub fn module_stem(format: &str) -> String {

@@ -24,6 +24,9 @@ pub enum CudaError {
     /// A device pointer/offset is not aligned as the kernel needs.
     #[error("{what}: device address {addr:#x} is not {align}-byte aligned")]
     Misaligned { what: &'static str, addr: u64, align: usize },
+    /// A CUDA library loaded at run time (cuBLAS) is not on this machine's library path.
+    #[error("{lib} is not installed or not on the library path: {hint}")]
+    MissingLibrary { lib: &'static str, hint: &'static str },
     /// The device ran out of memory.
     #[error("out of device memory allocating {bytes} bytes")]
     OutOfMemory { bytes: usize },

@@ -9,6 +9,10 @@
 //! * The runtime (feature `cuda`, `Cuda`) loads the CUDA driver dynamically (cudarc), so a
 //!   machine without a GPU gets [`CudaError::NoDriver`] / [`CudaError::NoDevice`], never a
 //!   panic; modules are loaded lazily on first use per format and cached.
+//! * Prompt processing (any M) has two paths: the fused GEMM (`Cuda::gemm`: weights decoded
+//!   into shared memory, tensor-core `mma.sync`, from the same templates) and the baseline it
+//!   must beat, dequant + cuBLAS (`Cuda::gemm_dequant`: weight rows dequantized in bounded
+//!   chunks straight to f16 / bf16, cuBLAS loaded at run time).
 //! * Without the feature the crate needs no toolkit: [`toolkit`] (where nvcc is), [`codegen`],
 //!   and the error type are always there.
 //!
@@ -38,6 +42,11 @@ pub mod toolkit;
 
 pub use error::CudaError;
 
+#[cfg(feature = "cuda")]
+#[allow(unsafe_code)] // cuBLAS calls and kernel launches (FFI through cudarc)
+mod blas;
+#[cfg(feature = "cuda")]
+pub use blas::{DEQUANT_WORKSPACE_BYTES, row_chunks};
 #[cfg(feature = "cuda")]
 #[allow(unsafe_code)] // launches the GEMM kernels (FFI through cudarc)
 mod gemm;

@@ -73,8 +73,10 @@ pub(crate) struct Kernels {
 pub struct Cuda {
     ctx: Arc<CudaContext>,
     modules: Mutex<HashMap<&'static str, Arc<Kernels>>>,
-    /// The util module's f32 → f16 cast, loaded on first use.
-    cast: OnceLock<CudaFunction>,
+    /// The util module's f32 → f16 and f32 → bf16 casts, loaded on first use.
+    casts: OnceLock<[CudaFunction; 2]>,
+    /// The cuBLAS handle of the dequant + cuBLAS GEMM, created on first use.
+    pub(crate) blas: Mutex<Option<(cudarc::cublas::CudaBlas, Arc<CudaStream>)>>,
 }
 
 /// What a report names a device by: `Cuda::info`.
@@ -204,7 +206,7 @@ impl Cuda {
             return Err(CudaError::NoDevice { ordinal, count });
         }
         let ctx = CudaContext::new(ordinal).map_err(driver("create context"))?;
-        Ok(Cuda { ctx, modules: Mutex::new(HashMap::new()), cast: OnceLock::new() })
+        Ok(Cuda { ctx, modules: Mutex::new(HashMap::new()), casts: OnceLock::new(), blas: Mutex::new(None) })
     }
 
     /// The cudarc context (events, streams, graphs for callers that time or batch work).
@@ -329,21 +331,48 @@ impl Cuda {
         if out.len() != n {
             return Err(CudaError::Size { what: "dequant output elements", expected: n, actual: out.len() });
         }
+        self.dequantize_rows(t, 0..t.shape.rows(), &mut out.slice_mut(..), dtype, stream)
+    }
+
+    /// Dequantizes the weight rows `rows` of `t` into `out` (bytes of `rows.len() × cols`
+    /// elements of `dtype`, whatever `T`); `rows.start` is a multiple of the layout's row
+    /// split granularity (a grid format's tile rows), so the rows' scales start at a grid row.
+    pub(crate) fn dequantize_rows<T: cudarc::driver::DeviceRepr>(
+        &self,
+        t: &DeviceQuantTensor,
+        rows: std::ops::Range<usize>,
+        out: &mut cudarc::driver::CudaViewMut<'_, T>,
+        dtype: DType,
+        stream: &Arc<CudaStream>,
+    ) -> Result<(), CudaError> {
+        let layout = t.format.layout();
+        let cols = t.shape.cols();
+        let want = rows.len() * cols * dtype.size();
+        if out.len() * std::mem::size_of::<T>() != want || rows.end > t.shape.rows() {
+            return Err(CudaError::Size {
+                what: "dequant output bytes",
+                expected: want,
+                actual: out.len() * std::mem::size_of::<T>(),
+            });
+        }
+        let (row_off, side_off) = layout.row_offsets(t.shape.rows(), cols, rows.start)?;
         let k = self.kernels(t.format)?;
-        let (rows, cols) = (dim(t.shape.rows())?, dim(t.shape.cols())?);
+        let (n_rows, n_cols) = (dim(rows.len())?, dim(cols)?);
         let d = t.format.desc();
         // One work item per CHUNK elements of the padded rows (a grid format, registered per
         // element, has no padding: rows × cols / 8, not rows × cols × (1 / 8) = 0).
-        let items = rows * dim(d.padded_cols(t.shape.cols())?.div_ceil(chunk_hint(d.block_size)))?;
+        let items = n_rows * dim(d.padded_cols(cols)?.div_ceil(chunk_hint(d.block_size)))?;
         let f = &k.dequant[DType::ALL.iter().position(|x| *x == dtype).unwrap_or(0)];
         let mut b = stream.launch_builder(f);
-        let grid = t.data.slice(t.rows_len..);
-        b.arg(&t.data).arg(&grid).arg(out).arg(&rows).arg(&cols);
-        // SAFETY: the kernel reads rows × row_bytes(cols) bytes of `t.data` and, for a grid
-        // format, the scale grid after them (together the whole allocation, sized by
-        // QuantTensor's checks at upload; `grid` is only read by grid formats) and writes rows × cols elements
-        // of `out` (checked above, element size checked against dtype); the argument types
-        // match its signature (u8*, T*, long long, long long).
+        let src = t.data.slice(row_off..t.rows_len);
+        let grid = t.data.slice(t.rows_len + side_off..);
+        b.arg(&src).arg(&grid).arg(out).arg(&n_rows).arg(&n_cols);
+        // SAFETY: the kernel reads n_rows × row_bytes(cols) bytes of `src` (the rows from
+        // `rows.start` on, inside the rows section: rows.end ≤ the tensor's rows, checked) and,
+        // for a grid format, the scale grid from the grid row of `rows.start` on (the side
+        // section's tail; `grid` is only read by grid formats), and writes n_rows × cols
+        // elements of `dtype` into `out` (its byte length checked above); the argument types
+        // match its signature (u8*, u8*, T*, long long, long long).
         unsafe { b.launch(launch_1d(items, 256)) }.map_err(driver("launch dequant"))?;
         Ok(())
     }
@@ -357,22 +386,45 @@ impl Cuda {
         dst: &mut CudaSlice<u16>,
         stream: &Arc<CudaStream>,
     ) -> Result<(), CudaError> {
+        self.cast_f32_into(src, &mut dst.slice_mut(..), DType::F16, stream)
+    }
+
+    /// `dst = to(src)` for `to` f16 or bf16 (bit patterns), round to nearest even, element
+    /// by element (the util module's casts; `Quant(Unsupported)` for f32).
+    pub fn cast_f32_into(
+        &self,
+        src: &CudaView<'_, f32>,
+        dst: &mut cudarc::driver::CudaViewMut<'_, u16>,
+        to: DType,
+        stream: &Arc<CudaStream>,
+    ) -> Result<(), CudaError> {
         if dst.len() != src.len() {
             return Err(CudaError::Size { what: "cast output elements", expected: src.len(), actual: dst.len() });
         }
-        let f = match self.cast.get() {
-            Some(f) => f,
+        let which = match to {
+            DType::F16 => 0,
+            DType::Bf16 => 1,
+            DType::F32 => {
+                return Err(CudaError::Quant(qforge_core::QuantError::Unsupported {
+                    format: "cast",
+                    reason: "the casts write f16 or bf16".into(),
+                }));
+            }
+        };
+        let casts = match self.casts.get() {
+            Some(c) => c,
             None => {
                 let module = self
                     .ctx
                     .load_module(cudarc::nvrtc::Ptx::from_src(inflate(UTIL_PTX)?))
                     .map_err(driver("load PTX module"))?;
-                let f = module.load_function(crate::codegen::UTIL_KERNELS[0]).map_err(driver("load kernel"))?;
-                self.cast.get_or_init(|| f)
+                let load = |n: &str| module.load_function(n).map_err(driver("load kernel"));
+                let fs = [load(crate::codegen::UTIL_KERNELS[0])?, load(crate::codegen::UTIL_KERNELS[1])?];
+                self.casts.get_or_init(|| fs)
             }
         };
         let n = dim(src.len())?;
-        let mut b = stream.launch_builder(f);
+        let mut b = stream.launch_builder(&casts[which]);
         b.arg(src).arg(dst).arg(&n);
         // SAFETY: the kernel reads n f32 of `src` and writes n u16 of `dst` (lengths checked
         // equal above); argument types match (const float*, uint16_t*, long long); it takes

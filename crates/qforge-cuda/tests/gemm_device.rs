@@ -1,6 +1,7 @@
-//! The fused GEMM on the GPU (`Cuda::gemm`): every format with device code on the odd shapes
-//! of `support/gemm_ref.rs`, against the same f64 reference the host check uses, and the
-//! runtime's size checks. `#[ignore = "needs a CUDA GPU"]`: listed as ignored without one;
+//! The GEMMs on the GPU: the fused one (`Cuda::gemm`) for every format with device code on
+//! the odd shapes of `support/gemm_ref.rs`, against the same f64 reference the host check
+//! uses; the dequant + cuBLAS one (`Cuda::gemm_dequant_into`) on every input / output type
+//! with a workspace small enough to take several row chunks; and the runtime's size checks. `#[ignore = "needs a CUDA GPU"]`: listed as ignored without one;
 //! the GPU kit runs it with `--include-ignored`, where it fails if no GPU answers.
 #![cfg(feature = "cuda")]
 
@@ -8,7 +9,7 @@ use qforge_core::{DType, QuantTensor, Shape};
 use qforge_cuda::{Cuda, CudaError};
 
 mod support;
-use support::gemm_ref::{odd_shapes, other_types};
+use support::gemm_ref::{every_type_any_order, odd_shapes, other_types};
 
 fn device() -> Cuda {
     Cuda::new(0).unwrap_or_else(|e| panic!("this test needs a CUDA GPU and none answered: {e}"))
@@ -46,4 +47,56 @@ fn gemm_checks_its_arguments() {
     assert!(matches!(r, Err(CudaError::Size { what: "output element bytes", .. })), "{r:?}");
     let y = gpu.gemm(&w, &x.slice(..), 2, DType::F16, DType::F32, &s).unwrap().to_host_bytes(&s).unwrap();
     assert_eq!(y.len(), 2 * 5 * 4);
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn dequant_cublas_every_format_every_type_in_row_chunks() {
+    let gpu = device();
+    let s = gpu.default_stream();
+    let run = |w: &QuantTensor<'_>, x: &[f32], m: usize, input: DType, out: DType| -> Vec<u8> {
+        let dw = gpu.upload(w, &s).unwrap();
+        let dx = s.clone_htod(x).unwrap();
+        let n = w.shape().rows();
+        // Three rows' worth of workspace: N = 7 and 129 take several chunks (a grid format's
+        // chunks are whole tile rows, 128, whatever the bound).
+        let ws = 3 * w.shape().cols() * input.size();
+        match out {
+            DType::F32 => {
+                let mut y = s.clone_htod(&vec![f32::NAN; m * n]).unwrap();
+                gpu.gemm_dequant_into(&dw, &dx.slice(..), m, input, &mut y, out, ws, &s).unwrap();
+                s.clone_dtoh(&y).unwrap().iter().flat_map(|v| v.to_le_bytes()).collect()
+            }
+            _ => {
+                let mut y = s.clone_htod(&vec![0x7e00u16; m * n]).unwrap();
+                gpu.gemm_dequant_into(&dw, &dx.slice(..), m, input, &mut y, out, ws, &s).unwrap();
+                s.clone_dtoh(&y).unwrap().iter().flat_map(|v| v.to_le_bytes()).collect()
+            }
+        }
+    };
+    for f in qforge_formats::registry().iter().filter(|f| f.desc().cuda.is_some()) {
+        every_type_any_order(f, &run);
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn dense_cublas_matches_dequant_cublas_bit_for_bit() {
+    // Same dequantized f16 weights, same cuBLAS call: the dense entry point (the benchmarks'
+    // ceiling) and the dequant path with one chunk give the same bits.
+    let gpu = device();
+    let s = gpu.default_stream();
+    let f = qforge_formats::get("q4_k").unwrap();
+    let (m, n, k) = (33, 300, 512);
+    let t = qforge_cpu::quantize(f, Shape::new([n, k]).unwrap(), &qforge_golden::signal(n * k, 3), None).unwrap();
+    let w = gpu.upload(&t, &s).unwrap();
+    let x = s.clone_htod(&qforge_golden::signal(m * k, 4)).unwrap();
+    let a = gpu.gemm_dequant(&w, &x.slice(..), m, DType::F16, DType::F32, &s).unwrap().to_host_bytes(&s).unwrap();
+    let Ok(qforge_cuda::DeviceBuffer::F16(w16)) = gpu.dequantize(&w, DType::F16, &s) else { panic!("f16 dequant") };
+    let mut y = s.clone_htod(&vec![0f32; m * n]).unwrap();
+    gpu.gemm_dense_into(&w16.slice(..), n, k, DType::F16, &x.slice(..), m, &mut y, DType::F32, &s).unwrap();
+    let b: Vec<u8> = s.clone_dtoh(&y).unwrap().iter().flat_map(|v| v.to_le_bytes()).collect();
+    assert_eq!(a, b);
+    let r = gpu.gemm_dense_into(&w16.slice(..10), n, k, DType::F16, &x.slice(..), m, &mut y, DType::F32, &s);
+    assert!(matches!(r, Err(CudaError::Size { .. })), "{r:?}");
 }

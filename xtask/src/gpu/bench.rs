@@ -12,12 +12,19 @@
 //!   calls enqueued back to back on a stream and for the same calls replayed from a CUDA graph
 //!   (launch gaps removed), and the faster of the two is the one compared.
 //! * The seed case: direct f16 dequant against f32 dequant followed by the f32 → f16 cast.
+//! * GEMM (prompt processing), f16 inputs, f32 output: the fused GEMM and the dequant +
+//!   cuBLAS path of each format, and cuBLAS on unquantized f16 weights (the ceiling, once per
+//!   shape), N × K ∈ {4096 × 4096, 14336 × 4096, 4096 × 14336}, M ∈ {16, 64, 128, 512, 2048,
+//!   8192} for the formats of [`GEMM_FULL`]; 4096 × 4096 at M ∈ {16, 512, 2048} for the
+//!   others (the run stays within the kit's time). At M ≤ 128 the calls cycle through weight
+//!   copies as the mat-vec does (bandwidth); above, one copy (compute). Medians of
+//!   [`GEMM_REPS`] runs.
 //!
 //! Every time is the median of several event-timed runs after warm-up runs. Inputs are real
 //! quantized data (a deterministic pseudo-gaussian tensor quantized on the CPU, its 1024 rows
 //! repeated to the size measured), never zeros.
 
-use super::{BenchReport, CastRow, CopyJson, DequantRow, DeviceJson, MatvecRow};
+use super::{BenchReport, CastRow, CopyJson, DenseRow, DequantRow, DeviceJson, GemmRow, MatvecRow};
 use anyhow::{Context, Result, anyhow};
 use qforge_core::rand::pseudo_gaussian as data;
 use qforge_core::{DType, Format, QuantTensor, Shape};
@@ -37,6 +44,15 @@ const ROTATE_BYTES: usize = 512 << 20;
 const COPY_BYTES: usize = 1 << 30;
 const WARM: usize = 3;
 const REPS: usize = 15;
+/// The GEMM shapes (N, K) and activation rows.
+const GEMM_SHAPES: [(usize, usize); 3] = [(4096, 4096), (14336, 4096), (4096, 14336)];
+const GEMM_M: [usize; 6] = [16, 64, 128, 512, 2048, 8192];
+/// The formats measured on every GEMM shape and M (the others: 4096 × 4096, [`GEMM_M_SHORT`]).
+pub const GEMM_FULL: [&str; 8] = ["q4_0", "q4_k", "q6_k", "q8_0", "iq4_xs", "mxfp4", "fp8_e4m3", "int4g"];
+const GEMM_M_SHORT: [usize; 3] = [16, 512, 2048];
+/// At most this M, the GEMM calls cycle through weight copies (bandwidth-bound sizes).
+const GEMM_ROTATE_MAX_M: usize = 128;
+const GEMM_REPS: usize = 7;
 
 fn drv<E: std::fmt::Debug>(what: &'static str) -> impl Fn(E) -> anyhow::Error {
     move |e| anyhow!("{what}: {e:?}")
@@ -55,6 +71,19 @@ fn time_ms(s: &Arc<CudaStream>, mut f: impl FnMut() -> Result<()>) -> Result<f64
     }
     let mut ms = Vec::with_capacity(REPS);
     for _ in 0..REPS {
+        let a = s.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(drv("record event"))?;
+        f()?;
+        let b = s.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(drv("record event"))?;
+        ms.push(f64::from(a.elapsed_ms(&b).map_err(drv("event time"))?));
+    }
+    Ok(median(ms))
+}
+
+/// Median milliseconds of `f` over `reps` runs after one warm-up (the GEMMs: long calls).
+fn time_ms_reps(s: &Arc<CudaStream>, reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+    f()?;
+    let mut ms = Vec::with_capacity(reps);
+    for _ in 0..reps {
         let a = s.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(drv("record event"))?;
         f()?;
         let b = s.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(drv("record event"))?;
@@ -192,6 +221,106 @@ impl Ctx<'_> {
     }
 }
 
+impl Ctx<'_> {
+    /// The quantized weights of `f` for an N × K shape: a base of rows quantized on the CPU
+    /// (K columns), its rows repeated.
+    fn weights(&self, f: &'static dyn Format, n: usize, k: usize) -> Result<QuantTensor<'static>> {
+        // A power of two, so that it divides every N measured.
+        let rows = 1usize << (BASE_ROWS * COLS / k).max(1).ilog2();
+        let base = qforge_cpu::quantize(f, Shape::new([rows, k])?, &data(rows * k, 42), None)
+            .map_err(|e| anyhow!("quantize: {e}"))?;
+        repeat(&base, n)
+    }
+
+    /// Uploads `copies` of `t` (one when `m` is past [`GEMM_ROTATE_MAX_M`]).
+    fn copies(&self, t: &QuantTensor<'_>, m: usize) -> Result<Vec<qforge_cuda::DeviceQuantTensor>> {
+        let n = if m > GEMM_ROTATE_MAX_M { 1 } else { ROTATE_BYTES.div_ceil(t.data().len()).clamp(2, 64) };
+        Ok((0..n).map(|_| self.gpu.upload(t, &self.s)).collect::<Result<Vec<_>, _>>()?)
+    }
+
+    /// The fused GEMM and dequant + cuBLAS of `f` on its shapes.
+    fn gemm(&self, f: &'static dyn Format, r: &mut BenchReport) -> Result<()> {
+        let (gpu, s) = (self.gpu, &self.s);
+        let full = GEMM_FULL.contains(&f.desc().name);
+        for (n, k) in GEMM_SHAPES.into_iter().filter(|sh| full || *sh == GEMM_SHAPES[0]) {
+            let t = self.weights(f, n, k)?;
+            let ms_list: &[usize] = if full { &GEMM_M } else { &GEMM_M_SHORT };
+            for &m in ms_list {
+                let ws = self.copies(&t, m)?;
+                let x = s.clone_htod(&data(m * k, m as u64)).map_err(drv("upload activations"))?;
+                let mut y: CudaSlice<f32> = s.alloc_zeros(m * n).map_err(drv("allocate output"))?;
+                let per = ws.len() as f64;
+                let fused_ms = time_ms_reps(s, GEMM_REPS, || {
+                    for w in &ws {
+                        gpu.gemm_into(w, &x.slice(..), m, DType::F16, &mut y, DType::F32, s)?;
+                    }
+                    Ok(())
+                })? / per;
+                let dequant_cublas_ms = time_ms_reps(s, GEMM_REPS, || {
+                    for w in &ws {
+                        gpu.gemm_dequant_into(
+                            w,
+                            &x.slice(..),
+                            m,
+                            DType::F16,
+                            &mut y,
+                            DType::F32,
+                            qforge_cuda::DEQUANT_WORKSPACE_BYTES,
+                            s,
+                        )?;
+                    }
+                    Ok(())
+                })? / per;
+                let flop = 2.0 * (m * n * k) as f64;
+                r.gemm.push(GemmRow {
+                    format: f.desc().name.into(),
+                    n,
+                    k,
+                    m,
+                    fused_ms,
+                    dequant_cublas_ms,
+                    fused_tflops: flop / (fused_ms * 1e-3) / 1e12,
+                });
+            }
+        }
+        Ok(())
+    }
+
+    /// cuBLAS on unquantized f16 weights (q8_0's values, dequantized once), every GEMM shape
+    /// and M: the ceiling.
+    fn gemm_dense(&self, r: &mut BenchReport) -> Result<()> {
+        let (gpu, s) = (self.gpu, &self.s);
+        let f = qforge_formats::get("q8_0").map_err(|e| anyhow!("{e}"))?;
+        for (n, k) in GEMM_SHAPES {
+            let t = self.weights(f, n, k)?;
+            let w = gpu.upload(&t, s)?;
+            let bytes = n * k * 2;
+            let copies = ROTATE_BYTES.div_ceil(bytes).clamp(2, 64);
+            let mut dense = Vec::with_capacity(copies);
+            for _ in 0..copies {
+                match gpu.dequantize(&w, DType::F16, s)? {
+                    qforge_cuda::DeviceBuffer::F16(b) => dense.push(b),
+                    _ => return Err(anyhow!("f16 dequant returned another type")),
+                }
+            }
+            for m in GEMM_M {
+                let use_n = if m > GEMM_ROTATE_MAX_M { 1 } else { copies };
+                let x = s.clone_htod(&data(m * k, m as u64)).map_err(drv("upload activations"))?;
+                let mut y: CudaSlice<f32> = s.alloc_zeros(m * n).map_err(drv("allocate output"))?;
+                let ms = time_ms_reps(s, GEMM_REPS, || {
+                    for w16 in &dense[..use_n] {
+                        gpu.gemm_dense_into(&w16.slice(..), n, k, DType::F16, &x.slice(..), m, &mut y, DType::F32, s)?;
+                    }
+                    Ok(())
+                })? / use_n as f64;
+                let tflops = 2.0 * (m * n * k) as f64 / (ms * 1e-3) / 1e12;
+                r.gemm_dense.push(DenseRow { n, k, m, ms, tflops });
+            }
+        }
+        Ok(())
+    }
+}
+
 /// Runs every benchmark on device 0; writes the JSON to `out` (or stdout) and a table to
 /// stderr. `Ok(false)` if a format could not be measured.
 pub fn run(formats: Option<&str>, out: Option<&Path>) -> Result<bool> {
@@ -216,7 +345,7 @@ pub fn run(formats: Option<&str>, out: Option<&Path>) -> Result<bool> {
         copy: copy.clone(),
         method: format!(
             "median of {REPS} event-timed runs after {WARM} warm-ups; one stream; copy = {} MiB device-to-device; \
-             dequant on {DEQUANT_ROWS}x{COLS}; mat-vec weights cycled over copies of at least {} MiB together",
+             dequant on {DEQUANT_ROWS}x{COLS}; mat-vec weights (and GEMM weights at M <= {GEMM_ROTATE_MAX_M}) cycled over copies of at least {} MiB together; GEMM: median of {GEMM_REPS} runs after one warm-up, f16 inputs, f32 output",
             COPY_BYTES >> 20,
             ROTATE_BYTES >> 20
         ),
@@ -225,6 +354,10 @@ pub fn run(formats: Option<&str>, out: Option<&Path>) -> Result<bool> {
     eprintln!("gpu-bench: {} (cc {}), driver CUDA {}", info.name, r.device.compute_capability, r.device.driver_cuda);
     eprintln!("gpu-bench: device-to-device copy {:.0} GB/s (read + written)", copy.gbps);
     let ctx = Ctx { gpu: &gpu, s: s.clone(), copy_gbps: copy.gbps };
+    if let Err(e) = ctx.gemm_dense(&mut r) {
+        eprintln!("gpu-bench: cuBLAS f16 GEMM FAILED: {e:#}");
+        r.errors.push(format!("cuBLAS f16 (dense): {e:#}"));
+    }
     let wanted: Option<Vec<&str>> = formats.map(|f| f.split(',').map(str::trim).collect());
     for f in qforge_formats::registry().iter() {
         let d = f.desc();
@@ -236,7 +369,8 @@ pub fn run(formats: Option<&str>, out: Option<&Path>) -> Result<bool> {
             .map_err(|e| anyhow!("quantize: {e}"))
             .and_then(|base| {
                 ctx.dequant(f, &base, &mut r)?;
-                ctx.matvec(f, &base, &mut r)
+                ctx.matvec(f, &base, &mut r)?;
+                ctx.gemm(f, &mut r)
             });
         s.synchronize().map_err(drv("synchronize"))?;
         match result {

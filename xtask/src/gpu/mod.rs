@@ -88,6 +88,38 @@ pub struct CastRow {
     pub speedup: f64,
 }
 
+/// GEMM targets (issue 13): the fused GEMM against its own dequant + cuBLAS at every M
+/// (time ratio), against cuBLAS f16 on unquantized weights at M ≤ 16 for 4-bit formats and
+/// at M ≥ 512.
+pub const GEMM_VS_DEQUANT_TARGET: f64 = 1.0;
+pub const GEMM_SMALL_M_VS_DENSE_TARGET: f64 = 2.0;
+pub const GEMM_LARGE_M_VS_DENSE_TARGET: f64 = 0.8;
+
+/// Prompt processing, one format: `Y[M×N] = X[M×K] · Wᵀ` with f16 tensor-core inputs and
+/// f32 output, the fused GEMM and the dequant + cuBLAS path, per call.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct GemmRow {
+    pub format: String,
+    pub n: usize,
+    pub k: usize,
+    pub m: usize,
+    pub fused_ms: f64,
+    /// Dequantization of the weights (bounded row chunks, f16) + cuBLAS, per call.
+    pub dequant_cublas_ms: f64,
+    /// 2·M·N·K / fused_ms.
+    pub fused_tflops: f64,
+}
+
+/// The ceiling: cuBLAS on unquantized f16 weights, same shape (`cublasGemmEx`, f32 out).
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct DenseRow {
+    pub n: usize,
+    pub k: usize,
+    pub m: usize,
+    pub ms: f64,
+    pub tflops: f64,
+}
+
 /// Everything `xtask gpu-bench` measured in one run.
 #[derive(Serialize, Deserialize, Clone, Debug, Default, PartialEq)]
 pub struct BenchReport {
@@ -96,6 +128,10 @@ pub struct BenchReport {
     pub dequant: Vec<DequantRow>,
     pub matvec: Vec<MatvecRow>,
     pub f16_direct_vs_cast: Vec<CastRow>,
+    #[serde(default)]
+    pub gemm: Vec<GemmRow>,
+    #[serde(default)]
+    pub gemm_dense: Vec<DenseRow>,
     /// Formats that could not be measured, with the reason.
     pub errors: Vec<String>,
     pub method: String,

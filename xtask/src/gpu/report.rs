@@ -5,7 +5,10 @@
 //! cell is a failure: the GPU was not used), and the benchmarks measured every format. The
 //! benchmark targets are reported, met or not; they are not pass / fail.
 
-use super::{BenchReport, DEQUANT_TARGET, F16_DIRECT_TARGET, MATVEC_TARGET, MATVEC_TARGET_SHAPE};
+use super::{
+    BenchReport, DEQUANT_TARGET, F16_DIRECT_TARGET, GEMM_LARGE_M_VS_DENSE_TARGET, GEMM_SMALL_M_VS_DENSE_TARGET,
+    GEMM_VS_DEQUANT_TARGET, GemmRow, MATVEC_TARGET, MATVEC_TARGET_SHAPE,
+};
 use anyhow::{Context, Result};
 use serde::Serialize;
 use std::fmt::Write as _;
@@ -121,7 +124,42 @@ pub fn targets(b: &BenchReport) -> Vec<Target> {
             F16_DIRECT_TARGET,
             "direct f16 dequant vs f32 dequant + cast, speedup",
         ),
+        worst(
+            b.gemm.iter().map(|g| (gemm_case(g), g.dequant_cublas_ms / g.fused_ms)),
+            GEMM_VS_DEQUANT_TARGET,
+            "fused GEMM vs its dequant + cuBLAS, every M, speedup",
+        ),
+        worst(
+            gemm_vs_dense(b, |g| g.m <= 16 && four_bit(&g.format)),
+            GEMM_SMALL_M_VS_DENSE_TARGET,
+            "fused GEMM of 4-bit formats vs cuBLAS f16 at M <= 16, speedup",
+        ),
+        worst(
+            gemm_vs_dense(b, |g| g.m >= 512),
+            GEMM_LARGE_M_VS_DENSE_TARGET,
+            "fused GEMM vs cuBLAS f16 at M >= 512, speedup",
+        ),
     ]
+}
+
+fn gemm_case(g: &GemmRow) -> String {
+    format!("{} {}x{} M={}", g.format, g.n, g.k, g.m)
+}
+
+/// The 4-bit formats of the small-M target: 4 to 5 bits per weight (scales included).
+fn four_bit(format: &str) -> bool {
+    qforge_formats::get(format).is_ok_and(|f| (4.0..5.0).contains(&f.desc().bits_per_weight()))
+}
+
+/// (case, dense ms / fused ms) for the GEMM rows `keep` selects that have a dense row.
+fn gemm_vs_dense<'a>(
+    b: &'a BenchReport,
+    keep: impl Fn(&GemmRow) -> bool + 'a,
+) -> impl Iterator<Item = (String, f64)> + 'a {
+    b.gemm.iter().filter(move |g| keep(g)).filter_map(|g| {
+        let d = b.gemm_dense.iter().find(|d| (d.n, d.k, d.m) == (g.n, g.k, g.m))?;
+        Some((gemm_case(g), d.ms / g.fused_ms))
+    })
 }
 
 fn pct(x: f64) -> String {
@@ -202,11 +240,45 @@ pub fn bench_markdown(b: &BenchReport) -> String {
         }
         s += "\n";
     }
+    s += &gemm_markdown(b);
     if !b.errors.is_empty() {
         s += "\nNot measured / notes:\n";
         for e in &b.errors {
             let _ = writeln!(s, "- {e}");
         }
+    }
+    s
+}
+
+/// The GEMM table: per format, shape and M, the fused GEMM's TFLOP/s and its speed against
+/// its own dequant + cuBLAS path and against cuBLAS f16 on unquantized weights (time ratios:
+/// above 1 the fused GEMM is faster).
+fn gemm_markdown(b: &BenchReport) -> String {
+    if b.gemm.is_empty() && b.gemm_dense.is_empty() {
+        return String::new();
+    }
+    let mut s = String::from(
+        "\n### GEMM (prompt processing; f16 inputs, f32 output; time ratios, > 1: the fused GEMM is faster)\n\n",
+    );
+    s += "| format | N×K | M | fused ms | fused TFLOP/s | vs dequant + cuBLAS | vs cuBLAS f16 (unquantized) |\n";
+    s += "|---|---|---|---|---|---|---|\n";
+    for d in &b.gemm_dense {
+        let _ = writeln!(s, "| f16 (cuBLAS) | {}×{} | {} | {:.3} | {:.1} | - | 1 |", d.n, d.k, d.m, d.ms, d.tflops);
+    }
+    for g in &b.gemm {
+        let dense = b.gemm_dense.iter().find(|d| (d.n, d.k, d.m) == (g.n, g.k, g.m));
+        let _ = writeln!(
+            s,
+            "| {} | {}×{} | {} | {:.3} | {:.1} | {:.2}× | {} |",
+            g.format,
+            g.n,
+            g.k,
+            g.m,
+            g.fused_ms,
+            g.fused_tflops,
+            g.dequant_cublas_ms / g.fused_ms,
+            dense.map_or("-".into(), |d| format!("{:.2}×", d.ms / g.fused_ms))
+        );
     }
     s
 }

@@ -2,7 +2,7 @@
 //! one thing a GPU run must have.
 
 use super::*;
-use crate::gpu::{CastRow, CopyJson, DequantRow, MatvecRow};
+use crate::gpu::{CastRow, CopyJson, DenseRow, DequantRow, GemmRow, MatvecRow};
 
 fn bench() -> BenchReport {
     let mut b = BenchReport { copy: CopyJson { bytes: 2 << 30, ms: 0.7, gbps: 3000.0 }, ..Default::default() };
@@ -41,6 +41,28 @@ fn bench() -> BenchReport {
         detour_ms: 0.4,
         speedup: 2.0,
     });
+    // q4_0 (4.5 bits per weight) beats dense at M = 16 by 2.5×, loses at M = 512 (0.5×);
+    // q8_0 counts only at M = 512 (not 4-bit); int4g at M = 2048 has no dense row.
+    for (m, ms) in [(16, 0.1), (512, 2.0)] {
+        b.gemm_dense.push(DenseRow { n: 4096, k: 4096, m, ms, tflops: 1.0 });
+    }
+    for (format, m, fused_ms, dequant_cublas_ms) in [
+        ("q4_0", 16, 0.04, 0.2),
+        ("q4_0", 512, 4.0, 3.0),
+        ("q8_0", 16, 0.5, 0.6),
+        ("q8_0", 512, 1.8, 2.0),
+        ("int4g", 2048, 1.0, 2.0),
+    ] {
+        b.gemm.push(GemmRow {
+            format: format.into(),
+            n: 4096,
+            k: 4096,
+            m,
+            fused_ms,
+            dequant_cublas_ms,
+            fused_tflops: 1.0,
+        });
+    }
     b
 }
 
@@ -71,14 +93,23 @@ fn a_complete_run_passes_and_reports_targets() {
     assert!(r.ok, "{:?}", r.failures);
     assert_eq!(r.tests.passed, 3);
     assert_eq!(r.steps.len(), 3);
-    let [deq, mv, f16] = &r.targets[..] else { panic!("{:?}", r.targets) };
+    let [deq, mv, f16, vs_dequant, small_m, large_m] = &r.targets[..] else { panic!("{:?}", r.targets) };
+    assert_eq!((vs_dequant.met, vs_dequant.of), (4, 5));
+    assert_eq!(vs_dequant.worst, Some(("q4_0 4096x4096 M=512".to_string(), 0.75)));
+    assert_eq!((small_m.met, small_m.of), (1, 1), "only 4-bit formats at M <= 16");
+    assert_eq!((large_m.met, large_m.of), (1, 2), "M >= 512 with a dense row");
+    assert_eq!(large_m.worst, Some(("q4_0 4096x4096 M=512".to_string(), 0.5)));
     assert_eq!((deq.met, deq.of), (2, 3));
     assert_eq!(deq.worst, Some(("q4_0 f16".to_string(), 0.88)));
     assert_eq!((mv.met, mv.of), (1, 1), "only M = 1 on 14336x4096 counts");
     assert_eq!((f16.met, f16.of), (1, 1));
     let md = markdown(&r);
     assert!(
-        md.contains("**PASS**") && md.contains("| q4_0 | 2790 GB/s (93%)") && md.contains("14336x4096 M=8"),
+        md.contains("**PASS**")
+            && md.contains("| q4_0 | 2790 GB/s (93%)")
+            && md.contains("14336x4096 M=8")
+            && md.contains("| q4_0 | 4096×4096 | 16 | 0.040 | 1.0 | 5.00× | 2.50× |")
+            && md.contains("| int4g | 4096×4096 | 2048 | 1.000 | 1.0 | 2.00× | - |"),
         "{md}"
     );
     assert!(run(&d, None, None).unwrap());

@@ -13,7 +13,8 @@ const MS: [usize; 5] = [1, 9, 17, 100, 257];
 fn round_to(v: f32, mma: DType) -> f64 {
     match mma {
         DType::F16 => f64::from(half::f16::from_f32(v).to_f32()),
-        _ => f64::from(half::bf16::from_f32(v).to_f32()),
+        DType::Bf16 => f64::from(half::bf16::from_f32(v).to_f32()),
+        DType::F32 => f64::from(v),
     }
 }
 
@@ -66,8 +67,24 @@ fn dot_abs(a: &[f64], b: &[f64]) -> (f64, f64) {
 /// little-endian bytes.
 pub type Gemm<'a> = &'a dyn Fn(&QuantTensor<'_>, &[f32], usize, DType, DType) -> Vec<u8>;
 
+/// How the GEMM under test sums: the fused kernel's known order, or any order (cuBLAS).
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub enum Order {
+    /// k16 steps, at most 16 roundings inside one.
+    Fused,
+    /// Any summation tree: the textbook bound, (K − 1) roundings.
+    Any,
+}
+
 /// Checks one shape against the f64 reference; panics with the first wrong output.
-fn check(f: &'static dyn Format, gemm: Gemm<'_>, (m, n, k): (usize, usize, usize), mma: DType, out: DType) {
+fn check(
+    f: &'static dyn Format,
+    gemm: Gemm<'_>,
+    (m, n, k): (usize, usize, usize),
+    mma: DType,
+    out: DType,
+    order: Order,
+) {
     let name = f.desc().name;
     let seed = (m * 1_000_003 + n * 1009 + k) as u64;
     let w = qforge_cpu::quantize(f, Shape::new([n, k]).unwrap(), &qforge_golden::signal(n * k, seed), None).unwrap();
@@ -77,8 +94,11 @@ fn check(f: &'static dyn Format, gemm: Gemm<'_>, (m, n, k): (usize, usize, usize
     let y = widen(&gemm(&w, &x, m, mma, out), out);
     assert_eq!(y.len(), m * n);
     // f32 accumulation: at most 16 roundings inside a k16 step and one per step (2x margin,
-    // since the tensor cores add in their own order).
-    let acc_eps = (16 + k.div_ceil(16)) as f64 * 2f64.powi(-23);
+    // since the tensor cores add in their own order); in any order, at most K − 1 roundings.
+    let acc_eps = match order {
+        Order::Fused => (16 + k.div_ceil(16)) as f64 * 2f64.powi(-23),
+        Order::Any => (16 + k) as f64 * 2f64.powi(-23),
+    };
     for r in 0..m {
         for c in 0..n {
             let (sum, abs) = dot_abs(&xd[r * k..(r + 1) * k], &wd[c * k..(c + 1) * k]);
@@ -110,7 +130,7 @@ pub fn odd_shapes(f: &'static dyn Format, gemm: Gemm<'_>) {
     for k in KS {
         for n in NS {
             for m in MS {
-                check(f, gemm, (m, n, k), DType::F16, DType::F32);
+                check(f, gemm, (m, n, k), DType::F16, DType::F32, Order::Fused);
             }
         }
     }
@@ -120,7 +140,20 @@ pub fn odd_shapes(f: &'static dyn Format, gemm: Gemm<'_>) {
 pub fn other_types(f: &'static dyn Format, gemm: Gemm<'_>) {
     for (mma, out) in OTHER_TYPES {
         for shape in EDGE_SHAPES {
-            check(f, gemm, shape, mma, out);
+            check(f, gemm, shape, mma, out, Order::Fused);
+        }
+    }
+}
+
+/// Every input type (f32 included: the exact path) × every output type on the
+/// edge-crossing shapes, summed in any order: the dequant + cuBLAS GEMM.
+#[allow(dead_code)] // used by the GPU test only
+pub fn every_type_any_order(f: &'static dyn Format, gemm: Gemm<'_>) {
+    for input in DType::ALL {
+        for out in DType::ALL {
+            for shape in EDGE_SHAPES {
+                check(f, gemm, shape, input, out, Order::Any);
+            }
         }
     }
 }
