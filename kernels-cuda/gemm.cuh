@@ -28,10 +28,23 @@ struct qf_gemm_cfg {
 #endif
 typedef QF_GEMM_CFG qf_gemm_cfg_default;
 
-// One CTA's tile (tm, tn) of y. As / Ws: shared memory of C::SMEM_A / C::SMEM_W 16-bit slots.
+// Split-k: the K range [*kb, *ke) of split z of `splits`, whole BK steps, as even as possible
+// (a split past the last step gets an empty range and writes zeros).
+template <class C>
+QF_HD void qf_gemm_krange(long long K, int splits, int z, long long* kb, long long* ke) {
+    const long long steps = (K + C::BK - 1) / C::BK;
+    const long long per = (steps + splits - 1) / splits;
+    const long long b = (long long)z * per * C::BK, e = b + per * C::BK;
+    *kb = b < K ? b : K;
+    *ke = e < K ? e : K;
+}
+
+// One CTA's tile (tm, tn) of y over the K range [kb, ke) (kb a multiple of C::BK). As / Ws:
+// shared memory of C::SMEM_A / C::SMEM_W 16-bit slots.
 template <class F, class T, class O, class C>
 QF_HD void qf_gemm_tile(const float* x, const uint8_t* w, const uint8_t* grid, typename O::T* y, long long M,
-                        long long N, long long K, long long tm, long long tn, uint16_t* As, uint16_t* Ws) {
+                        long long N, long long K, long long kb, long long ke, long long tm, long long tn,
+                        uint16_t* As, uint16_t* Ws) {
     typedef qf_layout<F> L;
     static_assert(C::BK % F::CHUNK == 0, "a k-step holds whole decode chunks");
     constexpr int CPK = C::BK / F::CHUNK;  // decode chunks per weight row and k-step
@@ -49,7 +62,7 @@ QF_HD void qf_gemm_tile(const float* x, const uint8_t* w, const uint8_t* grid, t
         });
     });
 
-    for (long long k0 = 0; k0 < K; k0 += C::BK) {
+    for (long long k0 = kb; k0 < ke; k0 += C::BK) {
         // Activations: BM × BK values, 0 outside M × K.
         qf_for_threads<C::NTH>([&](int t) {
             for (int e = t; e < C::BM * C::BK; e += C::NTH) {
@@ -130,34 +143,45 @@ QF_HD void qf_gemm_tile(const float* x, const uint8_t* w, const uint8_t* grid, t
 }
 
 #ifdef __CUDACC__
-// Grid: (ceil(N / BN), ceil(M / BM)); block: C::NTH threads.
+// Grid: (ceil(N / BN), ceil(M / BM), splits); block: C::NTH threads. With splits > 1, split z
+// writes its partial sums to y + z·M·N (the runtime passes an f32 workspace and reduces it).
 template <class F, class T, class O, class C>
 __device__ __forceinline__ void qf_gemm_kernel(const float* __restrict__ x, const uint8_t* __restrict__ w,
                                                const uint8_t* __restrict__ grid, typename O::T* __restrict__ y,
-                                               long long M, long long N, long long K) {
+                                               long long M, long long N, long long K, int splits) {
     __shared__ __align__(16) uint16_t As[C::SMEM_A];
     __shared__ __align__(16) uint16_t Ws[C::SMEM_W];
-    qf_gemm_tile<F, T, O, C>(x, w, grid, y, M, N, K, blockIdx.y, blockIdx.x, As, Ws);
+    long long kb, ke;
+    qf_gemm_krange<C>(K, splits, blockIdx.z, &kb, &ke);
+    qf_gemm_tile<F, T, O, C>(x, w, grid, y + (long long)blockIdx.z * M * N, M, N, K, kb, ke, blockIdx.y, blockIdx.x,
+                             As, Ws);
 }
 
 #define QF_GEMM_KERNEL(F, NAME, MNAME, MMA, ONAME, OUT)                                                \
     extern "C" __global__ void __launch_bounds__(qf_gemm_cfg_default::NTH)                             \
         qforge_gemm_##NAME##_##MNAME##_##ONAME(const float* x, const uint8_t* w, const uint8_t* grid,   \
-                                               OUT::T* y, long long M, long long N, long long K) {      \
-        qf_gemm_kernel<F, MMA, OUT, qf_gemm_cfg_default>(x, w, grid, y, M, N, K);                      \
+                                               OUT::T* y, long long M, long long N, long long K,        \
+                                               int splits) {                                            \
+        qf_gemm_kernel<F, MMA, OUT, qf_gemm_cfg_default>(x, w, grid, y, M, N, K, splits);              \
     }
 #endif
 
-// Host wrapper: the CTAs one after the other, in one "shared memory" on this thread's stack.
+// Host wrapper: the CTAs one after the other (every split z too, each into y + z·M·N), in
+// one "shared memory" on this thread's stack.
 #define QF_HOST_GEMM(F, NAME, MNAME, MMA, ONAME, OUT)                                                  \
     extern "C" void qf_host_gemm_##NAME##_##MNAME##_##ONAME(const float* x, const uint8_t* w,          \
                                                             const uint8_t* grid, OUT::T* y, long long M, \
-                                                            long long N, long long K) {                \
+                                                            long long N, long long K, int splits) {    \
         typedef qf_gemm_cfg_default C;                                                                 \
         uint16_t As[C::SMEM_A], Ws[C::SMEM_W];                                                         \
-        for (long long tm = 0; tm < (M + C::BM - 1) / C::BM; ++tm)                                     \
-            for (long long tn = 0; tn < (N + C::BN - 1) / C::BN; ++tn)                                 \
-                qf_gemm_tile<F, MMA, OUT, C>(x, w, grid, y, M, N, K, tm, tn, As, Ws);                  \
+        for (int z = 0; z < splits; ++z) {                                                             \
+            long long kb, ke;                                                                          \
+            qf_gemm_krange<C>(K, splits, z, &kb, &ke);                                                 \
+            for (long long tm = 0; tm < (M + C::BM - 1) / C::BM; ++tm)                                 \
+                for (long long tn = 0; tn < (N + C::BN - 1) / C::BN; ++tn)                             \
+                    qf_gemm_tile<F, MMA, OUT, C>(x, w, grid, y + (long long)z * M * N, M, N, K, kb, ke, tm, tn, \
+                                                 As, Ws);                                              \
+        }                                                                                              \
     }
 
 // Every (mma input type, output type) pair of one format.

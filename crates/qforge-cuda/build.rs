@@ -201,7 +201,7 @@ mod cuda {
                     let ty = if out == "f32" { "f32" } else { "u16" };
                     writeln!(
                         host,
-                        "    fn qf_host_gemm_{n}_{mma}_{out}(x: *const f32, w: *const u8, grid: *const u8, y: *mut {ty}, m: i64, n: i64, k: i64);"
+                        "    fn qf_host_gemm_{n}_{mma}_{out}(x: *const f32, w: *const u8, grid: *const u8, y: *mut {ty}, m: i64, n: i64, k: i64, splits: i32);"
                     )
                     .unwrap();
                     write!(gemm, "{out}: qf_host_gemm_{n}_{mma}_{out}, ").unwrap();

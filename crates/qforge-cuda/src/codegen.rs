@@ -55,6 +55,26 @@ impl GemmTile {
 /// 32 × 32 of the output: 2 × 4 mma tiles). The launch grid is `(ceil(N / bn), ceil(M / bm))`.
 pub const GEMM_TILE: GemmTile = GemmTile { bm: 64, bn: 64, bk: 32, wm: 2, wn: 2 };
 
+/// Split-k: the fewest k-steps one split takes, and the most splits.
+pub const GEMM_MIN_SPLIT_STEPS: usize = 8;
+pub const GEMM_MAX_SPLITS: usize = 16;
+
+impl GemmTile {
+    /// How many K ranges the fused GEMM cuts `y[m×n] = x[m×k] · Wᵀ` into on a device with
+    /// `sms` multiprocessors: 1 when the output tiles already give every SM a CTA; else enough
+    /// splits to do so, each at least [`GEMM_MIN_SPLIT_STEPS`] k-steps, at most
+    /// [`GEMM_MAX_SPLITS`]. (Small M with a large K, the decode-heavy shapes of prompt
+    /// processing in small batches, is where it pays.)
+    pub fn splits(&self, m: usize, n: usize, k: usize, sms: usize) -> usize {
+        let tiles = m.div_ceil(self.bm).saturating_mul(n.div_ceil(self.bn));
+        if tiles == 0 || tiles >= sms {
+            return 1;
+        }
+        let steps = k.div_ceil(self.bk);
+        sms.div_ceil(tiles).min(steps / GEMM_MIN_SPLIT_STEPS).clamp(1, GEMM_MAX_SPLITS)
+    }
+}
+
 /// `#define QF_GEMM_CFG …`: the tile a translation unit's GEMM kernels are instantiated with.
 pub fn gemm_define(t: &GemmTile) -> String {
     format!("#define QF_GEMM_CFG {}\n", t.cpp())
@@ -86,7 +106,17 @@ pub fn module_kernel_names(format: &str) -> Vec<String> {
 pub const UTIL_MODULE_FILE: &str = "qforge_util.cu";
 
 /// The kernels of the util module (what a kit checks its PTX for).
-pub const UTIL_KERNELS: &[&str] = &["qforge_cast_f32_f16", "qforge_cast_f32_bf16"];
+/// Index of `qforge_reduce_splits_f32` in [`UTIL_KERNELS`]; f16 and bf16 follow (the order
+/// of `DType::ALL`).
+pub const UTIL_REDUCE_FIRST: usize = 2;
+
+pub const UTIL_KERNELS: &[&str] = &[
+    "qforge_cast_f32_f16",
+    "qforge_cast_f32_bf16",
+    "qforge_reduce_splits_f32",
+    "qforge_reduce_splits_f16",
+    "qforge_reduce_splits_bf16",
+];
 
 /// File stem of a format's module (`qforge_q4_0` → `qforge_q4_0.cu` / `.ptx`).
 pub fn module_stem(format: &str) -> String {
@@ -190,6 +220,27 @@ mod tests {
         assert_eq!(host.matches("QF_HOST_INSTANTIATE(").count(), with);
         assert_eq!(host.matches("#define QF_FORMAT_").count(), with);
         assert_eq!(crate::missing_formats().len(), reg.len() - with);
+    }
+
+    #[test]
+    fn split_k_fills_the_device_only_where_the_tiles_do_not() {
+        let t = GEMM_TILE;
+        // 4096 x 4096 at M = 16: 64 tiles on 132 SMs, 128 k-steps: 3 splits.
+        assert_eq!(t.splits(16, 4096, 4096, 132), 3);
+        // Enough tiles already, or too little K to cut: one.
+        assert_eq!(t.splits(512, 4096, 4096, 132), 1);
+        assert_eq!(t.splits(16, 4096, 200, 132), 1);
+        assert_eq!(t.splits(0, 4096, 4096, 132), 1);
+        // One tile, a long K: capped at GEMM_MAX_SPLITS; each split at least 8 steps.
+        assert_eq!(t.splits(1, 7, 1 << 20, 132), GEMM_MAX_SPLITS);
+        assert_eq!(t.splits(1, 7, 32 * 8 * 5, 132), 5);
+        for (i, d) in qforge_core::DType::ALL.iter().enumerate() {
+            assert_eq!(UTIL_KERNELS[UTIL_REDUCE_FIRST + i], format!("qforge_reduce_splits_{d}"));
+        }
+        for (m, n, k) in [(1, 1, 1), (9, 129, 4097), (17, 7, 100000), (100, 1, 33)] {
+            let s = t.splits(m, n, k, 132);
+            assert!((1..=GEMM_MAX_SPLITS).contains(&s) && (s == 1 || k.div_ceil(t.bk) / s >= GEMM_MIN_SPLIT_STEPS));
+        }
     }
 
     #[test]

@@ -4,13 +4,13 @@
 //! accumulators, every edge of M, N and K predicated in the kernel (no padding copies).
 
 use crate::CudaError;
-use crate::codegen::GEMM_TILE;
+use crate::codegen::{GEMM_TILE, UTIL_REDUCE_FIRST};
 use crate::runtime::{Cuda, DeviceBuffer, DeviceQuantTensor, alloc_err, dim, driver};
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg};
 use qforge_core::DType;
 use std::sync::Arc;
 
-/// Largest grid dimension y (the CTA rows over M): CUDA's limit.
+/// Largest grid dimension y (the CTA rows over M) and z (the K splits): CUDA's limit.
 const MAX_GRID_Y: usize = 65_535;
 
 /// The index of a tensor-core input type in the kernel table (f16 0, bf16 1).
@@ -60,7 +60,8 @@ impl Cuda {
     }
 
     /// [`Cuda::gemm`] into a caller-owned `y` (m × N elements of `out`: f32, or u16 bit
-    /// patterns for f16 / bf16).
+    /// patterns for f16 / bf16). K is split ([`GemmTile::splits`](crate::codegen::GemmTile::splits))
+    /// when the output tiles alone would leave multiprocessors idle.
     #[allow(clippy::too_many_arguments)]
     pub fn gemm_into<T: DeviceRepr>(
         &self,
@@ -70,6 +71,31 @@ impl Cuda {
         mma: DType,
         y: &mut CudaSlice<T>,
         out: DType,
+        stream: &Arc<CudaStream>,
+    ) -> Result<(), CudaError> {
+        let splits = GEMM_TILE.splits(m, w.shape().rows(), w.shape().cols(), self.multiprocessors()?);
+        self.gemm_split_into(w, x, m, mma, y, out, splits, stream)
+    }
+
+    /// [`Cuda::gemm_into`] with K cut into `splits` ranges of whole k-steps (1: no split).
+    /// With splits > 1 each range's f32 partial sums go to a workspace (splits × m × N f32,
+    /// allocated here), and `qforge_reduce_splits_<out>` adds them up (from the first range
+    /// on, in f32) into `y`: two launches.
+    ///
+    /// # Errors
+    /// `Size` for a wrong activation / output length or element size, M past 65,535 × 64
+    /// or `splits` outside 1..=65,535; `Quant(Unsupported)` for an f32 tensor-core type;
+    /// `MissingKernels`, `OutOfMemory`, `Driver`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_split_into<T: DeviceRepr>(
+        &self,
+        w: &DeviceQuantTensor,
+        x: &CudaView<'_, f32>,
+        m: usize,
+        mma: DType,
+        y: &mut CudaSlice<T>,
+        out: DType,
+        splits: usize,
         stream: &Arc<CudaStream>,
     ) -> Result<(), CudaError> {
         let (n, k) = (w.shape().rows(), w.shape().cols());
@@ -86,6 +112,9 @@ impl Cuda {
         }
         if y.len() != m * n {
             return Err(CudaError::Size { what: "gemm output elements (m × N)", expected: m * n, actual: y.len() });
+        }
+        if !(1..=MAX_GRID_Y).contains(&splits) {
+            return Err(CudaError::Size { what: "split-k count (grid z)", expected: MAX_GRID_Y, actual: splits });
         }
         let (gx, gy) = (n.div_ceil(GEMM_TILE.bn), m.div_ceil(GEMM_TILE.bm));
         if gy > MAX_GRID_Y {
@@ -104,11 +133,7 @@ impl Cuda {
         }
         drop(sync);
         let kern = self.kernels(w.format())?;
-        let f = &kern.gemm[mi][DType::ALL.iter().position(|d| *d == out).unwrap_or(0)];
-        let (m64, n64, k64) = (dim(m)?, dim(n)?, dim(k)?);
-        let grid = w.data().slice(w.rows_len()..);
-        let mut b = stream.launch_builder(f);
-        b.arg(x).arg(w.data()).arg(&grid).arg(y).arg(&m64).arg(&n64).arg(&k64);
+        let oi = DType::ALL.iter().position(|d| *d == out).unwrap_or(0);
         let cfg = LaunchConfig {
             grid_dim: (
                 u32::try_from(gx).map_err(|_| CudaError::Size {
@@ -117,18 +142,46 @@ impl Cuda {
                     actual: gx,
                 })?,
                 gy as u32,
-                1,
+                splits as u32,
             ),
             block_dim: (GEMM_TILE.threads() as u32, 1, 1),
             shared_mem_bytes: 0,
         };
-        // SAFETY: the kernel reads m × k f32 of x (length checked), the n rows of w (whole
-        // blocks, or k elements plus the scale grid after them for a grid format: the
-        // allocation `upload` sized from QuantTensor's checks), and writes m × n elements of
-        // y (length and element size checked); argument types match its signature
-        // (const float*, const uint8_t*, const uint8_t*, T*, long long × 3); the grid covers
-        // every (bm × bn) tile and the block is the tile's thread count it was compiled for.
-        unsafe { b.launch(cfg) }.map_err(driver("launch gemm"))?;
+        let (m64, n64, k64, s32) = (dim(m)?, dim(n)?, dim(k)?, splits as i32);
+        let grid = w.data().slice(w.rows_len()..);
+        if splits == 1 {
+            let mut b = stream.launch_builder(&kern.gemm[mi][oi]);
+            b.arg(x).arg(w.data()).arg(&grid).arg(y).arg(&m64).arg(&n64).arg(&k64).arg(&s32);
+            // SAFETY: the kernel reads m × k f32 of x (length checked), the n rows of w (whole
+            // blocks, or k elements plus the scale grid after them for a grid format: the
+            // allocation `upload` sized from QuantTensor's checks), and writes m × n elements
+            // of y (length and element size checked); argument types match its signature
+            // (const float*, const uint8_t*, const uint8_t*, T*, long long × 3, int); the grid
+            // covers every (bm × bn) tile once (z = 1) and the block is the tile's thread count
+            // it was compiled for.
+            unsafe { b.launch(cfg) }.map_err(driver("launch gemm"))?;
+            return Ok(());
+        }
+        let parts = splits * m * n;
+        // SAFETY: split z's CTAs write every element of slice z (the epilogue covers the whole
+        // m × n, empty K ranges write zeros) before the reduction reads it (same stream).
+        let mut ws = unsafe { stream.alloc::<f32>(parts) }.map_err(alloc_err(4 * parts))?;
+        let f32_index = DType::ALL.iter().position(|d| *d == DType::F32).unwrap_or(0);
+        let mut b = stream.launch_builder(&kern.gemm[mi][f32_index]);
+        b.arg(x).arg(w.data()).arg(&grid).arg(&mut ws).arg(&m64).arg(&n64).arg(&k64).arg(&s32);
+        // SAFETY: as for one split, with the f32-output kernel writing split z's m × n partial
+        // sums at ws + z·m·n: ws holds splits × m × n f32 (allocated above), grid z = splits.
+        unsafe { b.launch(cfg) }.map_err(driver("launch gemm (split-k)"))?;
+        let reduce = &self.util()?[UTIL_REDUCE_FIRST + oi];
+        let mn = dim(m * n)?;
+        let mut r = stream.launch_builder(reduce);
+        r.arg(&ws).arg(y).arg(&mn).arg(&s32);
+        let blocks = (m * n).div_ceil(256).min(1 << 16) as u32;
+        let rcfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: the reduction reads splits × mn f32 of ws and writes mn elements of `out`
+        // into y (m × n elements of out's size, checked above); argument types match
+        // (const float*, T*, long long, int); grid-stride over mn.
+        unsafe { r.launch(rcfg) }.map_err(driver("launch reduce_splits"))?;
         Ok(())
     }
 }

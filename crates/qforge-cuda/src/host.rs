@@ -23,9 +23,10 @@ pub type MatvecFn = unsafe extern "C" fn(*const u8, *const u8, *const QfBlockQ8_
 /// `(x, out, k, nblocks, m)` of the host-compiled activation quantizer.
 pub type QuantizeFn = unsafe extern "C" fn(*const f32, *mut QfBlockQ8_1, i64, i64, i64);
 
-/// `(x, w, grid, y, m, n, k)` of a host-compiled fused GEMM wrapper: `y` (M × N) = `x`
-/// (M × K f32) times the N × K weights `w` (and a grid format's scale grid).
-pub type GemmFn<T> = unsafe extern "C" fn(*const f32, *const u8, *const u8, *mut T, i64, i64, i64);
+/// `(x, w, grid, y, m, n, k, splits)` of a host-compiled fused GEMM wrapper: `y` (M × N) =
+/// `x` (M × K f32) times the N × K weights `w` (and a grid format's scale grid); with
+/// `splits` > 1, split z of K writes its partial sums to `y + z·M·N`.
+pub type GemmFn<T> = unsafe extern "C" fn(*const f32, *const u8, *const u8, *mut T, i64, i64, i64, i32);
 
 /// A format's fused GEMM for one tensor-core input type, per output type.
 #[derive(Clone, Copy, Debug)]
@@ -53,6 +54,23 @@ include!(concat!(env!("OUT_DIR"), "/host_fns.rs"));
 
 unsafe extern "C" {
     fn qf_host_frag_coords(lane: i32, rc: *mut i32);
+}
+
+/// The host mirror of the util module's `qforge_reduce_splits_<out>`: element i of the
+/// result is `out(Σ_z partials[z·len + i])`, summed in f32 from z = 0 up, rounded to nearest
+/// even; little-endian bytes of `out`. `partials.len()` must be a multiple of `splits`.
+pub fn reduce_splits(partials: &[f32], splits: usize, out: DType) -> Vec<u8> {
+    let len = partials.len() / splits.max(1);
+    (0..len)
+        .flat_map(|i| {
+            let v = (0..splits).fold(0f32, |acc, z| acc + partials[z * len + i]);
+            match out {
+                DType::F32 => v.to_le_bytes().to_vec(),
+                DType::F16 => half::f16::from_f32(v).to_le_bytes().to_vec(),
+                DType::Bf16 => half::bf16::from_f32(v).to_le_bytes().to_vec(),
+            }
+        })
+        .collect()
 }
 
 /// Where one lane's mma.m16n8k16 fragment elements sit in their matrices, as `warp.cuh`
@@ -151,17 +169,59 @@ impl HostFns {
                 // SAFETY: x holds m × k f32 (checked above); w holds n rows of k elements and
                 // a grid format's scale grid in aux (QuantTensor::new checked both); y has
                 // m × n elements, all the wrapper writes.
-                unsafe { (fns.f32)(xp, wp, grid, y.as_mut_ptr(), mi, n, k) };
+                unsafe { (fns.f32)(xp, wp, grid, y.as_mut_ptr(), mi, n, k, 1) };
                 y.iter().flat_map(|v| v.to_le_bytes()).collect()
             }
             DType::F16 | DType::Bf16 => {
                 let f = if out == DType::F16 { fns.f16 } else { fns.bf16 };
                 let mut y = vec![0u16; len];
                 // SAFETY: as above, with 16-bit output elements.
-                unsafe { f(xp, wp, grid, y.as_mut_ptr(), mi, n, k) };
+                unsafe { f(xp, wp, grid, y.as_mut_ptr(), mi, n, k, 1) };
                 y.iter().flat_map(|v| v.to_le_bytes()).collect()
             }
         })
+    }
+
+    /// Split-k: the f32 partial sums of the fused GEMM with K cut in `splits` ranges of whole
+    /// k-steps (`splits` × m × n, split-major), as the device kernel writes them into the
+    /// runtime's workspace; [`reduce_splits`] finishes them as the device does.
+    pub fn gemm_split_partials(
+        &self,
+        w: &QuantTensor<'_>,
+        x: &[f32],
+        m: usize,
+        mma: DType,
+        splits: usize,
+    ) -> Result<Vec<f32>, QuantError> {
+        let (n, k) = dims(w)?;
+        if x.len() != m.checked_mul(w.cols()).ok_or(QuantError::Overflow { what: "activation length" })? {
+            return Err(QuantError::ShapeMismatch { what: "activations", expected: m * w.cols(), actual: x.len() });
+        }
+        let f = match mma {
+            DType::F16 => self.gemm_f16.f32,
+            DType::Bf16 => self.gemm_bf16.f32,
+            DType::F32 => {
+                return Err(QuantError::Unsupported {
+                    format: self.format,
+                    reason: "the fused GEMM's tensor-core input type is f16 or bf16".into(),
+                });
+            }
+        };
+        let s = i32::try_from(splits)
+            .ok()
+            .filter(|s| *s >= 1)
+            .ok_or(QuantError::InvalidShape { reason: format!("split count {splits}: 1 to 2^31 - 1") })?;
+        let mi = i64::try_from(m).map_err(|_| QuantError::Overflow { what: "activation rows" })?;
+        let len = splits
+            .checked_mul(m)
+            .and_then(|v| v.checked_mul(w.rows()))
+            .ok_or(QuantError::Overflow { what: "split-k partials" })?;
+        let mut y = vec![f32::NAN; len];
+        // SAFETY: x holds m × k f32 (checked above); w holds n rows of k elements and a grid
+        // format's scale grid in aux (QuantTensor::new checked both); y has splits × m × n
+        // elements, all the wrapper writes (split z at z·m·n).
+        unsafe { f(x.as_ptr(), w.rows_data().as_ptr(), w.aux().as_ptr(), y.as_mut_ptr(), mi, n, k, s) };
+        Ok(y)
     }
 
     /// `y[r][i] = Σ_j W[i][j]·x[r][j]` with `act` = [`quantize_q8_1`] of `x` (`m` rows).

@@ -73,8 +73,10 @@ pub(crate) struct Kernels {
 pub struct Cuda {
     ctx: Arc<CudaContext>,
     modules: Mutex<HashMap<&'static str, Arc<Kernels>>>,
-    /// The util module's f32 → f16 and f32 → bf16 casts, loaded on first use.
-    casts: OnceLock<[CudaFunction; 2]>,
+    /// The util module's kernels (`codegen::UTIL_KERNELS`, in that order), loaded on first use.
+    util: OnceLock<Vec<CudaFunction>>,
+    /// The device's multiprocessor count (split-k decisions), read on first use.
+    sms: OnceLock<usize>,
     /// The cuBLAS handle of the dequant + cuBLAS GEMM, created on first use.
     pub(crate) blas: Mutex<Option<(cudarc::cublas::CudaBlas, Arc<CudaStream>)>>,
 }
@@ -206,7 +208,13 @@ impl Cuda {
             return Err(CudaError::NoDevice { ordinal, count });
         }
         let ctx = CudaContext::new(ordinal).map_err(driver("create context"))?;
-        Ok(Cuda { ctx, modules: Mutex::new(HashMap::new()), casts: OnceLock::new(), blas: Mutex::new(None) })
+        Ok(Cuda {
+            ctx,
+            modules: Mutex::new(HashMap::new()),
+            util: OnceLock::new(),
+            sms: OnceLock::new(),
+            blas: Mutex::new(None),
+        })
     }
 
     /// The cudarc context (events, streams, graphs for callers that time or batch work).
@@ -377,6 +385,31 @@ impl Cuda {
         Ok(())
     }
 
+    /// The device's multiprocessor count (read once).
+    pub fn multiprocessors(&self) -> Result<usize, CudaError> {
+        if let Some(n) = self.sms.get() {
+            return Ok(*n);
+        }
+        let n = usize::try_from(self.info()?.multiprocessors.max(1)).unwrap_or(1);
+        Ok(*self.sms.get_or_init(|| n))
+    }
+
+    /// The util module's kernels, in `codegen::UTIL_KERNELS` order (loaded on first use).
+    pub(crate) fn util(&self) -> Result<&[CudaFunction], CudaError> {
+        if let Some(fs) = self.util.get() {
+            return Ok(fs);
+        }
+        let module = self
+            .ctx
+            .load_module(cudarc::nvrtc::Ptx::from_src(inflate(UTIL_PTX)?))
+            .map_err(driver("load PTX module"))?;
+        let fs = crate::codegen::UTIL_KERNELS
+            .iter()
+            .map(|n| module.load_function(n).map_err(driver("load kernel")))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(self.util.get_or_init(|| fs))
+    }
+
     /// `dst = f16(src)`, round to nearest even, element by element (the util module's cast).
     /// This is the detour direct f16 dequantization avoids; it is here so that the detour
     /// can be measured (`xtask gpu-bench`) and for callers that hold f32 data already.
@@ -411,20 +444,8 @@ impl Cuda {
                 }));
             }
         };
-        let casts = match self.casts.get() {
-            Some(c) => c,
-            None => {
-                let module = self
-                    .ctx
-                    .load_module(cudarc::nvrtc::Ptx::from_src(inflate(UTIL_PTX)?))
-                    .map_err(driver("load PTX module"))?;
-                let load = |n: &str| module.load_function(n).map_err(driver("load kernel"));
-                let fs = [load(crate::codegen::UTIL_KERNELS[0])?, load(crate::codegen::UTIL_KERNELS[1])?];
-                self.casts.get_or_init(|| fs)
-            }
-        };
         let n = dim(src.len())?;
-        let mut b = stream.launch_builder(&casts[which]);
+        let mut b = stream.launch_builder(&self.util()?[which]);
         b.arg(src).arg(dst).arg(&n);
         // SAFETY: the kernel reads n f32 of `src` and writes n u16 of `dst` (lengths checked
         // equal above); argument types match (const float*, uint16_t*, long long); it takes

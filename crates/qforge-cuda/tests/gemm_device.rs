@@ -9,7 +9,7 @@ use qforge_core::{DType, QuantTensor, Shape};
 use qforge_cuda::{Cuda, CudaError};
 
 mod support;
-use support::gemm_ref::{every_type_any_order, odd_shapes, other_types};
+use support::gemm_ref::{every_type_any_order, odd_shapes, other_types, split_k};
 
 fn device() -> Cuda {
     Cuda::new(0).unwrap_or_else(|e| panic!("this test needs a CUDA GPU and none answered: {e}"))
@@ -99,4 +99,33 @@ fn dense_cublas_matches_dequant_cublas_bit_for_bit() {
     assert_eq!(a, b);
     let r = gpu.gemm_dense_into(&w16.slice(..10), n, k, DType::F16, &x.slice(..), m, &mut y, DType::F32, &s);
     assert!(matches!(r, Err(CudaError::Size { .. })), "{r:?}");
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn split_k_every_format_on_the_gpu() {
+    let gpu = device();
+    let s = gpu.default_stream();
+    for splits in [2, 3, 7] {
+        let run = |w: &QuantTensor<'_>, x: &[f32], m: usize, mma: DType, out: DType| -> Vec<u8> {
+            let dw = gpu.upload(w, &s).unwrap();
+            let dx = s.clone_htod(x).unwrap();
+            let n = w.shape().rows();
+            match out {
+                DType::F32 => {
+                    let mut y = s.clone_htod(&vec![f32::NAN; m * n]).unwrap();
+                    gpu.gemm_split_into(&dw, &dx.slice(..), m, mma, &mut y, out, splits, &s).unwrap();
+                    s.clone_dtoh(&y).unwrap().iter().flat_map(|v| v.to_le_bytes()).collect()
+                }
+                _ => {
+                    let mut y = s.clone_htod(&vec![0x7e00u16; m * n]).unwrap();
+                    gpu.gemm_split_into(&dw, &dx.slice(..), m, mma, &mut y, out, splits, &s).unwrap();
+                    s.clone_dtoh(&y).unwrap().iter().flat_map(|v| v.to_le_bytes()).collect()
+                }
+            }
+        };
+        for f in qforge_formats::registry().iter().filter(|f| f.desc().cuda.is_some()) {
+            split_k(f, &run, splits);
+        }
+    }
 }

@@ -7,14 +7,15 @@
 //!
 //! Shapes: every K ∈ {1, 33, 100, 128, 257, 288, 4097} × N ∈ {1, 7, 129} × M ∈ {1, 9, 17,
 //! 100, 257} for every format with device code (f16 inputs, f32 output), and a cross-section
-//! of them for the other input / output types. No GPU needed.
+//! of them for the other input / output types and for split-k (K cut into 2, 3 and 7 ranges,
+//! the partials summed as `qforge_reduce_splits` does). No GPU needed.
 #![cfg(feature = "cuda")]
 
 use qforge_core::{DType, Format, QuantTensor, Shape};
 use qforge_cuda::host;
 
 mod support;
-use support::gemm_ref::{Gemm, odd_shapes, other_types};
+use support::gemm_ref::{Gemm, odd_shapes, other_types, split_k};
 
 fn host_gemm(h: &'static host::HostFns) -> impl Fn(&QuantTensor<'_>, &[f32], usize, DType, DType) -> Vec<u8> {
     move |w, x, m, mma, out| h.gemm(w, x, m, mma, out).unwrap()
@@ -52,6 +53,29 @@ fn every_format_every_odd_shape_f16() {
 #[test]
 fn every_format_other_types() {
     on_every_format(other_types);
+}
+
+/// Split-k: every format, K cut into 2, 3 and 7 ranges of whole k-steps (7 is more than some
+/// shapes have: empty ranges must add zeros), partial sums reduced in f32 as the device's
+/// `qforge_reduce_splits_<out>` does.
+#[test]
+fn every_format_split_k() {
+    let fs = formats();
+    std::thread::scope(|s| {
+        for chunk in fs.chunks(fs.len().div_ceil(2)) {
+            s.spawn(move || {
+                for &(f, h) in chunk {
+                    for splits in [2, 3, 7] {
+                        let gemm = move |w: &QuantTensor<'_>, x: &[f32], m: usize, mma: DType, out: DType| {
+                            let parts = h.gemm_split_partials(w, x, m, mma, splits).unwrap();
+                            host::reduce_splits(&parts, splits, out)
+                        };
+                        split_k(f, &gemm, splits);
+                    }
+                }
+            });
+        }
+    });
 }
 
 /// warp.cuh's fragment layouts are the PTX ISA's ("Matrix Fragments for mma.m16n8k16 with

@@ -74,6 +74,8 @@ pub enum Order {
     Fused,
     /// Any summation tree: the textbook bound, (K − 1) roundings.
     Any,
+    /// The fused order in each of this many K ranges, then one f32 sum of the ranges.
+    Split(usize),
 }
 
 /// Checks one shape against the f64 reference; panics with the first wrong output.
@@ -98,6 +100,7 @@ fn check(
     let acc_eps = match order {
         Order::Fused => (16 + k.div_ceil(16)) as f64 * 2f64.powi(-23),
         Order::Any => (16 + k) as f64 * 2f64.powi(-23),
+        Order::Split(s) => (16 + k.div_ceil(16) + s) as f64 * 2f64.powi(-23),
     };
     for r in 0..m {
         for c in 0..n {
@@ -141,6 +144,17 @@ pub fn other_types(f: &'static dyn Format, gemm: Gemm<'_>) {
     for (mma, out) in OTHER_TYPES {
         for shape in EDGE_SHAPES {
             check(f, gemm, shape, mma, out, Order::Fused);
+        }
+    }
+}
+
+/// Split-k with `splits` K ranges on the edge-crossing shapes (some with fewer k-steps than
+/// splits: empty ranges), f16 → f32 and bf16 → bf16.
+#[allow(dead_code)] // not every test binary uses every case list
+pub fn split_k(f: &'static dyn Format, gemm: Gemm<'_>, splits: usize) {
+    for (mma, out) in [(DType::F16, DType::F32), (DType::Bf16, DType::Bf16)] {
+        for shape in EDGE_SHAPES {
+            check(f, gemm, shape, mma, out, Order::Split(splits));
         }
     }
 }
