@@ -32,10 +32,16 @@ pub fn kernel_names(format: &str) -> [String; 5] {
 /// rows × `bn` weight rows, K in steps of `bk`, `wm` × `wn` warps.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct GemmTile {
+    /// Activation rows (of M) per CTA.
     pub bm: usize,
+    /// Weight rows (of N) per CTA.
     pub bn: usize,
+    /// K elements per main-loop step (a multiple of 16, the mma's k, and of every format's
+    /// decode chunk).
     pub bk: usize,
+    /// Warps along M.
     pub wm: usize,
+    /// Warps along N.
     pub wn: usize,
 }
 
@@ -52,11 +58,13 @@ impl GemmTile {
 }
 
 /// The tile every GEMM kernel is compiled with today: 64 × 64 × 32, 2 × 2 warps (each warp
-/// 32 × 32 of the output: 2 × 4 mma tiles). The launch grid is `(ceil(N / bn), ceil(M / bm))`.
+/// 32 × 32 of the output: 2 × 4 mma tiles). The launch grid is `(ceil(N / bn), ceil(M / bm), splits)`.
 pub const GEMM_TILE: GemmTile = GemmTile { bm: 64, bn: 64, bk: 32, wm: 2, wn: 2 };
 
-/// Split-k: the fewest k-steps one split takes, and the most splits.
+/// Split-k: the fewest k-steps one split takes (so each range amortizes its partial-sum
+/// write and the reduction).
 pub const GEMM_MIN_SPLIT_STEPS: usize = 8;
+/// Split-k: the most K ranges one GEMM is cut into.
 pub const GEMM_MAX_SPLITS: usize = 16;
 
 impl GemmTile {
@@ -105,11 +113,12 @@ pub fn module_kernel_names(format: &str) -> Vec<String> {
 /// The module of kernels that belong to no format, a plain file in `kernels-cuda/`.
 pub const UTIL_MODULE_FILE: &str = "qforge_util.cu";
 
-/// The kernels of the util module (what a kit checks its PTX for).
 /// Index of `qforge_reduce_splits_f32` in [`UTIL_KERNELS`]; f16 and bf16 follow (the order
 /// of `DType::ALL`).
 pub const UTIL_REDUCE_FIRST: usize = 2;
 
+/// The kernels of the util module, in the order the runtime loads them (what a kit checks
+/// its PTX for).
 pub const UTIL_KERNELS: &[&str] = &[
     "qforge_cast_f32_f16",
     "qforge_cast_f32_bf16",

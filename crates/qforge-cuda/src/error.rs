@@ -11,7 +11,12 @@ pub enum CudaError {
     NoDriver(String),
     /// The driver loaded but reports no device (or not the one asked for).
     #[error("no CUDA device {ordinal} (the driver reports {count})")]
-    NoDevice { ordinal: usize, count: usize },
+    NoDevice {
+        /// The device index asked for.
+        ordinal: usize,
+        /// How many devices the driver reports (0 on a machine without a usable GPU).
+        count: usize,
+    },
     /// This build has no CUDA support (qforge-cuda without the `cuda` feature).
     #[error("built without CUDA support (enable the `cuda` feature of qforge-cuda)")]
     NotBuilt,
@@ -20,20 +25,47 @@ pub enum CudaError {
     MissingKernels(&'static str),
     /// A buffer or argument has the wrong size.
     #[error("{what}: expected {expected}, got {actual}")]
-    Size { what: &'static str, expected: usize, actual: usize },
+    Size {
+        /// Which buffer or argument.
+        what: &'static str,
+        /// The size (or limit) it must have, in the unit `what` names.
+        expected: usize,
+        /// The size it has.
+        actual: usize,
+    },
     /// A device pointer/offset is not aligned as the kernel needs.
     #[error("{what}: device address {addr:#x} is not {align}-byte aligned")]
-    Misaligned { what: &'static str, addr: u64, align: usize },
+    Misaligned {
+        /// Which buffer.
+        what: &'static str,
+        /// Its device address.
+        addr: u64,
+        /// The alignment the kernel needs, in bytes.
+        align: usize,
+    },
     /// A CUDA library loaded at run time (cuBLAS) is not on this machine's library path.
     #[error("{lib} is not installed or not on the library path: {hint}")]
-    MissingLibrary { lib: &'static str, hint: &'static str },
+    MissingLibrary {
+        /// The library (`cuBLAS`).
+        lib: &'static str,
+        /// Where it usually comes from.
+        hint: &'static str,
+    },
     /// The device ran out of memory.
     #[error("out of device memory allocating {bytes} bytes")]
-    OutOfMemory { bytes: usize },
+    OutOfMemory {
+        /// The size of the allocation that failed.
+        bytes: usize,
+    },
     /// Invalid tensor / shape (from qforge-core).
     #[error(transparent)]
     Quant(#[from] QuantError),
     /// Any other driver error, with the operation that failed.
     #[error("CUDA driver error in {op}: {msg}")]
-    Driver { op: &'static str, msg: String },
+    Driver {
+        /// The operation that failed (`launch gemm`, `load PTX module`, …).
+        op: &'static str,
+        /// The driver's (or cuBLAS's) error, as it reports it.
+        msg: String,
+    },
 }

@@ -10,8 +10,11 @@ use qforge_core::{DType, QuantError, QuantTensor};
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq)]
 pub struct QfBlockQ8_1 {
+    /// Scale: the block's values are `d · qs[i]`.
     pub d: f32,
+    /// `d · Σ qs[i]`, for the formats whose dot needs the block sum (an offset or minimum).
     pub s: f32,
+    /// The 32 quantized values.
     pub qs: [i8; 32],
 }
 
@@ -31,18 +34,26 @@ pub type GemmFn<T> = unsafe extern "C" fn(*const f32, *const u8, *const u8, *mut
 /// A format's fused GEMM for one tensor-core input type, per output type.
 #[derive(Clone, Copy, Debug)]
 pub struct GemmFns {
+    /// f32 output.
     pub f32: GemmFn<f32>,
+    /// f16 output (bit patterns).
     pub f16: GemmFn<u16>,
+    /// bf16 output (bit patterns).
     pub bf16: GemmFn<u16>,
 }
 
 /// One format's host-compiled wrappers.
 #[derive(Clone, Copy, Debug)]
 pub struct HostFns {
+    /// The format's registry name.
     pub format: &'static str,
+    /// Dequantization to f32 (`qf_host_dequant_<format>_f32`).
     pub dequant_f32: DequantFn<f32>,
+    /// Dequantization to f16 bit patterns.
     pub dequant_f16: DequantFn<u16>,
+    /// Dequantization to bf16 bit patterns.
     pub dequant_bf16: DequantFn<u16>,
+    /// The mat-vec against q8_1 activation blocks.
     pub matvec: MatvecFn,
     /// The fused GEMM with f16 tensor-core inputs.
     pub gemm_f16: GemmFns,
@@ -78,8 +89,11 @@ pub fn reduce_splits(partials: &[f32], splits: usize, out: DType) -> Vec<u8> {
 /// eight elements (16 × 16), B's four (16 × 8, row = k), C / D's four (16 × 8).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct FragCoords {
+    /// A (16 × 16, row-major M × K): the lane's eight elements.
     pub a: [(i32, i32); 8],
+    /// B (16 × 8, K × N): the lane's four elements.
     pub b: [(i32, i32); 4],
+    /// C and D (16 × 8, M × N): the lane's four accumulators.
     pub c: [(i32, i32); 4],
 }
 

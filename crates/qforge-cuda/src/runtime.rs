@@ -88,8 +88,11 @@ pub struct DeviceInfo {
     pub name: String,
     /// (major, minor): (9, 0) on Hopper.
     pub compute_capability: (i32, i32),
+    /// Streaming multiprocessors (132 on an H100 SXM).
     pub multiprocessors: i32,
+    /// L2 cache size in bytes.
     pub l2_cache_bytes: i64,
+    /// Device memory in bytes.
     pub memory_bytes: u64,
     /// The driver's CUDA version as `cuDriverGetVersion` gives it (13000 = 13.0).
     pub driver_cuda_version: i32,
@@ -113,12 +116,15 @@ pub struct DeviceQuantTensor {
 }
 
 impl DeviceQuantTensor {
+    /// The tensor's format (the registered one, or the variant it was quantized with).
     pub fn format(&self) -> &'static dyn Format {
         self.format
     }
+    /// Its logical shape: rows × cols (N × K for a weight).
     pub fn shape(&self) -> &Shape {
         &self.shape
     }
+    /// Its bytes on the device: the rows, then the side section.
     pub fn data(&self) -> &CudaSlice<u8> {
         &self.data
     }
@@ -130,12 +136,16 @@ impl DeviceQuantTensor {
 
 /// A dequantized tensor in device memory. f16 / bf16 elements are their IEEE bit patterns.
 pub enum DeviceBuffer {
+    /// f32 elements.
     F32(CudaSlice<f32>),
+    /// f16 elements (bit patterns).
     F16(CudaSlice<u16>),
+    /// bf16 elements (bit patterns).
     Bf16(CudaSlice<u16>),
 }
 
 impl DeviceBuffer {
+    /// The element type.
     pub fn dtype(&self) -> DType {
         match self {
             DeviceBuffer::F32(_) => DType::F32,
