@@ -63,6 +63,7 @@ fn unpack_nibbles(qs: &[u8; 16]) -> [u8; QK] {
     c
 }
 
+#[inline(always)]
 fn pack_nibbles(codes: &[u8; QK]) -> [u8; 16] {
     let mut qs = [0u8; 16];
     for (j, b) in qs.iter_mut().enumerate() {
@@ -81,6 +82,7 @@ fn unpack_high(qh: [u8; 4], codes: &mut [u8; QK]) {
     }
 }
 
+#[inline(always)]
 fn pack_high(codes: &[u8; QK]) -> [u8; 4] {
     let h = codes.iter().enumerate().fold(0u32, |h, (j, &c)| h | (u32::from((c >> 4) & 1) << j));
     h.to_le_bytes()

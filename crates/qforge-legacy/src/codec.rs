@@ -27,6 +27,10 @@ fn c_trunc(v: f32) -> i32 {
 /// beyond `v`. Otherwise each value goes through [`c_trunc`].
 #[inline(always)]
 fn c_trunc_block(v: &[f32; QK]) -> [i32; QK] {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(t) = crate::simd::trunc_in_range(v) {
+        return t;
+    }
     let small = v.iter().fold(true, |ok, x| ok & (x.abs() < 4_194_304.0));
     let mut t = [0i32; QK];
     if small {
@@ -157,7 +161,7 @@ pub(crate) fn row_sigma2(x: &[f32]) -> f32 {
 
 /// The importance weights ggml's `_impl` quantizers actually minimize with:
 /// `imatrix[j] · sqrt(sigma2 + x[j]²)`. Missing weights count as 0.
-#[inline]
+#[inline(always)]
 fn combined_weights(x: &[f32], imatrix: &[f32], sigma2: f32) -> [f32; QK] {
     let mut w = [0f32; QK];
     importance_weights(x, imatrix, sigma2, &mut w);
@@ -197,6 +201,7 @@ fn ref_offset(x: &[f32], nmax: i32) -> Fit {
 }
 
 /// `quantize_row_q8_0_ref` / `q8_1_ref`: `d = amax / 127`, `q = roundf(x/d)`.
+#[inline(always)]
 fn ref_int8(x: &[f32]) -> Fit {
     let amax = abs_max(x);
     let d = amax / 127.0;
@@ -214,6 +219,7 @@ fn ref_int8(x: &[f32]) -> Fit {
 
 /// `quantize_row_q4_1_ref` / `q5_1_ref`: `m = min`, `d = (max - min) / qmax`,
 /// codes `trunc((x - min)/d + 0.5)` (at most `qmax` for every finite input).
+#[inline(always)]
 fn ref_affine(x: &[f32], qmax: i32) -> Fit {
     let (min, max) = min_max(x);
     let d = (max - min) / qmax as f32;

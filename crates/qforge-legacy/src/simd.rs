@@ -4,10 +4,28 @@
 //! `qforge-simd`'s shared q8_0 / q8_1 kernel.)
 //!
 //! The only `unsafe` of the crate lives here: the call into the `#[target_feature]` function
-//! after the run-time check.
+//! after the run-time check, and the float → int conversion the quantizers truncate with.
 #![allow(unsafe_code)]
 
-use crate::block::LegacyBlock;
+use crate::block::{LegacyBlock, QK};
+
+/// `trunc(v)` of every value of a block, as x86's `cvttps2dq` (what ggml's `(int)` casts
+/// compile to), when every `|v| < 2^22` (the usual case); `None` otherwise (NaN included).
+/// One instruction per 8 values in the AVX2 build, 4 in the portable one, where Rust's
+/// saturating `as` needs range fix-ups that keep LLVM from vectorizing the loop.
+#[inline(always)]
+pub(crate) fn trunc_in_range(v: &[f32; QK]) -> Option<[i32; QK]> {
+    if !v.iter().fold(true, |ok, x| ok & (x.abs() < 4_194_304.0)) {
+        return None;
+    }
+    let mut t = [0i32; QK];
+    for (t, &x) in t.iter_mut().zip(v) {
+        // SAFETY: |x| < 2^22 (checked above, false for NaN), so x is finite and its
+        // truncation fits in i32: the conversion is defined, and is truncation toward zero.
+        *t = unsafe { x.to_int_unchecked::<i32>() };
+    }
+    Some(t)
+}
 
 /// [`crate::codec::encode_row`] compiled for AVX2; `false` (nothing written) where the CPU
 /// lacks it.
