@@ -133,11 +133,19 @@ pub trait BlockFormat: Send + Sync + 'static {
 
     /// Encode a row (`blocks.len() == ceil(x.len() / BLOCK_SIZE)`). Override with a fast path.
     fn encode_row(x: &[f32], weights: Option<&[f32]>, blocks: &mut [Self::Block]) {
-        let bs = Self::DESC.block_size;
-        for (i, (xs, block)) in x.chunks(bs).zip(blocks.iter_mut()).enumerate() {
-            let w = weights.map(|w| &w[i * bs..i * bs + xs.len()]);
-            Self::encode(xs, w, block);
-        }
+        encode_blocks::<Self>(x, weights, blocks)
+    }
+}
+
+/// The default [`BlockFormat::encode_row`]: [`BlockFormat::encode`] block by block (the last
+/// one partial when `x` is not whole blocks). `#[inline(always)]`, so a format can compile it
+/// into a `#[target_feature]` row function of its own.
+#[inline(always)]
+pub fn encode_blocks<F: BlockFormat + ?Sized>(x: &[f32], weights: Option<&[f32]>, blocks: &mut [F::Block]) {
+    let bs = F::DESC.block_size;
+    for (i, (xs, block)) in x.chunks(bs).zip(blocks.iter_mut()).enumerate() {
+        let w = weights.map(|w| &w[i * bs..i * bs + xs.len()]);
+        F::encode(xs, w, block);
     }
 }
 

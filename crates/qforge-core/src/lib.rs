@@ -108,7 +108,7 @@ mod tensor;
 pub use dot::{ActKind, ActRow, DotKernel, GgmlDot, MAX_DOT_ROWS, NativeDot, NoDot};
 pub use dtype::{DType, Elem, OutRow};
 pub use error::QuantError;
-pub use format::{BlockFormat, CudaDeviceCode, Format, FormatDesc, Registered, Role, check_row_input};
+pub use format::{BlockFormat, CudaDeviceCode, Format, FormatDesc, Registered, Role, check_row_input, encode_blocks};
 pub use half::{bf16, f16};
 pub use layout::{ElemType, Layout};
 pub use params::Params;

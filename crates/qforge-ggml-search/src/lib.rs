@@ -73,7 +73,7 @@ pub fn abs_max(x: &[f32]) -> f32 {
 /// `(amax, max)`: the largest magnitude in finite `x` and the first element of that magnitude,
 /// `(0, 0)` if none exceeds 0. This is ggml's `if (ax > amax) { amax = ax; max = x[i]; }` loop,
 /// computed as [`abs_max`] followed by a search for the first element of that magnitude.
-#[inline]
+#[inline(always)]
 pub fn signed_absmax(x: &[f32]) -> (f32, f32) {
     let amax = abs_max(x);
     if amax > 0.0 { (amax, first_of_magnitude(x, amax)) } else { (0.0, 0.0) }
@@ -145,7 +145,7 @@ impl SymWeights<'_> {
 /// scale (0, with all codes 0, for a group whose magnitude is below [`GROUP_MAX_EPS`]).
 ///
 /// `N` is the lane length: the longest group the caller uses (`x.len() <= N`, checked).
-#[inline]
+#[inline(always)]
 pub fn make_qx_quants<const N: usize, C: Code>(x: &[f32], nmax: i32, l_out: &mut [C], w: SymWeights<'_>) -> f32 {
     let n = x.len();
     assert!(n <= N, "make_qx_quants on {n} > {N} elements");
@@ -212,7 +212,7 @@ pub fn make_qx_quants<const N: usize, C: Code>(x: &[f32], nmax: i32, l_out: &mut
 /// `N` is the lane length (`x.len() <= N`, checked): the first pass and the per-element
 /// products the descent reuses (`w = x²`, `w·x`) are formed in fixed-length lanes; every sum
 /// still runs sequentially from index 0.
-#[inline]
+#[inline(always)]
 pub fn make_q3_quants<const N: usize>(x: &[f32], nmax: i32, l_out: &mut [i8]) -> f32 {
     let n = x.len();
     assert!(n <= N, "make_q3_quants on {n} > {N} elements");
@@ -289,7 +289,7 @@ pub struct AffineSearch {
 /// is minus the fitted offset; `(0, -min)` for a constant group, `(0, 0)` for an empty one).
 ///
 /// `weights` has at least `n` elements; `N` is the lane length (`x.len() <= N`, checked).
-#[inline]
+#[inline(always)]
 pub fn make_qkx_quants<const N: usize, C: Code>(
     x: &[f32],
     weights: &[f32],
@@ -387,7 +387,7 @@ pub fn make_qkx_quants<const N: usize, C: Code>(
 /// then refines the codes by up to five rounds of coordinate descent. Writes `l_out[..n]` and
 /// returns the least-squares scale (0, with all codes 0, for a group whose maximum is below
 /// [`GROUP_MAX_EPS`]).
-#[inline]
+#[inline(always)]
 pub fn make_qp_quants(x: &[f32], nmax: i32, l_out: &mut [u8], qw: &[f32]) -> f32 {
     let n = x.len();
     let l_out = &mut l_out[..n];

@@ -66,6 +66,7 @@ pub(crate) fn real_len(n: usize, sub: usize, j: usize) -> usize {
 
 /// Quantizes `max`-relative values to codes the way ggml's reference does for super-block
 /// scales: `nearest_int(inv * v)` stored into a byte, then capped.
+#[inline(always)]
 fn scale_codes(values: &[f32], max: f32, scale_max: i32, cap: u8, out: &mut [u8; 16]) {
     let inv = if max > 0.0 { scale_max as f32 / max } else { 0.0 };
     for (o, &v) in out.iter_mut().zip(values) {
@@ -74,6 +75,7 @@ fn scale_codes(values: &[f32], max: f32, scale_max: i32, cap: u8, out: &mut [u8;
 }
 
 /// Encodes one block of `x` (1..=QK_K real elements) with optional importance weights.
+#[inline(always)]
 pub(crate) fn encode<S: AffineSpec>(x: &[f32], weights: Option<&[f32]>) -> Affine<S::Scales> {
     let n = x.len().min(QK_K);
     let xs = padded::<QK_K>(x).0;

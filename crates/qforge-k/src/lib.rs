@@ -40,6 +40,18 @@ use qforge_core::{Format, GgmlDot, Registered};
 /// Elements per K-quant super-block (ggml's `QK_K`).
 pub const QK_K: usize = 256;
 
+/// A K-quant format's row quantizer: [`qforge_core::encode_blocks`] compiled for AVX2 where
+/// the CPU has it (the same operations in the same order, so the same bytes), else the
+/// portable build. Every format here overrides `BlockFormat::encode_row` with it.
+#[inline]
+fn encode_row<F: qforge_core::BlockFormat>(x: &[f32], weights: Option<&[f32]>, blocks: &mut [F::Block]) {
+    #[cfg(target_arch = "x86_64")]
+    if simd::encode_row::<F>(x, weights, blocks) {
+        return;
+    }
+    qforge_core::encode_blocks::<F>(x, weights, blocks)
+}
+
 /// The activation format every K-quant weight format is dotted with.
 const K_DOT: Option<&str> = Some("q8_k");
 

@@ -9,6 +9,7 @@ use crate::QK_K;
 
 /// Packs 2-bit codes (q2_k, low bits of q3_k): byte `32 * h + l` holds elements
 /// `128 h + l + 32 k` at bits `2k..2k+2`.
+#[inline(always)]
 pub(crate) fn pack_2bit(codes: &[u8; QK_K], qs: &mut [u8; QK_K / 4]) {
     for (plane, src) in qs.chunks_exact_mut(32).zip(codes.chunks_exact(128)) {
         for (l, byte) in plane.iter_mut().enumerate() {
@@ -27,6 +28,7 @@ pub(crate) fn get_2bit(qs: &[u8; QK_K / 4], i: usize) -> u8 {
 
 /// Packs 4-bit codes (q4_k, low bits of q5_k): byte `32 * p + l` holds element `64 p + l` in
 /// its low nibble and `64 p + l + 32` in its high nibble.
+#[inline(always)]
 pub(crate) fn pack_4bit(codes: &[u8; QK_K], qs: &mut [u8; QK_K / 2]) {
     for (plane, src) in qs.chunks_exact_mut(32).zip(codes.chunks_exact(64)) {
         for (l, byte) in plane.iter_mut().enumerate() {
@@ -45,6 +47,7 @@ pub(crate) fn get_4bit(qs: &[u8; QK_K / 2], i: usize) -> u8 {
 
 /// High-bit mask of 32 bytes (q3_k `hmask`, q5_k `qh`): element `i` is bit `i / 32` of byte
 /// `i % 32`. Sets the bit where `codes[i] >= 1 << low_bits`, and strips it from the code.
+#[inline(always)]
 pub(crate) fn split_high_bit(codes: &mut [u8; QK_K], low_bits: u32, mask: &mut [u8; QK_K / 8]) {
     mask.fill(0);
     for (i, c) in codes.iter_mut().enumerate() {
@@ -69,6 +72,7 @@ pub(crate) fn high_bit(mask: &[u8; QK_K / 8], i: usize) -> bool {
 /// byte 4..8 : m[j]    (bits 0..6) | m[j+4]  >> 4 (bits 6..8)
 /// byte 8..12: sc[j+4] & 0xF (bits 0..4) | (m[j+4] & 0xF) << 4
 /// ```
+#[inline(always)]
 pub(crate) fn pack_scale_min_k4(sc: &[u8; 8], m: &[u8; 8]) -> [u8; 12] {
     let mut out = [0u8; 12];
     for j in 0..8 {
@@ -118,6 +122,7 @@ pub(crate) fn scales_mins_k4(q: &[u8; 12]) -> ([u8; 8], [u8; 8]) {
 /// byte 0..8 : s[j] & 0xF (bits 0..4) | (s[j+8] & 0xF) << 4
 /// byte 8..12: (s[j] >> 4) | (s[j+4] >> 4) << 2 | (s[j+8] >> 4) << 4 | (s[j+12] >> 4) << 6
 /// ```
+#[inline(always)]
 pub(crate) fn pack_scales_q3(s: &[u8; 16]) -> [u8; 12] {
     let mut out = [0u8; 12];
     for (j, &l) in s.iter().enumerate() {

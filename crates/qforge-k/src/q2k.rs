@@ -93,6 +93,11 @@ impl BlockFormat for Q2K {
 
     crate::decode::block_decoders!(BlockQ2K);
 
+    fn encode_row(x: &[f32], weights: Option<&[f32]>, blocks: &mut [BlockQ2K]) {
+        crate::encode_row::<Self>(x, weights, blocks)
+    }
+
+    #[inline(always)]
     fn encode(x: &[f32], weights: Option<&[f32]>, out: &mut BlockQ2K) {
         let a = affine::encode::<Self>(x, weights);
         out.scales = a.scales;

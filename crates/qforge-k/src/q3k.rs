@@ -82,6 +82,11 @@ impl BlockFormat for Q3K {
 
     crate::decode::block_decoders!(BlockQ3K);
 
+    fn encode_row(x: &[f32], weights: Option<&[f32]>, blocks: &mut [BlockQ3K]) {
+        crate::encode_row::<Self>(x, weights, blocks)
+    }
+
+    #[inline(always)]
     fn encode(x: &[f32], weights: Option<&[f32]>, out: &mut BlockQ3K) {
         let n = x.len().min(QK_K);
         let xs = padded::<QK_K>(x).0;

@@ -161,6 +161,11 @@ impl BlockFormat for Q4K {
 
     crate::decode::block_decoders!(BlockQ4K);
 
+    fn encode_row(x: &[f32], weights: Option<&[f32]>, blocks: &mut [BlockQ4K]) {
+        crate::encode_row::<Self>(x, weights, blocks)
+    }
+
+    #[inline(always)]
     fn encode(x: &[f32], weights: Option<&[f32]>, out: &mut BlockQ4K) {
         let a = affine::encode::<Self>(x, weights);
         (out.d, out.dmin, out.scales) = (a.d, a.dmin, a.scales);
@@ -184,6 +189,11 @@ impl BlockFormat for Q5K {
 
     crate::decode::block_decoders!(BlockQ5K);
 
+    fn encode_row(x: &[f32], weights: Option<&[f32]>, blocks: &mut [BlockQ5K]) {
+        crate::encode_row::<Self>(x, weights, blocks)
+    }
+
+    #[inline(always)]
     fn encode(x: &[f32], weights: Option<&[f32]>, out: &mut BlockQ5K) {
         let mut a = affine::encode::<Self>(x, weights);
         (out.d, out.dmin, out.scales) = (a.d, a.dmin, a.scales);

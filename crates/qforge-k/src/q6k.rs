@@ -110,6 +110,11 @@ impl BlockFormat for Q6K {
     crate::decode::block_decoders!(BlockQ6K);
 
     /// ggml's `quantize_row_q6_K_ref` / `_impl` (which use the raw importance weights).
+    fn encode_row(x: &[f32], weights: Option<&[f32]>, blocks: &mut [BlockQ6K]) {
+        crate::encode_row::<Self>(x, weights, blocks)
+    }
+
+    #[inline(always)]
     fn encode(x: &[f32], weights: Option<&[f32]>, out: &mut BlockQ6K) {
         let n = x.len().min(QK_K);
         let xs = padded::<QK_K>(x).0;

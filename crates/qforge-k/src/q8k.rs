@@ -65,6 +65,11 @@ impl BlockFormat for Q8K {
     crate::decode::block_decoders!(BlockQ8K);
 
     /// ggml's `quantize_row_q8_K_ref`; importance weights do not apply to activations.
+    fn encode_row(x: &[f32], weights: Option<&[f32]>, blocks: &mut [BlockQ8K]) {
+        crate::encode_row::<Self>(x, weights, blocks)
+    }
+
+    #[inline(always)]
     fn encode(x: &[f32], _weights: Option<&[f32]>, out: &mut BlockQ8K) {
         let xs = padded::<QK_K>(x).0;
         let (amax, max) = signed_absmax(&xs);

@@ -45,6 +45,28 @@ pub(crate) fn decode_row_f32_avx2<F: crate::decode::DecodeBlock>(blocks: &[F::Bl
     crate::decode::decode_row_f32::<F>(blocks, out);
 }
 
+/// [`qforge_core::encode_blocks`] (the format's quantizer, block by block) compiled for
+/// AVX2; `false` (nothing written) without AVX2. The searches it runs (`qforge-ggml-search`)
+/// are `#[inline(always)]`, so they take this build too.
+pub(crate) fn encode_row<F: qforge_core::BlockFormat>(
+    x: &[f32],
+    weights: Option<&[f32]>,
+    blocks: &mut [F::Block],
+) -> bool {
+    if !qforge_core::cpu::avx2() {
+        return false;
+    }
+    // SAFETY: `cpu::avx2()` has just checked that this CPU supports AVX2, FMA and F16C, all
+    // the `#[target_feature]` function needs.
+    unsafe { encode_row_avx2::<F>(x, weights, blocks) };
+    true
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+fn encode_row_avx2<F: qforge_core::BlockFormat>(x: &[f32], weights: Option<&[f32]>, blocks: &mut [F::Block]) {
+    qforge_core::encode_blocks::<F>(x, weights, blocks)
+}
+
 /// [`crate::dot::q8k_vec_dot`] with the AVX2 block sum, or `None` without AVX2.
 #[inline]
 pub(crate) fn q8k_vec_dot<F: Q8KDot>(w: &[F::Block], a: &[BlockQ8K]) -> Option<f32> {

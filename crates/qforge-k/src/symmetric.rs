@@ -13,6 +13,7 @@ pub(crate) const NSUB: usize = QK_K / SUB;
 /// Runs `search(x_j, codes_j, j)` over the real elements of every sub-block (1..=QK_K real
 /// elements in `xs[..n]`), returning the sub-block scales (0 for sub-blocks of padding only,
 /// whose codes stay as initialized).
+#[inline(always)]
 pub(crate) fn sub_block_scales(
     xs: &[f32; QK_K],
     n: usize,
@@ -31,6 +32,7 @@ pub(crate) fn sub_block_scales(
 }
 
 /// The scale of largest magnitude (the first one on ties) and that magnitude.
+#[inline(always)]
 pub(crate) fn max_abs_scale(scales: &[f32; NSUB]) -> (f32, f32) {
     let (mut amax, mut max) = (0.0f32, 0.0f32);
     for &s in scales {
@@ -43,6 +45,7 @@ pub(crate) fn max_abs_scale(scales: &[f32; NSUB]) -> (f32, f32) {
 }
 
 /// Weights of sub-block `j` (its real elements) for [`qforge_ggml_search::make_qx_quants`].
+#[inline(always)]
 pub(crate) fn sub_weights(weights: Option<&[f32]>, j: usize, nj: usize) -> SymWeights<'_> {
     match weights {
         Some(w) => SymWeights::Given(&w[SUB * j..SUB * j + nj]),
@@ -53,6 +56,7 @@ pub(crate) fn sub_weights(weights: Option<&[f32]>, j: usize, nj: usize) -> SymWe
 /// Recomputes every code from the stored scales: `code = clamp(nearest_int(x / (d * sc[j])),
 /// -zero, zero - 1) + zero`, skipping sub-blocks whose effective scale is zero (ggml keeps the
 /// search's codes there). Padded positions hold 0 in `xs`, so they get the code nearest 0.
+#[inline(always)]
 pub(crate) fn requantize(xs: &[f32; QK_K], d: f32, sc: &[i32; NSUB], zero: i32, codes: &mut [i8; QK_K]) {
     for (j, &s) in sc.iter().enumerate() {
         let dj = d * s as f32;

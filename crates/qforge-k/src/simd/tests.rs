@@ -112,3 +112,39 @@ fn avx2_decode_equals_portable() {
     decode_equal::<crate::Q6K>(5);
     decode_equal::<crate::Q8K>(6);
 }
+
+/// The AVX2 build of a format's quantizer writes the portable build's bytes: rows of every
+/// tail length (partial super-blocks included), with and without importance weights,
+/// ordinary, tiny and huge values.
+fn encode_equal<F: qforge_core::BlockFormat>(seed: u64) {
+    let mut rng = Rng::new(seed);
+    for case in 0..60 {
+        let n = 1 + (case * 37) % (2 * QK_K + 40);
+        let scale = [1.0f32, 1e-30, 3e30, 0.0][case % 4];
+        let x: Vec<f32> = (0..n).map(|_| ((rng.next_u64() % 20001) as f32 - 10000.0) * 1e-4 * scale).collect();
+        let w: Vec<f32> = (0..n).map(|_| (rng.next_u64() % 1000) as f32 / 100.0).collect();
+        for weights in [None, Some(&w[..])] {
+            let nb = n.div_ceil(QK_K);
+            let mut fast = vec![bytemuck::Zeroable::zeroed(); nb];
+            let mut slow = vec![bytemuck::Zeroable::zeroed(); nb];
+            // SAFETY: `needs::avx2()` returned true, so AVX2, FMA and F16C are present.
+            unsafe { encode_row_avx2::<F>(&x, weights, &mut fast) };
+            qforge_core::encode_blocks::<F>(&x, weights, &mut slow);
+            let (fast, slow): (&[u8], &[u8]) = (bytemuck::cast_slice(&fast), bytemuck::cast_slice(&slow));
+            assert_eq!(fast, slow, "{} case {case} ({n} values, weights {})", F::DESC.name, weights.is_some());
+        }
+    }
+}
+
+#[test]
+fn avx2_quantizers_equal_portable() {
+    if !needs::avx2() {
+        return;
+    }
+    encode_equal::<crate::Q2K>(51);
+    encode_equal::<crate::Q3K>(52);
+    encode_equal::<crate::Q4K>(53);
+    encode_equal::<crate::Q5K>(54);
+    encode_equal::<crate::Q6K>(55);
+    encode_equal::<crate::Q8K>(56);
+}
