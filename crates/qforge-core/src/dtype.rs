@@ -1,6 +1,5 @@
 //! Output element types of dequantization.
 
-use half::slice::HalfFloatSliceExt;
 use half::{bf16, f16};
 use std::fmt;
 use std::str::FromStr;
@@ -65,8 +64,8 @@ pub trait Elem: Copy + Default + Send + Sync + PartialEq + fmt::Debug + 'static 
     /// View a slice of this type as the dtype-tagged [`OutRow`] a [`crate::Format`] takes.
     fn out_row(slice: &mut [Self]) -> OutRow<'_>;
     /// Convert `src` into `dst` (same length), each value exactly as [`Elem::from_f32`]
-    /// would, but batched (F16C on CPUs that have it). Decoders that build a block in f32
-    /// registers / stack use this for the final store.
+    /// would: a loop that vectorizes (f16 / bf16 rounding is branch-free arithmetic).
+    /// Decoders that build a block in f32 registers / stack use this for the final store.
     fn from_f32_slice(src: &[f32], dst: &mut [Self]);
 }
 
@@ -97,13 +96,15 @@ impl Elem for f16 {
     fn out_row(slice: &mut [Self]) -> OutRow<'_> {
         OutRow::F16(slice)
     }
-    #[inline]
+    #[inline(always)]
     fn from_f32_slice(src: &[f32], dst: &mut [Self]) {
-        dst.convert_from_f32_slice(src);
+        for (d, &s) in dst.iter_mut().zip(src) {
+            *d = Self::from_f32(s);
+        }
     }
     #[inline(always)]
     fn from_f32(v: f32) -> Self {
-        f16::from_f32(v)
+        f16::from_bits(crate::round::f32_to_f16_bits(v))
     }
     #[inline(always)]
     fn to_f32(self) -> f32 {
@@ -119,13 +120,15 @@ impl Elem for bf16 {
     fn out_row(slice: &mut [Self]) -> OutRow<'_> {
         OutRow::Bf16(slice)
     }
-    #[inline]
+    #[inline(always)]
     fn from_f32_slice(src: &[f32], dst: &mut [Self]) {
-        dst.convert_from_f32_slice(src);
+        for (d, &s) in dst.iter_mut().zip(src) {
+            *d = Self::from_f32(s);
+        }
     }
     #[inline(always)]
     fn from_f32(v: f32) -> Self {
-        bf16::from_f32(v)
+        bf16::from_bits(crate::round::f32_to_bf16_bits(v))
     }
     #[inline(always)]
     fn to_f32(self) -> f32 {

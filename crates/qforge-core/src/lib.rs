@@ -103,6 +103,7 @@ pub mod le;
 mod params;
 pub mod rand;
 mod registry;
+pub mod round;
 mod tensor;
 
 pub use dot::{ActKind, ActRow, DotKernel, GgmlDot, MAX_DOT_ROWS, NativeDot, NoDot};

@@ -42,19 +42,6 @@ pub(crate) fn from_f32(src: &[f32], dst: OutRow<'_>) {
     }
 }
 
-/// The bits of `bf16::from_f32(v)`, branch-free (so a loop of it vectorizes): NaN keeps its
-/// top mantissa bits with the quiet bit set; everything else rounds to nearest even (finite
-/// values beyond the range round to infinity, as the carry runs into the exponent).
-#[inline(always)]
-fn bf16_bits(v: f32) -> u16 {
-    let x = v.to_bits();
-    let nan = (x & 0x7FFF_FFFF) > 0x7F80_0000;
-    // Wrapping: only NaN bit patterns (not selected below) can carry past 32 bits.
-    let rounded = x.wrapping_add(0x7FFF + ((x >> 16) & 1)) >> 16;
-    let quiet = (x >> 16) | 0x0040;
-    (if nan { quiet } else { rounded }) as u16
-}
-
 fn to_bf16(src: &[f32], dst: &mut [bf16]) {
     assert_eq!(src.len(), dst.len(), "one output per input");
     #[cfg(target_arch = "x86_64")]
@@ -70,7 +57,7 @@ fn to_bf16(src: &[f32], dst: &mut [bf16]) {
 #[inline(always)]
 fn to_bf16_portable(src: &[f32], dst: &mut [bf16]) {
     for (d, s) in dst.iter_mut().zip(src) {
-        *d = bf16::from_bits(bf16_bits(*s));
+        *d = bf16::from_bits(qforge_core::round::f32_to_bf16_bits(*s));
     }
 }
 
@@ -84,7 +71,7 @@ fn to_f16(src: &[f32], dst: &mut [f16]) {
         return;
     }
     for (d, s) in dst.iter_mut().zip(src) {
-        *d = f16::from_f32(*s);
+        *d = f16::from_bits(qforge_core::round::f32_to_f16_bits(*s));
     }
 }
 

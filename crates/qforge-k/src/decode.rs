@@ -51,7 +51,7 @@ pub(crate) fn two_bit_planes(qs: &[u8; QK_K / 4], y: &mut [f32; QK_K], value: im
 }
 
 /// `BlockFormat::decode`: the whole block, of which the first `out.len()` values are kept.
-#[inline]
+#[inline(always)]
 pub(crate) fn decode<F: DecodeBlock, O: Elem>(b: &F::Block, out: &mut [O]) {
     let mut y = [0.0f32; QK_K];
     F::decode_f32(b, &mut y);
@@ -61,14 +61,20 @@ pub(crate) fn decode<F: DecodeBlock, O: Elem>(b: &F::Block, out: &mut [O]) {
 
 /// Decodes a row of blocks into `out` (at most `blocks.len() * QK_K` elements): f32 output is
 /// written in place, other dtypes go through one stack block; a partial last block keeps its
-/// real elements. f32 rows run compiled for AVX2 where the CPU has it (same operations, same
-/// bits).
+/// real elements. Rows of every output type run compiled for AVX2 where the CPU has it (same
+/// operations, same bits).
 pub(crate) fn decode_row<F: DecodeBlock, O: Elem>(blocks: &[F::Block], out: &mut [O]) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::simd::decode_row::<F, O>(blocks, out) {
+        return;
+    }
+    decode_row_portable::<F, O>(blocks, out)
+}
+
+/// The body of [`decode_row`], inlined into each build of it (portable, AVX2).
+#[inline(always)]
+pub(crate) fn decode_row_portable<F: DecodeBlock, O: Elem>(blocks: &[F::Block], out: &mut [O]) {
     if let OutRow::F32(o) = O::out_row(out) {
-        #[cfg(target_arch = "x86_64")]
-        if crate::simd::decode_row_f32::<F>(blocks, o) {
-            return;
-        }
         decode_row_f32::<F>(blocks, o);
         return;
     }

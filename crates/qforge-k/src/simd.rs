@@ -28,21 +28,24 @@ use crate::QK_K;
 use crate::dot::{GROUPS, Q8KDot, q8k_vec_dot_with, scaled_isum};
 use crate::q8k::BlockQ8K;
 
-/// The f32 row of [`crate::decode::decode_row`] compiled for AVX2; `false` (nothing
-/// written) without AVX2.
-pub(crate) fn decode_row_f32<F: crate::decode::DecodeBlock>(blocks: &[F::Block], out: &mut [f32]) -> bool {
+/// [`crate::decode::decode_row`] compiled for AVX2, every output type (the f16 / bf16
+/// rounding vectorizes too); `false` (nothing written) without AVX2.
+pub(crate) fn decode_row<F: crate::decode::DecodeBlock, O: qforge_core::Elem>(
+    blocks: &[F::Block],
+    out: &mut [O],
+) -> bool {
     if !qforge_core::cpu::avx2() {
         return false;
     }
     // SAFETY: `cpu::avx2()` has just checked that this CPU supports AVX2, FMA and F16C, all
     // the `#[target_feature]` function needs.
-    unsafe { decode_row_f32_avx2::<F>(blocks, out) };
+    unsafe { decode_row_avx2::<F, O>(blocks, out) };
     true
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(crate) fn decode_row_f32_avx2<F: crate::decode::DecodeBlock>(blocks: &[F::Block], out: &mut [f32]) {
-    crate::decode::decode_row_f32::<F>(blocks, out);
+pub(crate) fn decode_row_avx2<F: crate::decode::DecodeBlock, O: qforge_core::Elem>(blocks: &[F::Block], out: &mut [O]) {
+    crate::decode::decode_row_portable::<F, O>(blocks, out);
 }
 
 /// [`qforge_core::encode_blocks`] (the format's quantizer, block by block) compiled for

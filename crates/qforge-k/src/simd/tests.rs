@@ -95,11 +95,22 @@ fn decode_equal<F: crate::decode::DecodeBlock>(seed: u64) {
         let n = nb * QK_K - [0, 1, 100][case % 3];
         let (mut fast, mut slow) = (vec![0f32; n], vec![0f32; n]);
         // SAFETY: AVX2, FMA and F16C are present (asserted above).
-        unsafe { decode_row_f32_avx2::<F>(&blocks, &mut fast) };
-        crate::decode::decode_row_f32::<F>(&blocks, &mut slow);
+        unsafe { decode_row_avx2::<F, f32>(&blocks, &mut fast) };
+        crate::decode::decode_row_portable::<F, f32>(&blocks, &mut slow);
         for (i, (a, b)) in fast.iter().zip(&slow).enumerate() {
             assert!(a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan()), "case {case} value {i}: {a:e} vs {b:e}");
         }
+        // f16 / bf16 rows: the same bits from both builds.
+        let (mut fast, mut slow) = (vec![half::f16::ZERO; n], vec![half::f16::ZERO; n]);
+        // SAFETY: as above.
+        unsafe { decode_row_avx2::<F, half::f16>(&blocks, &mut fast) };
+        crate::decode::decode_row_portable::<F, half::f16>(&blocks, &mut slow);
+        assert!(fast.iter().zip(&slow).all(|(a, b)| a.to_bits() == b.to_bits()), "case {case}: f16 rows differ");
+        let (mut fast, mut slow) = (vec![half::bf16::ZERO; n], vec![half::bf16::ZERO; n]);
+        // SAFETY: as above.
+        unsafe { decode_row_avx2::<F, half::bf16>(&blocks, &mut fast) };
+        crate::decode::decode_row_portable::<F, half::bf16>(&blocks, &mut slow);
+        assert!(fast.iter().zip(&slow).all(|(a, b)| a.to_bits() == b.to_bits()), "case {case}: bf16 rows differ");
     }
 }
 
