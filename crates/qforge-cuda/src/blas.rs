@@ -149,25 +149,18 @@ impl Cuda {
         out: DType,
         stream: &Arc<CudaStream>,
     ) -> Result<DeviceBuffer, CudaError> {
-        let len = m
-            .checked_mul(w.shape().rows())
-            .ok_or(CudaError::Quant(qforge_core::QuantError::Overflow { what: "gemm output elements" }))?;
-        let bytes = len * out.size();
-        Ok(match out {
-            DType::F32 => {
-                // SAFETY: cuBLAS (beta = 0) or the final cast writes all m × N elements
-                // before anything reads them.
-                let mut y = unsafe { stream.alloc::<f32>(len) }.map_err(alloc_err(bytes))?;
-                self.gemm_dequant_into(w, x, m, input, &mut y, out, DEQUANT_WORKSPACE_BYTES, stream)?;
-                DeviceBuffer::F32(y)
+        let len = crate::gemm::out_len(m, w)?;
+        // SAFETY: cuBLAS (beta = 0) or the final cast writes all m × N elements before
+        // anything reads them.
+        let mut y = unsafe { DeviceBuffer::uninit(stream, len, out)? };
+        let ws = DEQUANT_WORKSPACE_BYTES;
+        match &mut y {
+            DeviceBuffer::F32(s) => self.gemm_dequant_into(w, x, m, input, s, out, ws, stream)?,
+            DeviceBuffer::F16(s) | DeviceBuffer::Bf16(s) => {
+                self.gemm_dequant_into(w, x, m, input, s, out, ws, stream)?
             }
-            DType::F16 | DType::Bf16 => {
-                // SAFETY: as above.
-                let mut y = unsafe { stream.alloc::<u16>(len) }.map_err(alloc_err(bytes))?;
-                self.gemm_dequant_into(w, x, m, input, &mut y, out, DEQUANT_WORKSPACE_BYTES, stream)?;
-                if out == DType::F16 { DeviceBuffer::F16(y) } else { DeviceBuffer::Bf16(y) }
-            }
-        })
+        }
+        Ok(y)
     }
 
     /// [`Cuda::gemm_dequant`] into a caller-owned `y` (m × N of `out`: f32, or u16 bit
@@ -342,6 +335,7 @@ fn c_type(input: DType, out: DType) -> DType {
     if direct_out(input, out) { out } else { DType::F32 }
 }
 
+/// [`crate::gemm::check_operands`], and every dimension within cuBLAS's `i32`.
 fn check_operands<T>(
     x: &CudaView<'_, f32>,
     m: usize,
@@ -350,19 +344,7 @@ fn check_operands<T>(
     y_len: usize,
     out: DType,
 ) -> Result<(), CudaError> {
-    if std::mem::size_of::<T>() != out.size() {
-        return Err(CudaError::Size {
-            what: "output element bytes",
-            expected: out.size(),
-            actual: std::mem::size_of::<T>(),
-        });
-    }
-    if x.len() != m * k {
-        return Err(CudaError::Size { what: "activation elements (m × K)", expected: m * k, actual: x.len() });
-    }
-    if y_len != m * n {
-        return Err(CudaError::Size { what: "gemm output elements (m × N)", expected: m * n, actual: y_len });
-    }
+    crate::gemm::check_operands::<T>(x, m, n, k, y_len, out)?;
     for (what, v) in [("activation rows", m), ("weight rows", n), ("K", k)] {
         i32_dim(what, v)?;
     }

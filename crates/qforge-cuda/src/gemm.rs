@@ -28,7 +28,8 @@ fn mma_index(mma: DType) -> Result<usize, CudaError> {
 impl Cuda {
     /// `y = x · Wᵀ` for `m` activation rows (`x`: m × K f32, row-major, on the device), with
     /// `mma` (f16 or bf16) as the tensor-core input type; returns m × N values of `out` on
-    /// the device. One launch; enqueued on `stream`.
+    /// the device. One launch (two with split-k, see [`Cuda::gemm_into`]); enqueued on
+    /// `stream`.
     pub fn gemm(
         &self,
         w: &DeviceQuantTensor,
@@ -38,25 +39,15 @@ impl Cuda {
         out: DType,
         stream: &Arc<CudaStream>,
     ) -> Result<DeviceBuffer, CudaError> {
-        let len = m
-            .checked_mul(w.shape().rows())
-            .ok_or(CudaError::Quant(qforge_core::QuantError::Overflow { what: "gemm output elements" }))?;
-        let bytes = len * out.size();
-        Ok(match out {
-            DType::F32 => {
-                // SAFETY: the GEMM writes every one of the m × N elements (the epilogue covers
-                // the whole output, predicated only at its edges) before anything reads them.
-                let mut y = unsafe { stream.alloc::<f32>(len) }.map_err(alloc_err(bytes))?;
-                self.gemm_into(w, x, m, mma, &mut y, out, stream)?;
-                DeviceBuffer::F32(y)
-            }
-            DType::F16 | DType::Bf16 => {
-                // SAFETY: as above.
-                let mut y = unsafe { stream.alloc::<u16>(len) }.map_err(alloc_err(bytes))?;
-                self.gemm_into(w, x, m, mma, &mut y, out, stream)?;
-                if out == DType::F16 { DeviceBuffer::F16(y) } else { DeviceBuffer::Bf16(y) }
-            }
-        })
+        let len = out_len(m, w)?;
+        // SAFETY: the GEMM writes every one of the m × N elements (the epilogue covers the
+        // whole output, predicated only at its edges) before anything reads them.
+        let mut y = unsafe { DeviceBuffer::uninit(stream, len, out)? };
+        match &mut y {
+            DeviceBuffer::F32(s) => self.gemm_into(w, x, m, mma, s, out, stream)?,
+            DeviceBuffer::F16(s) | DeviceBuffer::Bf16(s) => self.gemm_into(w, x, m, mma, s, out, stream)?,
+        }
+        Ok(y)
     }
 
     /// [`Cuda::gemm`] into a caller-owned `y` (m × N elements of `out`: f32, or u16 bit
@@ -100,19 +91,7 @@ impl Cuda {
     ) -> Result<(), CudaError> {
         let (n, k) = (w.shape().rows(), w.shape().cols());
         let mi = mma_index(mma)?;
-        if std::mem::size_of::<T>() != out.size() {
-            return Err(CudaError::Size {
-                what: "output element bytes",
-                expected: out.size(),
-                actual: std::mem::size_of::<T>(),
-            });
-        }
-        if x.len() != m * k {
-            return Err(CudaError::Size { what: "activation elements (m × K)", expected: m * k, actual: x.len() });
-        }
-        if y.len() != m * n {
-            return Err(CudaError::Size { what: "gemm output elements (m × N)", expected: m * n, actual: y.len() });
-        }
+        check_operands::<T>(x, m, n, k, y.len(), out)?;
         if !(1..=MAX_GRID_Y).contains(&splits) {
             return Err(CudaError::Size { what: "split-k count (grid z)", expected: MAX_GRID_Y, actual: splits });
         }
@@ -184,4 +163,44 @@ impl Cuda {
         unsafe { r.launch(rcfg) }.map_err(driver("launch reduce_splits"))?;
         Ok(())
     }
+}
+
+/// m × N, the output length of a GEMM against `w`.
+pub(crate) fn out_len(m: usize, w: &DeviceQuantTensor) -> Result<usize, CudaError> {
+    m.checked_mul(w.shape().rows())
+        .ok_or(CudaError::Quant(qforge_core::QuantError::Overflow { what: "gemm output elements" }))
+}
+
+/// The operand checks every GEMM entry point makes: `T` is `out`'s size, `x` holds m × k
+/// values and `y` m × n.
+pub(crate) fn check_operands<T>(
+    x: &CudaView<'_, f32>,
+    m: usize,
+    n: usize,
+    k: usize,
+    y_len: usize,
+    out: DType,
+) -> Result<(), CudaError> {
+    if std::mem::size_of::<T>() != out.size() {
+        return Err(CudaError::Size {
+            what: "output element bytes",
+            expected: out.size(),
+            actual: std::mem::size_of::<T>(),
+        });
+    }
+    if Some(x.len()) != m.checked_mul(k) {
+        return Err(CudaError::Size {
+            what: "activation elements (m × K)",
+            expected: m.saturating_mul(k),
+            actual: x.len(),
+        });
+    }
+    if Some(y_len) != m.checked_mul(n) {
+        return Err(CudaError::Size {
+            what: "gemm output elements (m × N)",
+            expected: m.saturating_mul(n),
+            actual: y_len,
+        });
+    }
+    Ok(())
 }

@@ -145,6 +145,23 @@ pub enum DeviceBuffer {
 }
 
 impl DeviceBuffer {
+    /// `len` elements of `dtype` (f16 / bf16 as u16), uninitialized: for an operation that
+    /// writes every one of them.
+    ///
+    /// # Safety
+    /// Nothing may read an element before it is written (on `stream`, or after it).
+    pub(crate) unsafe fn uninit(stream: &Arc<CudaStream>, len: usize, dtype: DType) -> Result<DeviceBuffer, CudaError> {
+        let bytes = len.saturating_mul(dtype.size());
+        // SAFETY: the caller writes every element before anything reads it (this fn's contract).
+        Ok(unsafe {
+            match dtype {
+                DType::F32 => DeviceBuffer::F32(stream.alloc::<f32>(len).map_err(alloc_err(bytes))?),
+                DType::F16 => DeviceBuffer::F16(stream.alloc::<u16>(len).map_err(alloc_err(bytes))?),
+                DType::Bf16 => DeviceBuffer::Bf16(stream.alloc::<u16>(len).map_err(alloc_err(bytes))?),
+            }
+        })
+    }
+
     /// The element type.
     pub fn dtype(&self) -> DType {
         match self {
@@ -311,22 +328,14 @@ impl Cuda {
         dtype: DType,
         stream: &Arc<CudaStream>,
     ) -> Result<DeviceBuffer, CudaError> {
-        let n = t.shape.numel();
-        let bytes = n * dtype.size();
-        Ok(match dtype {
-            DType::F32 => {
-                // SAFETY: the kernel writes every one of the n elements before anything reads them.
-                let mut out = unsafe { stream.alloc::<f32>(n) }.map_err(alloc_err(bytes))?;
-                self.dequantize_into(t, &mut out, DType::F32, stream)?;
-                DeviceBuffer::F32(out)
-            }
-            DType::F16 | DType::Bf16 => {
-                // SAFETY: as above.
-                let mut out = unsafe { stream.alloc::<u16>(n) }.map_err(alloc_err(bytes))?;
-                self.dequantize_into(t, &mut out, dtype, stream)?;
-                if dtype == DType::F16 { DeviceBuffer::F16(out) } else { DeviceBuffer::Bf16(out) }
-            }
-        })
+        // SAFETY: the kernel writes every one of the rows × cols elements before anything
+        // reads them (same stream).
+        let mut out = unsafe { DeviceBuffer::uninit(stream, t.shape.numel(), dtype)? };
+        match &mut out {
+            DeviceBuffer::F32(o) => self.dequantize_into(t, o, dtype, stream)?,
+            DeviceBuffer::F16(o) | DeviceBuffer::Bf16(o) => self.dequantize_into(t, o, dtype, stream)?,
+        }
+        Ok(out)
     }
 
     /// Dequantizes `t` into `out` (f32 elements for `DType::F32`, u16 bit patterns for f16 /

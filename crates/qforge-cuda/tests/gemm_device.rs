@@ -6,13 +6,25 @@
 #![cfg(feature = "cuda")]
 
 use qforge_core::{DType, QuantTensor, Shape};
-use qforge_cuda::{Cuda, CudaError};
+use qforge_cuda::cudarc::driver::CudaStream;
+use qforge_cuda::{Cuda, CudaError, DeviceBuffer};
+use std::sync::Arc;
 
 mod support;
 use support::gemm_ref::{every_type_any_order, odd_shapes, other_types, split_k};
 
 fn device() -> Cuda {
     Cuda::new(0).unwrap_or_else(|e| panic!("this test needs a CUDA GPU and none answered: {e}"))
+}
+
+/// `len` elements of `out` on the device, all NaN: an element the GEMM fails to write fails
+/// the check.
+fn nan_buffer(s: &Arc<CudaStream>, len: usize, out: DType) -> DeviceBuffer {
+    match out {
+        DType::F32 => DeviceBuffer::F32(s.clone_htod(&vec![f32::NAN; len]).unwrap()),
+        DType::F16 => DeviceBuffer::F16(s.clone_htod(&vec![0x7e00u16; len]).unwrap()),
+        DType::Bf16 => DeviceBuffer::Bf16(s.clone_htod(&vec![0x7fc0u16; len]).unwrap()),
+    }
 }
 
 #[test]
@@ -61,18 +73,15 @@ fn dequant_cublas_every_format_every_type_in_row_chunks() {
         // Three rows' worth of workspace: N = 7 and 129 take several chunks (a grid format's
         // chunks are whole tile rows, 128, whatever the bound).
         let ws = 3 * w.shape().cols() * input.size();
-        match out {
-            DType::F32 => {
-                let mut y = s.clone_htod(&vec![f32::NAN; m * n]).unwrap();
-                gpu.gemm_dequant_into(&dw, &dx.slice(..), m, input, &mut y, out, ws, &s).unwrap();
-                s.clone_dtoh(&y).unwrap().iter().flat_map(|v| v.to_le_bytes()).collect()
-            }
-            _ => {
-                let mut y = s.clone_htod(&vec![0x7e00u16; m * n]).unwrap();
-                gpu.gemm_dequant_into(&dw, &dx.slice(..), m, input, &mut y, out, ws, &s).unwrap();
-                s.clone_dtoh(&y).unwrap().iter().flat_map(|v| v.to_le_bytes()).collect()
+        let mut y = nan_buffer(&s, m * n, out);
+        match &mut y {
+            DeviceBuffer::F32(b) => gpu.gemm_dequant_into(&dw, &dx.slice(..), m, input, b, out, ws, &s),
+            DeviceBuffer::F16(b) | DeviceBuffer::Bf16(b) => {
+                gpu.gemm_dequant_into(&dw, &dx.slice(..), m, input, b, out, ws, &s)
             }
         }
+        .unwrap();
+        y.to_host_bytes(&s).unwrap()
     };
     for f in qforge_formats::registry().iter().filter(|f| f.desc().cuda.is_some()) {
         every_type_any_order(f, &run);
@@ -92,7 +101,7 @@ fn dense_cublas_matches_dequant_cublas_bit_for_bit() {
     let w = gpu.upload(&t, &s).unwrap();
     let x = s.clone_htod(&qforge_golden::signal(m * k, 4)).unwrap();
     let a = gpu.gemm_dequant(&w, &x.slice(..), m, DType::F16, DType::F32, &s).unwrap().to_host_bytes(&s).unwrap();
-    let Ok(qforge_cuda::DeviceBuffer::F16(w16)) = gpu.dequantize(&w, DType::F16, &s) else { panic!("f16 dequant") };
+    let Ok(DeviceBuffer::F16(w16)) = gpu.dequantize(&w, DType::F16, &s) else { panic!("f16 dequant") };
     let mut y = s.clone_htod(&vec![0f32; m * n]).unwrap();
     gpu.gemm_dense_into(&w16.slice(..), n, k, DType::F16, &x.slice(..), m, &mut y, DType::F32, &s).unwrap();
     let b: Vec<u8> = s.clone_dtoh(&y).unwrap().iter().flat_map(|v| v.to_le_bytes()).collect();
@@ -110,19 +119,15 @@ fn split_k_every_format_on_the_gpu() {
         let run = |w: &QuantTensor<'_>, x: &[f32], m: usize, mma: DType, out: DType| -> Vec<u8> {
             let dw = gpu.upload(w, &s).unwrap();
             let dx = s.clone_htod(x).unwrap();
-            let n = w.shape().rows();
-            match out {
-                DType::F32 => {
-                    let mut y = s.clone_htod(&vec![f32::NAN; m * n]).unwrap();
-                    gpu.gemm_split_into(&dw, &dx.slice(..), m, mma, &mut y, out, splits, &s).unwrap();
-                    s.clone_dtoh(&y).unwrap().iter().flat_map(|v| v.to_le_bytes()).collect()
-                }
-                _ => {
-                    let mut y = s.clone_htod(&vec![0x7e00u16; m * n]).unwrap();
-                    gpu.gemm_split_into(&dw, &dx.slice(..), m, mma, &mut y, out, splits, &s).unwrap();
-                    s.clone_dtoh(&y).unwrap().iter().flat_map(|v| v.to_le_bytes()).collect()
+            let mut y = nan_buffer(&s, m * w.shape().rows(), out);
+            match &mut y {
+                DeviceBuffer::F32(b) => gpu.gemm_split_into(&dw, &dx.slice(..), m, mma, b, out, splits, &s),
+                DeviceBuffer::F16(b) | DeviceBuffer::Bf16(b) => {
+                    gpu.gemm_split_into(&dw, &dx.slice(..), m, mma, b, out, splits, &s)
                 }
             }
+            .unwrap();
+            y.to_host_bytes(&s).unwrap()
         };
         for f in qforge_formats::registry().iter().filter(|f| f.desc().cuda.is_some()) {
             split_k(f, &run, splits);
