@@ -16,7 +16,7 @@ use crate::iq2::{Iq2S, Iq2Xs, Iq2Xxs};
 use crate::iq3::{Iq3S, Iq3Xxs};
 use crate::iq4::{BlockIq4Nl, Iq4Nl, Iq4Xs};
 use crate::tables::KVALUES_IQ4NL;
-use crate::unpack::{KDot, SubBlocks};
+use crate::unpack::KDot;
 use qforge_core::NativeDot;
 use qforge_k::dot::{GroupScales, Q8KDot, q8k_vec_dot};
 use qforge_k::{BlockQ8K, Q8K};
@@ -65,10 +65,8 @@ macro_rules! sub_block_dot {
             type Act = Q8K;
             fn vec_dot(w: &[Self::Block], a: &[BlockQ8K]) -> f32 {
                 #[cfg(target_arch = "x86_64")]
-                if <Self as SubBlocks>::SIMD_ONE_ROW {
-                    if let Some(v) = crate::simd::vec_dot::<Self>(w, a) {
-                        return v;
-                    }
+                if let Some(v) = crate::simd::vec_dot::<Self>(w, a) {
+                    return v;
                 }
                 q8k_vec_dot::<Self>(w, a)
             }

@@ -198,11 +198,9 @@ fn xs_scale(b: &BlockIq4Xs, ib: usize) -> i32 {
 /// the sub-block scales are integers, so the block's sum is taken exactly in integers and
 /// scaled once (as ggml's SIMD kernels do).
 impl SubBlocks for Iq4Xs {
-    const SIMD_ONE_ROW: bool = true;
-
     #[inline(always)]
-    fn d(b: &BlockIq4Xs) -> f32 {
-        b.d.get()
+    fn d_bits(b: &BlockIq4Xs) -> u16 {
+        b.d.bits()
     }
 
     #[inline(always)]
