@@ -1,7 +1,7 @@
 //! AVX2 kernel of the sub-block I-quants' dots with q8_k (iq2_xxs, iq2_xs, iq2_s, iq3_xxs,
 //! iq3_s, iq4_xs: [`SubBlocks`]), chosen at run time where the CPU has AVX2, FMA and F16C
-//! ([`qforge_core::cpu::avx2`]); everything else runs `qforge-k`'s q8_k kernel on
-//! [`crate::dot::KDot::ints`], the reference.
+//! ([`qforge_core::cpu::avx2`]); everything else runs the portable reference,
+//! [`crate::dot::sub_block_vec_dot_portable`].
 //!
 //! Per 32-value sub-block, as ggml's `ggml_vec_dot_iq*_q8_K`: the values become one register
 //! (grid formats: the grid entries loaded straight into the register, 8-byte entries with
@@ -10,17 +10,17 @@
 //! [`qforge_simd::bytemask::bytes_from_bits`], applied as `(g ^ m) - m`; iq4_xs: nibbles
 //! through `kvalues_iq4nl` with one `vpshufb`), `maddubs(|a|, v·sgn(a))` gives 16 exact pair sums for every `i8` activation,
 //! -128 included (`|v| ≤ 127`, a pair is at most 2·128·127), and `vpmaddwd` with the two
-//! 16-value groups' integer scales adds them into 8 `i32` lanes, exact. At the end of the
-//! block the lanes are summed: the block's exact integer sum, the very integer the reference
-//! computes, and the f32 operations after it are the reference's (`sumf += (d·d_y)·isum`, in
-//! order), so the results are the same bits (the tests check it).
+//! 16-value groups' integer scales adds them into 8 `i32` lanes, exact: the lanes of
+//! [`crate::dot::sub_block_lanes`]. Each block adds them to 8 f32 lanes with one FMA
+//! (`acc = fma(d·d_y, lanes, acc)`, no horizontal sum per block), the row ends with
+//! [`finish`]: the reference's operations in its order, so the same bits (the tests check it).
 //!
 //! Several activation rows ([`vec_dot_rows`]) share each sub-block's values: up to
 //! [`MAX_ROWS`] rows per pass over the weight row.
 //!
-//! The one kernel serves mat-vec (one row) and mat-mul; it replaced the scalar assembly of
-//! signed grid words (`qforge-k`'s kernel on [`crate::dot::KDot::ints`], still the reference)
-//! for one row too: iq2_xxs 5.7 → 9.9 Gel/s, iq3_s 3.8 → 7.1 on the Zen 1 bench machine.
+//! The one kernel serves mat-vec (one row) and mat-mul (it replaced, for one row, `qforge-k`'s
+//! kernel on signed grid words assembled in scalar registers: iq2_xxs 5.7 → 11.2 Gel/s,
+//! iq3_s 3.8 → 7.7 on the Zen 1 bench machine; see docs/matmul.md).
 //!
 //! The only `unsafe` of the crate: unaligned loads of fixed-size arrays and of table entries
 //! through references, and the calls into the `#[target_feature]` function with an [`Avx2`]
@@ -30,6 +30,7 @@
 use std::arch::x86_64::*;
 
 use crate::common::QK_K;
+use crate::dot::{LANES, finish};
 use crate::tables::KVALUES_IQ4NL;
 use crate::unpack::{GridSigns, GridWords, SubBlock, SubBlocks};
 use qforge_k::BlockQ8K;
@@ -93,7 +94,7 @@ fn rows_avx2<F: SubBlocks, const R: usize>(w: &[F::Block], a: [&[BlockQ8K]; R]) 
         0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
         2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3,
     );
-    let mut sumf = [0f32; R];
+    let mut facc = [_mm256_setzero_ps(); R];
     for (i, b) in w.iter().enumerate() {
         // Through memory: each sub-block then loads its scale with one scalar load (left to
         // itself, LLVM assembles the array in a vector register with blends and extracts
@@ -142,11 +143,18 @@ fn rows_avx2<F: SubBlocks, const R: usize>(w: &[F::Block], a: [&[BlockQ8K]; R]) 
         // `D_MUL · d`, as the reference: f16 widening is exact either way.
         let d = F::D_MUL * _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(F::d_bits(b)))));
         for r in 0..R {
-            let isum = hsum(acc[r]) as f32;
-            sumf[r] += (d * a[r][i].d.get()) * isum;
+            let da = _mm256_set1_ps(d * a[r][i].d.get());
+            facc[r] = _mm256_fmadd_ps(da, _mm256_cvtepi32_ps(acc[r]), facc[r]);
         }
     }
-    sumf
+    let mut out = [0f32; R];
+    for (o, v) in out.iter_mut().zip(facc) {
+        let mut lanes = [0f32; LANES];
+        // SAFETY: `lanes` is 8 f32, exactly 32 bytes: the unaligned store writes only it.
+        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), v) };
+        *o = finish(&lanes);
+    }
+    out
 }
 
 /// Four table words as one register, word `l` in lane `l`: one 8-byte load each, straight
@@ -175,16 +183,6 @@ fn load_u32x8(w: [&u32; 8]) -> __m256i {
         _mm_insert_epi32::<3>(x, *w[3] as i32)
     };
     _mm256_set_m128i(half(&w[4..]), half(&w[..4]))
-}
-
-/// The sum of the 8 `i32` lanes (exact: the caller's lanes sum to an `i32`).
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-fn hsum(v: __m256i) -> i32 {
-    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
-    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
-    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
-    _mm_cvtsi128_si32(s)
 }
 
 #[cfg(test)]

@@ -89,10 +89,11 @@ pub(crate) static KSIGNS_MASK: [u64; 128] = {
     t
 };
 
-/// A 256-value I-quant dotted with q8_k activations through `qforge-k`'s shared kernel
-/// ([`q8k_vec_dot`]): the format gives its integer values and the integer scale of each
-/// 16-value group, so that the block's exact integer sum is `Σ_g scale[g]·Σ_{i in g} v[i]·q8[i]`,
-/// and the f32 factor `d` it is multiplied by (with `d_y`).
+/// A 256-value I-quant as integers: its values and the integer scale of each 16-value group,
+/// so that the block's exact integer sum is `Σ_g scale[g]·Σ_{i in g} v[i]·q8[i]`, and the
+/// f32 factor `d` it is multiplied by (with `d_y`). iq1_s / iq1_m run `qforge-k`'s shared
+/// kernel on it (`qforge_k::dot::q8k_vec_dot`); the [`SubBlocks`] formats' reference dot
+/// (`dot::sub_block_vec_dot_portable`) reads it too.
 pub(crate) trait KDot: BlockFormat {
     /// The block's f32 factor: its scale times ggml's final constant (`0.125f * sumf` for
     /// iq2, `0.25f` for iq3_xxs, ...; powers of two, so folding them in is exact).
@@ -168,7 +169,7 @@ impl GridSigns {
 
 /// A 256-value I-quant described by its 8 sub-blocks of 32 values (every value in
 /// `-127..=127`) and the integer scale of each 16 values: the formats with an AVX2 kernel
-/// (`simd.rs`). Their [`KDot`] (the portable path, `qforge-k`'s kernel) derives from it.
+/// (`simd.rs`). Their [`KDot`] (what the portable reference reads) derives from it.
 pub(crate) trait SubBlocks: BlockFormat {
     /// ggml's final constant (`0.125` for iq2, `0.25` for iq3_xxs, else 1): a power of two.
     const D_MUL: f32 = 1.0;
