@@ -3,12 +3,19 @@
 //! `ggml_vec_dot_iq*_q8_K` / `ggml_vec_dot_iq4_nl_q8_0`, up to f32 rounding order.
 //!
 //! Every format turns a block into its integer values ([`KDot::ints`]: grid value × sign,
-//! table value, ...; they all fit an `i8`) and the integer scale of each 16 values, and
-//! `qforge-k`'s shared q8_k kernel takes the exact scaled integer dot with the q8_k codes and
-//! multiplies it by the f32 block factors once per block (ggml's sub-block scales are
-//! integers, so only the f32 rounding order differs from ggml). The grids are looked up once
-//! per 8 (or 4) values and signed as one 64-bit word; the 4-bit tables are applied with
-//! vectorized selects.
+//! table value, ...; they all fit an `i8`) and the integer scale of each 16 values (ggml's
+//! sub-block scales are integers, so only the f32 rounding order differs from ggml).
+//!
+//! * The sub-block formats (iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq4_xs: [`SubBlocks`])
+//!   keep [`LANES`] exact `i32` lanes per block, as ggml's AVX2 kernels do: lane `j` holds,
+//!   over the 8 sub-blocks `ib`, `scale[2ib + j/4] · Σ_{e<4} v[32ib+4j+e]·q8[32ib+4j+e]`
+//!   (`vpmaddubsw` then `vpmaddwd` with the scales), and each block adds
+//!   `acc[j] = fma(d·d_y, lane[j], acc[j])`; the row's result is [`finish`]. Every lane is a
+//!   partial sum of the dot's own terms. [`sub_block_vec_dot_portable`] is the reference, the
+//!   AVX2 kernel (`simd.rs`) gives the same bits.
+//! * iq1_s / iq1_m: `qforge-k`'s shared q8_k kernel on the unpacked values (the block's exact
+//!   scaled integer sum, times the f32 block factors once per block).
+//! * iq4_nl: `qforge-simd`'s q8_0 kernel.
 
 use crate::common::QK_K;
 use crate::iq1::{Iq1M, Iq1S};
@@ -40,7 +47,7 @@ macro_rules! q8k_native_dot {
     )*};
 }
 
-q8k_native_dot!(Iq2Xxs, Iq2Xs, Iq2S, Iq3Xxs, Iq3S, Iq1S, Iq1M, Iq4Xs);
+q8k_native_dot!(Iq1S, Iq1M);
 
 /// iq1_s / iq1_m: `qforge-k`'s q8_k kernel on the unpacked values.
 macro_rules! q8k_unpacked_dot {
@@ -56,21 +63,62 @@ macro_rules! q8k_unpacked_dot {
 
 q8k_unpacked_dot!(Iq1S, Iq1M);
 
-/// The sub-block formats: the AVX2 kernel where the CPU has it, else `qforge-k`'s q8_k
-/// kernel; the same exact integer block sums and the same f32 operations
-/// (`sumf += (d·d_y)·isum` per block, in order), so the same bits.
+/// Integer lanes per block (and f32 lanes per accumulator) of the sub-block formats' dot.
+pub(crate) const LANES: usize = 8;
+
+/// The [`LANES`] exact integer lanes of one block of a [`SubBlocks`] format against a q8_k
+/// block (see the module documentation). Exact in `i32`: a lane is at most
+/// `8 · 2 · 2 · 127 · 128 · 32 < 2^24`.
+#[inline(always)]
+pub(crate) fn sub_block_lanes<F: SubBlocks>(b: &F::Block, a: &BlockQ8K) -> [i32; LANES] {
+    let mut v = [[0i8; 8]; QK_K / 8];
+    let scales = <F as KDot>::ints(b, &mut v);
+    let v: [i8; QK_K] = bytemuck::cast(v);
+    let mut lanes = [0i32; LANES];
+    for (ib, (v, q)) in v.chunks_exact(32).zip(a.qs.chunks_exact(32)).enumerate() {
+        for (j, (v, q)) in v.chunks_exact(4).zip(q.chunks_exact(4)).enumerate() {
+            let dot: i32 = v.iter().zip(q).map(|(&v, &q)| i32::from(v) * i32::from(q)).sum();
+            lanes[j] += i32::from(scales[2 * ib + j / 4]) * dot;
+        }
+    }
+    lanes
+}
+
+/// The end of a row: the f32 lanes summed in the order of the AVX2 reduction,
+/// `((v0+v4) + (v2+v6)) + ((v1+v5) + (v3+v7))`.
+#[inline(always)]
+pub(crate) fn finish(acc: &[f32; LANES]) -> f32 {
+    let s: [f32; 4] = std::array::from_fn(|k| acc[k] + acc[k + 4]);
+    (s[0] + s[2]) + (s[1] + s[3])
+}
+
+/// The reference dot of a [`SubBlocks`] row with a q8_k row (extra blocks on either side are
+/// ignored): per block its exact lanes ([`sub_block_lanes`]), `acc[j] = fma(d·d_y, lane[j],
+/// acc[j])`, then [`finish`].
+pub(crate) fn sub_block_vec_dot_portable<F: SubBlocks>(w: &[F::Block], a: &[BlockQ8K]) -> f32 {
+    let mut acc = [0f32; LANES];
+    for (b, a) in w.iter().zip(a) {
+        let lanes = sub_block_lanes::<F>(b, a);
+        let d = <F as KDot>::d(b) * a.d.get();
+        for (acc, l) in acc.iter_mut().zip(lanes) {
+            *acc = d.mul_add(l as f32, *acc);
+        }
+    }
+    finish(&acc)
+}
+
+/// The sub-block formats: the AVX2 kernel where the CPU has it, else
+/// [`sub_block_vec_dot_portable`], with the same bits.
 macro_rules! sub_block_dot {
     ($($fmt:ty),*) => {$(
         impl NativeDot for $fmt {
             type Act = Q8K;
             fn vec_dot(w: &[Self::Block], a: &[BlockQ8K]) -> f32 {
                 #[cfg(target_arch = "x86_64")]
-                if <Self as SubBlocks>::SIMD_ONE_ROW {
-                    if let Some(v) = crate::simd::vec_dot::<Self>(w, a) {
-                        return v;
-                    }
+                if let Some(v) = crate::simd::vec_dot::<Self>(w, a) {
+                    return v;
                 }
-                q8k_vec_dot::<Self>(w, a)
+                sub_block_vec_dot_portable::<Self>(w, a)
             }
 
             fn vec_dot_rows(w: &[Self::Block], a: &[&[BlockQ8K]], out: &mut [f32]) {
@@ -80,7 +128,7 @@ macro_rules! sub_block_dot {
                     return;
                 }
                 for (o, a) in out.iter_mut().zip(a) {
-                    *o = q8k_vec_dot::<Self>(w, a);
+                    *o = sub_block_vec_dot_portable::<Self>(w, a);
                 }
             }
         }

@@ -6,7 +6,7 @@ use crate::common::QK_K;
 use crate::lattice::{Lattice, levels_of};
 use crate::search::{GridSearch, Refine, Signs, Start, block_weights, scale_code, search_sub_blocks};
 use crate::tables::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, KMASK_IQ2XS, KSIGNS_IQ2XS};
-use crate::unpack::{KSIGNS_MASK, SIGN_MASK, SubBlock, SubBlocks, no_gather_word, per32, signed_word};
+use crate::unpack::{GridSigns, GridWords, SubBlock, SubBlocks, per32};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
@@ -284,21 +284,22 @@ fn odd_nibble16(scales: &[u8; 8], k: usize) -> i32 {
 }
 
 impl SubBlocks for Iq2Xxs {
-    const SIMD_ONE_ROW: bool = false;
+    const D_MUL: f32 = 0.125;
 
     #[inline(always)]
-    fn d(b: &BlockIq2Xxs) -> f32 {
-        0.125 * b.d.get()
+    fn d_bits(b: &BlockIq2Xxs) -> u16 {
+        b.d.bits()
     }
 
     #[inline(always)]
     fn sub_block(b: &BlockIq2Xxs, ib: usize) -> SubBlock<'_> {
         let ib = ib & 7; // (in range anyway: lets LLVM drop the bounds checks)
         let (aux0, aux1) = (u32_at(&b.qs, 8 * ib), u32_at(&b.qs, 8 * ib + 4));
-        SubBlock::Words(std::array::from_fn(|l| {
-            let grid = no_gather_word(IQ2XXS_GRID[((aux0 >> (8 * l)) & 255) as usize]);
-            signed_word(grid, KSIGNS_MASK[((aux1 >> (7 * l)) & 127) as usize])
-        }))
+        let grid: &'static [u64; 256] = &IQ2XXS_GRID;
+        SubBlock::Grid(
+            GridWords::W64(std::array::from_fn(|l| &grid[((aux0 >> (8 * l)) & 255) as usize])),
+            GridSigns::ksigns(|l| (aux1 >> (7 * l)) as usize),
+        )
     }
 
     #[inline(always)]
@@ -308,21 +309,23 @@ impl SubBlocks for Iq2Xxs {
 }
 
 impl SubBlocks for Iq2Xs {
-    const SIMD_ONE_ROW: bool = false;
+    const SCALES_PER_16: bool = true;
+    const D_MUL: f32 = 0.125;
 
     #[inline(always)]
-    fn d(b: &BlockIq2Xs) -> f32 {
-        0.125 * b.d.get()
+    fn d_bits(b: &BlockIq2Xs) -> u16 {
+        b.d.bits()
     }
 
     #[inline(always)]
     fn sub_block(b: &BlockIq2Xs, ib: usize) -> SubBlock<'_> {
         let ib = ib & 7; // (in range anyway: lets LLVM drop the bounds checks)
-        SubBlock::Words(std::array::from_fn(|l| {
-            let q = u16::from_le_bytes([b.qs[8 * ib + 2 * l], b.qs[8 * ib + 2 * l + 1]]);
-            let grid = no_gather_word(IQ2XS_GRID[(q & 511) as usize]);
-            signed_word(grid, KSIGNS_MASK[(q >> 9) as usize])
-        }))
+        let q = |l: usize| u16::from_le_bytes([b.qs[8 * ib + 2 * l], b.qs[8 * ib + 2 * l + 1]]);
+        let grid: &'static [u64; 512] = &IQ2XS_GRID;
+        SubBlock::Grid(
+            GridWords::W64(std::array::from_fn(|l| &grid[(q(l) & 511) as usize])),
+            GridSigns::ksigns(|l| (q(l) >> 9) as usize),
+        )
     }
 
     #[inline(always)]
@@ -332,11 +335,12 @@ impl SubBlocks for Iq2Xs {
 }
 
 impl SubBlocks for Iq2S {
-    const SIMD_ONE_ROW: bool = false;
+    const SCALES_PER_16: bool = true;
+    const D_MUL: f32 = 0.125;
 
     #[inline(always)]
-    fn d(b: &BlockIq2S) -> f32 {
-        0.125 * b.d.get()
+    fn d_bits(b: &BlockIq2S) -> u16 {
+        b.d.bits()
     }
 
     #[inline(always)]
@@ -344,11 +348,13 @@ impl SubBlocks for Iq2S {
         let ib = ib & 7; // (in range anyway: lets LLVM drop the bounds checks)
         let (codes, signs) = b.qs.split_at(QK_K / 8);
         let qh = usize::from(b.qh[ib]);
-        SubBlock::Words(std::array::from_fn(|l| {
-            let g = 4 * ib + l;
-            let grid = no_gather_word(IQ2S_GRID[usize::from(codes[g]) | ((qh << (8 - 2 * l)) & 0x300)]);
-            signed_word(grid, SIGN_MASK[usize::from(signs[g])])
-        }))
+        let grid: &'static [u64; 1024] = &IQ2S_GRID;
+        SubBlock::Grid(
+            GridWords::W64(std::array::from_fn(|l| {
+                &grid[usize::from(codes[4 * ib + l]) | ((qh << (8 - 2 * l)) & 0x300)]
+            })),
+            GridSigns::Bits(signs[4 * ib..4 * ib + 4].try_into().expect("4 sign bytes")),
+        )
     }
 
     #[inline(always)]

@@ -6,7 +6,7 @@ use crate::iq2::{emit8, groups8, u32_at};
 use crate::lattice::{Lattice, levels_of};
 use crate::search::{GridSearch, Refine, Signs, Start, block_weights, scale_code, search_sub_blocks};
 use crate::tables::{IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS};
-use crate::unpack::{KSIGNS_MASK, SIGN_MASK, SubBlock, SubBlocks, no_gather_word, per32, signed_word};
+use crate::unpack::{GridSigns, GridWords, SubBlock, SubBlocks, per32};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
@@ -194,11 +194,11 @@ impl BlockFormat for Iq3S {
 // values `d·(2s + 1) · g · sign`; the odd scales multiply exact per-32 integer sums.
 
 impl SubBlocks for Iq3Xxs {
-    const SIMD_ONE_ROW: bool = false;
+    const D_MUL: f32 = 0.25;
 
     #[inline(always)]
-    fn d(b: &BlockIq3Xxs) -> f32 {
-        0.25 * b.d.get()
+    fn d_bits(b: &BlockIq3Xxs) -> u16 {
+        b.d.bits()
     }
 
     #[inline(always)]
@@ -207,11 +207,11 @@ impl SubBlocks for Iq3Xxs {
         let (codes, aux) = b.qs.split_at(QK_K / 4);
         let q = &codes[8 * ib..8 * ib + 8];
         let aux = u32::from_le_bytes([aux[4 * ib], aux[4 * ib + 1], aux[4 * ib + 2], aux[4 * ib + 3]]);
-        SubBlock::Words(std::array::from_fn(|l| {
-            let (g1, g2) = (IQ3XXS_GRID[usize::from(q[2 * l])], IQ3XXS_GRID[usize::from(q[2 * l + 1])]);
-            let grid = no_gather_word(g1.into()) | no_gather_word(g2.into()) << 32;
-            signed_word(grid, KSIGNS_MASK[((aux >> (7 * l)) & 127) as usize])
-        }))
+        let grid: &'static [u32; 256] = &IQ3XXS_GRID;
+        SubBlock::Grid(
+            GridWords::W32(std::array::from_fn(|k| &grid[usize::from(q[k])])),
+            GridSigns::ksigns(|l| (aux >> (7 * l)) as usize),
+        )
     }
 
     #[inline(always)]
@@ -222,11 +222,9 @@ impl SubBlocks for Iq3Xxs {
 }
 
 impl SubBlocks for Iq3S {
-    const SIMD_ONE_ROW: bool = false;
-
     #[inline(always)]
-    fn d(b: &BlockIq3S) -> f32 {
-        b.d.get()
+    fn d_bits(b: &BlockIq3S) -> u16 {
+        b.d.bits()
     }
 
     #[inline(always)]
@@ -234,11 +232,12 @@ impl SubBlocks for Iq3S {
         let ib = ib & 7; // (in range anyway: lets LLVM drop the bounds checks)
         let q = &b.qs[8 * ib..8 * ib + 8];
         let qh = usize::from(b.qh[ib]);
-        SubBlock::Words(std::array::from_fn(|l| {
-            let g1 = no_gather_word(IQ3S_GRID[usize::from(q[2 * l]) | ((qh << (8 - 2 * l)) & 256)].into());
-            let g2 = no_gather_word(IQ3S_GRID[usize::from(q[2 * l + 1]) | ((qh << (7 - 2 * l)) & 256)].into());
-            signed_word(g1 | g2 << 32, SIGN_MASK[usize::from(b.signs[4 * ib + l])])
-        }))
+        let grid: &'static [u32; 512] = &IQ3S_GRID;
+        SubBlock::Grid(
+            // Entry k takes bit k of `qh` as its 9th index bit.
+            GridWords::W32(std::array::from_fn(|k| &grid[usize::from(q[k]) | ((qh << (8 - k)) & 256)])),
+            GridSigns::Bits(b.signs[4 * ib..4 * ib + 4].try_into().expect("4 sign bytes")),
+        )
     }
 
     #[inline(always)]

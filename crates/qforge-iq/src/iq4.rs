@@ -195,14 +195,12 @@ fn xs_scale(b: &BlockIq4Xs, ib: usize) -> i32 {
 }
 
 /// ggml's `ggml_vec_dot_iq4_xs_q8_K`: per 32 values `(d·d_y)·(ls - 32) · Σ kvalues[q]·q8`;
-/// the sub-block scales are integers, so the block's sum is taken exactly in integers and
-/// scaled once (as ggml's SIMD kernels do).
+/// the sub-block scales are integers, so the block's sums are taken exactly in integer lanes
+/// and scaled once per block (as ggml's SIMD kernels do; `dot::sub_block_lanes`).
 impl SubBlocks for Iq4Xs {
-    const SIMD_ONE_ROW: bool = true;
-
     #[inline(always)]
-    fn d(b: &BlockIq4Xs) -> f32 {
-        b.d.get()
+    fn d_bits(b: &BlockIq4Xs) -> u16 {
+        b.d.bits()
     }
 
     #[inline(always)]

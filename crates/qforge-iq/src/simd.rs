@@ -1,33 +1,41 @@
 //! AVX2 kernel of the sub-block I-quants' dots with q8_k (iq2_xxs, iq2_xs, iq2_s, iq3_xxs,
 //! iq3_s, iq4_xs: [`SubBlocks`]), chosen at run time where the CPU has AVX2, FMA and F16C
-//! ([`qforge_core::cpu::avx2`]); everything else runs `qforge-k`'s q8_k kernel on
-//! [`crate::dot::KDot::ints`], the reference.
+//! ([`qforge_core::cpu::avx2`]); everything else runs the portable reference,
+//! [`crate::dot::sub_block_vec_dot_portable`].
 //!
 //! Per 32-value sub-block, as ggml's `ggml_vec_dot_iq*_q8_K`: the values become one register
-//! (grid formats: the four 8-byte words of grid value × sign, built with scalar loads and
-//! word operations, then `_mm256_set_epi64x`; iq4_xs: nibbles through `kvalues_iq4nl` with one
-//! `vpshufb`), `maddubs(|a|, v·sgn(a))` gives 16 exact pair sums for every `i8` activation,
+//! (grid formats: the grid entries loaded straight into the register, 8-byte entries with
+//! `vmovq` / `vmovhpd`, 4-byte ones with `vmovd` / `vpinsrd`, never a gather; the signs as byte
+//! masks, looked up the same way or spread from sign bits with
+//! [`qforge_simd::bytemask::bytes_from_bits`], applied as `(g ^ m) - m`; iq4_xs: nibbles
+//! through `kvalues_iq4nl` with one `vpshufb`), `maddubs(|a|, v·sgn(a))` gives 16 exact pair sums for every `i8` activation,
 //! -128 included (`|v| ≤ 127`, a pair is at most 2·128·127), and `vpmaddwd` with the two
-//! 16-value groups' integer scales adds them into 8 `i32` lanes, exact. At the end of the
-//! block the lanes are summed: the block's exact integer sum, the very integer the reference
-//! computes, and the f32 operations after it are the reference's (`sumf += (d·d_y)·isum`, in
-//! order), so the results are the same bits (the tests check it).
+//! 16-value groups' integer scales adds them into 8 `i32` lanes, exact: the lanes of
+//! [`crate::dot::sub_block_lanes`]. Each block adds them to 8 f32 lanes with one FMA
+//! (`acc = fma(d·d_y, lanes, acc)`, no horizontal sum per block), the row ends with
+//! [`finish`]: the reference's operations in its order, so the same bits (the tests check it).
 //!
 //! Several activation rows ([`vec_dot_rows`]) share each sub-block's values: up to
 //! [`MAX_ROWS`] rows per pass over the weight row.
 //!
-//! The only `unsafe` of the crate: unaligned loads of fixed-size arrays and the calls into the
-//! `#[target_feature]` function with an [`Avx2`] token.
+//! The one kernel serves mat-vec (one row) and mat-mul (it replaced, for one row, `qforge-k`'s
+//! kernel on signed grid words assembled in scalar registers: iq2_xxs 5.7 → 11.2 Gel/s,
+//! iq3_s 3.8 → 7.7 on the Zen 1 bench machine; see docs/matmul.md).
+//!
+//! The only `unsafe` of the crate: unaligned loads of fixed-size arrays and of table entries
+//! through references, and the calls into the `#[target_feature]` function with an [`Avx2`]
+//! token.
 #![allow(unsafe_code)]
 
 use std::arch::x86_64::*;
 
 use crate::common::QK_K;
+use crate::dot::{LANES, finish};
 use crate::tables::KVALUES_IQ4NL;
-use crate::unpack::{SubBlock, SubBlocks};
+use crate::unpack::{GridSigns, GridWords, SubBlock, SubBlocks};
 use qforge_k::BlockQ8K;
 use qforge_simd::Avx2;
-use qforge_simd::barrier::opaque;
+use qforge_simd::bytemask::bytes_from_bits;
 use qforge_simd::rows::{RowKernel, by_rows};
 
 /// The dot of a weight row with a q8_k row with AVX2, or `None` where the CPU lacks it.
@@ -40,15 +48,11 @@ pub(crate) fn vec_dot<F: SubBlocks>(w: &[F::Block], a: &[BlockQ8K]) -> Option<f3
 }
 
 /// `out[i]` = the dot of `w` with `a[i]` (`out.len() == a.len()`, checked by the caller) with
-/// AVX2; `false` (nothing written) where the CPU lacks it, or for one row of a format whose
-/// one-row dot stays on `qforge-k`'s kernel ([`SubBlocks::SIMD_ONE_ROW`]).
+/// AVX2; `false` (nothing written) where the CPU lacks it.
 pub(crate) fn vec_dot_rows<F: SubBlocks>(w: &[F::Block], a: &[&[BlockQ8K]], out: &mut [f32]) -> bool {
     let Some(avx2) = Avx2::detect() else {
         return false;
     };
-    if a.len() < 2 && !F::SIMD_ONE_ROW {
-        return false;
-    }
     let n = w.len();
     if a.iter().any(|a| a.len() < n) {
         // A short activation row truncates the weight row for that row alone: row by row.
@@ -84,28 +88,33 @@ fn rows_avx2<F: SubBlocks, const R: usize>(w: &[F::Block], a: [&[BlockQ8K]; R]) 
     // SAFETY: `KVALUES_IQ4NL` is 16 bytes, exactly what the unaligned 16-byte load reads.
     let table = _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()) });
     let low4 = _mm256_set1_epi8(0x0F);
-    let mut sumf = [0f32; R];
+    // Within each 128-bit lane, the low (high) lane picks `i16` 0 (1) of a 32-bit word.
+    #[rustfmt::skip]
+    let pick = _mm256_setr_epi8(
+        0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
+        2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3,
+    );
+    let mut facc = [_mm256_setzero_ps(); R];
     for (i, b) in w.iter().enumerate() {
-        let scales = F::scales(b);
-        // Grid formats: the whole block's values first, signed in scalar registers (cheap word
-        // operations on the integer ALUs) and stored, then loaded 32 at a time. Stored and
-        // reloaded at once, or built lane by lane with `vmovq`, they were both slower.
-        let mut words = [0u64; QK_K / 8];
-        if let SubBlock::Words(_) = F::sub_block(b, 0) {
-            for (ib, w4) in words.as_chunks_mut::<4>().0.iter_mut().enumerate() {
-                if let SubBlock::Words(x) = F::sub_block(b, ib) {
-                    *w4 = [opaque(x[0]), opaque(x[1]), opaque(x[2]), opaque(x[3])];
-                }
-            }
-        }
-        let words = std::hint::black_box(&words);
+        // Through memory: each sub-block then loads its scale with one scalar load (left to
+        // itself, LLVM assembles the array in a vector register with blends and extracts
+        // each again, which measured 25 % slower for iq4_xs).
+        let scales = std::hint::black_box(F::scales(b));
         let mut acc = [_mm256_setzero_si256(); R];
         for ib in 0..QK_K / 32 {
             let v = match F::sub_block(b, ib) {
-                SubBlock::Words(_) => {
-                    let w4: &[u64; 4] = words[4 * ib..4 * ib + 4].try_into().expect("4 words");
-                    // SAFETY: `w4` is 4 u64 = 32 bytes: the unaligned 32-byte load reads it.
-                    unsafe { _mm256_loadu_si256(w4.as_ptr().cast()) }
+                SubBlock::Grid(g, signs) => {
+                    // The grid entries and the sign masks loaded straight into a register
+                    // each, then `(g ^ m) - m` negates the masked bytes.
+                    let g = match g {
+                        GridWords::W64(w) => load_u64x4(w),
+                        GridWords::W32(w) => load_u32x8(w),
+                    };
+                    let m = match signs {
+                        GridSigns::Masks(m) => load_u64x4(m),
+                        GridSigns::Bits(bits) => bytes_from_bits(bits),
+                    };
+                    _mm256_sub_epi8(_mm256_xor_si256(g, m), m)
                 }
                 SubBlock::Nibbles(q) => {
                     // SAFETY: `q` is 16 bytes, exactly what the unaligned 16-byte load reads.
@@ -115,9 +124,14 @@ fn rows_avx2<F: SubBlocks, const R: usize>(w: &[F::Block], a: [&[BlockQ8K]; R]) 
                 }
             };
             // Values 0..16 (low lane) take the scale of group 2·ib, 16..32 that of 2·ib + 1.
-            let (s0, s1) = (scales[2 * ib], scales[2 * ib + 1]);
-            let s =
-                if s0 == s1 { _mm256_set1_epi16(s0) } else { _mm256_set_m128i(_mm_set1_epi16(s1), _mm_set1_epi16(s0)) };
+            let s = if F::SCALES_PER_16 {
+                // Branch-free (the two differ at random): the pair as one 32-bit word in every
+                // lane, then its low (high) `i16` picked in the low (high) lane.
+                let pair = (scales[2 * ib] as u16 as u32 | (scales[2 * ib + 1] as u16 as u32) << 16) as i32;
+                _mm256_shuffle_epi8(_mm256_set1_epi32(pair), pick)
+            } else {
+                _mm256_set1_epi16(scales[2 * ib])
+            };
             for r in 0..R {
                 let q: &[i8; 32] = a[r][i].qs[32 * ib..32 * ib + 32].try_into().expect("32 bytes");
                 // SAFETY: `q` is 32 bytes, exactly what the unaligned 32-byte load reads.
@@ -126,23 +140,49 @@ fn rows_avx2<F: SubBlocks, const R: usize>(w: &[F::Block], a: [&[BlockQ8K]; R]) 
                 acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(p, s));
             }
         }
-        let d = F::d(b);
+        // `D_MUL · d`, as the reference: f16 widening is exact either way.
+        let d = F::D_MUL * _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(F::d_bits(b)))));
         for r in 0..R {
-            let isum = hsum(acc[r]) as f32;
-            sumf[r] += (d * a[r][i].d.get()) * isum;
+            let da = _mm256_set1_ps(d * a[r][i].d.get());
+            facc[r] = _mm256_fmadd_ps(da, _mm256_cvtepi32_ps(acc[r]), facc[r]);
         }
     }
-    sumf
+    let mut out = [0f32; R];
+    for (o, v) in out.iter_mut().zip(facc) {
+        let mut lanes = [0f32; LANES];
+        // SAFETY: `lanes` is 8 f32, exactly 32 bytes: the unaligned store writes only it.
+        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), v) };
+        *o = finish(&lanes);
+    }
+    out
 }
 
-/// The sum of the 8 `i32` lanes (exact: the caller's lanes sum to an `i32`).
+/// Four table words as one register, word `l` in lane `l`: one 8-byte load each, straight
+/// into the vector register (`vmovq`, `vmovhpd`), no gather.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn hsum(v: __m256i) -> i32 {
-    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
-    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01_00_11_10>(s));
-    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b10_11_00_01>(s));
-    _mm_cvtsi128_si32(s)
+fn load_u64x4(w: [&u64; 4]) -> __m256i {
+    let half = |a: &u64, b: &u64| {
+        // SAFETY: `a` and `b` are references to `u64`s: each 8-byte load reads exactly one.
+        unsafe {
+            let lo = _mm_loadl_epi64((a as *const u64).cast());
+            _mm_castpd_si128(_mm_loadh_pd(_mm_castsi128_pd(lo), (b as *const u64).cast()))
+        }
+    };
+    _mm256_set_m128i(half(w[2], w[3]), half(w[0], w[1]))
+}
+
+/// Eight 32-bit table words as one register, word `k` in lane `k` (`vmovd`, `vpinsrd`).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn load_u32x8(w: [&u32; 8]) -> __m256i {
+    let half = |w: &[&u32]| {
+        let x = _mm_cvtsi32_si128(*w[0] as i32);
+        let x = _mm_insert_epi32::<1>(x, *w[1] as i32);
+        let x = _mm_insert_epi32::<2>(x, *w[2] as i32);
+        _mm_insert_epi32::<3>(x, *w[3] as i32)
+    };
+    _mm256_set_m128i(half(&w[4..]), half(&w[..4]))
 }
 
 #[cfg(test)]

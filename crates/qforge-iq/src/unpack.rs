@@ -8,6 +8,7 @@
 use crate::common::QK_K;
 use crate::tables::{KSIGNS_IQ2XS, KVALUES_IQ4NL};
 use qforge_core::BlockFormat;
+use qforge_core::le::F16Le;
 use qforge_simd::lut::nibble_lut;
 
 /// The bytes of `v` (little-endian) as `i8`.
@@ -88,10 +89,11 @@ pub(crate) static KSIGNS_MASK: [u64; 128] = {
     t
 };
 
-/// A 256-value I-quant dotted with q8_k activations through `qforge-k`'s shared kernel
-/// ([`q8k_vec_dot`]): the format gives its integer values and the integer scale of each
-/// 16-value group, so that the block's exact integer sum is `Σ_g scale[g]·Σ_{i in g} v[i]·q8[i]`,
-/// and the f32 factor `d` it is multiplied by (with `d_y`).
+/// A 256-value I-quant as integers: its values and the integer scale of each 16-value group,
+/// so that the block's exact integer sum is `Σ_g scale[g]·Σ_{i in g} v[i]·q8[i]`, and the
+/// f32 factor `d` it is multiplied by (with `d_y`). iq1_s / iq1_m run `qforge-k`'s shared
+/// kernel on it (`qforge_k::dot::q8k_vec_dot`); the [`SubBlocks`] formats' reference dot
+/// (`dot::sub_block_vec_dot_portable`) reads it too.
 pub(crate) trait KDot: BlockFormat {
     /// The block's f32 factor: its scale times ggml's final constant (`0.125f * sumf` for
     /// iq2, `0.25f` for iq3_xxs, ...; powers of two, so folding them in is exact).
@@ -104,35 +106,89 @@ pub(crate) trait KDot: BlockFormat {
 
 /// The 32 integer values of one sub-block, as a format stores them most cheaply.
 pub(crate) enum SubBlock<'a> {
-    /// Four words of 8 `i8` values (little-endian bytes), values `8l .. 8l + 8` in word `l`:
-    /// the grid formats (grid value × sign).
-    Words([u64; 4]),
+    /// The grid formats: the grid entries of the 32 values (unsigned, every byte in `1..128`)
+    /// and which of them are negated. Entries are references into the grid tables, so that
+    /// the AVX2 kernel loads them straight into vector registers.
+    Grid(GridWords, GridSigns),
     /// 16 bytes of 4-bit indices into `kvalues_iq4nl`, low nibbles values 0..16, high
     /// nibbles 16..32 (iq4_xs).
     Nibbles(&'a [u8; 16]),
 }
 
+/// A sub-block's grid entries, values in element order.
+#[derive(Clone, Copy)]
+pub(crate) enum GridWords {
+    /// Four entries of 8 values (the iq2 grids): values `8l .. 8l + 8` in entry `l`.
+    W64([&'static u64; 4]),
+    /// Eight entries of 4 values (the iq3 grids): values `4k .. 4k + 4` in entry `k`.
+    W32([&'static u32; 8]),
+}
+
+impl GridWords {
+    /// The 8 values `8l .. 8l + 8` as one little-endian word.
+    #[inline(always)]
+    pub(crate) fn word(self, l: usize) -> u64 {
+        match self {
+            GridWords::W64(w) => no_gather_word(*w[l & 3]),
+            GridWords::W32(w) => {
+                no_gather_word(u64::from(*w[(2 * l) & 7])) | no_gather_word(u64::from(*w[(2 * l + 1) & 7])) << 32
+            }
+        }
+    }
+}
+
+/// Which of a sub-block's 32 grid values are negated.
+#[derive(Clone, Copy)]
+pub(crate) enum GridSigns {
+    /// Byte masks: byte `j` of word `l` is 0xFF where value `8l + j` is negated, else 0
+    /// (iq2_xxs, iq2_xs, iq3_xxs: their 7-bit sign codes looked up in [`KSIGNS_MASK`]).
+    Masks([&'static u64; 4]),
+    /// One bit per value, LSB first: bit `j` of byte `l` negates value `8l + j` (iq2_s,
+    /// iq3_s).
+    Bits([u8; 4]),
+}
+
+impl GridSigns {
+    /// The byte mask of word `l`.
+    #[inline(always)]
+    pub(crate) fn mask(self, l: usize) -> u64 {
+        match self {
+            GridSigns::Masks(m) => *m[l & 3],
+            GridSigns::Bits(b) => SIGN_MASK[usize::from(b[l & 3])],
+        }
+    }
+
+    /// iq2_xxs / iq2_xs / iq3_xxs: the masks of four 7-bit sign codes (`kmask(l)` the code of
+    /// values `8l .. 8l + 8`).
+    #[inline(always)]
+    pub(crate) fn ksigns(code: impl Fn(usize) -> usize) -> GridSigns {
+        let t: &'static [u64; 128] = &KSIGNS_MASK;
+        GridSigns::Masks(std::array::from_fn(|l| &t[code(l) & 127]))
+    }
+}
+
 /// A 256-value I-quant described by its 8 sub-blocks of 32 values (every value in
 /// `-127..=127`) and the integer scale of each 16 values: the formats with an AVX2 kernel
-/// (`simd.rs`). Their [`KDot`] (the portable path, `qforge-k`'s kernel) derives from it.
+/// (`simd.rs`). Their [`KDot`] (what the portable reference reads) derives from it.
 pub(crate) trait SubBlocks: BlockFormat {
-    /// As [`KDot::d`].
-    fn d(b: &Self::Block) -> f32;
+    /// ggml's final constant (`0.125` for iq2, `0.25` for iq3_xxs, else 1): a power of two.
+    const D_MUL: f32 = 1.0;
+    /// The raw bits of the block's f16 scale: [`KDot::d`] is `D_MUL · d` (the AVX2 kernel
+    /// widens it with `vcvtph2ps`, without the run-time CPU check of a portable f16).
+    fn d_bits(b: &Self::Block) -> u16;
     /// The values of sub-block `ib` (`0..8`).
     fn sub_block(b: &Self::Block, ib: usize) -> SubBlock<'_>;
     /// The integer scale of each 16-value group (`|value · scale| < 2^15`).
     fn scales(b: &Self::Block) -> [i16; QK_K / 16];
-    /// Whether one row's dot runs the AVX2 kernel too. The grid formats' one-row dot keeps
-    /// `qforge-k`'s kernel, measured faster on the Zen 1 bench machine for a single row (its
-    /// block unpacking pipelines better); the AVX2 kernel wins once several rows share the
-    /// unpacked values (mat-mul), by 2-3x there.
-    const SIMD_ONE_ROW: bool;
+    /// Whether the two 16-value groups of a sub-block have scales of their own (iq2_xs,
+    /// iq2_s); otherwise [`SubBlocks::scales`] repeats each sub-block's scale twice.
+    const SCALES_PER_16: bool = false;
 }
 
 impl<F: SubBlocks> KDot for F {
     #[inline(always)]
     fn d(b: &Self::Block) -> f32 {
-        <F as SubBlocks>::d(b)
+        F::D_MUL * F16Le(F::d_bits(b).to_le_bytes()).get()
     }
 
     #[inline(always)]
@@ -140,7 +196,7 @@ impl<F: SubBlocks> KDot for F {
         let (w4, _) = w.as_chunks_mut::<4>();
         for (ib, w4) in w4.iter_mut().enumerate() {
             *w4 = match F::sub_block(b, ib) {
-                SubBlock::Words(x) => x.map(bytes_i8),
+                SubBlock::Grid(g, s) => std::array::from_fn(|l| bytes_i8(signed_word(g.word(l), s.mask(l)))),
                 SubBlock::Nibbles(q) => bytemuck::cast(nibble_lut::<16, 32>(q, &KVALUES_IQ4NL)),
             };
         }

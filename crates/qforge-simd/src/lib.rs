@@ -8,6 +8,8 @@
 //! * [`rows`]: running a kernel over any number of activation rows, up to
 //!   [`rows::MAX_ROWS`] per pass over the weight row, with a const-generic row count.
 //! * [`lut`]: 16-entry table lookups of packed nibbles, branch-free code LLVM vectorizes.
+//! * `bytemask` (x86-64): AVX2 byte masks from packed bits (one bit per element spread over
+//!   32 bytes), shared by the kernels here and the grid I-quants' signs in `qforge-iq`.
 //! * [`barrier`]: optimization barriers for scalar code feeding the SIMD kernels.
 //! * [`Avx2`]: the proof that this CPU runs the AVX2 kernels (AVX2, FMA, F16C), which every
 //!   family's `#[target_feature]` code takes before it is called.
@@ -17,6 +19,8 @@
 #![deny(unsafe_code)]
 
 pub mod barrier;
+#[cfg(target_arch = "x86_64")]
+pub mod bytemask;
 pub mod lut;
 pub mod q8;
 pub mod rows;

@@ -1,36 +1,45 @@
 //! The AVX2 sub-block kernel against the reference, bit for bit, on this CPU: random blocks of
 //! every format (raw bytes: every code, grid index, sign and scale; NaN / Inf f16 scales too)
 //! against q8_k rows with edge activations (-128, 127), for rows of 0..=9 blocks and 1..=9
-//! activation rows. The reference is written out here from [`KDot::ints`]: the block's exact
-//! integer sum, then `sumf += (d·d_y)·isum` in order.
+//! activation rows. The reference is written out here from [`KDot::ints`] (its lanes in
+//! `i64`, so that an overflow would show), and checked against the crate's portable kernel.
 //!
 //! These tests need AVX2, FMA and F16C. On an x86-64 CPU without them they fail (an untested
 //! kernel is not a pass) unless `QFORGE_ALLOW_NO_AVX2=1` says to skip them.
 
 use super::*;
+use crate::dot::sub_block_vec_dot_portable;
 use crate::unpack::KDot;
 use crate::{Iq2S, Iq2Xs, Iq2Xxs, Iq3S, Iq3Xxs, Iq4Xs};
 use qforge_core::NativeDot;
 use qforge_core::rand::Rng;
 
-/// The reference: exact integer sums from the unpacked values, f32 as `qforge-k`'s kernel.
+/// The reference: lane `j` of a block = Σ over sub-blocks `ib` of `scale[2ib + j/4]` times
+/// the four products of values `32ib + 4j ..`, exact; `acc[j] = fma(d·d_y, lane, acc[j])`;
+/// the lanes summed as `((0+4) + (2+6)) + ((1+5) + (3+7))`.
 fn reference<F: SubBlocks>(w: &[F::Block], a: &[BlockQ8K]) -> f32 {
-    let mut sumf = 0.0f32;
+    let mut acc = [0f32; 8];
     for (b, a) in w.iter().zip(a) {
         let mut v = [[0i8; 8]; QK_K / 8];
         let scales = <F as KDot>::ints(b, &mut v);
         let v: [i8; QK_K] = bytemuck::cast(v);
-        let isum: i64 = (0..QK_K).map(|i| i64::from(scales[i / 16]) * i64::from(v[i]) * i64::from(a.qs[i])).sum();
-        sumf += (<F as KDot>::d(b) * a.d.get()) * i32::try_from(isum).expect("an i32") as f32;
+        let d = <F as KDot>::d(b) * a.d.get();
+        for (j, acc) in acc.iter_mut().enumerate() {
+            let lane: i64 = (0..8)
+                .flat_map(|ib| (0..4).map(move |e| (ib, 32 * ib + 4 * j + e)))
+                .map(|(ib, i)| i64::from(scales[2 * ib + j / 4]) * i64::from(v[i]) * i64::from(a.qs[i]))
+                .sum();
+            *acc = d.mul_add(i32::try_from(lane).expect("an i32") as f32, *acc);
+        }
     }
-    sumf
+    ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))
 }
 
 fn same(x: f32, y: f32) -> bool {
     x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan())
 }
 
-fn check<F: SubBlocks + NativeDot<Act = qforge_k::Q8K> + qforge_k::dot::Q8KDot>(seed: u64) {
+fn check<F: SubBlocks + NativeDot<Act = qforge_k::Q8K>>(seed: u64) {
     let mut rng = Rng::new(seed);
     for case in 0..400 {
         let nb = case % 10;
@@ -68,7 +77,7 @@ fn check<F: SubBlocks + NativeDot<Act = qforge_k::Q8K> + qforge_k::dot::Q8KDot>(
             let got = unsafe { rows_avx2::<F, 1>(&w, [a]) }[0];
             assert!(same(got, want[r]), "case {case} ({nb} blocks) row {r}: avx2 {got:e}, reference {:e}", want[r]);
             assert!(same(F::vec_dot(&w, a), want[r]), "case {case} row {r}: dispatch");
-            assert!(same(qforge_k::dot::q8k_vec_dot::<F>(&w, a), want[r]), "case {case} row {r}: qforge-k kernel");
+            assert!(same(sub_block_vec_dot_portable::<F>(&w, a), want[r]), "case {case} row {r}: portable kernel");
         }
         let refs: Vec<&[BlockQ8K]> = a.iter().map(Vec::as_slice).collect();
         let mut out = vec![0f32; m];

@@ -28,6 +28,7 @@ use std::arch::x86_64::*;
 
 use super::{ACCS, BATCH, Codes, LANES, Q8Act, Q8Weight, QK8, Scale, Values, finish, supported};
 use crate::Avx2;
+use crate::bytemask::bytes_from_bits;
 use crate::rows::{RowKernel, by_rows};
 
 /// [`super::vec_dot`] with AVX2, or `None` where the CPU lacks it.
@@ -363,18 +364,4 @@ fn load16<T: bytemuck::Pod>(v: &[T]) -> __m128i {
     let b: &[u8; 16] = b.try_into().expect("16 bytes");
     // SAFETY: `b` is exactly 16 bytes: the unaligned 16-byte load reads only it.
     unsafe { _mm_loadu_si128(b.as_ptr().cast()) }
-}
-
-/// Byte `j` = 0xFF where bit `j` of the little-endian `bits` is set, else 0 (ggml's
-/// `bytes_from_bits_32`): byte `j` gets byte `j / 8` of the word, every other bit is set by
-/// an OR, and only a byte whose bit `j % 8` was set compares equal to all ones.
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-fn bytes_from_bits(bits: [u8; 4]) -> __m256i {
-    let spread = _mm256_shuffle_epi8(
-        _mm256_set1_epi32(i32::from_le_bytes(bits)),
-        _mm256_set_epi64x(0x0303_0303_0303_0303, 0x0202_0202_0202_0202, 0x0101_0101_0101_0101, 0),
-    );
-    let others = _mm256_or_si256(spread, _mm256_set1_epi64x(0x7fbf_dfef_f7fb_fdfe));
-    _mm256_cmpeq_epi8(others, _mm256_set1_epi64x(-1))
 }
