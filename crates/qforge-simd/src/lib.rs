@@ -14,8 +14,8 @@
 //! * [`Avx2`]: the proof that this CPU runs the AVX2 kernels (AVX2, FMA, F16C), which every
 //!   family's `#[target_feature]` code takes before it is called.
 //!
-//! `unsafe` lives only in the x86-64 kernel module (`q8/avx2.rs`) and the empty `asm!` of
-//! [`barrier`], each block with its `SAFETY` comment.
+//! `unsafe` lives only in the x86-64 kernel module (`q8/avx2.rs`), the empty `asm!` of
+//! [`barrier`] and the unit test of `bytemask`, each block with its `SAFETY` comment.
 #![deny(unsafe_code)]
 
 pub mod barrier;
