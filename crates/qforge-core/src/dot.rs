@@ -32,9 +32,21 @@ pub enum ActRow<'a> {
     /// Raw blocks of the [`ActKind::Blocks`] format.
     Blocks(&'a [u8]),
     /// `x ≈ scale · (q − zero_point)`.
-    Int8 { q: &'a [i8], scale: f32, zero_point: i32 },
+    Int8 {
+        /// The int8 codes, one per element.
+        q: &'a [i8],
+        /// The row's f32 scale.
+        scale: f32,
+        /// The row's zero point (asymmetric per-token quantization).
+        zero_point: i32,
+    },
     /// `x[k] ≈ scales[k / 128] · e4m3(q[k])`.
-    Fp8 { q: &'a [u8], scales: &'a [f32] },
+    Fp8 {
+        /// The e4m3 codes (raw bytes), one per element.
+        q: &'a [u8],
+        /// One f32 scale per 128 elements.
+        scales: &'a [f32],
+    },
 }
 
 impl ActRow<'_> {

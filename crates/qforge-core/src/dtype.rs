@@ -7,8 +7,11 @@ use std::str::FromStr;
 /// A floating-point element type qforge can dequantize to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum DType {
+    /// IEEE 754 binary32 (the exact result of ggml's `to_float`).
     F32,
+    /// IEEE 754 binary16: the f32 result rounded to nearest, ties to even.
     F16,
+    /// bfloat16: the f32 result rounded to nearest, ties to even, to 8 mantissa bits.
     Bf16,
 }
 
@@ -56,8 +59,11 @@ impl FromStr for DType {
 /// conversion of the f32 value (identity for f32), so that every dtype's output is the
 /// correctly rounded f32 result, bit for bit.
 pub trait Elem: Copy + Default + Send + Sync + PartialEq + fmt::Debug + 'static {
+    /// The [`DType`] tag of this element type.
     const DTYPE: DType;
+    /// `v` rounded to nearest, ties to even, into this type (identity for f32; NaN stays NaN).
     fn from_f32(v: f32) -> Self;
+    /// The value widened exactly to f32.
     fn to_f32(self) -> f32;
     /// Little-endian bytes of one element appended to `out`.
     fn write_le(self, out: &mut Vec<u8>);
@@ -142,12 +148,16 @@ impl Elem for bf16 {
 /// A mutable output row of one of the supported dtypes: the object-safe way to ask a
 /// [`crate::Format`] for output of any dtype.
 pub enum OutRow<'a> {
+    /// An f32 output row.
     F32(&'a mut [f32]),
+    /// An f16 output row.
     F16(&'a mut [f16]),
+    /// A bf16 output row.
     Bf16(&'a mut [bf16]),
 }
 
 impl OutRow<'_> {
+    /// Number of elements in the row.
     pub fn len(&self) -> usize {
         match self {
             OutRow::F32(s) => s.len(),
@@ -155,9 +165,11 @@ impl OutRow<'_> {
             OutRow::Bf16(s) => s.len(),
         }
     }
+    /// Whether the row has no elements.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
+    /// The row's element type.
     pub fn dtype(&self) -> DType {
         match self {
             OutRow::F32(_) => DType::F32,

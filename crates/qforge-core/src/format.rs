@@ -51,6 +51,7 @@ pub struct FormatDesc {
     pub block_size: usize,
     /// Bytes per block (= `size_of::<Block>()`).
     pub block_bytes: usize,
+    /// Whether it is a weight format or an activation format (the other side of a dot product).
     pub role: Role,
     /// Name of the activation format ggml's `vec_dot` pairs with this one (`q8_0`, `q8_1`,
     /// `q8_k`), if any.
@@ -95,6 +96,8 @@ impl FormatDesc {
 pub trait BlockFormat: Send + Sync + 'static {
     /// The on-disk block, `#[repr(C)]`, alignment 1, exactly `DESC.block_bytes` bytes.
     type Block: Pod;
+    /// The format's descriptor: name, family, GGML type id, block size and bytes, role, dot
+    /// type, summary and CUDA slot.
     const DESC: FormatDesc;
 
     /// Reference decode of one block into `out` (`out.len() == DESC.block_size`). Each value

@@ -16,10 +16,12 @@ macro_rules! le_scalar {
         pub struct $name(pub [u8; $n]);
 
         impl $name {
+            /// The value, decoded from its little-endian bytes.
             #[inline(always)]
             pub fn get(self) -> $ty {
                 <$ty>::from_le_bytes(self.0)
             }
+            /// The little-endian bytes of `v`.
             #[inline(always)]
             pub fn new(v: $ty) -> Self {
                 Self(v.to_le_bytes())
@@ -67,6 +69,7 @@ impl F16Le {
     pub fn from_f32(v: f32) -> Self {
         Self(f16::from_f32(v).to_le_bytes())
     }
+    /// The raw IEEE binary16 bit pattern.
     #[inline(always)]
     pub fn bits(self) -> u16 {
         u16::from_le_bytes(self.0)

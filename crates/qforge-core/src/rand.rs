@@ -10,10 +10,12 @@
 pub struct Rng(u64);
 
 impl Rng {
+    /// A generator seeded with `seed` (0 is replaced, see [`Rng`]).
     pub fn new(seed: u64) -> Rng {
         Rng(if seed == 0 { 0x2545_f491_4f6c_dd1d } else { seed })
     }
 
+    /// The next 64 pseudo-random bits.
     #[inline]
     pub fn next_u64(&mut self) -> u64 {
         self.0 ^= self.0 >> 12;

@@ -13,6 +13,7 @@ pub struct Registry {
 }
 
 impl Registry {
+    /// An empty registry.
     pub fn new() -> Self {
         Self::default()
     }
@@ -61,14 +62,17 @@ impl Registry {
         self.formats.iter().copied().find(|f| f.desc().ggml_type == Some(id))
     }
 
+    /// The formats in registration order.
     pub fn iter(&self) -> impl Iterator<Item = &'static dyn Format> + '_ {
         self.formats.iter().copied()
     }
 
+    /// Number of registered formats.
     pub fn len(&self) -> usize {
         self.formats.len()
     }
 
+    /// Whether no format is registered.
     pub fn is_empty(&self) -> bool {
         self.formats.is_empty()
     }

@@ -34,6 +34,7 @@ impl Shape {
         Ok(Shape(dims))
     }
 
+    /// The dimensions, outermost first; the last is the quantized row length.
     pub fn dims(&self) -> &[usize] {
         &self.0
     }
@@ -103,15 +104,19 @@ impl<'a> QuantTensor<'a> {
         format.tensor_bytes(shape.rows(), shape.cols())
     }
 
+    /// The format the bytes are stored in (a `with_params` variant where one applies).
     pub fn format(&self) -> &'static dyn Format {
         self.format
     }
+    /// The logical shape (real elements, not padded).
     pub fn shape(&self) -> &Shape {
         &self.shape
     }
+    /// Number of rows: the product of all dimensions but the last.
     pub fn rows(&self) -> usize {
         self.shape.rows()
     }
+    /// Logical row length in elements (the last dimension).
     pub fn cols(&self) -> usize {
         self.shape.cols()
     }
@@ -120,6 +125,7 @@ impl<'a> QuantTensor<'a> {
         let unit = self.format.layout().row_unit().0;
         self.cols().div_ceil(unit) * unit
     }
+    /// Stored bytes of one row (padded to whole blocks / groups).
     pub fn row_bytes(&self) -> usize {
         self.row_bytes
     }
@@ -147,6 +153,7 @@ impl<'a> QuantTensor<'a> {
     pub fn rows_iter(&self) -> std::slice::ChunksExact<'_, u8> {
         self.rows_data().chunks_exact(self.row_bytes.max(1))
     }
+    /// The same tensor owning its bytes (copies them if borrowed).
     pub fn into_owned(self) -> QuantTensor<'static> {
         QuantTensor {
             format: self.format,
@@ -155,6 +162,7 @@ impl<'a> QuantTensor<'a> {
             data: Cow::Owned(self.data.into_owned()),
         }
     }
+    /// All bytes (rows, then side section), owned.
     pub fn into_bytes(self) -> Vec<u8> {
         self.data.into_owned()
     }

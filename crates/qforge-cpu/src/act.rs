@@ -18,6 +18,7 @@ pub enum ActQuant {
 }
 
 impl ActQuant {
+    /// Every mode, in the order the CLI lists them.
     pub const ALL: [ActQuant; 4] = [ActQuant::None, ActQuant::Native, ActQuant::Int8Dyn, ActQuant::Fp8x128];
 
     /// The CLI spelling.
@@ -63,21 +64,32 @@ impl FromStr for ActQuant {
 /// padded length; positions past the logical length are the quantization of 0).
 #[derive(Clone, Debug)]
 pub enum QuantAct {
+    /// Unquantized: the f32 values, zero-padded.
     F32(Vec<f32>),
+    /// Blocks of an activation block format (ggml's `vec_dot_type`: q8_0, q8_1, q8_k).
     Blocks {
+        /// The activation format (e.g. q8_0).
         format: &'static dyn Format,
+        /// The row's blocks, `format.row_bytes(padded)` bytes.
         bytes: Vec<u8>,
     },
+    /// Per-token asymmetric int8: `x ≈ scale · (q − zero_point)`.
     Int8 {
+        /// One code per element.
         q: Vec<i8>,
+        /// The row's scale.
         scale: f32,
+        /// The row's zero point (the code of 0.0, in -128..=127).
         zero_point: i32,
     },
     /// Values and one f32 scale per tile of a one-row-tile grid format (the format a weight
     /// format's [`Format::act_format`] names: e4m3 with 1×128 tiles for `fp8-1x128`).
     Tiled {
+        /// The grid format that quantized the row (its [`Format::layout`] gives the tile).
         format: &'static dyn Format,
+        /// The values, one byte per element (e4m3 codes for `fp8-1x128`).
         q: Vec<u8>,
+        /// One scale per tile of the row, in order.
         scales: Vec<f32>,
     },
 }

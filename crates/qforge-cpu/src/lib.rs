@@ -106,12 +106,16 @@ pub fn dequantize<O: Elem>(t: &QuantTensor<'_>) -> Result<Vec<O>, QuantError> {
 /// A dequantized tensor in the dtype that was asked for at run time.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Dequantized {
+    /// f32 values, row-major, logical shape.
     F32(Vec<f32>),
+    /// f16 values (round-to-nearest-even of the f32 result), row-major, logical shape.
     F16(Vec<f16>),
+    /// bf16 values (round-to-nearest-even of the f32 result), row-major, logical shape.
     Bf16(Vec<bf16>),
 }
 
 impl Dequantized {
+    /// The element type held.
     pub fn dtype(&self) -> DType {
         match self {
             Dequantized::F32(_) => DType::F32,
@@ -120,6 +124,7 @@ impl Dequantized {
         }
     }
 
+    /// Number of elements (the tensor's logical element count).
     pub fn len(&self) -> usize {
         match self {
             Dequantized::F32(v) => v.len(),
@@ -128,6 +133,7 @@ impl Dequantized {
         }
     }
 
+    /// Whether there are no elements.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }

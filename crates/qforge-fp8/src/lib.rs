@@ -53,6 +53,7 @@ const fn elem<K: Fp8Kind>() -> ElemType {
 pub struct Fp8Format<K: Fp8Kind, const ROWS: usize = BLOCK>(PhantomData<fn() -> K>);
 
 impl<K: Fp8Kind, const ROWS: usize> Fp8Format<K, ROWS> {
+    /// The format as a value, for a `FORMATS` list or a `static` such as [`FP8_E4M3`].
     pub const NEW: Self = Fp8Format(PhantomData);
 
     /// The descriptor: one byte per value ("blocks" of one element); the tiles and the

@@ -274,8 +274,11 @@ pub fn make_q3_quants<const N: usize>(x: &[f32], nmax: i32, l_out: &mut [i8]) ->
 /// `(rmin + rdelta·is + nmax) / (max - min)` for `is in 0..=nstep`.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct AffineSearch {
+    /// Offset of the first candidate (added to `nmax` in the numerator; ggml's `rmin`).
     pub rmin: f32,
+    /// Step between candidates (ggml's `rdelta`).
     pub rdelta: f32,
+    /// Number of steps: candidates `is = 0..=nstep` (ggml's `nstep`).
     pub nstep: i32,
     /// Minimize the weighted absolute error instead of the weighted squared error.
     pub use_mad: bool,

@@ -78,6 +78,9 @@ pub struct Family {
 }
 
 impl Family {
+    /// A family with no formats and every option at its default: 256 proptest cases, no
+    /// per-format exceptions, random blocks that must decode to a NaN somewhere. Start from
+    /// it with struct-update syntax.
     pub const DEFAULT: Family = Family {
         formats: &[],
         source_file: None,

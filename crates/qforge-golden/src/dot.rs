@@ -7,19 +7,31 @@ use qforge_core::{ActKind, ActRow, Format, OutRow};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
+/// One format's entry in `tests/golden/dot/manifest.json`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct DotEntry {
+    /// ggml's `vec_dot_type` for the format (`q8_0`, `q8_1`, `q8_k`).
     pub dot_type: String,
+    /// Weight rows in the format's `quant.bin` that were dotted with each activation row.
     pub weight_rows: usize,
 }
 
+/// `tests/golden/dot/manifest.json`: the golden vectors of ggml's CPU `vec_dot`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct DotManifest {
+    /// Elements per row (weights and activations).
     pub cols: usize,
+    /// The rows of `inputs.f32` quantized as activations (`<fmt>.act.bin`), in file order.
     pub act_rows: Vec<usize>,
+    /// Per format (lower-case GGML name) that has a ggml `vec_dot`.
     pub formats: BTreeMap<String, DotEntry>,
 }
 
+/// The parsed dot manifest of [`crate::dir`].
+///
+/// # Panics
+///
+/// If the file is missing or malformed (a broken checkout).
 pub fn dot_manifest() -> DotManifest {
     let p = crate::dir().join("dot/manifest.json");
     let b = std::fs::read(&p).unwrap_or_else(|e| panic!("golden file {} unreadable: {e}", p.display()));

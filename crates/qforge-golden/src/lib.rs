@@ -19,18 +19,26 @@ use std::path::PathBuf;
 /// One input dataset: `rows` rows of `Manifest::cols` values in `inputs.f32`.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Dataset {
+    /// Dataset name (`gaussian`, `heavy_tailed`, `outliers`, …).
     pub name: String,
+    /// Rows it contributes to `inputs.f32`, in manifest order.
     pub rows: usize,
 }
 
 /// What the generator recorded for one format.
 #[derive(Debug, Clone, Deserialize)]
 pub struct FormatEntry {
+    /// GGML type id (`enum ggml_type`).
     pub ggml_type: u32,
+    /// Elements per block, as ggml's type traits say.
     pub block_size: usize,
+    /// Bytes per block, as ggml's type traits say.
     pub block_bytes: usize,
+    /// Number of random blocks in `<fmt>/random.bin` (and values / block size in `random.f32`).
     pub random_blocks: usize,
+    /// Whether ggml has a `to_float` for the format (`random.f32` exists).
     pub has_to_float: bool,
+    /// The quantization files generated: `quant.bin` and / or `quant_imatrix.bin`.
     pub quant_files: Vec<String>,
     /// ggml refuses this format without an importance matrix: `quant.bin` was made with an
     /// all-ones imatrix (uniform weights).
@@ -44,16 +52,24 @@ pub struct FormatEntry {
 /// A quantized type of ggml's own type table (`ggml_get_type_traits`).
 #[derive(Debug, Clone, Deserialize)]
 pub struct GgmlType {
+    /// GGML type id (`enum ggml_type`).
     pub ggml_type: u32,
+    /// Elements per block.
     pub block_size: usize,
+    /// Bytes per block.
     pub block_bytes: usize,
 }
 
+/// `tests/golden/manifest.json`: what the golden generator produced and with which ggml.
 #[derive(Debug, Clone, Deserialize)]
 pub struct Manifest {
+    /// The generator's self-description (script and ggml sources).
     pub generator: String,
+    /// Values per row of `inputs.f32` (and row length of every `quant*.bin`).
     pub cols: usize,
+    /// The input datasets, in the order their rows appear in `inputs.f32`.
     pub datasets: Vec<Dataset>,
+    /// Per format (lower-case GGML name): what was generated.
     pub formats: BTreeMap<String, FormatEntry>,
     /// The ggml libraries the generator used.
     pub ggml_libraries: Vec<String>,
@@ -81,6 +97,11 @@ fn to_f32(bytes: &[u8]) -> Vec<f32> {
     bytes.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
 
+/// The parsed `manifest.json` of [`dir`].
+///
+/// # Panics
+///
+/// If the file is missing or malformed (a broken checkout).
 pub fn manifest() -> Manifest {
     serde_json::from_slice(&read("manifest.json")).expect("tests/golden/manifest.json is malformed")
 }

@@ -27,7 +27,10 @@ pub const QRANGE_HALF: f32 = 7.5;
 /// `j + H` in its high nibble — each nibble storing `q + 8` for `q` in `-8..=7`.
 #[repr(C)]
 pub struct BlockInt4g<S: ScaleKind, const H: usize> {
+    /// The group's scale, little-endian in the variant's scale dtype (f16, bf16 or f32):
+    /// `x = d · q`.
     pub d: S::Raw,
+    /// The `2·H` codes as nibbles (`q + 8`), in the order above.
     pub qs: [u8; H],
 }
 

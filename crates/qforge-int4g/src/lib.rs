@@ -43,6 +43,8 @@ pub const GROUP_SIZES: [usize; 8] = [32, 64, 128, 256, 512, 1024, 2048, 4096];
 pub struct Int4gFormat<S: ScaleKind, const H: usize>(Registered<Int4g<S, H>, A8W4Dot>);
 
 impl<S: ScaleKind, const H: usize> Int4gFormat<S, H> {
+    /// The variant as a value for a `FORMATS` list (a constant, so [`Registered::NEW`]'s
+    /// compile-time checks of the block size and alignment run).
     pub const NEW: Self = Int4gFormat(Registered::NEW);
 }
 

@@ -25,9 +25,11 @@ pub const MAX_DIMS: usize = 4;
 /// One tensor of a GGUF file.
 #[derive(Clone, Debug)]
 pub struct GgufTensor<'a> {
+    /// Tensor name as stored (borrowed from the file).
     pub name: Cow<'a, str>,
     /// Dimensions as stored: `ne[0]` (the row length) first.
     pub ne: Vec<u64>,
+    /// Element type: a plain dtype or the registered format of its GGML type id.
     pub ty: TensorType,
     /// Offset relative to the start of the data section.
     pub rel_offset: u64,
@@ -47,10 +49,14 @@ impl GgufTensor<'_> {
 /// A parsed GGUF file borrowing its bytes (usually a memory map).
 #[derive(Debug)]
 pub struct GgufFile<'a> {
+    /// GGUF version from the header: 2 or 3.
     pub version: u32,
     /// Metadata in file order.
     pub metadata: Vec<(Cow<'a, str>, Value<'a>)>,
+    /// Tensor infos in file order, each checked against the file (see [`GgufFile::parse`]).
     pub tensors: Vec<GgufTensor<'a>>,
+    /// Alignment in bytes of the data section and of every tensor's offset:
+    /// `general.alignment`, or [`DEFAULT_ALIGNMENT`] when absent.
     pub alignment: usize,
     /// Absolute offset of the data section.
     pub data_offset: usize,
@@ -61,6 +67,17 @@ impl<'a> GgufFile<'a> {
     /// Parse and validate the header, metadata and tensor infos of `bytes`. Every length,
     /// count, dimension product and offset is checked against the file size (checked
     /// arithmetic) before anything is allocated; tensor data is not touched.
+    ///
+    /// # Errors
+    ///
+    /// Any malformed-input variant of [`IoError`]: [`IoError::BadMagic`],
+    /// [`IoError::UnsupportedVersion`], [`IoError::Truncated`] (including lying counts),
+    /// [`IoError::UnknownValueType`], [`IoError::InvalidUtf8`], [`IoError::TooDeep`],
+    /// [`IoError::DuplicateKey`] / [`IoError::DuplicateTensor`], [`IoError::BadAlignment`],
+    /// [`IoError::UnknownTensorType`] / [`IoError::UnsupportedTensorType`],
+    /// [`IoError::BadTensor`] (more than [`MAX_DIMS`] dimensions, a zero dimension, a row
+    /// that is not whole blocks, a misaligned offset), [`IoError::Overflow`] and
+    /// [`IoError::OutOfBounds`].
     pub fn parse(bytes: &'a [u8]) -> Result<Self> {
         let mut c = Cursor::new(bytes);
         let magic = c.array::<4>("GGUF magic")?;
@@ -136,6 +153,11 @@ impl<'a> GgufFile<'a> {
 
     /// A quantized tensor as a [`QuantTensor`] borrowing the file's bytes (no copy).
     /// Plain dtypes are not formats: they give `None`.
+    ///
+    /// # Errors
+    ///
+    /// [`IoError::Quant`] if qforge-core rejects the shape or byte length (cannot happen for
+    /// a tensor of this file, whose size `parse` computed from the same format).
     pub fn quant_tensor(&self, t: &GgufTensor<'_>) -> Result<Option<QuantTensor<'a>>> {
         match t.ty {
             TensorType::Plain(_) => Ok(None),

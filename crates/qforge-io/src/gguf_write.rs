@@ -30,11 +30,18 @@ pub struct GgufWriter {
 }
 
 impl GgufWriter {
+    /// An empty description: no metadata, no tensors, alignment [`DEFAULT_ALIGNMENT`].
     pub fn new() -> Self {
         Self::default()
     }
 
     /// Set a metadata key: replaces the value in place if the key exists, else appends.
+    ///
+    /// # Errors
+    ///
+    /// For `general.alignment`: [`IoError::BadAlignment`] unless the value is a `u32` power
+    /// of two, and [`IoError::Unwritable`] once tensors have been added (their offsets
+    /// already depend on the alignment).
     pub fn set(&mut self, key: &str, value: Value<'_>) -> Result<()> {
         if key == "general.alignment" && !matches!(value, Value::U32(a) if a.is_power_of_two()) {
             return Err(IoError::BadAlignment { reason: format!("{value:?} is not a u32 power of two") });
@@ -53,6 +60,8 @@ impl GgufWriter {
         Ok(())
     }
 
+    /// The alignment in bytes the data section and each tensor will be padded to: the
+    /// `general.alignment` set so far, else [`DEFAULT_ALIGNMENT`].
     pub fn alignment(&self) -> usize {
         match self.metadata.iter().find(|(k, _)| k == "general.alignment") {
             Some((_, Value::U32(a))) => *a as usize,

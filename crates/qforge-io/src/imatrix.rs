@@ -57,6 +57,13 @@ fn f32s(b: &[u8]) -> Vec<f32> {
     b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect()
 }
 
+/// Parse a GGUF imatrix file (as `llama-imatrix` writes today): each `W.in_sum2` divided by
+/// its `W.counts`, matrix by matrix, or 1 for a matrix that saw no activations.
+///
+/// # Errors
+///
+/// [`IoError::Imatrix`] when an `in_sum2` has no `counts`, either is not f32, their sizes
+/// disagree, or the file has no `in_sum2` tensor at all; any [`GgufFile::parse`] error.
 pub fn parse_gguf(bytes: &[u8]) -> Result<Imatrix> {
     let g = GgufFile::parse(bytes)?;
     let mut out = Imatrix::new();
@@ -89,6 +96,13 @@ pub fn parse_gguf(bytes: &[u8]) -> Result<Imatrix> {
     Ok(out)
 }
 
+/// Parse a legacy `.dat` imatrix file (see the module docs for its layout); the optional
+/// trailer is ignored.
+///
+/// # Errors
+///
+/// [`IoError::Imatrix`] for a non-positive entry or value count, a negative name length or
+/// a name that is not UTF-8; [`IoError::Truncated`] when an entry runs past the end.
 pub fn parse_legacy(bytes: &[u8]) -> Result<Imatrix> {
     legacy(bytes).map(|(m, _)| m)
 }

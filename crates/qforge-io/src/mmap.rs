@@ -33,6 +33,7 @@ impl MappedFile {
         Ok(MappedFile { map: Some(map) })
     }
 
+    /// The file's contents (empty for an empty file).
     pub fn bytes(&self) -> &[u8] {
         self.map.as_deref().unwrap_or(&[])
     }

@@ -16,7 +16,9 @@ use std::path::Path;
 /// The two containers qforge reads and writes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Container {
+    /// GGUF v2 / v3 (llama.cpp's container): metadata, tensor infos, aligned tensor data.
     Gguf,
+    /// safetensors: a JSON header of dtype / shape / byte range per tensor, then the data.
     Safetensors,
 }
 
@@ -29,6 +31,7 @@ impl Container {
             _ => None,
         }
     }
+    /// Display name: `"GGUF"` or `"safetensors"`.
     pub fn name(self) -> &'static str {
         match self {
             Container::Gguf => "GGUF",
@@ -44,16 +47,27 @@ pub enum TensorData<'a> {
     Borrowed(&'a [u8]),
     /// A grid-layout weight (fp8): its values in the file, and its scale_inv grid as LE bytes
     /// of the layout's scale dtype.
-    Grid { values: &'a [u8], scale_inv: Cow<'a, [u8]> },
+    Grid {
+        /// The `rows × cols` fp8 values, as stored.
+        values: &'a [u8],
+        /// The scale grid, row-major: the companion's bytes (borrowed when already in the
+        /// layout's scale dtype, else widened exactly to it), or all-ones when the file has
+        /// no companion.
+        scale_inv: Cow<'a, [u8]>,
+    },
 }
 
 /// A logical tensor of a model file.
 #[derive(Clone, Debug)]
 pub struct TensorView<'a> {
+    /// Tensor name as stored in the file.
     pub name: String,
+    /// Element type: a plain dtype or a registered format (for safetensors fp8, the grid format
+    /// its dtype maps to).
     pub ty: TensorType,
     /// Shape, outermost first (the last dimension is the row).
     pub dims: Vec<usize>,
+    /// Where its bytes are (see [`TensorData`]).
     pub data: TensorData<'a>,
     /// Absolute byte offset of the (first) stored tensor in the file.
     pub offset: u64,
@@ -62,6 +76,7 @@ pub struct TensorView<'a> {
 }
 
 impl<'a> TensorView<'a> {
+    /// Number of logical elements: the product of `dims`.
     pub fn numel(&self) -> usize {
         self.dims.iter().product()
     }
@@ -120,16 +135,24 @@ impl TensorView<'_> {
 /// A parsed model file of either container.
 #[derive(Debug)]
 pub struct ModelFile<'a> {
+    /// Which container the file is.
     pub container: Container,
     /// GGUF version (None for safetensors).
     pub version: Option<u32>,
     /// GGUF metadata, or safetensors `__metadata__` as string values.
     pub metadata: Vec<(Cow<'a, str>, Value<'a>)>,
+    /// Logical tensors, in storage order (shard, then byte offset); a grid weight's companion
+    /// is folded into it rather than listed.
     pub tensors: Vec<TensorView<'a>>,
 }
 
 impl<'a> ModelFile<'a> {
     /// Parse `bytes` as `container`.
+    ///
+    /// # Errors
+    ///
+    /// Whatever [`GgufFile::parse`] or [`SafetensorsFile::parse`] reports, and the errors of
+    /// [`ModelFile::from_safetensors_shards`].
     pub fn parse(bytes: &'a [u8], container: Container) -> Result<Self> {
         match container {
             Container::Gguf => Self::from_gguf(GgufFile::parse(bytes)?),
@@ -137,6 +160,8 @@ impl<'a> ModelFile<'a> {
         }
     }
 
+    /// The model view of a parsed GGUF file: one [`TensorView`] per tensor, borrowing its bytes.
+    /// Never fails today; returns `Result` for symmetry with [`ModelFile::from_safetensors`].
     pub fn from_gguf(g: GgufFile<'a>) -> Result<Self> {
         let tensors = g
             .tensors
@@ -153,6 +178,12 @@ impl<'a> ModelFile<'a> {
         Ok(ModelFile { container: Container::Gguf, version: Some(g.version), metadata: g.metadata, tensors })
     }
 
+    /// The model view of one safetensors file ([`ModelFile::from_safetensors_shards`] with one
+    /// shard).
+    ///
+    /// # Errors
+    ///
+    /// As [`ModelFile::from_safetensors_shards`].
     pub fn from_safetensors(s: SafetensorsFile<'a>) -> Result<Self> {
         Self::from_safetensors_shards(vec![s])
     }
@@ -161,6 +192,12 @@ impl<'a> ModelFile<'a> {
     /// then file order; a name in two shards is an error), an fp8 weight folded with its
     /// `_scale_inv` companion wherever the companion is stored, `__metadata__` of the first
     /// shard.
+    ///
+    /// # Errors
+    ///
+    /// [`IoError::DuplicateTensor`] for a name in two shards; [`IoError::BadTensor`] for a
+    /// safetensors dtype qforge does not handle, or a companion whose shape or dtype does not
+    /// fit its weight.
     pub fn from_safetensors_shards(shards: Vec<SafetensorsFile<'a>>) -> Result<Self> {
         let mut seen: HashSet<&str> = HashSet::new();
         for t in shards.iter().flat_map(|s| &s.tensors) {
@@ -226,6 +263,7 @@ impl<'a> ModelFile<'a> {
         Ok(ModelFile { container: Container::Safetensors, version: None, metadata, tensors })
     }
 
+    /// A logical tensor by name (a folded companion's name finds nothing).
     pub fn tensor(&self, name: &str) -> Option<&TensorView<'a>> {
         self.tensors.iter().find(|t| t.name == name)
     }

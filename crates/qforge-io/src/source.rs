@@ -21,6 +21,8 @@ pub const SAFETENSORS_INDEX: &str = "model.safetensors.index.json";
 pub struct ModelSource {
     /// The model files, in the order their tensors are read.
     pub files: Vec<PathBuf>,
+    /// The container: from the first file's extension, else its magic bytes; a source of
+    /// several files (shards) is always safetensors.
     pub container: Container,
     /// `config.json` of a Hugging Face directory (or beside the index), if there is one.
     pub config: Option<serde_json::Value>,
@@ -98,6 +100,12 @@ impl ModelSource {
     }
 
     /// Opens a model file, a Hugging Face directory or an index file (see the module docs).
+    ///
+    /// # Errors
+    ///
+    /// [`IoError::Io`] when a file cannot be opened or mapped; [`IoError::Checkpoint`] for a
+    /// bad index or `config.json`, a directory with no model file (or several `.gguf` and no
+    /// index), or several files that are not safetensors.
     pub fn open(path: &Path) -> Result<ModelSource> {
         let (files, index, config) = if path.is_dir() {
             let idx = path.join(SAFETENSORS_INDEX);
@@ -136,6 +144,12 @@ impl ModelSource {
     }
 
     /// The model: one file's, or the shards' tensors together, checked against the index.
+    ///
+    /// # Errors
+    ///
+    /// [`IoError::Checkpoint`] naming the file, with the parser's message, when a file does
+    /// not parse or lacks a tensor the index puts in it; the errors of
+    /// [`ModelFile::from_safetensors_shards`].
     pub fn model(&self) -> Result<ModelFile<'_>> {
         let at = |i: usize, e: IoError| bad(&self.files[i], e.to_string());
         let m = match self.container {

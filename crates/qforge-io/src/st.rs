@@ -12,10 +12,13 @@ use std::io::Write;
 /// One stored tensor of a safetensors file (bytes borrowed from the file).
 #[derive(Clone, Debug)]
 pub struct StTensor<'a> {
+    /// Tensor name (a key of the header).
     pub name: String,
+    /// Element type as the header declares it.
     pub dtype: Dtype,
     /// Shape, outermost first (empty for a scalar).
     pub shape: Vec<usize>,
+    /// The tensor's bytes, borrowed from the file (exactly `numel × dtype size` bytes).
     pub data: &'a [u8],
     /// Absolute byte offset in the file.
     pub offset: u64,
@@ -31,6 +34,15 @@ pub struct SafetensorsFile<'a> {
 }
 
 impl<'a> SafetensorsFile<'a> {
+    /// Parse and validate a safetensors file held in `bytes` (usually a memory map); tensor
+    /// data is borrowed, not copied.
+    ///
+    /// # Errors
+    ///
+    /// [`IoError::Safetensors`] for anything the `safetensors` parser rejects (header length,
+    /// JSON, dtypes, shapes, offsets that do not tile the data), [`IoError::OutOfBounds`] for a
+    /// tensor whose range lies outside `bytes`, [`IoError::Overflow`] for a header length past
+    /// `usize`.
     pub fn parse(bytes: &'a [u8]) -> Result<Self> {
         let (n, meta) = SafeTensors::read_metadata(bytes).map_err(st_err)?;
         let data_start = 8usize.checked_add(n).ok_or_else(|| IoError::overflow("safetensors header length"))?;
@@ -59,6 +71,7 @@ impl<'a> SafetensorsFile<'a> {
         Ok(SafetensorsFile { metadata, tensors })
     }
 
+    /// A stored tensor by name.
     pub fn tensor(&self, name: &str) -> Option<&StTensor<'a>> {
         self.tensors.iter().find(|t| t.name == name)
     }
@@ -71,8 +84,11 @@ fn st_err(e: safetensors::SafeTensorError) -> IoError {
 /// A tensor to be written: name, dtype, shape (outermost first).
 #[derive(Clone, Debug)]
 pub struct StWriteTensor {
+    /// Tensor name; must be unique in the file.
     pub name: String,
+    /// Element type to declare in the header.
     pub dtype: Dtype,
+    /// Shape, outermost first (empty for a scalar).
     pub shape: Vec<usize>,
 }
 
@@ -152,6 +168,12 @@ impl<W: Write> StStream<W> {
         Ok(())
     }
 
+    /// Check that every declared tensor was written, flush, and hand back the writer.
+    ///
+    /// # Errors
+    ///
+    /// [`IoError::Unwritable`] when fewer tensors were written than declared;
+    /// [`IoError::Io`] when the flush fails.
     pub fn finish(mut self) -> Result<W> {
         if self.next != self.sizes.len() {
             return Err(IoError::Unwritable {

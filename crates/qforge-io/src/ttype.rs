@@ -8,17 +8,27 @@ use qforge_core::{DType, Format};
 /// Plain (unblocked) element types that GGUF and safetensors both know.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Plain {
+    /// IEEE 754 binary32 (GGML type 0, safetensors `F32`).
     F32,
+    /// IEEE 754 binary16 (GGML type 1, safetensors `F16`).
     F16,
+    /// bfloat16: the upper half of an f32 (GGML type 30, safetensors `BF16`).
     Bf16,
+    /// Signed 8-bit integer (GGML type 24, safetensors `I8`).
     I8,
+    /// Signed 16-bit integer (GGML type 25, safetensors `I16`).
     I16,
+    /// Signed 32-bit integer (GGML type 26, safetensors `I32`).
     I32,
+    /// Signed 64-bit integer (GGML type 27, safetensors `I64`).
     I64,
+    /// IEEE 754 binary64 (GGML type 28, safetensors `F64`).
     F64,
 }
 
 impl Plain {
+    /// Lower-case name, as the CLI spells it: `f32`, `f16`, `bf16`, `i8`, `i16`, `i32`, `i64`,
+    /// `f64`.
     pub fn name(self) -> &'static str {
         match self {
             Plain::F32 => "f32",
@@ -31,6 +41,7 @@ impl Plain {
             Plain::F64 => "f64",
         }
     }
+    /// Bytes per element.
     pub fn size(self) -> usize {
         match self {
             Plain::I8 => 1,
@@ -61,6 +72,7 @@ impl Plain {
             _ => None,
         }
     }
+    /// The plain type that stores values of float dtype `d` (the inverse of [`Plain::dtype`]).
     pub fn from_dtype(d: DType) -> Self {
         match d {
             DType::F32 => Plain::F32,
@@ -73,6 +85,7 @@ impl Plain {
 /// The type of a stored tensor.
 #[derive(Clone, Copy, Debug)]
 pub enum TensorType {
+    /// An unblocked dtype: one element after another, little-endian.
     Plain(Plain),
     /// A registered block format (GGUF quantized types, fp8 block-scaled, …).
     Quant(&'static dyn Format),
@@ -102,6 +115,11 @@ fn ggml_known_unsupported(id: u32) -> Option<&'static str> {
 
 impl TensorType {
     /// The type of GGML type id `id` for tensor `tensor` (for the error message).
+    ///
+    /// # Errors
+    ///
+    /// [`IoError::UnsupportedTensorType`] for an id ggml defines (or once defined) that
+    /// qforge has no format for, [`IoError::UnknownTensorType`] for any other unknown id.
     pub fn from_ggml(id: u32, tensor: &str) -> Result<Self> {
         let plain = match id {
             0 => Some(Plain::F32),
@@ -126,7 +144,12 @@ impl TensorType {
         }
     }
 
-    /// A type by its lower-case name: a plain dtype or a registered format.
+    /// A type by its name (case-insensitive, surrounding whitespace ignored): a plain dtype or
+    /// a registered format.
+    ///
+    /// # Errors
+    ///
+    /// [`IoError::Quant`] (`QuantError::UnknownFormat`) when it is neither.
     pub fn by_name(name: &str) -> Result<Self> {
         let lower = name.trim().to_ascii_lowercase();
         for p in [Plain::F32, Plain::F16, Plain::Bf16, Plain::I8, Plain::I16, Plain::I32, Plain::I64, Plain::F64] {
@@ -145,6 +168,8 @@ impl TensorType {
         }
     }
 
+    /// The GGML type id (`enum ggml_type`) GGUF stores for this type; `None` for a registered
+    /// format that has no GGUF type (int4g, fp8_e4m3, fp8_e5m2).
     pub fn ggml_type(&self) -> Option<u32> {
         match self {
             TensorType::Plain(p) => Some(p.ggml_type()),
@@ -172,6 +197,11 @@ impl TensorType {
     /// Bytes of a tensor of this type with `dims` (outermost first; the last is the row).
     /// Quantized tensors are laid out as their format's layout says (qforge's raw layout):
     /// rows padded to whole blocks, then a grid layout's scale grid.
+    ///
+    /// # Errors
+    ///
+    /// [`IoError::Overflow`] when the size does not fit in `usize` (or the format rejects
+    /// the shape).
     pub fn bytes(&self, dims: &[usize]) -> Result<usize> {
         let of = || IoError::overflow(format!("size of a {} tensor of shape {dims:?}", self.name()));
         let numel = dims.iter().try_fold(1usize, |a, &d| a.checked_mul(d)).ok_or_else(of)?;

@@ -29,6 +29,7 @@ pub const GROUPS: usize = QK_K / 16;
 /// The integer scale and min of each 16-element group of a block.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
 pub struct GroupScales {
+    /// Integer scale of each 16-element group (multiplies the group's `Σ code·a.qs`).
     pub scales: [i16; GROUPS],
     /// Ignored unless [`Q8KDot::HAS_MINS`].
     pub mins: [i16; GROUPS],

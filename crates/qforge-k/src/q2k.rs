@@ -18,7 +18,9 @@ pub struct BlockQ2K {
     pub scales: [u8; QK_K / 16],
     /// 2-bit codes, see the crate's private `pack` module.
     pub qs: [u8; QK_K / 4],
+    /// Super-block scale (f16) applied to the 4-bit sub-block scale codes.
     pub d: F16Le,
+    /// Super-block scale (f16) applied to the 4-bit sub-block min codes.
     pub dmin: F16Le,
 }
 

@@ -21,6 +21,7 @@ pub struct BlockQ3K {
     pub qs: [u8; QK_K / 4],
     /// Sixteen 6-bit scales, biased by 32.
     pub scales: [u8; 12],
+    /// Super-block scale (f16) applied to the 6-bit sub-block scales.
     pub d: F16Le,
 }
 

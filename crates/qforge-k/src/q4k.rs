@@ -15,7 +15,9 @@ use qforge_ggml_search::AffineSearch;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
 pub struct BlockQ4K {
+    /// Super-block scale (f16) applied to the eight 6-bit sub-block scales.
     pub d: F16Le,
+    /// Super-block scale (f16) applied to the eight 6-bit sub-block mins.
     pub dmin: F16Le,
     /// Eight 6-bit scales and eight 6-bit mins.
     pub scales: [u8; 12],
@@ -27,7 +29,9 @@ pub struct BlockQ4K {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
 pub struct BlockQ5K {
+    /// Super-block scale (f16) applied to the eight 6-bit sub-block scales.
     pub d: F16Le,
+    /// Super-block scale (f16) applied to the eight 6-bit sub-block mins.
     pub dmin: F16Le,
     /// Eight 6-bit scales and eight 6-bit mins.
     pub scales: [u8; 12],

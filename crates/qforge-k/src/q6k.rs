@@ -18,9 +18,13 @@ use qforge_ggml_search::{GROUP_MAX_EPS, make_qx_quants, nearest_int, padded};
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
 pub struct BlockQ6K {
+    /// Low 4 bits of the 256 codes (layout above).
     pub ql: [u8; QK_K / 2],
+    /// High 2 bits of the 256 codes (layout above).
     pub qh: [u8; QK_K / 4],
+    /// Sixteen signed 8-bit scales, one per 16-element sub-block.
     pub scales: [i8; QK_K / 16],
+    /// Super-block scale (f16) applied to the 8-bit sub-block scales.
     pub d: F16Le,
 }
 

@@ -13,8 +13,11 @@ use qforge_ggml_search::{nearest_int, padded, signed_absmax};
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
 pub struct BlockQ8K {
+    /// Scale (f32, unlike the weight formats' f16).
     pub d: F32Le,
+    /// The 256 signed 8-bit codes, in element order.
     pub qs: [i8; QK_K],
+    /// Sum of `qs` over each 16-element group, for the min terms of the K-quant dot products.
     pub bsums: [I16Le; QK_K / 16],
 }
 

@@ -130,7 +130,10 @@ fn narrow(q: &[i32; QK]) -> [i8; QK] {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct BlockQ4_0 {
+    /// Scale (f16): `x = d · (q − 8)`.
     pub d: F16Le,
+    /// 32 unsigned 4-bit codes: byte `j` holds element `j` in its low nibble and element
+    /// `j + 16` in its high nibble.
     pub qs: [u8; 16],
 }
 
@@ -138,8 +141,11 @@ pub struct BlockQ4_0 {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct BlockQ4_1 {
+    /// Scale (f16): `x = d · q + m`.
     pub d: F16Le,
+    /// Minimum (f16), added to every value.
     pub m: F16Le,
+    /// 32 unsigned 4-bit codes: byte `j` holds element `j` (low nibble) and `j + 16` (high).
     pub qs: [u8; 16],
 }
 
@@ -147,8 +153,12 @@ pub struct BlockQ4_1 {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct BlockQ5_0 {
+    /// Scale (f16): `x = d · (q − 16)`.
     pub d: F16Le,
+    /// The fifth bit of each of the 32 codes: bit `j` of this little-endian u32 is element `j`'s.
     pub qh: [u8; 4],
+    /// The low 4 bits of the 32 codes: element `j` in the low nibble of byte `j`, element `j + 16`
+    /// in the high nibble.
     pub qs: [u8; 16],
 }
 
@@ -156,9 +166,14 @@ pub struct BlockQ5_0 {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct BlockQ5_1 {
+    /// Scale (f16): `x = d · q + m`.
     pub d: F16Le,
+    /// Minimum (f16), added to every value.
     pub m: F16Le,
+    /// The fifth bit of each of the 32 codes: bit `j` of this little-endian u32 is element `j`'s.
     pub qh: [u8; 4],
+    /// The low 4 bits of the 32 codes: element `j` in the low nibble of byte `j`, element `j + 16`
+    /// in the high nibble.
     pub qs: [u8; 16],
 }
 
@@ -166,7 +181,9 @@ pub struct BlockQ5_1 {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct BlockQ8_0 {
+    /// Scale (f16): `x = d · q`.
     pub d: F16Le,
+    /// The 32 signed 8-bit codes, in element order.
     pub qs: [i8; QK],
 }
 
@@ -174,8 +191,11 @@ pub struct BlockQ8_0 {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct BlockQ8_1 {
+    /// Scale (f16): `x = d · q`.
     pub d: F16Le,
+    /// `d · Σ q` (f16), precomputed for the dot products of q4_1 / q5_1 weights (their `m` term).
     pub s: F16Le,
+    /// The 32 signed 8-bit codes, in element order.
     pub qs: [i8; QK],
 }
 

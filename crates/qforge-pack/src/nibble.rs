@@ -15,8 +15,13 @@ use qforge_core::QuantError;
 /// The order in which 4-bit values share a byte.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum NibbleOrder {
+    /// ggml's order (q4_0, q4_1, iq4_nl, mxfp4, int4g): in a group of `n` values, byte `j` holds
+    /// value `j` in its low nibble and value `j + n/2` in its high nibble.
     SplitHalves,
+    /// Byte `j` holds value `2j` in its low nibble and `2j + 1` in its high nibble (torch
+    /// `uint4`, most GPTQ-style checkpoints).
     Adjacent,
+    /// Byte `j` holds value `2j` in its high nibble and `2j + 1` in its low nibble.
     AdjacentHighFirst,
 }
 

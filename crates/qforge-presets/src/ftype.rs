@@ -4,47 +4,85 @@
 /// One `enum llama_ftype` value.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Ftype {
+    /// `F32`: `LLAMA_FTYPE_ALL_F32` = 0, every tensor kept or made f32.
     AllF32,
+    /// `F16`: `LLAMA_FTYPE_MOSTLY_F16` = 1, mostly f16.
     F16,
+    /// `BF16`: `LLAMA_FTYPE_MOSTLY_BF16` = 32, mostly bf16.
     Bf16,
+    /// `Q4_0`: `LLAMA_FTYPE_MOSTLY_Q4_0` = 2, mostly q4_0.
     Q4_0,
+    /// `Q4_1`: `LLAMA_FTYPE_MOSTLY_Q4_1` = 3, mostly q4_1.
     Q4_1,
+    /// `Q5_0`: `LLAMA_FTYPE_MOSTLY_Q5_0` = 8, mostly q5_0.
     Q5_0,
+    /// `Q5_1`: `LLAMA_FTYPE_MOSTLY_Q5_1` = 9, mostly q5_1.
     Q5_1,
+    /// `Q8_0`: `LLAMA_FTYPE_MOSTLY_Q8_0` = 7, mostly q8_0.
     Q8_0,
+    /// `Q1_0`: `LLAMA_FTYPE_MOSTLY_Q1_0` = 40, mostly q1_0.
     Q1_0,
+    /// `Q2_0`: `LLAMA_FTYPE_MOSTLY_Q2_0` = 41, mostly q2_0.
     Q2_0,
+    /// `Q2_K`: `LLAMA_FTYPE_MOSTLY_Q2_K` = 10, mostly q2_k.
     Q2K,
+    /// `Q2_K_S`: `LLAMA_FTYPE_MOSTLY_Q2_K_S` = 21, mostly q2_k.
     Q2KS,
+    /// `Q3_K_S`: `LLAMA_FTYPE_MOSTLY_Q3_K_S` = 11, mostly q3_k.
     Q3KS,
+    /// `Q3_K_M` (alias `Q3_K`): `LLAMA_FTYPE_MOSTLY_Q3_K_M` = 12, mostly q3_k.
     Q3KM,
+    /// `Q3_K_L`: `LLAMA_FTYPE_MOSTLY_Q3_K_L` = 13, mostly q3_k.
     Q3KL,
+    /// `Q4_K_S`: `LLAMA_FTYPE_MOSTLY_Q4_K_S` = 14, mostly q4_k.
     Q4KS,
+    /// `Q4_K_M` (alias `Q4_K`): `LLAMA_FTYPE_MOSTLY_Q4_K_M` = 15, mostly q4_k.
     Q4KM,
+    /// `Q5_K_S`: `LLAMA_FTYPE_MOSTLY_Q5_K_S` = 16, mostly q5_k.
     Q5KS,
+    /// `Q5_K_M` (alias `Q5_K`): `LLAMA_FTYPE_MOSTLY_Q5_K_M` = 17, mostly q5_k.
     Q5KM,
+    /// `Q6_K`: `LLAMA_FTYPE_MOSTLY_Q6_K` = 18, mostly q6_k.
     Q6K,
+    /// `IQ2_XXS`: `LLAMA_FTYPE_MOSTLY_IQ2_XXS` = 19, mostly iq2_xxs.
     Iq2Xxs,
+    /// `IQ2_XS`: `LLAMA_FTYPE_MOSTLY_IQ2_XS` = 20, mostly iq2_xs.
     Iq2Xs,
+    /// `IQ2_S`: `LLAMA_FTYPE_MOSTLY_IQ2_S` = 28, mostly iq2_xs.
     Iq2S,
+    /// `IQ2_M`: `LLAMA_FTYPE_MOSTLY_IQ2_M` = 29, mostly iq2_s.
     Iq2M,
+    /// `IQ3_XXS`: `LLAMA_FTYPE_MOSTLY_IQ3_XXS` = 23, mostly iq3_xxs.
     Iq3Xxs,
+    /// `IQ3_XS`: `LLAMA_FTYPE_MOSTLY_IQ3_XS` = 22, mostly iq3_s.
     Iq3Xs,
+    /// `IQ3_S`: `LLAMA_FTYPE_MOSTLY_IQ3_S` = 26, mostly iq3_s.
     Iq3S,
+    /// `IQ3_M`: `LLAMA_FTYPE_MOSTLY_IQ3_M` = 27, mostly iq3_s.
     Iq3M,
+    /// `IQ1_S`: `LLAMA_FTYPE_MOSTLY_IQ1_S` = 24, mostly iq1_s.
     Iq1S,
+    /// `IQ1_M`: `LLAMA_FTYPE_MOSTLY_IQ1_M` = 31, mostly iq1_m.
     Iq1M,
+    /// `IQ4_NL`: `LLAMA_FTYPE_MOSTLY_IQ4_NL` = 25, mostly iq4_nl.
     Iq4Nl,
+    /// `IQ4_XS`: `LLAMA_FTYPE_MOSTLY_IQ4_XS` = 30, mostly iq4_xs.
     Iq4Xs,
+    /// `TQ1_0`: `LLAMA_FTYPE_MOSTLY_TQ1_0` = 36, mostly tq1_0.
     Tq1_0,
+    /// `TQ2_0`: `LLAMA_FTYPE_MOSTLY_TQ2_0` = 37, mostly tq2_0.
     Tq2_0,
+    /// `MXFP4_MOE`: `LLAMA_FTYPE_MOSTLY_MXFP4_MOE` = 38, mxfp4 for the expert
+    /// tensors (3-D, more than one expert), q8_0 for the rest.
     Mxfp4Moe,
 }
 
 /// A preset name as llama-quantize accepts it (upper case; aliases included).
 #[derive(Clone, Copy, Debug)]
 pub struct Preset {
+    /// The name as typed on llama-quantize's command line (upper case, e.g. `Q4_K_M`).
     pub name: &'static str,
+    /// The `llama_ftype` it selects (aliases share one).
     pub ftype: Ftype,
     /// What llama-quantize's help says of it.
     pub about: &'static str,

@@ -54,6 +54,7 @@ impl ModelInfo {
 /// One tensor as the rules see it.
 #[derive(Clone, Debug)]
 pub struct TensorInfo<'a> {
+    /// The tensor's name in the file (`blk.0.attn_v.weight`, …), which decides its category.
     pub name: &'a str,
     /// Dimensions outermost first (the last is the row; a 3-D expert tensor is
     /// `[experts, rows, row]`).
@@ -80,7 +81,13 @@ pub struct Options {
 }
 
 impl Options {
-    /// Parses one `--tensor-type PATTERN=TYPE`.
+    /// Parses one `--tensor-type PATTERN=TYPE` (split at the last `=`; the type is
+    /// lower-cased) and appends it after the earlier ones.
+    ///
+    /// # Errors
+    ///
+    /// [`PresetError::BadOverride`] when either side is empty or the pattern is not a valid
+    /// regular expression.
     pub fn push_tensor_type(&mut self, spec: &str) -> Result<(), PresetError> {
         let (pattern, ty) = spec
             .rsplit_once('=')
@@ -107,16 +114,30 @@ pub struct Choice {
     pub requires_imatrix: bool,
 }
 
+/// Why a preset plan, option or tensor was refused.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum PresetError {
+    /// A preset name llama-quantize does not accept (the name as given).
     #[error("unknown preset {0:?}; llama-quantize's presets: {list}", list = preset_list())]
     UnknownPreset(String),
+    /// A `--tensor-type` that is not `PATTERN=TYPE` or whose pattern is not a valid regular
+    /// expression (the message says which).
     #[error("{0}")]
     BadOverride(String),
+    /// A type name the caller's `block_size` does not know: the preset's, an override's or a
+    /// fallback's.
     #[error("type {0:?} is not known here (no block size)")]
     UnknownType(String),
+    /// A tensor the rules cannot place: a MoE tensor without a `blk.N.` prefix or with a
+    /// layer past the model's, or a row length that is not whole blocks of the chosen type
+    /// when llama.cpp defines no fallback for it.
     #[error("tensor {tensor}: {why}")]
-    Tensor { tensor: String, why: String },
+    Tensor {
+        /// The tensor's name.
+        tensor: String,
+        /// Why its type cannot be chosen.
+        why: String,
+    },
 }
 
 fn preset_list() -> String {

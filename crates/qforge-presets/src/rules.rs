@@ -7,17 +7,29 @@ use crate::{Choice, Ftype, ModelInfo, Options, PresetError, TensorInfo, is_quant
 /// A tensor's broad role, from its name alone (llama.cpp's `tensor_category`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Category {
+    /// Token embeddings: `token_embd.weight`, `per_layer_token_embd.weight`.
     TokenEmbd,
+    /// Attention query projection (`attn_q.weight`).
     AttnQ,
+    /// Attention value projection (`attn_v.weight`).
     AttnV,
+    /// Attention key projection (`attn_k.weight`).
     AttnK,
+    /// Fused query/key/value projection (`attn_qkv.weight`).
     AttnQkv,
+    /// MLA's key/value up-projection (`attn_kv_b.weight`, DeepSeek).
     AttnKvB,
+    /// Attention output projection (`attn_output.weight`).
     AttnOutput,
+    /// Feed-forward up projection (names containing `ffn_up`, experts included).
     FfnUp,
+    /// Feed-forward gate projection (names containing `ffn_gate`, experts included).
     FfnGate,
+    /// Feed-forward down projection (names containing `ffn_down`, experts included).
     FfnDown,
+    /// The output (LM head) matrix, `output.weight`.
     Output,
+    /// Anything else (the preset's default type applies).
     Other,
 }
 

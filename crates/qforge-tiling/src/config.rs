@@ -28,8 +28,11 @@ pub enum Variant {
 }
 
 impl Variant {
+    /// Every variant, in the order selection tries them (the most capable first).
     pub const ALL: [Variant; 6] =
         [Variant::Wgmma, Variant::MmaSync, Variant::Sm75Mma, Variant::Simt, Variant::Gemv, Variant::Simple];
+    /// The variant's name as `qforge gemm-config` prints it (`wgmma`, `mma_sync`, `sm75_mma`,
+    /// `simt`, `gemv`, `simple`).
     pub fn name(self) -> &'static str {
         match self {
             Variant::Wgmma => "wgmma",
@@ -49,30 +52,47 @@ impl Variant {
 /// Order in which output tiles are walked inside a swizzle group.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Raster {
+    /// Consecutive CTAs advance along M (down a column of output tiles).
     AlongM,
+    /// Consecutive CTAs advance along N (across a row of output tiles).
     AlongN,
 }
 
 /// Why a candidate was not taken.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Reject {
+    /// The variant needs a newer compute capability (wgmma: sm_90; mma_sync: sm_80; sm75_mma: sm_75).
     ArchUnsupported,
+    /// The device has no tensor-core instruction for the problem's input kind (nor f16 as fallback).
     DtypeUnsupported,
+    /// The tile, warp count or stage count does not fit the instruction shape / warp layout.
     InstrShape,
+    /// `block_k` / `block_n` neither divides nor is a multiple of the format's block along K / N.
     BlockAlign,
+    /// Split-k is 0, above [`MAX_SPLIT_K`], above the number of K tiles, or not 1 for `simple`.
     SplitK,
+    /// Shared memory over the device's per-block opt-in limit.
     SmemExceeded,
+    /// More threads than a block (or an SM) may have.
     ThreadsExceeded,
+    /// More than 255 registers per thread, or more than the block's register file.
     RegsExceeded,
+    /// Not one CTA fits on an SM (shared memory, threads, registers or block slots).
     NoOccupancy,
+    /// The gemv variant for M above [`GEMV_MAX_M`].
     GemvLargeM,
+    /// A tile edge much larger than the problem, which a smaller tile already covers.
     Oversized,
+    /// More pipeline stages than the CTA has K iterations.
     StagesBeyondK,
+    /// Its cost lower bound is already above the four best candidates so far (pruned).
     Dominated,
 }
 
 impl Reject {
+    /// Number of reject reasons (the length of [`Explanation::rejected`]).
     pub const COUNT: usize = 13;
+    /// Every reason, in the order of [`Explanation::rejected`].
     pub const ALL: [Reject; Reject::COUNT] = [
         Reject::ArchUnsupported,
         Reject::DtypeUnsupported,
@@ -88,6 +108,7 @@ impl Reject {
         Reject::StagesBeyondK,
         Reject::Dominated,
     ];
+    /// One line saying why such a candidate was not taken (used by [`Config::explain`]).
     pub fn describe(self) -> &'static str {
         match self {
             Reject::ArchUnsupported => "variant needs a newer architecture",
@@ -110,11 +131,17 @@ impl Reject {
 /// One entry of a candidate table.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Tile {
+    /// The kernel family.
     pub variant: Variant,
+    /// Tile rows along M (output rows per CTA).
     pub bm: u32,
+    /// Tile columns along N (output columns per CTA).
     pub bn: u32,
+    /// Elements along K loaded per pipeline stage (one K iteration).
     pub bk: u32,
+    /// Pipeline depth: K iterations in flight in shared memory.
     pub stages: u32,
+    /// Warps per CTA.
     pub warps: u32,
 }
 
@@ -468,9 +495,13 @@ pub(crate) fn finish(s: &Shape, stages: u32, cx: &Ctx) -> Result<Plan, Reject> {
 /// A runner-up or the winner, in brief.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Candidate {
+    /// Tile, stages and warps.
     pub tile: Tile,
+    /// Slices K is split into (1 = no split-k).
     pub split_k: u32,
+    /// Dynamic shared memory per CTA, bytes.
     pub smem_bytes: u64,
+    /// Predicted kernel time (split-k reduction included), µs.
     pub predicted_us: f64,
 }
 
@@ -478,8 +509,11 @@ pub struct Candidate {
 /// runner-ups.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Explanation {
+    /// Valid candidates costed (the winner included).
     pub evaluated: u32,
+    /// Candidates rejected, per reason, indexed as [`Reject::ALL`].
     pub rejected: [u32; Reject::COUNT],
+    /// The next best valid candidates, best first (`None` where there were fewer).
     pub runner_ups: [Option<Candidate>; 3],
     /// Roofline time: max(flops / best peak, compulsory bytes / bandwidth) + launch, µs.
     pub ideal_us: f64,
@@ -488,13 +522,23 @@ pub struct Explanation {
 /// The chosen GEMM configuration.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Config {
+    /// The kernel family.
     pub variant: Variant,
+    /// Tile rows along M (output rows per CTA).
     pub block_m: u32,
+    /// Tile columns along N (output columns per CTA).
     pub block_n: u32,
+    /// Elements along K per K iteration (a multiple or a divisor of the format's block along K,
+    /// except for `simple`).
     pub block_k: u32,
+    /// Pipeline depth: K iterations in flight in shared memory.
     pub stages: u32,
+    /// Warps per CTA.
     pub warps: u32,
+    /// Slices K is split into; above 1, partial sums go to an f32 workspace and a second launch
+    /// reduces them.
     pub split_k: u32,
+    /// Direction in which CTAs walk the output tiles.
     pub raster: Raster,
     /// Tiles per swizzle group along the shorter side (1 = plain raster).
     pub swizzle: u32,
@@ -504,8 +548,11 @@ pub struct Config {
     pub grid: u64,
     /// Tensor-core input type, `None` for CUDA-core variants.
     pub mma: Option<MmaKind>,
+    /// Dynamic shared memory per CTA, bytes (rounded up to 128).
     pub smem_bytes: u64,
+    /// Registers per thread the model assumes (accumulators plus a fixed overhead).
     pub regs_per_thread: u32,
+    /// CTAs resident per SM (the tightest of shared memory, threads, registers and block slots).
     pub ctas_per_sm: u32,
     /// Output tiles times split-k.
     pub tiles: u64,
@@ -515,8 +562,11 @@ pub struct Config {
     pub wave_efficiency: f64,
     /// Roofline time / predicted time.
     pub efficiency: f64,
+    /// Predicted kernel time (split-k reduction included), µs.
     pub predicted_us: f64,
+    /// What limits the predicted time.
     pub bound: Bound,
+    /// Why this config won (see [`Config::explain`]).
     pub explanation: Explanation,
 }
 
@@ -559,6 +609,7 @@ impl Config {
         }
     }
 
+    /// The config's tile, stages and warps as a [`Tile`].
     pub fn tile(&self) -> Tile {
         Tile {
             variant: self.variant,

@@ -6,12 +6,16 @@ use crate::device::Device;
 /// What limits the predicted time.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum Bound {
+    /// The math (tensor or CUDA cores, weight decode included) dominates.
     Compute,
+    /// DRAM or L2 traffic dominates.
     Memory,
+    /// Load latency the pipeline stages cannot hide dominates (too few stages or CTAs).
     Latency,
 }
 
 impl Bound {
+    /// Lower-case name: `compute`, `memory`, `latency`.
     pub fn name(self) -> &'static str {
         match self {
             Bound::Compute => "compute",
@@ -37,13 +41,17 @@ pub mod model {
     pub const REDUCE_LAUNCH_US: f64 = 2.0;
     /// Fraction of the tensor peak each variant reaches at full tile efficiency.
     pub const EFF_WGMMA: f64 = 0.80;
+    /// Fraction of the tensor peak `mma.sync` with a `cp.async` pipeline reaches (sm_80+).
     pub const EFF_MMA_SYNC: f64 = 0.70;
     /// mma.sync on sm_90 only reaches about 60 % of the wgmma peak.
     pub const EFF_MMA_SYNC_ON_SM90: f64 = 0.45;
+    /// Fraction of the tensor peak the sm_75 `mma.sync` variant reaches.
     pub const EFF_SM75: f64 = 0.60;
     /// Fraction of the fp32 CUDA-core peak for the CUDA-core variants.
     pub const EFF_SIMT: f64 = 0.50;
+    /// Fraction of the fp32 CUDA-core peak the gemv variant reaches.
     pub const EFF_GEMV: f64 = 0.50;
+    /// Fraction of the fp32 CUDA-core peak the minimal `simple` kernel reaches.
     pub const EFF_SIMPLE: f64 = 0.10;
     /// Warp-tile intensity (harmonic, m n / (m + n)) at which the tensor pipes are fed at full rate.
     pub const WARP_TILE_FULL: f64 = 32.0;

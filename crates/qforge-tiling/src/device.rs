@@ -16,14 +16,20 @@ pub const SIMPLE_SMEM_MAX: u64 = (SIMPLE_TILE * SIMPLE_TILE * 4 * 2) as u64;
 /// Tensor-core multiply input types.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum MmaKind {
+    /// IEEE f16 inputs, f32 accumulate.
     F16,
+    /// bfloat16 inputs, f32 accumulate.
     Bf16,
+    /// TensorFloat-32 (f32 in registers, 10-bit mantissa in the multiply), f32 accumulate.
     Tf32,
+    /// Signed 8-bit integer inputs, i32 accumulate.
     Int8,
+    /// 8-bit float (e4m3 / e5m2) inputs, f32 accumulate (sm_89+).
     Fp8,
 }
 
 impl MmaKind {
+    /// Lower-case name: `f16`, `bf16`, `tf32`, `int8`, `fp8`.
     pub fn name(self) -> &'static str {
         match self {
             MmaKind::F16 => "f16",
@@ -51,7 +57,9 @@ impl MmaKind {
 pub struct KindSet(pub u8);
 
 impl KindSet {
+    /// The empty set (no tensor cores of that kind of instruction).
     pub const NONE: KindSet = KindSet(0);
+    /// The set holding exactly `kinds`.
     pub const fn of(kinds: &[MmaKind]) -> KindSet {
         let mut bits = 0u8;
         let mut i = 0;
@@ -61,6 +69,7 @@ impl KindSet {
         }
         KindSet(bits)
     }
+    /// Whether `k` is in the set.
     pub fn contains(self, k: MmaKind) -> bool {
         self.0 & k.bit() != 0
     }
@@ -111,8 +120,11 @@ impl TensorCores {
 /// Dense peak throughputs in TFLOP/s (TOP/s for int8), fp32 accumulate where it matters.
 #[derive(Clone, Copy, Debug, PartialEq)]
 pub struct Peaks {
+    /// Dense f16 / bf16 tensor-core peak, TFLOP/s (0 without tensor cores).
     pub f16: f64,
+    /// Dense tf32 tensor-core peak, TFLOP/s (0 where there is none).
     pub tf32: f64,
+    /// Dense int8 tensor-core peak, TOP/s (0 where there is none).
     pub int8: f64,
     /// 0 where there is no fp8 tensor core.
     pub fp8: f64,
@@ -121,6 +133,8 @@ pub struct Peaks {
 }
 
 impl Peaks {
+    /// The peak for tensor-core inputs of `kind` (TFLOP/s, TOP/s for int8); 0 where the device
+    /// has none.
     pub fn tensor(&self, kind: MmaKind) -> f64 {
         match kind {
             MmaKind::F16 | MmaKind::Bf16 => self.f16,
@@ -134,26 +148,39 @@ impl Peaks {
 /// What the tiling needs to know about a GPU.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Device {
+    /// Name: a built-in table name, or the CUDA device name.
     pub name: String,
+    /// Compute capability, major (9 for sm_90).
     pub cc_major: u32,
+    /// Compute capability, minor.
     pub cc_minor: u32,
+    /// Streaming multiprocessors.
     pub sm_count: u32,
     /// Shared memory per block without opt-in (48 KiB on every arch here).
     pub smem_per_block: u64,
     /// Shared memory per block with `cudaFuncAttributeMaxDynamicSharedMemorySize` opt-in.
     pub smem_per_block_optin: u64,
+    /// Shared memory per SM, bytes.
     pub smem_per_sm: u64,
     /// Shared memory the system reserves per resident block (1 KiB on sm_80+).
     pub reserved_smem_per_block: u64,
+    /// 32-bit registers per SM.
     pub regs_per_sm: u32,
+    /// 32-bit registers a block may use.
     pub regs_per_block: u32,
+    /// Resident threads per SM.
     pub max_threads_per_sm: u32,
+    /// Threads per block.
     pub max_threads_per_block: u32,
+    /// Resident blocks per SM.
     pub max_blocks_per_sm: u32,
+    /// L2 cache, bytes.
     pub l2_bytes: u64,
     /// DRAM bandwidth, GB/s.
     pub mem_bandwidth_gbs: f64,
+    /// Peak throughputs.
     pub peaks: Peaks,
+    /// Tensor-core instructions available per input kind.
     pub tensor: TensorCores,
     /// Largest grid dimension x (2^31 - 1).
     pub max_grid_x: u64,
@@ -163,25 +190,41 @@ pub struct Device {
 /// are estimated from the compute capability and SM count when absent.
 #[derive(Clone, Debug, Default, PartialEq)]
 pub struct CudaProperties {
+    /// `cudaDeviceProp::name`.
     pub name: String,
+    /// `major`: compute capability, major.
     pub major: u32,
+    /// `minor`: compute capability, minor.
     pub minor: u32,
+    /// `multiProcessorCount`: SMs.
     pub multi_processor_count: u32,
+    /// `sharedMemPerBlock`: bytes per block without opt-in.
     pub shared_mem_per_block: u64,
+    /// `sharedMemPerBlockOptin`: bytes per block with opt-in (0 = same as without).
     pub shared_mem_per_block_optin: u64,
+    /// `sharedMemPerMultiprocessor`: bytes per SM.
     pub shared_mem_per_multiprocessor: u64,
+    /// `reservedSharedMemPerBlock`: bytes the system reserves per resident block.
     pub reserved_shared_mem_per_block: u64,
+    /// `regsPerMultiprocessor`: 32-bit registers per SM.
     pub regs_per_multiprocessor: u32,
+    /// `regsPerBlock`: 32-bit registers per block.
     pub regs_per_block: u32,
+    /// `maxThreadsPerMultiProcessor`.
     pub max_threads_per_multi_processor: u32,
+    /// `maxThreadsPerBlock`.
     pub max_threads_per_block: u32,
+    /// `maxBlocksPerMultiProcessor`.
     pub max_blocks_per_multi_processor: u32,
+    /// `l2CacheSize`: bytes.
     pub l2_cache_size: u64,
+    /// `maxGridSize[0]` (0 = the CUDA limit 2^31 - 1).
     pub max_grid_size_x: u64,
     /// SM clock, kHz.
     pub clock_rate_khz: Option<u32>,
     /// Memory clock, kHz (double data rate is assumed).
     pub memory_clock_rate_khz: Option<u32>,
+    /// `memoryBusWidth`, bits.
     pub memory_bus_width_bits: Option<u32>,
 }
 
@@ -231,6 +274,10 @@ impl Device {
     /// (sm_90: 228 KiB/SM, 227 KiB = 232448 B/block; sm_80: 164/163 KiB = 166912 B;
     /// sm_86/sm_89: 100/99 KiB = 101376 B; sm_75: 64/64 KiB = 65536 B), and datasheet
     /// bandwidths and dense tensor peaks (fp32 accumulate).
+    ///
+    /// # Errors
+    ///
+    /// [`TilingError::UnknownDevice`] for a name not in [`BUILTIN_DEVICES`].
     pub fn builtin(name: &str) -> Result<Device, TilingError> {
         let p = |f16: f64, tf32: f64, int8: f64, fp8: f64, fp32: f64| Peaks { f16, tf32, int8, fp8, fp32 };
         let d = match name.trim().to_ascii_lowercase().as_str() {
@@ -271,6 +318,10 @@ impl Device {
     /// bus width when given, else from a per-SM figure of the architecture; tensor and fp32
     /// peaks from per-SM-per-clock rates of the architecture and the SM clock (an estimate
     /// per architecture when absent). The result is checked like any device.
+    ///
+    /// # Errors
+    ///
+    /// [`TilingError::DeviceTooSmall`] when the properties fail [`Device::check`].
     pub fn from_properties(p: &CudaProperties) -> Result<Device, TilingError> {
         let cc = p.major * 10 + p.minor;
         let geforce = p.name.to_ascii_lowercase().contains("geforce");
@@ -358,6 +409,13 @@ impl Device {
 
     /// Check that the description is consistent and can run the minimal `simple` kernel
     /// (see [`crate::SIMPLE_SMEM_MAX`]); every valid device has a config for every problem.
+    ///
+    /// # Errors
+    ///
+    /// [`TilingError::DeviceTooSmall`] saying which requirement fails: no SMs, compute
+    /// capability below 5.0, too few threads, block slots, registers or shared memory for
+    /// the `simple` kernel, a zero grid limit, or a bandwidth / peak that is not finite and
+    /// positive (tensor peaks: non-negative).
     pub fn check(&self) -> Result<(), TilingError> {
         let bad = |reason: String| Err(TilingError::DeviceTooSmall { name: self.name.clone(), reason });
         let simple = SIMPLE_SMEM_MAX;

@@ -6,32 +6,78 @@
 pub enum TilingError {
     /// A GEMM dimension is 0.
     #[error("dimension {dim} is 0; M, N and K must each be at least 1")]
-    ZeroDimension { dim: &'static str },
+    ZeroDimension {
+        /// Which dimension: `"M"`, `"N"` or `"K"`.
+        dim: &'static str,
+    },
     /// A GEMM dimension is larger than 2^31.
     #[error("dimension {dim} = {value} is larger than the supported maximum 2^31 = 2147483648")]
-    DimensionTooLarge { dim: &'static str, value: u64 },
+    DimensionTooLarge {
+        /// Which dimension: `"M"`, `"N"` or `"K"`.
+        dim: &'static str,
+        /// The value given.
+        value: u64,
+    },
     /// The device name is not in the built-in table.
     #[error("unknown device '{name}'; built-in devices: {known}")]
-    UnknownDevice { name: String, known: String },
+    UnknownDevice {
+        /// The name as given.
+        name: String,
+        /// The built-in names, comma-separated ([`crate::BUILTIN_DEVICES`]).
+        known: String,
+    },
     /// The device description is inconsistent or cannot run even the minimal `simple` kernel.
     #[error("device '{name}' cannot run the minimal GEMM kernel: {reason}")]
-    DeviceTooSmall { name: String, reason: String },
+    DeviceTooSmall {
+        /// The device's name.
+        name: String,
+        /// Which limit it fails ([`crate::Device::check`]).
+        reason: String,
+    },
     /// A weight layout name qforge-tiling does not know (and no registry format matched).
     #[error("unknown weight layout '{name}': not f32, f16, bf16 or a registered format (see `qforge formats`)")]
-    UnknownLayout { name: String },
+    UnknownLayout {
+        /// The name as given.
+        name: String,
+    },
     /// A weight layout description that cannot describe real weights (zero block size, ...).
     #[error("invalid weight layout '{name}': {reason}")]
-    InvalidLayout { name: String, reason: String },
+    InvalidLayout {
+        /// The layout's (format's) name.
+        name: String,
+        /// What is wrong with it.
+        reason: String,
+    },
     /// A group size the group-wise format does not accept (the format's own reason).
     #[error("invalid group size {group_size}: {reason}")]
-    InvalidGroupSize { group_size: u64, reason: String },
+    InvalidGroupSize {
+        /// The group size given, in elements along K.
+        group_size: u64,
+        /// The format's reason for refusing it.
+        reason: String,
+    },
     /// A group size given for a layout with a fixed block size.
     #[error("layout {layout} has a fixed block size; only group-wise formats take a group size (got {group_size})")]
-    GroupSizeNotAccepted { layout: String, group_size: u64 },
+    GroupSizeNotAccepted {
+        /// The layout's name (a dense dtype or a block format).
+        layout: String,
+        /// The group size given.
+        group_size: u64,
+    },
     /// An activation or output dtype name that is not known.
     #[error("unknown {what} dtype '{name}'; expected one of {expected}")]
-    UnknownDType { what: &'static str, name: String, expected: &'static str },
+    UnknownDType {
+        /// Which operand: `"activation"` or `"output"`.
+        what: &'static str,
+        /// The name as given.
+        name: String,
+        /// The accepted names, comma-separated.
+        expected: &'static str,
+    },
     /// A config that does not satisfy [`crate::Config::validate`] for this problem and device.
     #[error("invalid config: {reason}")]
-    InvalidConfig { reason: String },
+    InvalidConfig {
+        /// The first rule the config breaks.
+        reason: String,
+    },
 }

@@ -12,8 +12,11 @@ pub const MAX_DIM: u64 = 1 << 31;
 /// Element type of the activations (the M x K operand).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum ActDType {
+    /// f32 activations (fed to tf32 tensor cores, or CUDA cores).
     F32,
+    /// f16 activations.
     F16,
+    /// bf16 activations.
     Bf16,
     /// int8 with dynamic per-row scales (A8W4DQ style).
     Int8,
@@ -23,7 +26,9 @@ pub enum ActDType {
 }
 
 impl ActDType {
+    /// Every activation dtype (what `from_str` accepts).
     pub const ALL: [ActDType; 5] = [ActDType::F32, ActDType::F16, ActDType::Bf16, ActDType::Int8, ActDType::Fp8];
+    /// Lower-case name as the CLI spells it: `f32`, `f16`, `bf16`, `int8`, `fp8`.
     pub fn name(self) -> &'static str {
         match self {
             ActDType::F32 => "f32",
@@ -58,13 +63,18 @@ impl FromStr for ActDType {
 /// Element type of the output (M x N).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum OutDType {
+    /// f32 output.
     F32,
+    /// f16 output (f32 accumulate, rounded at the end).
     F16,
+    /// bf16 output (f32 accumulate, rounded at the end).
     Bf16,
 }
 
 impl OutDType {
+    /// Every output dtype.
     pub const ALL: [OutDType; 3] = [OutDType::F32, OutDType::F16, OutDType::Bf16];
+    /// Lower-case name: `f32`, `f16`, `bf16`.
     pub fn name(self) -> &'static str {
         match self {
             OutDType::F32 => "f32",
@@ -72,6 +82,7 @@ impl OutDType {
             OutDType::Bf16 => "bf16",
         }
     }
+    /// Bytes of one output element.
     pub fn bytes(self) -> u64 {
         match self {
             OutDType::F32 => 4,
@@ -114,6 +125,7 @@ pub enum LayoutKind {
 pub struct WeightLayout {
     /// Format name as the CLI spells it.
     pub name: &'static str,
+    /// How the weights are stored (dense, blocks, groups or grid).
     pub kind: LayoutKind,
     /// Elements along K that share one block / group / scale (1 for dense).
     pub k_block: u64,
@@ -154,6 +166,11 @@ pub fn act_scale_group(act: ActDType) -> u64 {
 impl WeightLayout {
     /// The layout of format `name` stored as `layout` (a registry format's
     /// [`Format::layout`]), natively paired with `act` activations.
+    ///
+    /// # Errors
+    ///
+    /// [`TilingError::InvalidLayout`] when the layout's tile along K or N, or its bytes per
+    /// block, is 0 (or a grid's tile size overflows).
     pub fn from_layout(name: &'static str, layout: &Layout, act: ActKind) -> Result<Self, TilingError> {
         let (kind, (n_block, k_block), unit_bytes) = match *layout {
             Layout::Blocks { block_bytes, .. } => (LayoutKind::Block, layout.scale_tile(), block_bytes),
@@ -203,6 +220,12 @@ impl WeightLayout {
 
     /// The layout of `name`: a dense dtype, or a registry format with its run-time group size
     /// applied (`Format::with_params`): the limits are the format's own.
+    ///
+    /// # Errors
+    ///
+    /// [`TilingError::UnknownLayout`] for a name that is neither; a group size for a dense
+    /// dtype or a format without run-time parameters is [`TilingError::GroupSizeNotAccepted`],
+    /// one the format refuses is [`TilingError::InvalidGroupSize`].
     pub fn lookup(name: &str, group_size: Option<u64>) -> Result<Self, TilingError> {
         let l = name.trim().to_ascii_lowercase();
         let dense = OutDType::ALL.into_iter().find(|d| d.name() == l);
@@ -257,16 +280,26 @@ impl fmt::Display for WeightLayout {
 /// One GEMM: `C[M x N] = A[M x K] * W[N x K]^T`, W stored in `layout`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub struct Problem {
+    /// Rows of the activations and the output (tokens).
     pub m: u64,
+    /// Output features: rows of the weight matrix.
     pub n: u64,
+    /// Input features: the reduction dimension (the weight row length).
     pub k: u64,
+    /// How the weights are stored.
     pub layout: WeightLayout,
+    /// Activation dtype.
     pub act: ActDType,
+    /// Output dtype.
     pub out: OutDType,
 }
 
 impl Problem {
     /// A checked problem: every dimension in 1..=2^31 and a well-formed layout.
+    ///
+    /// # Errors
+    ///
+    /// As [`Problem::check`].
     pub fn new(
         m: u64,
         n: u64,
@@ -286,6 +319,12 @@ impl Problem {
     }
 
     /// Re-check the invariants (fields are public, so selection checks again).
+    ///
+    /// # Errors
+    ///
+    /// [`TilingError::ZeroDimension`] / [`TilingError::DimensionTooLarge`] for M, N or K
+    /// outside 1..=[`MAX_DIM`]; [`TilingError::InvalidLayout`] for a layout with a zero or
+    /// implausibly large block.
     pub fn check(&self) -> Result<(), TilingError> {
         for (dim, v) in [("M", self.m), ("N", self.n), ("K", self.k)] {
             if v == 0 {

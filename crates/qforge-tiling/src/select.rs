@@ -217,6 +217,11 @@ pub struct Planner {
 }
 
 impl Planner {
+    /// A planner for `device`, with an empty cache.
+    ///
+    /// # Errors
+    ///
+    /// [`TilingError::DeviceTooSmall`] when `device` fails [`Device::check`].
     pub fn new(device: Device) -> Result<Planner, TilingError> {
         device.check()?;
         Ok(Planner { device, cache: RwLock::new(HashMap::new()) })
@@ -227,6 +232,7 @@ impl Planner {
         Planner::new(Device::builtin(name)?)
     }
 
+    /// The (validated) device this planner selects for.
     pub fn device(&self) -> &Device {
         &self.device
     }

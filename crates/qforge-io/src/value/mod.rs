@@ -20,22 +20,36 @@ pub const MAX_NESTING: usize = 16;
 /// GGUF metadata value type ids (`enum gguf_type`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum ValueType {
+    /// `GGUF_TYPE_UINT8`: unsigned 8-bit integer.
     U8 = 0,
+    /// `GGUF_TYPE_INT8`: signed 8-bit integer.
     I8 = 1,
+    /// `GGUF_TYPE_UINT16`: unsigned 16-bit integer.
     U16 = 2,
+    /// `GGUF_TYPE_INT16`: signed 16-bit integer.
     I16 = 3,
+    /// `GGUF_TYPE_UINT32`: unsigned 32-bit integer.
     U32 = 4,
+    /// `GGUF_TYPE_INT32`: signed 32-bit integer.
     I32 = 5,
+    /// `GGUF_TYPE_FLOAT32`: IEEE 754 binary32.
     F32 = 6,
+    /// `GGUF_TYPE_BOOL`: one byte, 0 = false.
     Bool = 7,
+    /// `GGUF_TYPE_STRING`: u64 byte length, then UTF-8 bytes (no NUL).
     String = 8,
+    /// `GGUF_TYPE_ARRAY`: u32 element type, u64 count, then the elements.
     Array = 9,
+    /// `GGUF_TYPE_UINT64`: unsigned 64-bit integer.
     U64 = 10,
+    /// `GGUF_TYPE_INT64`: signed 64-bit integer.
     I64 = 11,
+    /// `GGUF_TYPE_FLOAT64`: IEEE 754 binary64.
     F64 = 12,
 }
 
 impl ValueType {
+    /// The value type of a `gguf_type` id as stored in the file; `None` for ids past 12.
     pub fn from_id(id: u32) -> Option<Self> {
         use ValueType::*;
         Some(match id {
@@ -56,6 +70,7 @@ impl ValueType {
         })
     }
 
+    /// The `gguf_type` id written in the file.
     pub fn id(self) -> u32 {
         self as u32
     }
@@ -96,19 +111,31 @@ impl ValueType {
 /// One metadata value.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Value<'a> {
+    /// A `u8` value.
     U8(u8),
+    /// An `i8` value.
     I8(i8),
+    /// A `u16` value.
     U16(u16),
+    /// An `i16` value.
     I16(i16),
+    /// A `u32` value (e.g. `general.alignment`, `general.file_type`).
     U32(u32),
+    /// An `i32` value.
     I32(i32),
+    /// An `f32` value.
     F32(f32),
     /// The stored byte (GGUF bools are one byte; anything but 0 is true).
     Bool(u8),
+    /// A UTF-8 string, borrowed from the file when read.
     String(Cow<'a, str>),
+    /// A `u64` value.
     U64(u64),
+    /// An `i64` value.
     I64(i64),
+    /// An `f64` value.
     F64(f64),
+    /// An array (of scalars, strings or arrays).
     Array(Array<'a>),
 }
 
@@ -117,16 +144,21 @@ pub enum Value<'a> {
 pub enum Array<'a> {
     /// `len` scalars of type `ty`, as their little-endian bytes (`len × size` of them).
     Scalars {
+        /// Element type (a scalar type: never `String` or `Array`).
         ty: ValueType,
+        /// Number of elements.
         len: usize,
+        /// The elements' little-endian bytes, `len × ty.scalar_size()` of them.
         bytes: Cow<'a, [u8]>,
     },
+    /// An array of strings (e.g. `tokenizer.ggml.tokens`).
     Strings(Vec<Cow<'a, str>>),
     /// Arrays of arrays (each inner array has its own element type).
     Arrays(Vec<Array<'a>>),
 }
 
 impl<'a> Value<'a> {
+    /// The GGUF type this value is stored as.
     pub fn value_type(&self) -> ValueType {
         match self {
             Value::U8(_) => ValueType::U8,
@@ -145,6 +177,7 @@ impl<'a> Value<'a> {
         }
     }
 
+    /// The string, if this is a string value.
     pub fn as_str(&self) -> Option<&str> {
         match self {
             Value::String(s) => Some(s),
@@ -167,6 +200,7 @@ impl<'a> Value<'a> {
         }
     }
 
+    /// The same value with no borrow of the file (strings and array bytes copied).
     pub fn into_owned(self) -> Value<'static> {
         match self {
             Value::String(s) => Value::String(Cow::Owned(s.into_owned())),
@@ -187,6 +221,7 @@ impl<'a> Value<'a> {
 }
 
 impl<'a> Array<'a> {
+    /// Number of elements (not bytes; nested arrays count as one each).
     pub fn len(&self) -> usize {
         match self {
             Array::Scalars { len, .. } => *len,
@@ -195,6 +230,7 @@ impl<'a> Array<'a> {
         }
     }
 
+    /// Whether the array has no elements.
     pub fn is_empty(&self) -> bool {
         self.len() == 0
     }
@@ -221,6 +257,7 @@ impl<'a> Array<'a> {
         }
     }
 
+    /// The same array with no borrow of the file (bytes and strings copied, recursively).
     pub fn into_owned(self) -> Array<'static> {
         match self {
             Array::Scalars { ty, len, bytes } => Array::Scalars { ty, len, bytes: Cow::Owned(bytes.into_owned()) },
