@@ -65,23 +65,16 @@ fn median(mut v: Vec<f64>) -> f64 {
 
 /// Median milliseconds of `f` over [`REPS`] runs after [`WARM`] warm-ups, each run between two
 /// timing events on `s`.
-fn time_ms(s: &Arc<CudaStream>, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
-    for _ in 0..WARM {
-        f()?;
-    }
-    let mut ms = Vec::with_capacity(REPS);
-    for _ in 0..REPS {
-        let a = s.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(drv("record event"))?;
-        f()?;
-        let b = s.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(drv("record event"))?;
-        ms.push(f64::from(a.elapsed_ms(&b).map_err(drv("event time"))?));
-    }
-    Ok(median(ms))
+fn time_ms(s: &Arc<CudaStream>, f: impl FnMut() -> Result<()>) -> Result<f64> {
+    time_ms_n(s, WARM, REPS, f)
 }
 
-/// Median milliseconds of `f` over `reps` runs after one warm-up (the GEMMs: long calls).
-fn time_ms_reps(s: &Arc<CudaStream>, reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
-    f()?;
+/// Median milliseconds of `f` over `reps` runs after `warm` warm-ups, each run between two
+/// timing events on `s` (the GEMMs take fewer: long calls).
+fn time_ms_n(s: &Arc<CudaStream>, warm: usize, reps: usize, mut f: impl FnMut() -> Result<()>) -> Result<f64> {
+    for _ in 0..warm {
+        f()?;
+    }
     let mut ms = Vec::with_capacity(reps);
     for _ in 0..reps {
         let a = s.record_event(Some(CUevent_flags::CU_EVENT_DEFAULT)).map_err(drv("record event"))?;
@@ -250,13 +243,13 @@ impl Ctx<'_> {
                 let x = s.clone_htod(&data(m * k, m as u64)).map_err(drv("upload activations"))?;
                 let mut y: CudaSlice<f32> = s.alloc_zeros(m * n).map_err(drv("allocate output"))?;
                 let per = ws.len() as f64;
-                let fused_ms = time_ms_reps(s, GEMM_REPS, || {
+                let fused_ms = time_ms_n(s, 1, GEMM_REPS, || {
                     for w in &ws {
                         gpu.gemm_into(w, &x.slice(..), m, DType::F16, &mut y, DType::F32, s)?;
                     }
                     Ok(())
                 })? / per;
-                let dequant_cublas_ms = time_ms_reps(s, GEMM_REPS, || {
+                let dequant_cublas_ms = time_ms_n(s, 1, GEMM_REPS, || {
                     for w in &ws {
                         gpu.gemm_dequant_into(
                             w,
@@ -307,7 +300,7 @@ impl Ctx<'_> {
                 let use_n = if m > GEMM_ROTATE_MAX_M { 1 } else { copies };
                 let x = s.clone_htod(&data(m * k, m as u64)).map_err(drv("upload activations"))?;
                 let mut y: CudaSlice<f32> = s.alloc_zeros(m * n).map_err(drv("allocate output"))?;
-                let ms = time_ms_reps(s, GEMM_REPS, || {
+                let ms = time_ms_n(s, 1, GEMM_REPS, || {
                     for w16 in &dense[..use_n] {
                         gpu.gemm_dense_into(&w16.slice(..), n, k, DType::F16, &x.slice(..), m, &mut y, DType::F32, s)?;
                     }
