@@ -14,7 +14,9 @@ pub const QK_MXFP4: usize = 32;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct BlockMxfp4 {
+    /// The E8M0 scale: `2^(e - 127)`.
     pub e: u8,
+    /// The 32 E2M1 codes, two per byte (see above).
     pub qs: [u8; QK_MXFP4 / 2],
 }
 

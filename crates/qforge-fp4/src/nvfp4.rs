@@ -18,7 +18,9 @@ const N_SUB: usize = QK_NVFP4 / QK_NVFP4_SUB;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
 pub struct BlockNvfp4 {
+    /// The UE4M3 scale of each 16-element sub-block.
     pub d: [u8; N_SUB],
+    /// The 64 E2M1 codes, two per byte (see above).
     pub qs: [u8; QK_NVFP4 / 2],
 }
 

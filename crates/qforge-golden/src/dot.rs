@@ -3,7 +3,7 @@
 //! whose results match ggml's to ~1e-6 of the sum of the terms' magnitudes.
 
 use crate::conformance::Family;
-use qforge_core::{ActKind, ActRow, Format, OutRow};
+use qforge_core::{ActKind, ActRow, Format, OutRow, Role};
 use serde::Deserialize;
 use std::collections::BTreeMap;
 
@@ -56,15 +56,24 @@ fn dequant(f: &dyn Format, bytes: &[u8], cols: usize) -> Vec<f64> {
 /// ggml's `vec_dot_type`, our quantization of the activation rows equals ggml's `from_float`
 /// bytes (when the activation format is reachable), and `dot_row` on ggml's activation bytes
 /// matches ggml's `vec_dot` to [`DOT_RTOL`] of `Σ|w·a| + Σ_blocks max|w|·Σ|a|`.
+///
+/// Every weight format of the family whose native activations are ggml blocks claims a ggml
+/// `vec_dot`: it must have golden dot vectors, and at least one weight row × activation row
+/// of each must have been compared (a family checking nothing fails).
 pub fn native_dot_matches_ggml(fam: &Family) {
     let m = dot_manifest();
     let x = crate::inputs();
     let cols = m.cols;
     let lookup = |name: &str| fam.formats.iter().chain(fam.act_formats).copied().find(|f| f.desc().name == name);
-    let mut checked = 0;
+    let mut checked: BTreeMap<&str, (usize, usize)> = BTreeMap::new();
     for f in fam.formats {
         let name = f.desc().name;
-        let Some(e) = m.formats.get(name) else { continue };
+        let claims = f.desc().role == Role::Weight && matches!(f.native_act(), ActKind::Blocks(_));
+        let Some(e) = m.formats.get(name) else {
+            assert!(!claims, "{name}: a ggml-style native dot but no golden dot vectors (tests/golden/gen_dot.py)");
+            continue;
+        };
+        let counts = checked.entry(name).or_default();
         assert_eq!(
             f.native_act(),
             ActKind::Blocks(leak(&e.dot_type)),
@@ -89,6 +98,7 @@ pub fn native_dot_matches_ggml(fam: &Family) {
                     "{name}: our {} quantization of activation row {r} differs from ggml's from_float",
                     e.dot_type
                 );
+                counts.1 += 1;
             }
         }
         for (i, wrow) in w.chunks_exact(wrb).enumerate() {
@@ -125,11 +135,16 @@ pub fn native_dot_matches_ggml(fam: &Family) {
                     diff <= tol || got == expect || (got.is_nan() && expect.is_nan()),
                     "{name}: weight row {i} · activation row {j}: ours {got}, ggml {expect} (|diff| {diff:e} > {tol:e})"
                 );
-                checked += 1;
+                counts.0 += 1;
             }
         }
     }
-    let _ = checked;
+    for (name, (dots, _)) in &checked {
+        assert!(*dots > 0, "{name}: golden dot vectors hold no weight row × activation row");
+    }
+    let claimed = fam.formats.iter().filter(|f| m.formats.contains_key(f.desc().name)).count();
+    assert_eq!(checked.len(), claimed, "every format with golden dot vectors was compared");
+    eprintln!("native_dot_matches_ggml: (dots, activation rows) compared per format: {checked:?}");
 }
 
 fn leak(s: &str) -> &'static str {

@@ -143,6 +143,7 @@ static IQ1M_SHIFTS: ([f32; 3], [f32; 3]) = shifted(IQ1M_DELTA);
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
 pub struct BlockIq1S {
+    /// The block's f16 super-scale.
     pub d: F16Le,
     /// Low 8 bits of the 32 grid indices (one per 8 values).
     pub qs: [u8; 32],

@@ -64,6 +64,7 @@ const S: GridSearch = GridSearch { eps: Some(1e-8), signs: Signs::Full, ..XS };
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
 pub struct BlockIq2Xxs {
+    /// The block's f16 super-scale.
     pub d: F16Le,
     /// Per 32 values two LE `u32`: four 8-bit grid indices; then four 7-bit sign groups
     /// (bits 0..28) and the 4-bit scale (bits 28..32). ggml: `uint16_t qs[32]`.
@@ -134,6 +135,7 @@ impl BlockFormat for Iq2Xxs {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
 pub struct BlockIq2Xs {
+    /// The block's f16 super-scale.
     pub d: F16Le,
     /// Per 8 values a LE `u16`: 9-bit grid index, 7 sign bits. ggml: `uint16_t qs[32]`.
     pub qs: [u8; 64],
@@ -204,6 +206,7 @@ impl BlockFormat for Iq2Xs {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
 pub struct BlockIq2S {
+    /// The block's f16 super-scale.
     pub d: F16Le,
     /// Low 8 bits of the 32 grid indices, then the 32 sign bytes (one per 8 values).
     pub qs: [u8; 64],

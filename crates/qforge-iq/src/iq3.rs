@@ -45,6 +45,7 @@ const S: GridSearch =
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
 pub struct BlockIq3Xxs {
+    /// The block's f16 super-scale.
     pub d: F16Le,
     /// 64 grid indices (one per 4 values), then per 32 values a LE `u32`: four 7-bit sign
     /// groups (bits 0..28) and the 4-bit scale (bits 28..32).
@@ -117,6 +118,7 @@ impl BlockFormat for Iq3Xxs {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
 pub struct BlockIq3S {
+    /// The block's f16 super-scale.
     pub d: F16Le,
     /// Low 8 bits of the 64 grid indices (one per 4 values).
     pub qs: [u8; 64],

@@ -76,6 +76,7 @@ fn weights<const N: usize>(xs: &[f32; N], n: usize, qw: Option<&[f32]>) -> [f32;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
 pub struct BlockIq4Nl {
+    /// The block's f16 super-scale.
     pub d: F16Le,
     /// 4-bit indices into `kvalues_iq4nl`: byte `j` holds values `j` (low) and `j + 16`.
     pub qs: [u8; 16],
@@ -119,6 +120,7 @@ impl BlockFormat for Iq4Nl {
 #[repr(C)]
 #[derive(Clone, Copy, Debug, Pod, Zeroable)]
 pub struct BlockIq4Xs {
+    /// The block's f16 super-scale.
     pub d: F16Le,
     /// High 2 bits of the eight 6-bit sub-block scales (biased by 32).
     pub scales_h: U16Le,

@@ -55,7 +55,12 @@ pub enum Codes<'a> {
     Bytes(&'a [i8; QK8]),
     /// 4-bit codes: byte `j` holds element `j` (low nibble) and `j + 16` (high); with `qh`,
     /// bit `j` of the little-endian word is bit 4 of element `j` (q5_0, q5_1).
-    Nibbles { qs: &'a [u8; 16], qh: Option<[u8; 4]> },
+    Nibbles {
+        /// The 16 bytes of low nibbles / high nibbles.
+        qs: &'a [u8; 16],
+        /// The fifth bits, one per element (5-bit formats only).
+        qh: Option<[u8; 4]>,
+    },
     /// 4-bit codes in two runs of 8 bytes: byte `8h + j` holds element `16h + j` (low) and
     /// `16h + j + 8` (high) (nvfp4's 16-element sub-blocks).
     Nibbles16(&'a [u8; 16]),

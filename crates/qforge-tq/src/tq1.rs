@@ -12,8 +12,11 @@ use qforge_k::dot::Q8KCodes;
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
 pub struct BlockTq1_0 {
+    /// 240 codes, five per byte in base 3.
     pub qs: [u8; 48],
+    /// The last 16 codes, four per byte in base 3.
     pub qh: [u8; 4],
+    /// The f16 scale: `x = t·d`.
     pub d: F16Le,
 }
 

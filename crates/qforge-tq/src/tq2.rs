@@ -12,7 +12,9 @@ use qforge_k::dot::{Q8KCodes, crumbs};
 #[repr(C)]
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
 pub struct BlockTq2_0 {
+    /// 256 2-bit codes (`t + 1`), four per byte (see above).
     pub qs: [u8; QK_K / 4],
+    /// The f16 scale: `x = t·d`.
     pub d: F16Le,
 }
 
