@@ -100,6 +100,13 @@ pub trait BlockFormat: Send + Sync + 'static {
     /// type, summary and CUDA slot.
     const DESC: FormatDesc;
 
+    /// For an activation format whose blocks also store the sum of their values in a lower
+    /// precision, which dot kernels use instead of summing the values (ggml's q8_1 stores
+    /// `s = f16(d·Σq)` for the affine q4_1 / q5_1 kernels): how far, relative to the block's
+    /// largest weight times `|Σ values|`, that stored sum may be from the sum of the block's
+    /// dequantized values. 0 (the default): the blocks store no such sum.
+    const STORED_SUM_REL_ERROR: f64 = 0.0;
+
     /// Reference decode of one block into `out` (`out.len() == DESC.block_size`). Each value
     /// is computed in f32 exactly as ggml's `to_float`, then converted with `O::from_f32`.
     fn decode<O: Elem>(block: &Self::Block, out: &mut [O]);
@@ -411,6 +418,19 @@ pub trait Format: Send + Sync + 'static {
         ActKind::F32
     }
 
+    /// [`BlockFormat::STORED_SUM_REL_ERROR`] of an activation format: the rounding its stored
+    /// block sums carry, which an f64 reference of a dot with these activations allows for
+    /// (per block of this format). 0 for formats that store no sum.
+    ///
+    /// # Errors
+    /// None.
+    ///
+    /// # Panics
+    /// Never (see [the trait docs](Format#panics)).
+    fn stored_sum_rel_error(&self) -> f64 {
+        0.0
+    }
+
     /// The format that quantizes activation rows of `kind` (a one-row-tile grid format for
     /// [`ActKind::Fp8x128`]), if this format provides it: the registry is searched with this
     /// for activation kinds that are not plain block formats, so that no caller needs to know
@@ -600,6 +620,10 @@ impl<F: BlockFormat, D: DotKernel<F>> Format for Registered<F, D> {
 
     fn native_act(&self) -> ActKind {
         D::ACT
+    }
+
+    fn stored_sum_rel_error(&self) -> f64 {
+        F::STORED_SUM_REL_ERROR
     }
 
     fn dot_row(&self, bytes: &[u8], _row: usize, _aux: &[u8], act: ActRow<'_>) -> Option<Result<f32, QuantError>> {

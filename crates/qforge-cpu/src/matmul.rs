@@ -177,17 +177,23 @@ pub fn dot_f32(a: &[f32], b: &[f32]) -> f32 {
 /// The f64 reference of `Y = A · Wᵀ` for already-quantized activations: every product of a
 /// dequantized weight and the value its activation stands for ([`QuantAct::dequantize`]),
 /// summed in f64. Returns the M×N values and, per output, the scale against which a kernel's
-/// f32 rounding is judged: Σ|terms|, plus — for q8_1 activations, whose per-block sum `s` is
-/// stored in f16 and used by ggml's affine formats (q4_1, q5_1) — the rounding that sum
-/// carries against the dequantized activations, max|w|·|Σa|·2⁻¹⁰ per 32-block, divided by
-/// the tolerance it is compared at (`rtol`). 2⁻¹⁰, not 2⁻¹¹: ggml computes `s` from the f32
-/// scale (`f16(Σq·d)`) while the activations dequantize with the f16 one (`f16(d)·q`), so
-/// two f16 roundings of 2⁻¹¹ each separate `s` from `Σa`. Slow; for tests and the test matrix.
+/// f32 rounding is judged: Σ|terms|, plus — for activations whose blocks store their sum in
+/// a lower precision, used by some weight formats' kernels (ggml's q8_1 `s`, in f16, for
+/// q4_1 / q5_1) — the rounding that sum carries against the dequantized activations,
+/// max|w|·|Σa|·[`stored_sum_rel_error`](qforge_core::Format::stored_sum_rel_error) per
+/// activation block, divided by the tolerance it is compared at (`rtol`). Slow; for tests and
+/// the test matrix.
 pub fn reference_f64(w: &QuantTensor<'_>, acts: &[QuantAct], rtol: f64) -> Result<(Vec<f64>, Vec<f64>), QuantError> {
     let (n, k) = (w.rows(), w.cols());
     let wd: Vec<f32> = crate::dequantize(w)?;
     let xs: Vec<Vec<f32>> = acts.iter().map(QuantAct::dequantize).collect();
-    let f16_sum = acts.iter().any(|a| matches!(a, QuantAct::Blocks { format, .. } if format.desc().name == "q8_1"));
+    // (relative rounding, elements per block) of the activations' stored block sums, if any.
+    let stored_sum = acts.iter().find_map(|a| match a {
+        QuantAct::Blocks { format, .. } if format.stored_sum_rel_error() > 0.0 => {
+            Some((format.stored_sum_rel_error(), format.desc().block_size))
+        }
+        _ => None,
+    });
     let mut y = vec![0f64; acts.len() * n];
     let mut s = vec![0f64; acts.len() * n];
     for (mi, x) in xs.iter().enumerate() {
@@ -198,13 +204,13 @@ pub fn reference_f64(w: &QuantTensor<'_>, acts: &[QuantAct], rtol: f64) -> Resul
                 acc += t;
                 abs += t.abs();
             }
-            if f16_sum {
+            if let Some((rel, bs)) = stored_sum {
                 let slack: f64 = wr
-                    .chunks(32)
-                    .zip(x[..k].chunks(32))
+                    .chunks(bs)
+                    .zip(x[..k].chunks(bs))
                     .map(|(wb, ab)| {
                         let wmax = wb.iter().fold(0f64, |m, v| m.max((*v as f64).abs()));
-                        wmax * ab.iter().map(|v| *v as f64).sum::<f64>().abs() * (2f64).powi(-10)
+                        wmax * ab.iter().map(|v| *v as f64).sum::<f64>().abs() * rel
                     })
                     .sum();
                 abs += slack / rtol;

@@ -214,39 +214,10 @@ impl TensorType {
     }
 
     /// llama.cpp's `general.file_type` (`enum llama_ftype`) for a file whose weights are
-    /// mostly of this type; 1024 (`GUESSED`) where llama.cpp has none.
+    /// mostly of this type ([`qforge_presets::MOSTLY`]); 1024 (`GUESSED`) where llama.cpp
+    /// has none.
     pub fn llama_ftype(&self) -> u32 {
-        match self.name() {
-            "f32" => 0,
-            "f16" => 1,
-            "q4_0" => 2,
-            "q4_1" => 3,
-            "q8_0" => 7,
-            "q5_0" => 8,
-            "q5_1" => 9,
-            "q2_k" => 10,
-            "q3_k" => 11,
-            "q4_k" => 14,
-            "q5_k" => 16,
-            "q6_k" => 18,
-            "iq2_xxs" => 19,
-            "iq2_xs" => 20,
-            "iq3_xxs" => 23,
-            "iq1_s" => 24,
-            "iq4_nl" => 25,
-            "iq3_s" => 26,
-            "iq2_s" => 28,
-            "iq4_xs" => 30,
-            "iq1_m" => 31,
-            "bf16" => 32,
-            "tq1_0" => 36,
-            "tq2_0" => 37,
-            "mxfp4" => 38,
-            "nvfp4" => 39,
-            "q1_0" => 40,
-            "q2_0" => 41,
-            _ => 1024,
-        }
+        qforge_presets::mostly(self.name()).unwrap_or(1024)
     }
 }
 

@@ -30,7 +30,7 @@ use qforge_core::{BlockFormat, CudaDeviceCode, Elem, Format, FormatDesc, GgmlDot
 const CUDA_HEADER: &str = include_str!("../cuda/legacy.cuh");
 
 macro_rules! legacy_format {
-    ($(#[$doc:meta])* $fmt:ident, $block:ident, $name:literal, $ggml:literal, $role:ident, $act:ident = $dot:literal, $summary:literal) => {
+    ($(#[$doc:meta])* $fmt:ident, $block:ident, $name:literal, $ggml:literal, $role:ident, $act:ident = $dot:literal, $summary:literal $(, stored_sum_rel_error = $sum:expr)?) => {
         $(#[$doc])*
         #[derive(Clone, Copy, Debug, Default)]
         pub struct $fmt;
@@ -48,6 +48,7 @@ macro_rules! legacy_format {
                 summary: $summary,
                 cuda: Some(CudaDeviceCode { header: CUDA_HEADER, header_file: "legacy.cuh", traits: concat!("qf_", $name) }),
             };
+            $(const STORED_SUM_REL_ERROR: f64 = $sum;)?
 
             fn decode<O: Elem>(block: &$block, out: &mut [O]) {
                 codec::decode(block, out)
@@ -109,7 +110,10 @@ legacy_format!(
     /// 9.0 bpw activation format: `x = q·d` plus `s = d·Σq` for integer dot products
     /// (ggml type 9, no ggml `to_float`).
     Q8_1, BlockQ8_1, "q8_1", 9, Activation, Q8_1 = "q8_1",
-    "8-bit symmetric activations with f16 scale and f16 d*sum(q) per 32 values"
+    "8-bit symmetric activations with f16 scale and f16 d*sum(q) per 32 values",
+    // `s` is rounded to f16 from the f32 scale while the values decode with the f16 scale:
+    // two roundings of 2^-11 each.
+    stored_sum_rel_error = 1.0 / 1024.0
 );
 
 /// Every format of this family, for the registry, in ggml type-id order.

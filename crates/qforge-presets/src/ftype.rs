@@ -227,3 +227,60 @@ impl Ftype {
         matches!(self, Ftype::Iq2Xxs | Ftype::Iq2Xs | Ftype::Iq1S | Ftype::Iq2S | Ftype::Iq2M | Ftype::Iq1M)
     }
 }
+
+/// llama.cpp's `general.file_type` (`enum llama_ftype`) for a file whose weights are mostly of
+/// one tensor type (lower-case name) when no preset made it: the `LLAMA_FTYPE_MOSTLY_*` (or
+/// `ALL_F32`) named after the type — the `_S` mix for the K-quants, `MXFP4_MOE` for mxfp4.
+/// llama.cpp's own data, kept here with the presets so that the file writers name no format.
+pub const MOSTLY: &[(&str, u32)] = &[
+    ("f32", 0),
+    ("f16", 1),
+    ("q4_0", 2),
+    ("q4_1", 3),
+    ("q8_0", 7),
+    ("q5_0", 8),
+    ("q5_1", 9),
+    ("q2_k", 10),
+    ("q3_k", 11),
+    ("q4_k", 14),
+    ("q5_k", 16),
+    ("q6_k", 18),
+    ("iq2_xxs", 19),
+    ("iq2_xs", 20),
+    ("iq3_xxs", 23),
+    ("iq1_s", 24),
+    ("iq4_nl", 25),
+    ("iq3_s", 26),
+    ("iq2_s", 28),
+    ("iq4_xs", 30),
+    ("iq1_m", 31),
+    ("bf16", 32),
+    ("tq1_0", 36),
+    ("tq2_0", 37),
+    ("mxfp4", 38),
+    ("nvfp4", 39),
+    ("q1_0", 40),
+    ("q2_0", 41),
+];
+
+/// [`MOSTLY`]'s file type for tensor type `name` (case-insensitive); `None` where llama.cpp
+/// has none (int4g, fp8, q8_1, q8_k).
+pub fn mostly(name: &str) -> Option<u32> {
+    MOSTLY.iter().find(|(t, _)| t.eq_ignore_ascii_case(name)).map(|&(_, id)| id)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Each `MOSTLY` id is the id of the preset named after the type (`Q4_K_S` for q4_k), except
+    /// nvfp4's, which llama-quantize has no preset for.
+    #[test]
+    fn mostly_names_the_preset_of_its_type() {
+        for &(ty, id) in MOSTLY {
+            let named = PRESETS.iter().find(|p| p.ftype.id() == id && p.ftype.name().starts_with(&ty.to_uppercase()));
+            assert!(named.is_some() || ty == "nvfp4", "{ty}: file type {id} is no preset named after it");
+        }
+        assert_eq!((mostly("Q4_K"), mostly("int4g")), (Some(14), None));
+    }
+}

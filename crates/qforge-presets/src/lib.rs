@@ -16,7 +16,7 @@
 mod ftype;
 mod rules;
 
-pub use ftype::{Ftype, PRESETS, Preset};
+pub use ftype::{Ftype, MOSTLY, PRESETS, Preset, mostly};
 pub use rules::{Category, category, fallback, plan};
 
 /// What the rules read from the model's metadata.
