@@ -15,7 +15,8 @@
 //! * GEMM (prompt processing), f16 inputs, f32 output: the fused GEMM and the dequant +
 //!   cuBLAS path of each format, and cuBLAS on unquantized f16 weights (the ceiling, once per
 //!   shape), N × K ∈ {4096 × 4096, 14336 × 4096, 4096 × 14336}, M ∈ {16, 64, 128, 512, 2048,
-//!   8192} for the formats of [`GEMM_FULL`]; 4096 × 4096 at M ∈ {16, 512, 2048} for the
+//!   8192} for the first weight format of each family ([`full_grid`]); 4096 × 4096 at
+//!   M ∈ {16, 512, 2048} for the
 //!   others (the run stays within the kit's time). At M ≤ 128 the calls cycle through weight
 //!   copies as the mat-vec does (bandwidth); above, one copy (compute). Medians of
 //!   [`GEMM_REPS`] runs.
@@ -27,7 +28,7 @@
 use super::{BenchReport, CastRow, CopyJson, DenseRow, DequantRow, DeviceJson, GemmRow, MatvecRow};
 use anyhow::{Context, Result, anyhow};
 use qforge_core::rand::pseudo_gaussian as data;
-use qforge_core::{DType, Format, QuantTensor, Shape};
+use qforge_core::{DType, Format, Layout, QuantTensor, Role, Shape};
 use qforge_cuda::Cuda;
 use qforge_cuda::cudarc::driver::sys::{CUevent_flags, CUgraphInstantiate_flags, CUstreamCaptureMode};
 use qforge_cuda::cudarc::driver::{CudaSlice, CudaStream};
@@ -47,12 +48,22 @@ const REPS: usize = 15;
 /// The GEMM shapes (N, K) and activation rows.
 const GEMM_SHAPES: [(usize, usize); 3] = [(4096, 4096), (14336, 4096), (4096, 14336)];
 const GEMM_M: [usize; 6] = [16, 64, 128, 512, 2048, 8192];
-/// The formats measured on every GEMM shape and M (the others: 4096 × 4096, [`GEMM_M_SHORT`]).
-pub const GEMM_FULL: [&str; 8] = ["q4_0", "q4_k", "q6_k", "q8_0", "iq4_xs", "mxfp4", "fp8_e4m3", "int4g"];
 const GEMM_M_SHORT: [usize; 3] = [16, 512, 2048];
 /// At most this M, the GEMM calls cycle through weight copies (bandwidth-bound sizes).
 const GEMM_ROTATE_MAX_M: usize = 128;
 const GEMM_REPS: usize = 7;
+
+/// Whether `f` is measured on every GEMM shape and M (the others: 4096 × 4096,
+/// [`GEMM_M_SHORT`]): the first weight format with device code of its family, in registry
+/// order — one of each family's layouts and kernels, picked from the registry so that a new
+/// family is measured with no edit here.
+fn full_grid(f: &dyn Format) -> bool {
+    let fam = f.desc().family;
+    qforge_formats::registry()
+        .iter()
+        .find(|g| g.desc().family == fam && g.desc().role == Role::Weight && g.desc().cuda.is_some())
+        .is_some_and(|g| g.desc().name == f.desc().name)
+}
 
 fn drv<E: std::fmt::Debug>(what: &'static str) -> impl Fn(E) -> anyhow::Error {
     move |e| anyhow!("{what}: {e:?}")
@@ -234,7 +245,7 @@ impl Ctx<'_> {
     /// The fused GEMM and dequant + cuBLAS of `f` on its shapes.
     fn gemm(&self, f: &'static dyn Format, r: &mut BenchReport) -> Result<()> {
         let (gpu, s) = (self.gpu, &self.s);
-        let full = GEMM_FULL.contains(&f.desc().name);
+        let full = full_grid(f);
         for (n, k) in GEMM_SHAPES.into_iter().filter(|sh| full || *sh == GEMM_SHAPES[0]) {
             let t = self.weights(f, n, k)?;
             let ms_list: &[usize] = if full { &GEMM_M } else { &GEMM_M_SHORT };
@@ -279,11 +290,18 @@ impl Ctx<'_> {
         Ok(())
     }
 
-    /// cuBLAS on unquantized f16 weights (q8_0's values, dequantized once), every GEMM shape
-    /// and M: the ceiling.
+    /// cuBLAS on unquantized f16 weights (the values of the most precise block weight format
+    /// with device code, dequantized once), every GEMM shape and M: the ceiling.
     fn gemm_dense(&self, r: &mut BenchReport) -> Result<()> {
         let (gpu, s) = (self.gpu, &self.s);
-        let f = qforge_formats::get("q8_0").map_err(|e| anyhow!("{e}"))?;
+        let f = qforge_formats::registry()
+            .iter()
+            .filter(|f| {
+                let d = f.desc();
+                d.role == Role::Weight && d.cuda.is_some() && matches!(f.layout(), Layout::Blocks { .. })
+            })
+            .max_by(|a, b| a.desc().bits_per_weight().total_cmp(&b.desc().bits_per_weight()))
+            .ok_or_else(|| anyhow!("no block weight format has device code"))?;
         for (n, k) in GEMM_SHAPES {
             let t = self.weights(f, n, k)?;
             let w = gpu.upload(&t, s)?;
