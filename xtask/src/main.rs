@@ -15,7 +15,6 @@
 mod bench;
 mod build_kernels;
 mod gpu;
-mod matmul_cells;
 mod matrix;
 mod setup_cuda;
 

@@ -8,10 +8,11 @@
 //! * quantize: ggml's own quantizer on the same data (tests/golden/inputs.f32, every dataset,
 //!   with and without an importance matrix): our RMSE must be no worse on every dataset.
 //! * matvec / matmul: the exact semantics of each activation mode in f64 (see
-//!   `matmul_cells`); the columns show the worst error relative to Σ|terms| (max_abs_err)
+//!   `matrix::matmul`); the columns show the worst error relative to Σ|terms| (max_abs_err)
 //!   and the native mode's relative error against the f64 product (rmse).
 
 mod cuda;
+mod matmul;
 
 use anyhow::{Result, bail};
 use qforge_core::{DType, Format, QuantTensor, Shape, bf16, f16};
@@ -415,8 +416,8 @@ pub fn run(device: &str, json: bool) -> Result<bool> {
                 cells.push(dequant_cell(f, dev.as_ref(), &r, dt));
             }
             if dev.name() == "cpu" {
-                cells.push(crate::matmul_cells::cell(f, "matvec"));
-                cells.push(crate::matmul_cells::cell(f, "matmul"));
+                cells.push(matmul::cell(f, "matvec"));
+                cells.push(matmul::cell(f, "matmul"));
             }
         }
     }

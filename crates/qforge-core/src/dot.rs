@@ -10,7 +10,7 @@
 //!   [`DotKernel`] itself for anything else.
 
 use crate::error::QuantError;
-use crate::format::BlockFormat;
+use crate::block::BlockFormat;
 
 /// How activations are quantized for a format's native dot product.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -93,6 +93,7 @@
 //! ```
 #![forbid(unsafe_code)]
 
+mod block;
 pub mod cpu;
 mod dot;
 mod dtype;
@@ -109,7 +110,8 @@ mod tensor;
 pub use dot::{ActKind, ActRow, DotKernel, GgmlDot, MAX_DOT_ROWS, NativeDot, NoDot};
 pub use dtype::{DType, Elem, OutRow};
 pub use error::QuantError;
-pub use format::{BlockFormat, CudaDeviceCode, Format, FormatDesc, Registered, Role, check_row_input, encode_blocks};
+pub use block::{BlockFormat, CudaDeviceCode, FormatDesc, Role, encode_blocks};
+pub use format::{Format, Registered, check_row_input};
 pub use half::{bf16, f16};
 pub use layout::{ElemType, Layout};
 pub use params::Params;

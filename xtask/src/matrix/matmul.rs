@@ -6,7 +6,7 @@
 //! format's native activations are f32). The detail reports each mode's error against the
 //! plain f64 product with unquantized activations.
 
-use crate::matrix::Cell;
+use super::Cell;
 use qforge_core::{ActKind, Format, Shape};
 use qforge_cpu::ActQuant;
 
