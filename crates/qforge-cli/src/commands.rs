@@ -95,14 +95,23 @@ pub fn formats(json: bool) -> CliResult<()> {
     Ok(())
 }
 
-pub fn quantize(
-    format: &str,
-    input: &Path,
-    shape: &str,
-    output: &Path,
-    imatrix: Option<&Path>,
-    group_size: Option<usize>,
-) -> CliResult<()> {
+/// What `quantize` and `dequant` share: a format, and a file of a tensor's data in, another
+/// out.
+pub struct TensorArgs<'a> {
+    /// `--format`.
+    pub format: &'a str,
+    /// `--group-size`.
+    pub group_size: Option<usize>,
+    /// `--input`.
+    pub input: &'a Path,
+    /// `--shape`.
+    pub shape: &'a str,
+    /// `--output`.
+    pub output: &'a Path,
+}
+
+pub fn quantize(a: TensorArgs<'_>, imatrix: Option<&Path>) -> CliResult<()> {
+    let TensorArgs { format, group_size, input, shape, output } = a;
     let f = format_by_name(format, group_size)?;
     let shape = parse_shape(shape)?;
     let mut inputs = vec![input];
@@ -114,16 +123,8 @@ pub fn quantize(
     files::write_atomic(output, t.data())
 }
 
-#[allow(clippy::too_many_arguments)]
-pub fn dequant(
-    format: &str,
-    input: &Path,
-    shape: &str,
-    output: &Path,
-    dtype: &str,
-    device: &str,
-    group_size: Option<usize>,
-) -> CliResult<()> {
+pub fn dequant(a: TensorArgs<'_>, dtype: &str, device: &str) -> CliResult<()> {
+    let TensorArgs { format, group_size, input, shape, output } = a;
     let f = format_by_name(format, group_size)?;
     let dtype: DType = dtype.parse().map_err(|e| bad_input(format!("--dtype: {e}")))?;
     let shape = parse_shape(shape)?;

@@ -94,12 +94,12 @@ mod imp {
                 Box::new(move || gpu.dequantize_into(&dq, &mut out, DType::F32, &stream).map_err(fail))
             }
             "matvec" => {
-                let x = stream.clone_htod(&crate::bench::data(q.cols())).failed()?;
+                let x = stream.clone_htod(&crate::measure::data(q.cols())).failed()?;
                 Box::new(move || gpu.matvec(&dq, &x.slice(..), 1, &stream).map(drop).map_err(fail))
             }
             "matmul" => {
                 // The fused tensor-core GEMM, f16 inputs, f32 output (prompt processing).
-                let x = stream.clone_htod(&crate::bench::data(m * q.cols())).failed()?;
+                let x = stream.clone_htod(&crate::measure::data(m * q.cols())).failed()?;
                 // SAFETY: the GEMM writes all m × N elements before anything reads them.
                 let mut y = unsafe { stream.alloc::<f32>(m * q.rows()) }.failed()?;
                 Box::new(move || {
@@ -108,7 +108,7 @@ mod imp {
             }
             op => return Err(bad_input(format!("--op {op} --device cuda: expected dequant, matvec or matmul"))),
         };
-        let (secs, runs) = crate::bench::time(min, || {
+        let (secs, runs) = crate::measure::time(min, || {
             run()?;
             done.synchronize().failed()
         })?;

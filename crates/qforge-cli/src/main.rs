@@ -15,10 +15,12 @@ mod files;
 mod gemm_config;
 mod inspect;
 mod matmul;
+mod measure;
 mod preset;
 mod quality;
 
 use args::{ActQuantArg, DeviceArg, DtypeArg, FormatArg, GroupSizeArg, ThreadsArg};
+use commands::TensorArgs;
 use clap::{Parser, Subcommand};
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -241,17 +243,25 @@ fn main() -> ExitCode {
     let result = match cli.cmd {
         Cmd::Formats { json } => commands::formats(json),
         Cmd::Quantize { format, input, shape, output, imatrix, group_size } => {
-            commands::quantize(&format.format, &input, &shape, &output, imatrix.as_deref(), group_size.group_size)
+            let t = TensorArgs {
+                format: &format.format,
+                group_size: group_size.group_size,
+                input: &input,
+                shape: &shape,
+                output: &output,
+            };
+            commands::quantize(t, imatrix.as_deref())
         }
-        Cmd::Dequant { format, input, shape, output, dtype, device, group_size } => commands::dequant(
-            &format.format,
-            &input,
-            &shape,
-            &output,
-            &dtype.dtype,
-            &device.device,
-            group_size.group_size,
-        ),
+        Cmd::Dequant { format, input, shape, output, dtype, device, group_size } => {
+            let t = TensorArgs {
+                format: &format.format,
+                group_size: group_size.group_size,
+                input: &input,
+                shape: &shape,
+                output: &output,
+            };
+            commands::dequant(t, &dtype.dtype, &device.device)
+        }
         Cmd::Matmul { format, weights, shape, input, rows, output, act_quant, device, group_size } => {
             matmul::matmul(matmul::MatmulArgs {
                 format: &format.format,
