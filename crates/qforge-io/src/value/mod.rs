@@ -249,7 +249,8 @@ impl<'a> Array<'a> {
         match self {
             Array::Scalars { ty, bytes, .. } => {
                 let size = ty.scalar_size()?;
-                let raw = bytes.get(i.checked_mul(size)?..i.checked_mul(size)? + size)?;
+                let start = i.checked_mul(size)?;
+                let raw = bytes.get(start..start.checked_add(size)?)?;
                 Value::read(&mut Cursor::new(raw), *ty, 0).ok()
             }
             Array::Strings(v) => v.get(i).map(|s| Value::String(Cow::Borrowed(s))),
@@ -263,6 +264,21 @@ impl<'a> Array<'a> {
             Array::Scalars { ty, len, bytes } => Array::Scalars { ty, len, bytes: Cow::Owned(bytes.into_owned()) },
             Array::Strings(v) => Array::Strings(v.into_iter().map(|s| Cow::Owned(s.into_owned())).collect()),
             Array::Arrays(v) => Array::Arrays(v.into_iter().map(Array::into_owned).collect()),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// Indexes whose byte range ends past `usize::MAX` are `None`, not an overflow panic.
+    #[test]
+    fn get_past_the_end_is_none_for_any_index() {
+        let a = Array::Scalars { ty: ValueType::U32, len: 2, bytes: Cow::Borrowed(&[1, 0, 0, 0, 2, 0, 0, 0]) };
+        assert!(matches!(a.get(1), Some(Value::U32(2))));
+        for i in [2, usize::MAX / 4, usize::MAX / 4 + 1, usize::MAX] {
+            assert!(a.get(i).is_none(), "index {i}");
         }
     }
 }
