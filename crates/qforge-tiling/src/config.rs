@@ -87,11 +87,14 @@ pub enum Reject {
     StagesBeyondK,
     /// Its cost lower bound is already above the four best candidates so far (pruned).
     Dominated,
+    /// A variant another one replaces on this device (sm75_mma on sm_80+: mma_sync with
+    /// cp.async).
+    Superseded,
 }
 
 impl Reject {
     /// Number of reject reasons (the length of [`Explanation::rejected`]).
-    pub const COUNT: usize = 13;
+    pub const COUNT: usize = 14;
     /// Every reason, in the order of [`Explanation::rejected`].
     pub const ALL: [Reject; Reject::COUNT] = [
         Reject::ArchUnsupported,
@@ -107,6 +110,7 @@ impl Reject {
         Reject::Oversized,
         Reject::StagesBeyondK,
         Reject::Dominated,
+        Reject::Superseded,
     ];
     /// One line saying why such a candidate was not taken (used by [`Config::explain`]).
     pub fn describe(self) -> &'static str {
@@ -124,6 +128,7 @@ impl Reject {
             Reject::Oversized => "tile much larger than the problem (a smaller tile covers it)",
             Reject::StagesBeyondK => "more pipeline stages than K iterations",
             Reject::Dominated => "cost lower bound already above the four best candidates",
+            Reject::Superseded => "variant superseded on this device (sm75_mma by mma_sync)",
         }
     }
 }

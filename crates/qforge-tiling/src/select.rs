@@ -134,7 +134,10 @@ fn select_checked(p: &Problem, d: &Device) -> Result<Config, TilingError> {
     for v in [Variant::Wgmma, Variant::MmaSync, Variant::Sm75Mma, Variant::Simt, Variant::Gemv] {
         let tab = &tabs[v as usize];
         if v == Variant::Sm75Mma && cc >= 80 {
-            continue; // superseded by mma_sync with cp.async
+            // Superseded by mma_sync with cp.async: counted, so the explanation covers every
+            // candidate of every table.
+            rejected[Reject::Superseded as usize] += tab.tiles.len() as u32;
+            continue;
         }
         if let Err(r) = cx.kind(v) {
             rejected[r as usize] += tab.tiles.len() as u32;

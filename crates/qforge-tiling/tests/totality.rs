@@ -3,8 +3,8 @@
 
 use proptest::prelude::*;
 use qforge_tiling::{
-    ActDType, BUILTIN_DEVICES, Config, CudaProperties, Device, MAX_DIM, OutDType, Planner, Problem, TilingError,
-    Variant, WeightLayout, select,
+    ActDType, BUILTIN_DEVICES, Config, CudaProperties, Device, MAX_DIM, OutDType, Planner, Problem, Reject,
+    TilingError, Variant, WeightLayout, select,
 };
 
 fn devices() -> Vec<Device> {
@@ -175,6 +175,11 @@ fn explanation_names_rejections_and_runner_ups() {
     let e = c.explain();
     assert!(e.contains("runner-up") && e.contains("rejected") && e.contains("needs a newer architecture"), "{e}");
     assert!(c.explanation.evaluated > 1);
+    // On sm_80+ the sm75_mma table is skipped, and counted as superseded; on sm_75 it is not.
+    let superseded =
+        |d: &str| select(&p, &Device::builtin(d).unwrap()).unwrap().explanation.rejected[Reject::Superseded as usize];
+    assert_eq!(superseded("t4"), 0);
+    assert!(superseded("a100") > 0 && superseded("h100") == superseded("a100"));
 }
 
 #[test]
