@@ -1,8 +1,8 @@
 //! `qforge bench`: throughput of one op on one format, in elements/s and bytes/s.
 
 use crate::exit::{Classify, CliResult, bad_input};
-use qforge_core::{DType, Elem, Format, QuantTensor, Shape, bf16, f16};
 use crate::measure::{data, time};
+use qforge_core::{DType, Elem, Format, QuantTensor, Shape, bf16, f16};
 use std::time::Duration;
 
 pub struct BenchArgs<'a> {

@@ -110,6 +110,19 @@ pub struct TensorArgs<'a> {
     pub output: &'a Path,
 }
 
+impl<'a> TensorArgs<'a> {
+    /// From the subcommand's flags.
+    pub fn of(
+        format: &'a crate::args::FormatArg,
+        group_size: &crate::args::GroupSizeArg,
+        input: &'a Path,
+        shape: &'a str,
+        output: &'a Path,
+    ) -> Self {
+        TensorArgs { format: &format.format, group_size: group_size.group_size, input, shape, output }
+    }
+}
+
 pub fn quantize(a: TensorArgs<'_>, imatrix: Option<&Path>) -> CliResult<()> {
     let TensorArgs { format, group_size, input, shape, output } = a;
     let f = format_by_name(format, group_size)?;

@@ -20,8 +20,8 @@ mod preset;
 mod quality;
 
 use args::{ActQuantArg, DeviceArg, DtypeArg, FormatArg, GroupSizeArg, ThreadsArg};
-use commands::TensorArgs;
 use clap::{Parser, Subcommand};
+use commands::TensorArgs;
 use std::path::PathBuf;
 use std::process::ExitCode;
 
@@ -243,25 +243,13 @@ fn main() -> ExitCode {
     let result = match cli.cmd {
         Cmd::Formats { json } => commands::formats(json),
         Cmd::Quantize { format, input, shape, output, imatrix, group_size } => {
-            let t = TensorArgs {
-                format: &format.format,
-                group_size: group_size.group_size,
-                input: &input,
-                shape: &shape,
-                output: &output,
-            };
-            commands::quantize(t, imatrix.as_deref())
+            commands::quantize(TensorArgs::of(&format, &group_size, &input, &shape, &output), imatrix.as_deref())
         }
-        Cmd::Dequant { format, input, shape, output, dtype, device, group_size } => {
-            let t = TensorArgs {
-                format: &format.format,
-                group_size: group_size.group_size,
-                input: &input,
-                shape: &shape,
-                output: &output,
-            };
-            commands::dequant(t, &dtype.dtype, &device.device)
-        }
+        Cmd::Dequant { format, input, shape, output, dtype, device, group_size } => commands::dequant(
+            TensorArgs::of(&format, &group_size, &input, &shape, &output),
+            &dtype.dtype,
+            &device.device,
+        ),
         Cmd::Matmul { format, weights, shape, input, rows, output, act_quant, device, group_size } => {
             matmul::matmul(matmul::MatmulArgs {
                 format: &format.format,
