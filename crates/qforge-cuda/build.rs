@@ -62,6 +62,9 @@ mod cuda {
         for (file, text) in codegen::headers(with_code.iter().copied()) {
             write_if_changed(&gen_dir.join(file), text);
         }
+        // The device block structs, generated from the Rust blocks (`c_block!`).
+        let blocks = codegen::blocks_header(qforge_formats::FAMILIES.iter().flat_map(|f| f.iter().copied()));
+        write_if_changed(&gen_dir.join(codegen::BLOCKS_HEADER), &blocks);
         let mut cu_files = Vec::new();
         for d in &with_code {
             let path = gen_dir.join(format!("{}.cu", codegen::module_stem(d.name)));

@@ -100,6 +100,7 @@ pub fn run(json: bool, jobs: usize) -> Result<bool> {
     for (file, text) in codegen::headers(todo.iter().copied()) {
         std::fs::write(dir.join(file), text)?;
     }
+    std::fs::write(dir.join(codegen::BLOCKS_HEADER), codegen::blocks_header(qforge_formats::registry().iter()))?;
 
     let started = Instant::now();
     let next = AtomicUsize::new(0);

@@ -3,6 +3,7 @@
 //! object-safe [`Format`](crate::Format) view builds on both, so dependencies point one way:
 //! `block` ← `dot` ← `format`.
 
+use crate::clayout::CLayout;
 use crate::dtype::Elem;
 use crate::error::QuantError;
 use bytemuck::Pod;
@@ -91,8 +92,9 @@ impl FormatDesc {
 /// minimum from those alone, and encode the padded positions with the code nearest 0 under
 /// those scales. `decode` always writes a whole block; callers drop the padded positions.
 pub trait BlockFormat: Send + Sync + 'static {
-    /// The on-disk block, `#[repr(C)]`, alignment 1, exactly `DESC.block_bytes` bytes.
-    type Block: Pod;
+    /// The on-disk block, `#[repr(C)]`, alignment 1, exactly `DESC.block_bytes` bytes, declared
+    /// with [`c_block!`](crate::c_block) so that the CUDA struct is generated from it.
+    type Block: Pod + CLayout;
     /// The format's descriptor: name, family, GGML type id, block size and bytes, role, dot
     /// type, summary and CUDA slot.
     const DESC: FormatDesc;

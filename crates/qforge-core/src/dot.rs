@@ -9,8 +9,8 @@
 //!   blocks against activation blocks) and registering with [`GgmlDot`], or by implementing
 //!   [`DotKernel`] itself for anything else.
 
-use crate::error::QuantError;
 use crate::block::BlockFormat;
+use crate::error::QuantError;
 
 /// How activations are quantized for a format's native dot product.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -2,6 +2,7 @@
 //! one to every [`BlockFormat`].
 
 use crate::block::{BlockFormat, FormatDesc};
+use crate::clayout::{CField, CLayout};
 use crate::dot::{ActKind, ActRow, DotKernel, NoDot};
 use crate::dtype::OutRow;
 use crate::error::QuantError;
@@ -282,6 +283,20 @@ pub trait Format: Send + Sync + 'static {
         0.0
     }
 
+    /// The fields of a block format's block as C sees them ([`CLayout`], declared with
+    /// [`c_block!`](crate::c_block)): the CUDA build generates the device struct from them.
+    /// Empty for formats that are not row blocks of one fixed struct (group and grid layouts,
+    /// whose device code reads [`Format::layout`]).
+    ///
+    /// # Errors
+    /// None.
+    ///
+    /// # Panics
+    /// Never (see [the trait docs](Format#panics)).
+    fn c_block(&self) -> &'static [CField] {
+        &[]
+    }
+
     /// The format that quantizes activation rows of `kind` (a one-row-tile grid format for
     /// [`ActKind::Fp8x128`]), if this format provides it: the registry is searched with this
     /// for activation kinds that are not plain block formats, so that no caller needs to know
@@ -408,6 +423,12 @@ impl<F: BlockFormat, D: DotKernel<F>> Registered<F, D> {
         assert!(std::mem::size_of::<F::Block>() == F::DESC.block_bytes, "block struct size != DESC.block_bytes");
         assert!(std::mem::align_of::<F::Block>() == 1, "block struct must have alignment 1 (use qforge_core::le)");
         assert!(F::DESC.block_size > 0 && F::DESC.block_bytes > 0);
+        let (fields, mut i, mut bytes) = (<F::Block as CLayout>::FIELDS, 0, 0);
+        while i < fields.len() {
+            bytes += fields[i].count;
+            i += 1;
+        }
+        assert!(bytes == F::DESC.block_bytes, "the block's C fields do not add up to DESC.block_bytes");
         Registered(PhantomData)
     };
 }
@@ -475,6 +496,10 @@ impl<F: BlockFormat, D: DotKernel<F>> Format for Registered<F, D> {
 
     fn stored_sum_rel_error(&self) -> f64 {
         F::STORED_SUM_REL_ERROR
+    }
+
+    fn c_block(&self) -> &'static [CField] {
+        <F::Block as CLayout>::FIELDS
     }
 
     fn dot_row(&self, bytes: &[u8], _row: usize, _aux: &[u8], act: ActRow<'_>) -> Option<Result<f32, QuantError>> {

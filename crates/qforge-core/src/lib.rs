@@ -94,6 +94,7 @@
 #![forbid(unsafe_code)]
 
 mod block;
+mod clayout;
 pub mod cpu;
 mod dot;
 mod dtype;
@@ -107,10 +108,11 @@ mod registry;
 pub mod round;
 mod tensor;
 
+pub use block::{BlockFormat, CudaDeviceCode, FormatDesc, Role, encode_blocks};
+pub use clayout::{CField, CLayout, CType, c_struct};
 pub use dot::{ActKind, ActRow, DotKernel, GgmlDot, MAX_DOT_ROWS, NativeDot, NoDot};
 pub use dtype::{DType, Elem, OutRow};
 pub use error::QuantError;
-pub use block::{BlockFormat, CudaDeviceCode, FormatDesc, Role, encode_blocks};
 pub use format::{Format, Registered, check_row_input};
 pub use half::{bf16, f16};
 pub use layout::{ElemType, Layout};

@@ -5,12 +5,21 @@ use proptest::prelude::*;
 use qforge_core::le::F32Le;
 use qforge_core::*;
 
-/// A toy format: 4 signed bytes with one f32 scale; value = d * q.
-#[repr(C)]
-#[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
-struct ToyBlock {
-    d: F32Le,
-    q: [i8; 4],
+qforge_core::c_block! {
+    /// A toy format: 4 signed bytes with one f32 scale; value = d * q.
+    #[repr(C)]
+    #[derive(Clone, Copy, bytemuck::Pod, bytemuck::Zeroable)]
+    struct ToyBlock {
+        d: F32Le,
+        q: [i8; 4],
+    }
+}
+
+/// The C struct the CUDA build would generate for it: the Rust fields, in order.
+#[test]
+fn block_layout_renders_as_c() {
+    let f: &dyn Format = &Registered::<Toy>::NEW;
+    assert_eq!(c_struct("toy_block", f.c_block()), "struct toy_block { uint8_t d[4]; int8_t q[4]; };");
 }
 
 struct Toy;

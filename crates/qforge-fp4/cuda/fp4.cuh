@@ -74,12 +74,12 @@ struct qf_fp4 {
 
 // mxfp4: 32 codes and one E8M0 exponent byte.
 struct qf_fp4_mx_scale {
-    struct block { uint8_t e; uint8_t qs[16]; };
+    typedef qf_mxfp4_block block;
     QF_HD static float half(const block* b, int) { return qf_fp4_e8m0_half(b->e); }
 };
 // nvfp4: four sub-blocks of 16 codes, one UE4M3 scale byte each.
 struct qf_fp4_nv_scale {
-    struct block { uint8_t d[4]; uint8_t qs[32]; };
+    typedef qf_nvfp4_block block;
     QF_HD static float half(const block* b, int g) { return qf_fp4_ue4m3_half(b->d[g]); }
 };
 

@@ -9,15 +9,17 @@ use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
 /// Elements per mxfp4 block (ggml's `QK_MXFP4`).
 pub const QK_MXFP4: usize = 32;
 
-/// ggml's `block_mxfp4` (17 bytes): `e` is the E8M0 exponent; byte `j` of `qs` holds element
-/// `j` in its low nibble and element `j + 16` in its high nibble.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
-pub struct BlockMxfp4 {
-    /// The E8M0 scale: `2^(e - 127)`.
-    pub e: u8,
-    /// The 32 E2M1 codes, two per byte (see above).
-    pub qs: [u8; QK_MXFP4 / 2],
+qforge_core::c_block! {
+    /// ggml's `block_mxfp4` (17 bytes): `e` is the E8M0 exponent; byte `j` of `qs` holds element
+    /// `j` in its low nibble and element `j + 16` in its high nibble.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+    pub struct BlockMxfp4 {
+        /// The E8M0 scale: `2^(e - 127)`.
+        pub e: u8,
+        /// The 32 E2M1 codes, two per byte (see above).
+        pub qs: [u8; QK_MXFP4 / 2],
+    }
 }
 
 /// The mxfp4 format (GGML type 39).

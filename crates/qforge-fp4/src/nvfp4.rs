@@ -12,16 +12,18 @@ pub const QK_NVFP4: usize = 64;
 pub const QK_NVFP4_SUB: usize = 16;
 const N_SUB: usize = QK_NVFP4 / QK_NVFP4_SUB;
 
-/// ggml's `block_nvfp4` (36 bytes): `d[s]` is the UE4M3 scale of sub-block `s`; bytes
-/// `qs[8s..8s + 8]` hold its 16 codes, byte `8s + j` element `16s + j` in the low nibble and
-/// element `16s + j + 8` in the high nibble.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
-pub struct BlockNvfp4 {
-    /// The UE4M3 scale of each 16-element sub-block.
-    pub d: [u8; N_SUB],
-    /// The 64 E2M1 codes, two per byte (see above).
-    pub qs: [u8; QK_NVFP4 / 2],
+qforge_core::c_block! {
+    /// ggml's `block_nvfp4` (36 bytes): `d[s]` is the UE4M3 scale of sub-block `s`; bytes
+    /// `qs[8s..8s + 8]` hold its 16 codes, byte `8s + j` element `16s + j` in the low nibble and
+    /// element `16s + j + 8` in the high nibble.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+    pub struct BlockNvfp4 {
+        /// The UE4M3 scale of each 16-element sub-block.
+        pub d: [u8; N_SUB],
+        /// The 64 E2M1 codes, two per byte (see above).
+        pub qs: [u8; QK_NVFP4 / 2],
+    }
 }
 
 /// The nvfp4 format (GGML type 40).

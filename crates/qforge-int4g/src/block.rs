@@ -34,6 +34,16 @@ pub struct BlockInt4g<S: ScaleKind, const H: usize> {
     pub qs: [u8; H],
 }
 
+/// Its fields as C sees them (a generic group block cannot go through `c_block!`; the CUDA
+/// header's group struct is a template over the group size, checked against the registry's
+/// `Layout::Groups`).
+impl<S: ScaleKind, const H: usize> qforge_core::CLayout for BlockInt4g<S, H> {
+    const FIELDS: &'static [qforge_core::CField] = &[
+        qforge_core::CField { name: "d", ctype: "uint8_t", count: S::BYTES, array: true },
+        qforge_core::CField { name: "qs", ctype: "uint8_t", count: H, array: true },
+    ];
+}
+
 impl<S: ScaleKind, const H: usize> Clone for BlockInt4g<S, H> {
     fn clone(&self) -> Self {
         *self

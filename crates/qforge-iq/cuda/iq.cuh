@@ -77,7 +77,7 @@ struct qf_iq_grid {
 // iq2_xxs (66 bytes): per 32 elements two LE u32: four 8-bit grid indices; four 7-bit sign
 // indices (bits 0..28) and the 4-bit scale (bits 28..32).
 struct qf_iq2_xxs_layout {
-    struct block { uint8_t d[2]; uint8_t qs[64]; };
+    typedef qf_iq2_xxs_block block;
     static constexpr int SCALE_GROUPS = 4;
     static constexpr bool SHIFTED = false;
     QF_HD static float scale(const block* b, int g) {
@@ -95,7 +95,7 @@ struct qf_iq2_xxs_layout {
 // iq2_xs (74 bytes): per 8 elements a LE u16 (9-bit grid index, 7-bit sign index); 4-bit
 // scales per 16.
 struct qf_iq2_xs_layout {
-    struct block { uint8_t d[2]; uint8_t qs[64]; uint8_t scales[8]; };
+    typedef qf_iq2_xs_block block;
     static constexpr int SCALE_GROUPS = 2;
     static constexpr bool SHIFTED = false;
     QF_HD static float scale(const block* b, int g) {
@@ -111,7 +111,7 @@ struct qf_iq2_xs_layout {
 // iq2_s (82 bytes): 10-bit grid indices (low bytes in qs[0..32], high bits in qh), one
 // sign byte per 8 elements (qs[32..64]), 4-bit scales per 16.
 struct qf_iq2_s_layout {
-    struct block { uint8_t d[2]; uint8_t qs[64]; uint8_t qh[8]; uint8_t scales[8]; };
+    typedef qf_iq2_s_block block;
     static constexpr int SCALE_GROUPS = 2;
     static constexpr bool SHIFTED = false;
     QF_HD static float scale(const block* b, int g) {
@@ -127,7 +127,7 @@ struct qf_iq2_s_layout {
 // iq3_xxs (98 bytes): 64 8-bit indices of 4-value grid points, then per 32 elements a LE
 // u32 of four 7-bit sign indices and the 4-bit scale.
 struct qf_iq3_xxs_layout {
-    struct block { uint8_t d[2]; uint8_t qs[96]; };
+    typedef qf_iq3_xxs_block block;
     static constexpr int SCALE_GROUPS = 4;
     static constexpr bool SHIFTED = false;
     QF_HD static float scale(const block* b, int g) {
@@ -146,7 +146,7 @@ struct qf_iq3_xxs_layout {
 // iq3_s (110 bytes): 9-bit indices of 4-value grid points (low bytes in qs, ninth bits in
 // qh), one sign byte per 8 elements, odd 4-bit scales (1 + 2·nibble) per 32.
 struct qf_iq3_s_layout {
-    struct block { uint8_t d[2]; uint8_t qs[64]; uint8_t qh[8]; uint8_t signs[32]; uint8_t scales[4]; };
+    typedef qf_iq3_s_block block;
     static constexpr int SCALE_GROUPS = 4;
     static constexpr bool SHIFTED = false;
     QF_HD static float scale(const block* b, int g) {
@@ -176,7 +176,7 @@ QF_HD void qf_iq1_values(uint32_t idx, int w[2]) {
 // iq1_s (50 bytes): low index bytes in qs; per 32 elements a LE u16 of the four 3-bit high
 // index parts (bits 0..12), the 3-bit odd scale (bits 12..15) and the shift's sign (bit 15).
 struct qf_iq1_s_layout {
-    struct block { uint8_t d[2]; uint8_t qs[32]; uint8_t qh[16]; };
+    typedef qf_iq1_s_block block;
     static constexpr int SCALE_GROUPS = 4;
     static constexpr bool SHIFTED = true;
     QF_HD static uint32_t qh(const block* b, int g) { return qf_load_u16(b->qh + 2 * (g / 4)); }
@@ -193,7 +193,7 @@ struct qf_iq1_s_layout {
 // bits, bit 3 the shift's sign); four LE u16 of 3-bit odd scales per 16 (bits 0..12) whose
 // top nibbles together are the f16 block scale.
 struct qf_iq1_m_layout {
-    struct block { uint8_t qs[32]; uint8_t qh[16]; uint8_t scales[8]; };
+    typedef qf_iq1_m_block block;
     static constexpr int SCALE_GROUPS = 2;
     static constexpr bool SHIFTED = true;
     QF_HD static float scale(const block* b, int g) {
@@ -255,7 +255,7 @@ struct qf_iq4 {
 
 // iq4_nl (18 bytes): one f16 scale per 32.
 struct qf_iq4_nl_layout {
-    struct block { uint8_t d[2]; uint8_t qs[16]; };
+    typedef qf_iq4_nl_block block;
     QF_HD static float scale(const block* b, int) { return qf_load_f16(b->d); }
     QF_HD static const uint8_t* nibbles(const block* b, int) { return b->qs; }
 };
@@ -263,7 +263,7 @@ struct qf_iq4_nl_layout {
 // iq4_xs (136 bytes): f16 d, then 6-bit scales (biased by 32) per 32: high 2 bits in the LE
 // u16 scales_h, low 4 bits in scales_l; dl = d·(ls - 32).
 struct qf_iq4_xs_layout {
-    struct block { uint8_t d[2]; uint8_t scales_h[2]; uint8_t scales_l[4]; uint8_t qs[128]; };
+    typedef qf_iq4_xs_block block;
     QF_HD static float scale(const block* b, int ib) {
         const int sh = (int)qf_load_u16(b->scales_h);
         const int ls = (b->scales_l[ib / 2] >> 4 * (ib % 2) & 15) | (sh >> 2 * ib & 3) << 4;

@@ -139,17 +139,19 @@ fn grid_indices<const K: usize>(
 static IQ1S_SHIFTS: ([f32; 3], [f32; 3]) = shifted(IQ1S_DELTA);
 static IQ1M_SHIFTS: ([f32; 3], [f32; 3]) = shifted(IQ1M_DELTA);
 
-/// ggml's `block_iq1_s` (50 bytes, 1.5625 bpw).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Pod, Zeroable)]
-pub struct BlockIq1S {
-    /// The block's f16 super-scale.
-    pub d: F16Le,
-    /// Low 8 bits of the 32 grid indices (one per 8 values).
-    pub qs: [u8; 32],
-    /// Per 32 values a LE `u16`: 3 high bits of each of its 4 grid indices (bits 0..12), the
-    /// 3-bit scale (bits 12..15) and the sign of the shift (bit 15).
-    pub qh: [u8; 16],
+qforge_core::c_block! {
+    /// ggml's `block_iq1_s` (50 bytes, 1.5625 bpw).
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Pod, Zeroable)]
+    pub struct BlockIq1S {
+        /// The block's f16 super-scale.
+        pub d: F16Le,
+        /// Low 8 bits of the 32 grid indices (one per 8 values).
+        pub qs: [u8; 32],
+        /// Per 32 values a LE `u16`: 3 high bits of each of its 4 grid indices (bits 0..12), the
+        /// 3-bit scale (bits 12..15) and the sign of the shift (bit 15).
+        pub qh: [u8; 16],
+    }
 }
 
 /// The iq1_s format (GGML type 19).
@@ -258,17 +260,19 @@ impl BlockFormat for Iq1S {
     }
 }
 
-/// ggml's `block_iq1_m` (56 bytes, 1.75 bpw).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Pod, Zeroable)]
-pub struct BlockIq1M {
-    /// Low 8 bits of the 32 grid indices (one per 8 values).
-    pub qs: [u8; 32],
-    /// Per 8 values a nibble: 3 high index bits and the sign of the shift (bit 3).
-    pub qh: [u8; 16],
-    /// Four LE `u16`: 3-bit scales per 16 values (bits 0..12) and, in the top nibbles,
-    /// the f16 super-block scale.
-    pub scales: [u8; 8],
+qforge_core::c_block! {
+    /// ggml's `block_iq1_m` (56 bytes, 1.75 bpw).
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Pod, Zeroable)]
+    pub struct BlockIq1M {
+        /// Low 8 bits of the 32 grid indices (one per 8 values).
+        pub qs: [u8; 32],
+        /// Per 8 values a nibble: 3 high index bits and the sign of the shift (bit 3).
+        pub qh: [u8; 16],
+        /// Four LE `u16`: 3-bit scales per 16 values (bits 0..12) and, in the top nibbles,
+        /// the f16 super-block scale.
+        pub scales: [u8; 8],
+    }
 }
 
 /// The iq1_m format (GGML type 29).

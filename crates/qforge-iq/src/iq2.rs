@@ -60,15 +60,17 @@ const XXS: GridSearch = GridSearch {
 const XS: GridSearch = GridSearch { start: Start::Max, steps: 9, refine: Refine::OffGridOnly, ..XXS };
 const S: GridSearch = GridSearch { eps: Some(1e-8), signs: Signs::Full, ..XS };
 
-/// ggml's `block_iq2_xxs` (66 bytes, 2.0625 bpw).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Pod, Zeroable)]
-pub struct BlockIq2Xxs {
-    /// The block's f16 super-scale.
-    pub d: F16Le,
-    /// Per 32 values two LE `u32`: four 8-bit grid indices; then four 7-bit sign groups
-    /// (bits 0..28) and the 4-bit scale (bits 28..32). ggml: `uint16_t qs[32]`.
-    pub qs: [u8; 64],
+qforge_core::c_block! {
+    /// ggml's `block_iq2_xxs` (66 bytes, 2.0625 bpw).
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Pod, Zeroable)]
+    pub struct BlockIq2Xxs {
+        /// The block's f16 super-scale.
+        pub d: F16Le,
+        /// Per 32 values two LE `u32`: four 8-bit grid indices; then four 7-bit sign groups
+        /// (bits 0..28) and the 4-bit scale (bits 28..32). ggml: `uint16_t qs[32]`.
+        pub qs: [u8; 64],
+    }
 }
 
 /// The iq2_xxs format (GGML type 16).
@@ -131,16 +133,18 @@ impl BlockFormat for Iq2Xxs {
     }
 }
 
-/// ggml's `block_iq2_xs` (74 bytes, 2.3125 bpw).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Pod, Zeroable)]
-pub struct BlockIq2Xs {
-    /// The block's f16 super-scale.
-    pub d: F16Le,
-    /// Per 8 values a LE `u16`: 9-bit grid index, 7 sign bits. ggml: `uint16_t qs[32]`.
-    pub qs: [u8; 64],
-    /// Two 4-bit scales per 32 values (one per 16).
-    pub scales: [u8; 8],
+qforge_core::c_block! {
+    /// ggml's `block_iq2_xs` (74 bytes, 2.3125 bpw).
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Pod, Zeroable)]
+    pub struct BlockIq2Xs {
+        /// The block's f16 super-scale.
+        pub d: F16Le,
+        /// Per 8 values a LE `u16`: 9-bit grid index, 7 sign bits. ggml: `uint16_t qs[32]`.
+        pub qs: [u8; 64],
+        /// Two 4-bit scales per 32 values (one per 16).
+        pub scales: [u8; 8],
+    }
 }
 
 /// The iq2_xs format (GGML type 17).
@@ -202,18 +206,20 @@ impl BlockFormat for Iq2Xs {
     }
 }
 
-/// ggml's `block_iq2_s` (82 bytes, 2.5625 bpw).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Pod, Zeroable)]
-pub struct BlockIq2S {
-    /// The block's f16 super-scale.
-    pub d: F16Le,
-    /// Low 8 bits of the 32 grid indices, then the 32 sign bytes (one per 8 values).
-    pub qs: [u8; 64],
-    /// High 2 bits of the grid indices, four per byte.
-    pub qh: [u8; 8],
-    /// Two 4-bit scales per 32 values (one per 16).
-    pub scales: [u8; 8],
+qforge_core::c_block! {
+    /// ggml's `block_iq2_s` (82 bytes, 2.5625 bpw).
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Pod, Zeroable)]
+    pub struct BlockIq2S {
+        /// The block's f16 super-scale.
+        pub d: F16Le,
+        /// Low 8 bits of the 32 grid indices, then the 32 sign bytes (one per 8 values).
+        pub qs: [u8; 64],
+        /// High 2 bits of the grid indices, four per byte.
+        pub qh: [u8; 8],
+        /// Two 4-bit scales per 32 values (one per 16).
+        pub scales: [u8; 8],
+    }
 }
 
 /// The iq2_s format (GGML type 22).

@@ -41,15 +41,17 @@ const XXS: GridSearch = GridSearch {
 const S: GridSearch =
     GridSearch { steps: 9, refine: Refine::AllIfAnyOff, eps: None, initial_on_grid: false, signs: Signs::Full, ..XXS };
 
-/// ggml's `block_iq3_xxs` (98 bytes, 3.0625 bpw).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Pod, Zeroable)]
-pub struct BlockIq3Xxs {
-    /// The block's f16 super-scale.
-    pub d: F16Le,
-    /// 64 grid indices (one per 4 values), then per 32 values a LE `u32`: four 7-bit sign
-    /// groups (bits 0..28) and the 4-bit scale (bits 28..32).
-    pub qs: [u8; 96],
+qforge_core::c_block! {
+    /// ggml's `block_iq3_xxs` (98 bytes, 3.0625 bpw).
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Pod, Zeroable)]
+    pub struct BlockIq3Xxs {
+        /// The block's f16 super-scale.
+        pub d: F16Le,
+        /// 64 grid indices (one per 4 values), then per 32 values a LE `u32`: four 7-bit sign
+        /// groups (bits 0..28) and the 4-bit scale (bits 28..32).
+        pub qs: [u8; 96],
+    }
 }
 
 /// The iq3_xxs format (GGML type 18).
@@ -114,20 +116,22 @@ impl BlockFormat for Iq3Xxs {
     }
 }
 
-/// ggml's `block_iq3_s` (110 bytes, 3.4375 bpw).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Pod, Zeroable)]
-pub struct BlockIq3S {
-    /// The block's f16 super-scale.
-    pub d: F16Le,
-    /// Low 8 bits of the 64 grid indices (one per 4 values).
-    pub qs: [u8; 64],
-    /// Ninth index bit, one byte per 32 values.
-    pub qh: [u8; 8],
-    /// One sign byte per 8 values.
-    pub signs: [u8; 32],
-    /// Two 4-bit scales per 64 values (one per 32).
-    pub scales: [u8; 4],
+qforge_core::c_block! {
+    /// ggml's `block_iq3_s` (110 bytes, 3.4375 bpw).
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Pod, Zeroable)]
+    pub struct BlockIq3S {
+        /// The block's f16 super-scale.
+        pub d: F16Le,
+        /// Low 8 bits of the 64 grid indices (one per 4 values).
+        pub qs: [u8; 64],
+        /// Ninth index bit, one byte per 32 values.
+        pub qh: [u8; 8],
+        /// One sign byte per 8 values.
+        pub signs: [u8; 32],
+        /// Two 4-bit scales per 64 values (one per 32).
+        pub scales: [u8; 4],
+    }
 }
 
 /// The iq3_s format (GGML type 21).

@@ -72,14 +72,16 @@ fn weights<const N: usize>(xs: &[f32; N], n: usize, qw: Option<&[f32]>) -> [f32;
     w
 }
 
-/// ggml's `block_iq4_nl` (18 bytes, 4.5 bpw).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Pod, Zeroable)]
-pub struct BlockIq4Nl {
-    /// The block's f16 super-scale.
-    pub d: F16Le,
-    /// 4-bit indices into `kvalues_iq4nl`: byte `j` holds values `j` (low) and `j + 16`.
-    pub qs: [u8; 16],
+qforge_core::c_block! {
+    /// ggml's `block_iq4_nl` (18 bytes, 4.5 bpw).
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Pod, Zeroable)]
+    pub struct BlockIq4Nl {
+        /// The block's f16 super-scale.
+        pub d: F16Le,
+        /// 4-bit indices into `kvalues_iq4nl`: byte `j` holds values `j` (low) and `j + 16`.
+        pub qs: [u8; 16],
+    }
 }
 
 /// The iq4_nl format (GGML type 20).
@@ -116,18 +118,20 @@ impl BlockFormat for Iq4Nl {
     }
 }
 
-/// ggml's `block_iq4_xs` (136 bytes, 4.25 bpw).
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Pod, Zeroable)]
-pub struct BlockIq4Xs {
-    /// The block's f16 super-scale.
-    pub d: F16Le,
-    /// High 2 bits of the eight 6-bit sub-block scales (biased by 32).
-    pub scales_h: U16Le,
-    /// Low 4 bits of the sub-block scales, two per byte.
-    pub scales_l: [u8; 4],
-    /// 4-bit indices into `kvalues_iq4nl`, 16 bytes per 32 values as in iq4_nl.
-    pub qs: [u8; 128],
+qforge_core::c_block! {
+    /// ggml's `block_iq4_xs` (136 bytes, 4.25 bpw).
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Pod, Zeroable)]
+    pub struct BlockIq4Xs {
+        /// The block's f16 super-scale.
+        pub d: F16Le,
+        /// High 2 bits of the eight 6-bit sub-block scales (biased by 32).
+        pub scales_h: U16Le,
+        /// Low 4 bits of the sub-block scales, two per byte.
+        pub scales_l: [u8; 4],
+        /// 4-bit indices into `kvalues_iq4nl`, 16 bytes per 32 values as in iq4_nl.
+        pub qs: [u8; 128],
+    }
 }
 
 /// The iq4_xs format (GGML type 23).

@@ -40,7 +40,7 @@ QF_HD qf_k_sums qf_k_halves(const int w[8], const qf_block_q8_1* a) {
 
 // x = d·(sc & 15)·code - dmin·(sc >> 4), 2-bit codes in four planes per 128 elements.
 struct qf_q2_k {
-    struct block { uint8_t scales[16]; uint8_t qs[64]; uint8_t d[2]; uint8_t dmin[2]; };
+    typedef qf_q2_k_block block;
     static constexpr int BLOCK = 256;
     static constexpr int CHUNK = 16;
     QF_HD static void decode(const block* b, int chunk, float* out) {
@@ -66,7 +66,7 @@ struct qf_q2_k {
 
 // x = d·(scale - 32)·(low + 4·high - 4), low 2 bits as q2_k, high bit in hmask.
 struct qf_q3_k {
-    struct block { uint8_t hmask[32]; uint8_t qs[64]; uint8_t scales[12]; uint8_t d[2]; };
+    typedef qf_q3_k_block block;
     static constexpr int BLOCK = 256;
     static constexpr int CHUNK = 16;
     QF_HD static void decode(const block* b, int chunk, float* out) {
@@ -95,8 +95,8 @@ struct qf_q3_k {
 
 // q4_k (HIGH = false) and q5_k (HIGH = true, fifth code bit in qh):
 // x = d·sc·code - dmin·m per 32-element sub-block, 4-bit codes two planes per 64 elements.
-struct qf_k_b4 { uint8_t d[2]; uint8_t dmin[2]; uint8_t scales[12]; uint8_t qs[128]; };
-struct qf_k_b5 { uint8_t d[2]; uint8_t dmin[2]; uint8_t scales[12]; uint8_t qh[32]; uint8_t qs[128]; };
+typedef qf_q4_k_block qf_k_b4;  // generated from the Rust blocks (qf_blocks.cuh)
+typedef qf_q5_k_block qf_k_b5;
 template <class B, bool HIGH>
 struct qf_k_4bit {
     typedef B block;
@@ -136,7 +136,7 @@ struct qf_q5_k : qf_k_4bit<qf_k_b5, true> {};
 
 // x = d·scale·(code - 32), 6-bit codes: low 4 bits in ql, high 2 in qh.
 struct qf_q6_k {
-    struct block { uint8_t ql[128]; uint8_t qh[64]; int8_t scales[16]; uint8_t d[2]; };
+    typedef qf_q6_k_block block;
     static constexpr int BLOCK = 256;
     static constexpr int CHUNK = 16;
     QF_HD static void decode(const block* b, int chunk, float* out) {
@@ -164,7 +164,7 @@ struct qf_q6_k {
 
 // x = d·q with an f32 d (the block's bsums are not needed).
 struct qf_q8_k {
-    struct block { uint8_t d[4]; int8_t qs[256]; uint8_t bsums[32]; };
+    typedef qf_q8_k_block block;
     static constexpr int BLOCK = 256;
     static constexpr int CHUNK = 16;
     QF_HD static void decode(const block* b, int chunk, float* out) {

@@ -10,18 +10,20 @@ use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, FormatDesc, Role};
 use qforge_ggml_search::AffineSearch;
 
-/// ggml's `block_q2_K` (84 bytes): `x = d * (scales[j] & 0xF) * q - dmin * (scales[j] >> 4)`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Pod, Zeroable)]
-pub struct BlockQ2K {
-    /// Per 16-element sub-block: scale code in the low nibble, min code in the high nibble.
-    pub scales: [u8; QK_K / 16],
-    /// 2-bit codes, see the crate's private `pack` module.
-    pub qs: [u8; QK_K / 4],
-    /// Super-block scale (f16) applied to the 4-bit sub-block scale codes.
-    pub d: F16Le,
-    /// Super-block scale (f16) applied to the 4-bit sub-block min codes.
-    pub dmin: F16Le,
+qforge_core::c_block! {
+    /// ggml's `block_q2_K` (84 bytes): `x = d * (scales[j] & 0xF) * q - dmin * (scales[j] >> 4)`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Pod, Zeroable)]
+    pub struct BlockQ2K {
+        /// Per 16-element sub-block: scale code in the low nibble, min code in the high nibble.
+        pub scales: [u8; QK_K / 16],
+        /// 2-bit codes, see the crate's private `pack` module.
+        pub qs: [u8; QK_K / 4],
+        /// Super-block scale (f16) applied to the 4-bit sub-block scale codes.
+        pub d: F16Le,
+        /// Super-block scale (f16) applied to the 4-bit sub-block min codes.
+        pub dmin: F16Le,
+    }
 }
 
 /// The q2_k format (GGML type 10).

@@ -11,18 +11,20 @@ use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, FormatDesc, Role};
 use qforge_ggml_search::{SymWeights, importance_weights, make_q3_quants, make_qx_quants, nearest_int, padded, sigma2};
 
-/// ggml's `block_q3_K` (110 bytes): `x = d * (sc[j] - 32) * (q - 4)`, `q in 0..8`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Pod, Zeroable)]
-pub struct BlockQ3K {
-    /// Third code bit of element `i` at bit `i / 32` of byte `i % 32`.
-    pub hmask: [u8; QK_K / 8],
-    /// Low 2 bits of the codes, see the crate's private `pack` module.
-    pub qs: [u8; QK_K / 4],
-    /// Sixteen 6-bit scales, biased by 32.
-    pub scales: [u8; 12],
-    /// Super-block scale (f16) applied to the 6-bit sub-block scales.
-    pub d: F16Le,
+qforge_core::c_block! {
+    /// ggml's `block_q3_K` (110 bytes): `x = d * (sc[j] - 32) * (q - 4)`, `q in 0..8`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Pod, Zeroable)]
+    pub struct BlockQ3K {
+        /// Third code bit of element `i` at bit `i / 32` of byte `i % 32`.
+        pub hmask: [u8; QK_K / 8],
+        /// Low 2 bits of the codes, see the crate's private `pack` module.
+        pub qs: [u8; QK_K / 4],
+        /// Sixteen 6-bit scales, biased by 32.
+        pub scales: [u8; 12],
+        /// Super-block scale (f16) applied to the 6-bit sub-block scales.
+        pub d: F16Le,
+    }
 }
 
 /// The q3_k format (GGML type 11).

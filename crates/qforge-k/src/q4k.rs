@@ -11,34 +11,38 @@ use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, FormatDesc, Role};
 use qforge_ggml_search::AffineSearch;
 
-/// ggml's `block_q4_K` (144 bytes): `x = d * sc[j] * q - dmin * m[j]`, `q in 0..16`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Pod, Zeroable)]
-pub struct BlockQ4K {
-    /// Super-block scale (f16) applied to the eight 6-bit sub-block scales.
-    pub d: F16Le,
-    /// Super-block scale (f16) applied to the eight 6-bit sub-block mins.
-    pub dmin: F16Le,
-    /// Eight 6-bit scales and eight 6-bit mins.
-    pub scales: [u8; 12],
-    /// 4-bit codes, see the crate's private `pack` module.
-    pub qs: [u8; QK_K / 2],
+qforge_core::c_block! {
+    /// ggml's `block_q4_K` (144 bytes): `x = d * sc[j] * q - dmin * m[j]`, `q in 0..16`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Pod, Zeroable)]
+    pub struct BlockQ4K {
+        /// Super-block scale (f16) applied to the eight 6-bit sub-block scales.
+        pub d: F16Le,
+        /// Super-block scale (f16) applied to the eight 6-bit sub-block mins.
+        pub dmin: F16Le,
+        /// Eight 6-bit scales and eight 6-bit mins.
+        pub scales: [u8; 12],
+        /// 4-bit codes, see the crate's private `pack` module.
+        pub qs: [u8; QK_K / 2],
+    }
 }
 
-/// ggml's `block_q5_K` (176 bytes): as q4_k with a fifth code bit in `qh`, `q in 0..32`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Pod, Zeroable)]
-pub struct BlockQ5K {
-    /// Super-block scale (f16) applied to the eight 6-bit sub-block scales.
-    pub d: F16Le,
-    /// Super-block scale (f16) applied to the eight 6-bit sub-block mins.
-    pub dmin: F16Le,
-    /// Eight 6-bit scales and eight 6-bit mins.
-    pub scales: [u8; 12],
-    /// Fifth bit of element `i` at bit `i / 32` of byte `i % 32`.
-    pub qh: [u8; QK_K / 8],
-    /// Low 4 bits of the codes, laid out as q4_k's.
-    pub qs: [u8; QK_K / 2],
+qforge_core::c_block! {
+    /// ggml's `block_q5_K` (176 bytes): as q4_k with a fifth code bit in `qh`, `q in 0..32`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Pod, Zeroable)]
+    pub struct BlockQ5K {
+        /// Super-block scale (f16) applied to the eight 6-bit sub-block scales.
+        pub d: F16Le,
+        /// Super-block scale (f16) applied to the eight 6-bit sub-block mins.
+        pub dmin: F16Le,
+        /// Eight 6-bit scales and eight 6-bit mins.
+        pub scales: [u8; 12],
+        /// Fifth bit of element `i` at bit `i / 32` of byte `i % 32`.
+        pub qh: [u8; QK_K / 8],
+        /// Low 4 bits of the codes, laid out as q4_k's.
+        pub qs: [u8; QK_K / 2],
+    }
 }
 
 /// The q4_k format (GGML type 12).

@@ -10,22 +10,24 @@ use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, FormatDesc, Role};
 use qforge_ggml_search::{GROUP_MAX_EPS, make_qx_quants, nearest_int, padded};
 
-/// ggml's `block_q6_K` (210 bytes): `x = d * scales[j] * (q - 32)`, `q in 0..64`.
-///
-/// Each 128-element half `h` uses 64 bytes of `ql` and 32 of `qh`: element `128h + 32k + l`
-/// (k = 0..4, l = 0..32) has its low nibble in `ql[64h + 32(k % 2) + l]` at bit `4(k / 2)` and
-/// its high 2 bits in `qh[32h + l]` at bit `2k`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Pod, Zeroable)]
-pub struct BlockQ6K {
-    /// Low 4 bits of the 256 codes (layout above).
-    pub ql: [u8; QK_K / 2],
-    /// High 2 bits of the 256 codes (layout above).
-    pub qh: [u8; QK_K / 4],
-    /// Sixteen signed 8-bit scales, one per 16-element sub-block.
-    pub scales: [i8; QK_K / 16],
-    /// Super-block scale (f16) applied to the 8-bit sub-block scales.
-    pub d: F16Le,
+qforge_core::c_block! {
+    /// ggml's `block_q6_K` (210 bytes): `x = d * scales[j] * (q - 32)`, `q in 0..64`.
+    ///
+    /// Each 128-element half `h` uses 64 bytes of `ql` and 32 of `qh`: element `128h + 32k + l`
+    /// (k = 0..4, l = 0..32) has its low nibble in `ql[64h + 32(k % 2) + l]` at bit `4(k / 2)` and
+    /// its high 2 bits in `qh[32h + l]` at bit `2k`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Pod, Zeroable)]
+    pub struct BlockQ6K {
+        /// Low 4 bits of the 256 codes (layout above).
+        pub ql: [u8; QK_K / 2],
+        /// High 2 bits of the 256 codes (layout above).
+        pub qh: [u8; QK_K / 4],
+        /// Sixteen signed 8-bit scales, one per 16-element sub-block.
+        pub scales: [i8; QK_K / 16],
+        /// Super-block scale (f16) applied to the 8-bit sub-block scales.
+        pub d: F16Le,
+    }
 }
 
 /// The q6_k format (GGML type 14).

@@ -8,17 +8,19 @@ use qforge_core::le::{F32Le, I16Le};
 use qforge_core::{BlockFormat, FormatDesc, Role};
 use qforge_ggml_search::{nearest_int, padded, signed_absmax};
 
-/// ggml's `block_q8_K` (292 bytes): `x = d * qs[i]`; `bsums[j]` is the sum of `qs` over
-/// elements `16j..16j+16`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Pod, Zeroable)]
-pub struct BlockQ8K {
-    /// Scale (f32, unlike the weight formats' f16).
-    pub d: F32Le,
-    /// The 256 signed 8-bit codes, in element order.
-    pub qs: [i8; QK_K],
-    /// Sum of `qs` over each 16-element group, for the min terms of the K-quant dot products.
-    pub bsums: [I16Le; QK_K / 16],
+qforge_core::c_block! {
+    /// ggml's `block_q8_K` (292 bytes): `x = d * qs[i]`; `bsums[j]` is the sum of `qs` over
+    /// elements `16j..16j+16`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Pod, Zeroable)]
+    pub struct BlockQ8K {
+        /// Scale (f32, unlike the weight formats' f16).
+        pub d: F32Le,
+        /// The 256 signed 8-bit codes, in element order.
+        pub qs: [i8; QK_K],
+        /// Sum of `qs` over each 16-element group, for the min terms of the K-quant dot products.
+        pub bsums: [I16Le; QK_K / 16],
+    }
 }
 
 /// The q8_k format (GGML type 15).

@@ -49,13 +49,14 @@ struct qf_legacy_8bit {
     }
 };
 
-struct qf_legacy_b4_0 { uint8_t d[2]; uint8_t qs[16]; };
-struct qf_legacy_b4_1 { uint8_t d[2]; uint8_t m[2]; uint8_t qs[16]; };
-struct qf_legacy_b5_0 { uint8_t d[2]; uint8_t qh[4]; uint8_t qs[16]; };
-struct qf_legacy_b5_1 { uint8_t d[2]; uint8_t m[2]; uint8_t qh[4]; uint8_t qs[16]; };
-struct qf_legacy_b8_0 { uint8_t d[2]; int8_t qs[32]; };
+// The block structs are generated from the Rust ones (qf_blocks.cuh, qforge-cuda's build).
+typedef qf_q4_0_block qf_legacy_b4_0;
+typedef qf_q4_1_block qf_legacy_b4_1;
+typedef qf_q5_0_block qf_legacy_b5_0;
+typedef qf_q5_1_block qf_legacy_b5_1;
+typedef qf_q8_0_block qf_legacy_b8_0;
 // q8_1's stored s = d·Σq is needed neither to decode nor to dot.
-struct qf_legacy_b8_1 { uint8_t d[2]; uint8_t s[2]; int8_t qs[32]; };
+typedef qf_q8_1_block qf_legacy_b8_1;
 
 // The traits struct of a legacy format with code layout L; AFFINE: x = code·d + m.
 template <class L, bool AFFINE>

@@ -126,77 +126,89 @@ fn narrow(q: &[i32; QK]) -> [i8; QK] {
     qs
 }
 
-/// q4_0: `d: f16, qs: [u8; 16]` — 18 bytes.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
-pub struct BlockQ4_0 {
-    /// Scale (f16): `x = d · (q − 8)`.
-    pub d: F16Le,
-    /// 32 unsigned 4-bit codes: byte `j` holds element `j` in its low nibble and element
-    /// `j + 16` in its high nibble.
-    pub qs: [u8; 16],
+qforge_core::c_block! {
+    /// q4_0: `d: f16, qs: [u8; 16]` — 18 bytes.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+    pub struct BlockQ4_0 {
+        /// Scale (f16): `x = d · (q − 8)`.
+        pub d: F16Le,
+        /// 32 unsigned 4-bit codes: byte `j` holds element `j` in its low nibble and element
+        /// `j + 16` in its high nibble.
+        pub qs: [u8; 16],
+    }
 }
 
-/// q4_1: `d: f16, m: f16, qs: [u8; 16]` — 20 bytes.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
-pub struct BlockQ4_1 {
-    /// Scale (f16): `x = d · q + m`.
-    pub d: F16Le,
-    /// Minimum (f16), added to every value.
-    pub m: F16Le,
-    /// 32 unsigned 4-bit codes: byte `j` holds element `j` (low nibble) and `j + 16` (high).
-    pub qs: [u8; 16],
+qforge_core::c_block! {
+    /// q4_1: `d: f16, m: f16, qs: [u8; 16]` — 20 bytes.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+    pub struct BlockQ4_1 {
+        /// Scale (f16): `x = d · q + m`.
+        pub d: F16Le,
+        /// Minimum (f16), added to every value.
+        pub m: F16Le,
+        /// 32 unsigned 4-bit codes: byte `j` holds element `j` (low nibble) and `j + 16` (high).
+        pub qs: [u8; 16],
+    }
 }
 
-/// q5_0: `d: f16, qh: [u8; 4], qs: [u8; 16]` — 22 bytes.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
-pub struct BlockQ5_0 {
-    /// Scale (f16): `x = d · (q − 16)`.
-    pub d: F16Le,
-    /// The fifth bit of each of the 32 codes: bit `j` of this little-endian u32 is element `j`'s.
-    pub qh: [u8; 4],
-    /// The low 4 bits of the 32 codes: element `j` in the low nibble of byte `j`, element `j + 16`
-    /// in the high nibble.
-    pub qs: [u8; 16],
+qforge_core::c_block! {
+    /// q5_0: `d: f16, qh: [u8; 4], qs: [u8; 16]` — 22 bytes.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+    pub struct BlockQ5_0 {
+        /// Scale (f16): `x = d · (q − 16)`.
+        pub d: F16Le,
+        /// The fifth bit of each of the 32 codes: bit `j` of this little-endian u32 is element `j`'s.
+        pub qh: [u8; 4],
+        /// The low 4 bits of the 32 codes: element `j` in the low nibble of byte `j`, element `j + 16`
+        /// in the high nibble.
+        pub qs: [u8; 16],
+    }
 }
 
-/// q5_1: `d: f16, m: f16, qh: [u8; 4], qs: [u8; 16]` — 24 bytes.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
-pub struct BlockQ5_1 {
-    /// Scale (f16): `x = d · q + m`.
-    pub d: F16Le,
-    /// Minimum (f16), added to every value.
-    pub m: F16Le,
-    /// The fifth bit of each of the 32 codes: bit `j` of this little-endian u32 is element `j`'s.
-    pub qh: [u8; 4],
-    /// The low 4 bits of the 32 codes: element `j` in the low nibble of byte `j`, element `j + 16`
-    /// in the high nibble.
-    pub qs: [u8; 16],
+qforge_core::c_block! {
+    /// q5_1: `d: f16, m: f16, qh: [u8; 4], qs: [u8; 16]` — 24 bytes.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+    pub struct BlockQ5_1 {
+        /// Scale (f16): `x = d · q + m`.
+        pub d: F16Le,
+        /// Minimum (f16), added to every value.
+        pub m: F16Le,
+        /// The fifth bit of each of the 32 codes: bit `j` of this little-endian u32 is element `j`'s.
+        pub qh: [u8; 4],
+        /// The low 4 bits of the 32 codes: element `j` in the low nibble of byte `j`, element `j + 16`
+        /// in the high nibble.
+        pub qs: [u8; 16],
+    }
 }
 
-/// q8_0: `d: f16, qs: [i8; 32]` — 34 bytes.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
-pub struct BlockQ8_0 {
-    /// Scale (f16): `x = d · q`.
-    pub d: F16Le,
-    /// The 32 signed 8-bit codes, in element order.
-    pub qs: [i8; QK],
+qforge_core::c_block! {
+    /// q8_0: `d: f16, qs: [i8; 32]` — 34 bytes.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+    pub struct BlockQ8_0 {
+        /// Scale (f16): `x = d · q`.
+        pub d: F16Le,
+        /// The 32 signed 8-bit codes, in element order.
+        pub qs: [i8; QK],
+    }
 }
 
-/// q8_1: `d: f16, s: f16 (= d·Σq), qs: [i8; 32]` — 36 bytes.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
-pub struct BlockQ8_1 {
-    /// Scale (f16): `x = d · q`.
-    pub d: F16Le,
-    /// `d · Σ q` (f16), precomputed for the dot products of q4_1 / q5_1 weights (their `m` term).
-    pub s: F16Le,
-    /// The 32 signed 8-bit codes, in element order.
-    pub qs: [i8; QK],
+qforge_core::c_block! {
+    /// q8_1: `d: f16, s: f16 (= d·Σq), qs: [i8; 32]` — 36 bytes.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+    pub struct BlockQ8_1 {
+        /// Scale (f16): `x = d · q`.
+        pub d: F16Le,
+        /// `d · Σ q` (f16), precomputed for the dot products of q4_1 / q5_1 weights (their `m` term).
+        pub s: F16Le,
+        /// The 32 signed 8-bit codes, in element order.
+        pub qs: [i8; QK],
+    }
 }
 
 impl LegacyBlock for BlockQ4_0 {

@@ -7,9 +7,9 @@
 // gives −d, 0, d, 2d. So decode and the dp4a dot product are written once, in qf_lowbit<>.
 #pragma once
 
-template <int QK, int BITS, int STEP>
+template <class B, int QK, int BITS, int STEP>
 struct qf_lowbit {
-    struct block { uint8_t d[2]; uint8_t qs[16]; };
+    typedef B block;  // generated from the Rust block (qf_blocks.cuh)
     static constexpr int BLOCK = QK;
     static constexpr int CHUNK = 8;
 
@@ -38,5 +38,5 @@ struct qf_lowbit {
     }
 };
 
-struct qf_q1_0 : qf_lowbit<128, 1, 2> {};
-struct qf_q2_0 : qf_lowbit<64, 2, 1> {};
+struct qf_q1_0 : qf_lowbit<qf_q1_0_block, 128, 1, 2> {};
+struct qf_q2_0 : qf_lowbit<qf_q2_0_block, 64, 2, 1> {};

@@ -48,14 +48,16 @@ pub static FORMATS: &[&dyn Format] = &[&Registered::<Q1_0, GgmlDot>::NEW, &Regis
 
 macro_rules! lowbit_format {
     ($(#[$doc:meta])* $fmt:ident, $block:ident, $name:literal, $ggml:literal, $summary:literal) => {
-        $(#[$doc])*
-        #[repr(C)]
-        #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
-        pub struct $block {
-            /// The scale, f16.
-            pub d: F16Le,
-            /// The codes, LSB first: element `j` is bits `BITS·j mod 8 ..` of byte `BITS·j / 8`.
-            pub qs: [u8; QS_BYTES],
+        qforge_core::c_block! {
+            $(#[$doc])*
+            #[repr(C)]
+            #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Pod, Zeroable)]
+            pub struct $block {
+                /// The scale, f16.
+                pub d: F16Le,
+                /// The codes, LSB first: element `j` is bits `BITS·j mod 8 ..` of byte `BITS·j / 8`.
+                pub qs: [u8; QS_BYTES],
+            }
         }
 
         impl Q8Weight for $block {

@@ -12,7 +12,7 @@
 // (first byte, bytes N, first element E) is element E + m + N·n, extracted as ggml does:
 // q = byte·3^n mod 256, t = (3q) >> 8.
 struct qf_tq1_layout {
-    struct block { uint8_t qs[48]; uint8_t qh[4]; uint8_t d[2]; };
+    typedef qf_tq1_0_block block;
     QF_HD static int word(const block* b, int e) {  // e = 4i
         int first, n;
         if (e < 160) first = e % 32, n = e / 32;
@@ -29,7 +29,7 @@ struct qf_tq1_layout {
 // tq2_0 (66 bytes): 64 code bytes, then d. Bits 2l..2l+2 of byte 32h + m hold the code of
 // element 128h + 32l + m.
 struct qf_tq2_layout {
-    struct block { uint8_t qs[64]; uint8_t d[2]; };
+    typedef qf_tq2_0_block block;
     QF_HD static int word(const block* b, int e) {  // e = 4i
         const int byte = 32 * (e / 128) + e % 32, shift = 2 * (e % 128 / 32);
         return (int)(qf_load_u32(b->qs + byte) >> shift & 0x03030303u);

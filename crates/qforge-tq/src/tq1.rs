@@ -7,17 +7,19 @@ use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
 use qforge_k::dot::Q8KCodes;
 
-/// ggml's `block_tq1_0` (54 bytes): 48 bytes of five codes each, 4 bytes of four codes each,
-/// then the f16 scale `d`. See `GROUPS` in the source for which byte holds which element.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
-pub struct BlockTq1_0 {
-    /// 240 codes, five per byte in base 3.
-    pub qs: [u8; 48],
-    /// The last 16 codes, four per byte in base 3.
-    pub qh: [u8; 4],
-    /// The f16 scale: `x = t·d`.
-    pub d: F16Le,
+qforge_core::c_block! {
+    /// ggml's `block_tq1_0` (54 bytes): 48 bytes of five codes each, 4 bytes of four codes each,
+    /// then the f16 scale `d`. See `GROUPS` in the source for which byte holds which element.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+    pub struct BlockTq1_0 {
+        /// 240 codes, five per byte in base 3.
+        pub qs: [u8; 48],
+        /// The last 16 codes, four per byte in base 3.
+        pub qh: [u8; 4],
+        /// The f16 scale: `x = t·d`.
+        pub d: F16Le,
+    }
 }
 
 /// How the 256 codes are spread over the 52 code bytes (`qs` then `qh`): group

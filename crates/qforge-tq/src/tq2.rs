@@ -7,15 +7,17 @@ use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
 use qforge_k::dot::{Q8KCodes, crumbs};
 
-/// ggml's `block_tq2_0` (66 bytes): 64 code bytes, then the f16 scale `d`. Bits `2l..2l+2` of
-/// byte `32h + m` hold the code of element `128h + 32l + m`.
-#[repr(C)]
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
-pub struct BlockTq2_0 {
-    /// 256 2-bit codes (`t + 1`), four per byte (see above).
-    pub qs: [u8; QK_K / 4],
-    /// The f16 scale: `x = t·d`.
-    pub d: F16Le,
+qforge_core::c_block! {
+    /// ggml's `block_tq2_0` (66 bytes): 64 code bytes, then the f16 scale `d`. Bits `2l..2l+2` of
+    /// byte `32h + m` hold the code of element `128h + 32l + m`.
+    #[repr(C)]
+    #[derive(Clone, Copy, Debug, PartialEq, Eq, Pod, Zeroable)]
+    pub struct BlockTq2_0 {
+        /// 256 2-bit codes (`t + 1`), four per byte (see above).
+        pub qs: [u8; QK_K / 4],
+        /// The f16 scale: `x = t·d`.
+        pub d: F16Le,
+    }
 }
 
 /// Byte and bit shift of element `i`'s 2-bit code.
