@@ -24,12 +24,8 @@ qforge_golden::conformance_suite!(
     act_formats: qforge_legacy::FORMATS,
 );
 
+/// ggml ignores importance weights for fp4: no quant_imatrix.bin.
 #[test]
 fn ggml_ignores_importance_weights() {
-    for f in FORMATS {
-        let e = golden::entry(f.desc().name);
-        assert!(e.has_to_float && !e.uniform_imatrix);
-        // ggml ignores importance weights for fp4: no quant_imatrix.bin.
-        assert!(golden::quant(f.desc().name, true).is_none(), "ggml ignores importance weights for {}", f.desc().name);
-    }
+    golden::ggml_ignores_importance_weights(FORMATS);
 }

@@ -137,6 +137,22 @@ pub fn quant(fmt: &str, with_imatrix: bool) -> Option<Vec<u8>> {
     entry(fmt).quant_files.iter().any(|q| q == f).then(|| read(&format!("{fmt}/{f}")))
 }
 
+/// For a family whose formats ggml quantizes without looking at importance weights: ggml has
+/// a `to_float` for each, and the generator made no `quant_imatrix.bin` (ggml's would equal
+/// its plain quantization).
+///
+/// # Panics
+///
+/// When one of `formats` has no golden entry, no `to_float`, or imatrix-quantized vectors.
+pub fn ggml_ignores_importance_weights(formats: &[&dyn qforge_core::Format]) {
+    for f in formats {
+        let name = f.desc().name;
+        let e = entry(name);
+        assert!(e.has_to_float && !e.uniform_imatrix, "{name}: ggml has a to_float, no uniform imatrix");
+        assert!(quant(name, true).is_none(), "ggml ignores importance weights for {name}: no quant_imatrix.bin");
+    }
+}
+
 /// Bit-identical, or both NaN (ggml's NaN payloads are not part of the contract).
 pub fn same_f32(a: f32, b: f32) -> bool {
     a.to_bits() == b.to_bits() || (a.is_nan() && b.is_nan())

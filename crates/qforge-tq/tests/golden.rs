@@ -24,14 +24,10 @@ qforge_golden::conformance_suite!(
     act_formats: qforge_k::FORMATS,
 );
 
+/// ggml ignores importance weights for the ternary formats: no quant_imatrix.bin.
 #[test]
 fn ggml_ignores_importance_weights() {
-    for f in FORMATS {
-        let e = golden::entry(f.desc().name);
-        assert!(e.has_to_float && !e.uniform_imatrix);
-        // ggml ignores importance weights for the ternary formats: no quant_imatrix.bin.
-        assert!(golden::quant(f.desc().name, true).is_none(), "ggml ignores importance weights for {}", f.desc().name);
-    }
+    golden::ggml_ignores_importance_weights(FORMATS);
 }
 
 /// tq1_0 and tq2_0 quantize with the same scale and codes, so they decode every dataset to
