@@ -113,6 +113,16 @@ class TypeTraits(ctypes.Structure):
     ]
 
 
+class TraitsCpu(ctypes.Structure):
+    """ggml-cpu.h's `struct ggml_type_traits_cpu` (read by gen_dot.py and xtask's ggml_bench.py)."""
+    _fields_ = [
+        ("from_float", ctypes.c_void_p),
+        ("vec_dot", ctypes.c_void_p),
+        ("vec_dot_type", ctypes.c_int),
+        ("nrows", ctypes.c_int64),
+    ]
+
+
 def type_count(lib):
     """GGML_TYPE_COUNT of a library (not exported): ggml_validate_row_data refuses ids past
     the table with a message and accepts zero bytes of any type in it; the last type is never

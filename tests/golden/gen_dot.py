@@ -29,19 +29,10 @@ import sys
 
 import numpy as np
 
-from gen import COLS, FORMATS, HERE, ggml_name, lib_name, libraries  # noqa: F401
+from gen import COLS, FORMATS, HERE, TraitsCpu, ggml_name, lib_name, libraries  # noqa: F401
 
 ACT_ROWS = [0, 5, 10, 27]  # gaussian r0, heavy_tailed r1, outliers r2, uniform_pos r3
 TYPE_NAMES = {v[0]: k for k, v in FORMATS.items()}
-
-
-class TraitsCpu(ctypes.Structure):
-    _fields_ = [
-        ("from_float", ctypes.c_void_p),
-        ("vec_dot", ctypes.c_void_p),
-        ("vec_dot_type", ctypes.c_int),
-        ("nrows", ctypes.c_int64),
-    ]
 
 
 FROM_FLOAT = ctypes.CFUNCTYPE(None, ctypes.c_void_p, ctypes.c_void_p, ctypes.c_int64)

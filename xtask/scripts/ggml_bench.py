@@ -23,7 +23,7 @@ import time
 import numpy as np
 
 sys.path.insert(0, os.path.join(os.path.dirname(__file__), "..", "..", "tests", "golden"))
-from gen import FORMATS, ggml_name, ggml_py_lib  # noqa: E402
+from gen import FORMATS, TraitsCpu, ggml_name, ggml_py_lib  # noqa: E402
 
 COLS = 4096
 
@@ -40,15 +40,6 @@ def has_type(fmt):
     lib = load_lib()
     g = ggml_name(fmt)
     return hasattr(lib, f"dequantize_row_{g}") or hasattr(lib, f"quantize_row_{g}_ref")
-
-
-class TraitsCpu(ctypes.Structure):
-    _fields_ = [
-        ("from_float", ctypes.c_void_p),
-        ("vec_dot", ctypes.c_void_p),
-        ("vec_dot_type", ctypes.c_int),
-        ("nrows", ctypes.c_int64),
-    ]
 
 
 def median_time(fn):
