@@ -55,11 +55,23 @@ mod imp {
     /// `Y = X · Wᵀ` on the GPU for any `m`; m × N f32 back on the host. Native: q8_1
     /// activations quantized on the GPU and the integer mat-vec kernel, [`qforge_cuda::MAX_M`]
     /// rows per launch. None: the weights dequantized to f32 in bounded row chunks and cuBLAS
-    /// in f32 (the exact reference on the GPU).
+    /// in f32 (the exact reference on the GPU). Int8-dyn / fp8-1x128: the activations are
+    /// quantized on the host exactly as on the CPU (`qforge_cpu::quantize_acts`), and the
+    /// values they stand for go through the f32 path, so the product has the mode's
+    /// semantics (docs/matmul.md) on every format; the int4g / fp8 integer tensor-core
+    /// kernels for these modes are not built yet (docs/cuda.md).
     pub fn matmul(w: &QuantTensor<'_>, x: &[f32], m: usize, mode: ActQuant) -> CliResult<Vec<f32>> {
         let gpu = open()?;
         let stream = gpu.default_stream();
         let dw = gpu.upload(w, &stream).map_err(fail)?;
+        let xq;
+        let (x, mode) = match mode {
+            ActQuant::Int8Dyn | ActQuant::Fp8x128 => {
+                xq = quantized_acts(w, x, m, mode)?;
+                (xq.as_slice(), ActQuant::None)
+            }
+            ActQuant::None | ActQuant::Native => (x, mode),
+        };
         let dx = stream.clone_htod(x).failed()?;
         if mode == ActQuant::None {
             let y = gpu.gemm_dequant(&dw, &dx.slice(..), m, DType::F32, DType::F32, &stream).map_err(fail)?;
@@ -76,6 +88,14 @@ mod imp {
             y.extend(stream.clone_dtoh(&ys).failed()?);
         }
         Ok(y)
+    }
+
+    /// The M rows of `x` quantized for `mode` against `w` and dequantized again: the values
+    /// the mode's product multiplies with, K per row.
+    fn quantized_acts(w: &QuantTensor<'_>, x: &[f32], m: usize, mode: ActQuant) -> CliResult<Vec<f32>> {
+        let k = w.cols();
+        let acts = qforge_cpu::quantize_acts(w, x, m, mode).map_err(|e| bad_input(format!("activations: {e}")))?;
+        Ok(acts.iter().flat_map(|a| a.dequantize().into_iter().take(k)).collect())
     }
 
     /// Median seconds per run of `op` (dequant to f32 / matvec with M = 1 / the fused GEMM

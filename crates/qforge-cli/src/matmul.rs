@@ -37,11 +37,6 @@ pub fn matmul(a: MatmulArgs<'_>) -> CliResult<()> {
     let device = crate::device::parse(a.device)?;
     // On the GPU, no `--act-quant` means native (q8_1 activations, the integer dot).
     let mode = if device == Device::Cuda && a.act_quant_default { ActQuant::Native } else { mode };
-    if device == Device::Cuda && !matches!(mode, ActQuant::Native | ActQuant::None) {
-        return Err(bad_input(format!(
-            "--act-quant {mode} --device cuda: the GPU runs native (q8_1 activations) and none (f32); use --device cpu for {mode}"
-        )));
-    }
     files::check_distinct(a.output, &[a.weights, a.input])?;
     let expected = QuantTensor::expected_bytes(f, &shape).map_err(|e| bad_input(format!("--shape {shape}: {e}")))?;
     let data = files::read_blocks(a.weights, expected, "weights", (f.desc().name, f.desc().block_bytes))?;
