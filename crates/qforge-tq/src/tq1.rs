@@ -156,6 +156,7 @@ impl BlockFormat for Tq1_0 {
     };
 
     /// ggml's `dequantize_row_tq1_0`: `x = (float)(t - 1) · d`. Writes at most `out.len()`.
+    #[inline(always)]
     fn decode<O: Elem>(b: &BlockTq1_0, out: &mut [O]) {
         let levels = Levels::<O>::new(b.d.get());
         with_whole_block(out, |out| unpack_block(b, out, |c| levels.get(c)));

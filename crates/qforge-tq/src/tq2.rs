@@ -77,6 +77,7 @@ impl BlockFormat for Tq2_0 {
 
     /// ggml's `dequantize_row_tq2_0`: `x = (float)(q - 1) · d` for the 2-bit field `q` (the
     /// unused `q = 3` decodes to `2d`). Writes at most `out.len()` elements.
+    #[inline(always)]
     fn decode<O: Elem>(b: &BlockTq2_0, out: &mut [O]) {
         let levels = Levels::<O>::new(b.d.get());
         with_whole_block(out, |out| unpack_block(b, out, |c| levels.get(c)));
