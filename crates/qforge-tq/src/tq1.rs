@@ -1,6 +1,6 @@
 //! tq1_0: 1.6875 bits per weight — five ternary codes per byte in base 3.
 
-use crate::ternary::{self, Levels, with_whole_block};
+use crate::ternary::{self, Unpack};
 use crate::{QK_K, decode_row};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
@@ -137,6 +137,18 @@ fn pack(codes: impl Iterator<Item = u8>, count: usize) -> u8 {
     (q * 256).div_ceil(243) as u8
 }
 
+impl Unpack for Tq1_0 {
+    #[inline(always)]
+    fn d(b: &BlockTq1_0) -> F16Le {
+        b.d
+    }
+
+    #[inline(always)]
+    fn unpack_block<T: Copy>(b: &BlockTq1_0, out: &mut [T; QK_K], value: impl Fn(u8) -> T + Copy) {
+        unpack_block(b, out, value);
+    }
+}
+
 /// The tq1_0 format (GGML type 34).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Tq1_0;
@@ -158,8 +170,7 @@ impl BlockFormat for Tq1_0 {
     /// ggml's `dequantize_row_tq1_0`: `x = (float)(t - 1) · d`. Writes at most `out.len()`.
     #[inline(always)]
     fn decode<O: Elem>(b: &BlockTq1_0, out: &mut [O]) {
-        let levels = Levels::<O>::new(b.d.get());
-        with_whole_block(out, |out| unpack_block(b, out, |c| levels.get(c)));
+        ternary::decode::<Self, O>(b, out);
     }
 
     /// ggml's `quantize_row_tq1_0_ref` (importance weights: see the crate docs).

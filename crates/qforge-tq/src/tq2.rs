@@ -1,6 +1,6 @@
 //! tq2_0: 2.0625 bits per weight — four 2-bit ternary codes per byte.
 
-use crate::ternary::{self, Levels, with_whole_block};
+use crate::ternary::{self, Unpack};
 use crate::{QK_K, decode_row};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
@@ -57,6 +57,18 @@ impl Q8KCodes for Tq2_0 {
     }
 }
 
+impl Unpack for Tq2_0 {
+    #[inline(always)]
+    fn d(b: &BlockTq2_0) -> F16Le {
+        b.d
+    }
+
+    #[inline(always)]
+    fn unpack_block<T: Copy>(b: &BlockTq2_0, out: &mut [T; QK_K], value: impl Fn(u8) -> T + Copy) {
+        unpack_block(b, out, value);
+    }
+}
+
 /// The tq2_0 format (GGML type 35).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Tq2_0;
@@ -79,8 +91,7 @@ impl BlockFormat for Tq2_0 {
     /// unused `q = 3` decodes to `2d`). Writes at most `out.len()` elements.
     #[inline(always)]
     fn decode<O: Elem>(b: &BlockTq2_0, out: &mut [O]) {
-        let levels = Levels::<O>::new(b.d.get());
-        with_whole_block(out, |out| unpack_block(b, out, |c| levels.get(c)));
+        ternary::decode::<Self, O>(b, out);
     }
 
     /// ggml's `quantize_row_tq2_0_ref` (importance weights: see the crate docs).
