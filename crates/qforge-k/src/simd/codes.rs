@@ -74,8 +74,7 @@ fn rows_avx2<F: Q8KCodes, const R: usize>(w: &[F::Block], a: [&[BlockQ8K]; R]) -
                 } else {
                     acc[r][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(u.dm[0] * ad), acc[r][0]);
                     if F::HAS_MINS {
-                        acc[r][1] =
-                            _mm256_fmadd_ps(_mm256_cvtepi32_ps(summs), _mm256_set1_ps(u.dm[1] * ad), acc[r][1]);
+                        acc[r][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(summs), _mm256_set1_ps(u.dm[1] * ad), acc[r][1]);
                     }
                 }
             }
