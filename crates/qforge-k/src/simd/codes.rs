@@ -80,16 +80,22 @@ fn rows_avx2<F: Q8KCodes, const R: usize>(w: &[F::Block], a: [&[BlockQ8K]; R]) -
             }
         }};
     }
-    for p in 0..w.len().div_ceil(2) {
-        let mut lanes = [[_mm256_setzero_si256(); 2]; R];
-        // A missing second block (odd row) has total 0 and scale 0: it adds +0 to lane 1,
-        // which leaves it as it was (never -0).
-        let mut x = [[0f32; 2]; R];
-        block!(2 * p, 0, lanes, x);
-        if 2 * p + 1 < w.len() {
-            block!(2 * p + 1, 1, lanes, x);
+    if F::ZERO == 0 {
+        // Block by block, the lanes straight into the accumulators (`lanes`, `x`: unused).
+        let (mut lanes, mut x) = ([[_mm256_setzero_si256(); 2]; R], [[0f32; 2]; R]);
+        for i in 0..w.len() {
+            block!(i, 0, lanes, x);
         }
-        if F::ZERO != 0 {
+    } else {
+        for p in 0..w.len().div_ceil(2) {
+            let mut lanes = [[_mm256_setzero_si256(); 2]; R];
+            // A missing second block (odd row) has total 0 and scale 0: it adds +0 to lane 1,
+            // which leaves it as it was (never -0).
+            let mut x = [[0f32; 2]; R];
+            block!(2 * p, 0, lanes, x);
+            if 2 * p + 1 < w.len() {
+                block!(2 * p + 1, 1, lanes, x);
+            }
             for r in 0..R {
                 // SAFETY: as above.
                 let t = unsafe { pair_totals(lanes[r]) };
