@@ -78,18 +78,6 @@ fn unpack_group<T: Copy, const N: usize, const C: usize, const E: usize>(
     }
 }
 
-/// Unpacks a whole block's codes through `value`, in element order.
-#[inline(always)]
-fn unpack_block<T: Copy>(b: &BlockTq1_0, out: &mut [T; QK_K], value: impl Fn(u8) -> T + Copy) {
-    let (head, rest) = out.split_at_mut(160);
-    let (mid, tail) = rest.split_at_mut(80);
-    let qs32: &[u8; 32] = b.qs[..32].try_into().expect("32 code bytes");
-    let qs16: &[u8; 16] = b.qs[32..].try_into().expect("16 code bytes");
-    unpack_group::<T, 32, 5, 160>(qs32, head.try_into().expect("160 elements"), value);
-    unpack_group::<T, 16, 5, 80>(qs16, mid.try_into().expect("80 elements"), value);
-    unpack_group::<T, 4, 4, 16>(&b.qh, tail.try_into().expect("16 elements"), value);
-}
-
 /// ggml's `ggml_vec_dot_tq1_0_q8_K`: codes `t` with zero 1, one scale `d` per block.
 impl Q8KCodes for Tq1_0 {
     const HAS_MINS: bool = false;
@@ -143,9 +131,16 @@ impl Unpack for Tq1_0 {
         b.d
     }
 
+    /// Unpacks a whole block's codes through `value`, in element order.
     #[inline(always)]
     fn unpack_block<T: Copy>(b: &BlockTq1_0, out: &mut [T; QK_K], value: impl Fn(u8) -> T + Copy) {
-        unpack_block(b, out, value);
+        let (head, rest) = out.split_at_mut(160);
+        let (mid, tail) = rest.split_at_mut(80);
+        let qs32: &[u8; 32] = b.qs[..32].try_into().expect("32 code bytes");
+        let qs16: &[u8; 16] = b.qs[32..].try_into().expect("16 code bytes");
+        unpack_group::<T, 32, 5, 160>(qs32, head.try_into().expect("160 elements"), value);
+        unpack_group::<T, 16, 5, 80>(qs16, mid.try_into().expect("80 elements"), value);
+        unpack_group::<T, 4, 4, 16>(&b.qh, tail.try_into().expect("16 elements"), value);
     }
 }
 

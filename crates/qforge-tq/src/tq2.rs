@@ -22,18 +22,6 @@ fn slot(i: usize) -> (usize, usize) {
     (32 * (i / 128) + i % 32, 2 * ((i % 128) / 32))
 }
 
-/// Unpacks a whole block's 2-bit fields through `value`, in element order.
-#[inline(always)]
-fn unpack_block<T: Copy>(b: &BlockTq2_0, out: &mut [T; QK_K], value: impl Fn(u8) -> T) {
-    for (half, bytes) in out.chunks_exact_mut(128).zip(b.qs.chunks_exact(32)) {
-        for (l, chunk) in half.chunks_exact_mut(32).enumerate() {
-            for (o, &byte) in chunk.iter_mut().zip(bytes) {
-                *o = value((byte >> (2 * l)) & 3);
-            }
-        }
-    }
-}
-
 /// ggml's `ggml_vec_dot_tq2_0_q8_K`: the 2-bit fields with zero 1 (the unused field 3 gives
 /// 2, as in the decode), one scale `d` per block.
 impl Q8KCodes for Tq2_0 {
@@ -63,9 +51,16 @@ impl Unpack for Tq2_0 {
         b.d
     }
 
+    /// Unpacks a whole block's 2-bit fields through `value`, in element order.
     #[inline(always)]
     fn unpack_block<T: Copy>(b: &BlockTq2_0, out: &mut [T; QK_K], value: impl Fn(u8) -> T + Copy) {
-        unpack_block(b, out, value);
+        for (half, bytes) in out.chunks_exact_mut(128).zip(b.qs.chunks_exact(32)) {
+            for (l, chunk) in half.chunks_exact_mut(32).enumerate() {
+                for (o, &byte) in chunk.iter_mut().zip(bytes) {
+                    *o = value((byte >> (2 * l)) & 3);
+                }
+            }
+        }
     }
 }
 
