@@ -83,6 +83,27 @@ pub(crate) fn decode_row_portable<F: DecodeBlock, O: Elem>(blocks: &[F::Block], 
     }
 }
 
+/// Decodes a row of blocks of any format with its own `BlockFormat::decode`, block by block
+/// (at most `blocks.len() · BLOCK` elements; a partial last block writes only the elements
+/// `out` has room for), compiled for AVX2 where the CPU has it: the same operations, so the
+/// same values, 8 lanes wide. For formats outside this crate (the ternary ones) whose
+/// `decode` is `#[inline(always)]`, so that it takes the AVX2 build.
+pub fn decode_blocks<F: BlockFormat, O: Elem>(blocks: &[F::Block], out: &mut [O]) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::simd::decode_blocks::<F, O>(blocks, out) {
+        return;
+    }
+    decode_blocks_portable::<F, O>(blocks, out)
+}
+
+/// The body of [`decode_blocks`], inlined into each build of it (portable, AVX2).
+#[inline(always)]
+pub(crate) fn decode_blocks_portable<F: BlockFormat, O: Elem>(blocks: &[F::Block], out: &mut [O]) {
+    for (b, dst) in blocks.iter().zip(out.chunks_mut(F::DESC.block_size)) {
+        F::decode(b, dst);
+    }
+}
+
 /// The f32 row of [`decode_row`], inlined into each build of it.
 #[inline(always)]
 pub(crate) fn decode_row_f32<F: DecodeBlock>(blocks: &[F::Block], o: &mut [f32]) {

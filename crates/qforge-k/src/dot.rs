@@ -134,11 +134,19 @@ pub(crate) fn q8k_vec_dot_with<F: Q8KDot>(
 ///
 /// ```text
 /// isum[j]  = Σ_c scale[2c + j/4] · Σ_{i<4} u[32c+4j+i]·a.qs[32c+4j+i]        (ZERO = 0)
-/// isum     = [Σ_g scale[g]·(Σ_{i in g} u[i]·a.qs[i] − ZERO·a.bsums[g]), 0, …, 0] (ZERO > 0)
 /// summs[j] = Σ_{g in 2j, 2j+1} min[g]·a.bsums[g]                           (HAS_MINS)
 /// acc[j]   = fma(isum[j], d·a.d, acc[j]);  accm[j] = fma(summs[j], dmin·a.d, accm[j])
 /// result   = hsum(acc) − hsum(accm),  hsum(v) = ((v0+v4) + (v2+v6)) + ((v1+v5) + (v3+v7))
 /// ```
+///
+/// A format with a zero code (`ZERO > 0`, no mins) puts each block in as its exact total
+/// `T = Σ_g scale[g]·(Σ_{i in g} u[i]·a.qs[i] − ZERO·a.bsums[g])`, block `b` of the row
+/// into lane `b mod 2` alone: `acc[b % 2] = fma(T, d·a.d, acc[b % 2])` (the AVX2 kernel
+/// reduces two blocks' lanes together, without a horizontal sum per block). With
+/// `UNIT_SCALES` the `bsums` term is taken in the kernel's `i16` lanes: lane `k < 16` of
+/// the block, `Σ_c (u·a.qs)[32c+2k, 32c+2k+1] − ZERO·a.bsums[k]`, wrapping in `i16` (ggml's
+/// `vpsubw`; exact for every quantizer-written q8_k block), and `T` is the wrapping `i32`
+/// sum of those lanes.
 ///
 /// Every lane is a partial sum of the dot's own terms, so the f32 error stays relative to
 /// `Σ|w·a|` (with a zero code, `u·a` and the `bsums` term cancel only in the block's total,
@@ -151,8 +159,8 @@ pub trait Q8KCodes: BlockFormat {
     const HAS_MINS: bool;
     /// The code of the value 0 (at most 32).
     const ZERO: u8;
-    /// Every scale is 1 and every code below 16 (the ternary formats): the AVX2 kernel then sums a block's `vpmaddubsw` pairs in `i16` (exact: `8·2·15·128 < 2^15`)
-    /// and widens once, instead of once per chunk. The same integers either way.
+    /// Every scale is 1 and every code below 16 (the ternary formats): the AVX2 kernel then sums a block's `vpmaddubsw` pairs in `i16` (exact: `8·2·15·128 < 2^15`),
+    /// subtracts `ZERO·bsums` there and widens once, instead of once per chunk.
     const UNIT_SCALES: bool = false;
 
     /// The block's super-block scale `d` and min scale `dmin` (0 without mins), as stored.
@@ -185,23 +193,44 @@ pub(crate) fn codes_lanes<F: Q8KCodes>(
     a: &BlockQ8K,
 ) -> ([i32; LANES], [i32; LANES]) {
     let (mut isum, mut summs) = ([0i32; LANES], [0i32; LANES]);
-    for (c, (u, a)) in u.iter().zip(a.qs.chunks_exact(32)).enumerate() {
-        for (j, (u, a)) in u.chunks_exact(4).zip(a.chunks_exact(4)).enumerate() {
-            let dot: i32 = u.iter().zip(a).map(|(&u, &a)| i32::from(u) * i32::from(a)).sum();
-            isum[j] = isum[j].wrapping_add(i32::from(sc[2 * c + j / 4]).wrapping_mul(dot));
+    if F::UNIT_SCALES {
+        // The `i16` lanes of the AVX2 kernel: pair sums (exact, see `UNIT_SCALES`), then the
+        // zero code's `bsums` term, wrapping as `vpsubw` does.
+        let mut s16 = [0i16; 2 * LANES];
+        for (u, a) in u.iter().zip(a.qs.chunks_exact(32)) {
+            for (k, (u, a)) in u.chunks_exact(2).zip(a.chunks_exact(2)).enumerate() {
+                let pair = i32::from(u[0]) * i32::from(a[0]) + i32::from(u[1]) * i32::from(a[1]);
+                s16[k] = s16[k].wrapping_add(pair as i16);
+            }
+        }
+        for (s, bsum) in s16.iter_mut().zip(&a.bsums) {
+            *s = s.wrapping_sub(bsum.get().wrapping_mul(i16::from(F::ZERO)));
+        }
+        for (j, v) in isum.iter_mut().enumerate() {
+            *v = i32::from(s16[2 * j]) + i32::from(s16[2 * j + 1]);
+        }
+    } else {
+        for (c, (u, a)) in u.iter().zip(a.qs.chunks_exact(32)).enumerate() {
+            for (j, (u, a)) in u.chunks_exact(4).zip(a.chunks_exact(4)).enumerate() {
+                let dot: i32 = u.iter().zip(a).map(|(&u, &a)| i32::from(u) * i32::from(a)).sum();
+                isum[j] = isum[j].wrapping_add(i32::from(sc[2 * c + j / 4]).wrapping_mul(dot));
+            }
+        }
+        for (g, bsum) in a.bsums.iter().enumerate() {
+            let bsum = i32::from(bsum.get());
+            isum[g / 2] = isum[g / 2].wrapping_add(bsum * (-i32::from(F::ZERO) * i32::from(sc[g])));
         }
     }
     for (g, bsum) in a.bsums.iter().enumerate() {
-        let bsum = i32::from(bsum.get());
-        isum[g / 2] = isum[g / 2].wrapping_add(bsum * (-i32::from(F::ZERO) * i32::from(sc[g])));
-        summs[g / 2] = summs[g / 2].wrapping_add(bsum * i32::from(mins[g]));
-    }
-    if F::ZERO != 0 {
-        let total = isum.iter().fold(0i32, |t, &v| t.wrapping_add(v));
-        isum = [0; LANES];
-        isum[0] = total;
+        summs[g / 2] = summs[g / 2].wrapping_add(i32::from(bsum.get()) * i32::from(mins[g]));
     }
     (isum, summs)
+}
+
+/// A zero-code block's exact total: the wrapping sum of its lanes (see [`Q8KCodes`]).
+#[inline(always)]
+pub(crate) fn block_total(isum: [i32; LANES]) -> i32 {
+    isum.iter().fold(0i32, |t, &v| t.wrapping_add(v))
 }
 
 /// The f32 step of a block: `acc[j] = fma(isum[j], d·a.d, acc[j])` (and the mins' lanes
@@ -241,13 +270,22 @@ pub(crate) fn finish(mins: bool, [acc, accm]: &[[f32; LANES]; 2]) -> f32 {
 /// tested against, bit for bit; `a.len() == out.len() <= MAX_DOT_ROWS`).
 pub fn q8k_codes_dot_rows_portable<F: Q8KCodes>(w: &[F::Block], a: &[&[BlockQ8K]], out: &mut [f32]) {
     let mut accs = [[[0f32; LANES]; 2]; MAX_DOT_ROWS];
+    const { assert!(F::ZERO == 0 || !F::HAS_MINS, "a zero code and mins: not a ggml format") };
     for (i, b) in w.iter().enumerate() {
         let u = codes::<F>(b);
         let scales = F::scales(b);
         let dm = F::d_dmin(b).map(F16Le::get);
         for (acc, a) in accs.iter_mut().zip(a) {
             let a = &a[i];
-            accumulate(F::HAS_MINS, acc, dm, a.d.get(), codes_lanes::<F>(&u, &scales, a));
+            let (isum, summs) = codes_lanes::<F>(&u, &scales, a);
+            if F::ZERO != 0 {
+                // Only the block's own lane: the others are left as they are (not `+0·x`,
+                // which would turn them NaN for an infinite scale).
+                let l = i % 2;
+                acc[0][l] = (block_total(isum) as f32).mul_add(dm[0] * a.d.get(), acc[0][l]);
+            } else {
+                accumulate(F::HAS_MINS, acc, dm, a.d.get(), (isum, summs));
+            }
         }
     }
     for (o, acc) in out.iter_mut().zip(&accs) {

@@ -48,6 +48,25 @@ pub(crate) fn decode_row_avx2<F: crate::decode::DecodeBlock, O: qforge_core::Ele
     crate::decode::decode_row_portable::<F, O>(blocks, out);
 }
 
+/// [`crate::decode_blocks`] compiled for AVX2; `false` (nothing written) without AVX2.
+pub(crate) fn decode_blocks<F: qforge_core::BlockFormat, O: qforge_core::Elem>(
+    blocks: &[F::Block],
+    out: &mut [O],
+) -> bool {
+    if !qforge_core::cpu::avx2() {
+        return false;
+    }
+    // SAFETY: `cpu::avx2()` has just checked that this CPU supports AVX2, FMA and F16C, all
+    // the `#[target_feature]` function needs.
+    unsafe { decode_blocks_avx2::<F, O>(blocks, out) };
+    true
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+fn decode_blocks_avx2<F: qforge_core::BlockFormat, O: qforge_core::Elem>(blocks: &[F::Block], out: &mut [O]) {
+    crate::decode::decode_blocks_portable::<F, O>(blocks, out);
+}
+
 /// [`qforge_core::encode_blocks`] (the format's quantizer, block by block) compiled for
 /// AVX2; `false` (nothing written) without AVX2. The searches it runs (`qforge-ggml-search`)
 /// are `#[inline(always)]`, so they take this build too.

@@ -52,12 +52,12 @@ pub static FORMATS: &[&dyn Format] = &[&Registered::<Tq1_0, GgmlDot>::NEW, &Regi
 qforge_k::q8k_native_dot!(Tq1_0, Tq2_0);
 
 /// Decodes a row without a scratch block: each `decode` writes only as many elements as its
-/// output slice holds, so a partial last block decodes straight into the row's tail.
+/// output slice holds, so a partial last block decodes straight into the row's tail. The row
+/// loop is `qforge-k`'s, compiled for AVX2 where the CPU has it (each format's `decode` is
+/// `#[inline(always)]` so that it takes that build).
 #[inline]
 fn decode_row<F: BlockFormat, O: Elem>(blocks: &[F::Block], out: &mut [O]) {
-    for (b, dst) in blocks.iter().zip(out.chunks_mut(QK_K)) {
-        F::decode(b, dst);
-    }
+    qforge_k::decode_blocks::<F, O>(blocks, out)
 }
 
 #[cfg(test)]

@@ -4,7 +4,7 @@
 
 use crate::QK_K;
 use qforge_core::le::F16Le;
-use qforge_core::{DType, Elem};
+use qforge_core::{BlockFormat, DType, Elem};
 
 /// The codes of one block (`t ∈ {0, 1, 2}`, value `t - 1`) and its scale as stored.
 pub(crate) struct Ternary {
@@ -32,15 +32,26 @@ impl<O: Elem> Levels<O> {
     }
 }
 
-/// Runs `decode` on a whole block of output: `out` itself when it holds a whole block, else a
-/// stack scratch block whose first `out.len()` values are copied out (a partial last block).
+/// What the decode needs of a ternary format: its scale and its codes in element order.
+pub(crate) trait Unpack: BlockFormat {
+    /// The block's f16 scale `d`.
+    fn d(b: &Self::Block) -> F16Le;
+    /// The block's 256 codes in element order, each through `value`.
+    fn unpack_block<T: Copy>(b: &Self::Block, out: &mut [T; QK_K], value: impl Fn(u8) -> T + Copy);
+}
+
+/// `BlockFormat::decode` of a ternary format: `out` itself when it holds a whole block, else
+/// a stack scratch block whose first `out.len()` values are copied out (a partial last
+/// block). No closure stands between the row loop and the unpacking (a closure called from
+/// two places stays out of line), so both take the row's AVX2 build.
 #[inline(always)]
-pub(crate) fn with_whole_block<O: Elem>(out: &mut [O], decode: impl FnOnce(&mut [O; QK_K])) {
+pub(crate) fn decode<F: Unpack, O: Elem>(b: &F::Block, out: &mut [O]) {
+    let levels = Levels::<O>::new(F::d(b).get());
     if let Some(full) = out.first_chunk_mut::<QK_K>() {
-        decode(full);
+        F::unpack_block(b, full, |c| levels.get(c));
     } else {
         let mut scratch = [O::default(); QK_K];
-        decode(&mut scratch);
+        F::unpack_block(b, &mut scratch, |c| levels.get(c));
         out.copy_from_slice(&scratch[..out.len()]);
     }
 }

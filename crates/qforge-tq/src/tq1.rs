@@ -1,6 +1,6 @@
 //! tq1_0: 1.6875 bits per weight — five ternary codes per byte in base 3.
 
-use crate::ternary::{self, Levels, with_whole_block};
+use crate::ternary::{self, Unpack};
 use crate::{QK_K, decode_row};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
@@ -83,18 +83,6 @@ fn unpack_group<T: Copy, const N: usize, const C: usize, const E: usize>(
     }
 }
 
-/// Unpacks a whole block's codes through `value`, in element order.
-#[inline(always)]
-fn unpack_block<T: Copy>(b: &BlockTq1_0, out: &mut [T; QK_K], value: impl Fn(u8) -> T + Copy) {
-    let (head, rest) = out.split_at_mut(160);
-    let (mid, tail) = rest.split_at_mut(80);
-    let qs32: &[u8; 32] = b.qs[..32].try_into().expect("32 code bytes");
-    let qs16: &[u8; 16] = b.qs[32..].try_into().expect("16 code bytes");
-    unpack_group::<T, 32, 5, 160>(qs32, head.try_into().expect("160 elements"), value);
-    unpack_group::<T, 16, 5, 80>(qs16, mid.try_into().expect("80 elements"), value);
-    unpack_group::<T, 4, 4, 16>(&b.qh, tail.try_into().expect("16 elements"), value);
-}
-
 /// ggml's `ggml_vec_dot_tq1_0_q8_K`: codes `t` with zero 1, one scale `d` per block.
 impl Q8KCodes for Tq1_0 {
     const HAS_MINS: bool = false;
@@ -142,6 +130,25 @@ fn pack(codes: impl Iterator<Item = u8>, count: usize) -> u8 {
     (q * 256).div_ceil(243) as u8
 }
 
+impl Unpack for Tq1_0 {
+    #[inline(always)]
+    fn d(b: &BlockTq1_0) -> F16Le {
+        b.d
+    }
+
+    /// Unpacks a whole block's codes through `value`, in element order.
+    #[inline(always)]
+    fn unpack_block<T: Copy>(b: &BlockTq1_0, out: &mut [T; QK_K], value: impl Fn(u8) -> T + Copy) {
+        let (head, rest) = out.split_at_mut(160);
+        let (mid, tail) = rest.split_at_mut(80);
+        let qs32: &[u8; 32] = b.qs[..32].try_into().expect("32 code bytes");
+        let qs16: &[u8; 16] = b.qs[32..].try_into().expect("16 code bytes");
+        unpack_group::<T, 32, 5, 160>(qs32, head.try_into().expect("160 elements"), value);
+        unpack_group::<T, 16, 5, 80>(qs16, mid.try_into().expect("80 elements"), value);
+        unpack_group::<T, 4, 4, 16>(&b.qh, tail.try_into().expect("16 elements"), value);
+    }
+}
+
 /// The tq1_0 format (GGML type 34).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Tq1_0;
@@ -161,9 +168,9 @@ impl BlockFormat for Tq1_0 {
     };
 
     /// ggml's `dequantize_row_tq1_0`: `x = (float)(t - 1) · d`. Writes at most `out.len()`.
+    #[inline(always)]
     fn decode<O: Elem>(b: &BlockTq1_0, out: &mut [O]) {
-        let levels = Levels::<O>::new(b.d.get());
-        with_whole_block(out, |out| unpack_block(b, out, |c| levels.get(c)));
+        ternary::decode::<Self, O>(b, out);
     }
 
     /// ggml's `quantize_row_tq1_0_ref` (importance weights: see the crate docs).

@@ -1,6 +1,6 @@
 //! tq2_0: 2.0625 bits per weight — four 2-bit ternary codes per byte.
 
-use crate::ternary::{self, Levels, with_whole_block};
+use crate::ternary::{self, Unpack};
 use crate::{QK_K, decode_row};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
@@ -26,18 +26,6 @@ fn slot(i: usize) -> (usize, usize) {
     (32 * (i / 128) + i % 32, 2 * ((i % 128) / 32))
 }
 
-/// Unpacks a whole block's 2-bit fields through `value`, in element order.
-#[inline(always)]
-fn unpack_block<T: Copy>(b: &BlockTq2_0, out: &mut [T; QK_K], value: impl Fn(u8) -> T) {
-    for (half, bytes) in out.chunks_exact_mut(128).zip(b.qs.chunks_exact(32)) {
-        for (l, chunk) in half.chunks_exact_mut(32).enumerate() {
-            for (o, &byte) in chunk.iter_mut().zip(bytes) {
-                *o = value((byte >> (2 * l)) & 3);
-            }
-        }
-    }
-}
-
 /// ggml's `ggml_vec_dot_tq2_0_q8_K`: the 2-bit fields with zero 1 (the unused field 3 gives
 /// 2, as in the decode), one scale `d` per block.
 impl Q8KCodes for Tq2_0 {
@@ -61,6 +49,25 @@ impl Q8KCodes for Tq2_0 {
     }
 }
 
+impl Unpack for Tq2_0 {
+    #[inline(always)]
+    fn d(b: &BlockTq2_0) -> F16Le {
+        b.d
+    }
+
+    /// Unpacks a whole block's 2-bit fields through `value`, in element order.
+    #[inline(always)]
+    fn unpack_block<T: Copy>(b: &BlockTq2_0, out: &mut [T; QK_K], value: impl Fn(u8) -> T + Copy) {
+        for (half, bytes) in out.chunks_exact_mut(128).zip(b.qs.chunks_exact(32)) {
+            for (l, chunk) in half.chunks_exact_mut(32).enumerate() {
+                for (o, &byte) in chunk.iter_mut().zip(bytes) {
+                    *o = value((byte >> (2 * l)) & 3);
+                }
+            }
+        }
+    }
+}
+
 /// The tq2_0 format (GGML type 35).
 #[derive(Clone, Copy, Debug, Default)]
 pub struct Tq2_0;
@@ -81,9 +88,9 @@ impl BlockFormat for Tq2_0 {
 
     /// ggml's `dequantize_row_tq2_0`: `x = (float)(q - 1) · d` for the 2-bit field `q` (the
     /// unused `q = 3` decodes to `2d`). Writes at most `out.len()` elements.
+    #[inline(always)]
     fn decode<O: Elem>(b: &BlockTq2_0, out: &mut [O]) {
-        let levels = Levels::<O>::new(b.d.get());
-        with_whole_block(out, |out| unpack_block(b, out, |c| levels.get(c)));
+        ternary::decode::<Self, O>(b, out);
     }
 
     /// ggml's `quantize_row_tq2_0_ref` (importance weights: see the crate docs).

@@ -6,10 +6,13 @@
 //! lane, `2c + 1` in the high lane of chunk `c`'s). Per row, per chunk: `vpmaddubsw` (unsigned
 //! codes × signed activations: pair sums `≤ 2·63·128`, exact for every `i8`, `-128` included),
 //! `vpmaddwd` with the scales into eight `i32` lanes, `bsums` against `min[g]` (the mins)
-//! and against `−ZERO·scale[g]` (the zero code: then the block's lanes are summed into its
-//! exact total), and one `vfmadd` per lane vector into the row's f32 accumulators. All integer steps are exact or wrap like the portable
-//! kernel's and the f32 steps are the same (fused) operations, so every row gets the
-//! portable result's bits.
+//! and against `−ZERO·scale[g]` (the zero code; with unit scales a `vpsubw` of the `bsums`
+//! before one `vpmaddwd` per block), and one `vfmadd` per lane vector into the row's f32
+//! accumulators. Zero-code formats go in as exact block totals, two blocks at a time: two
+//! `vphaddd` and one add reduce both blocks' lanes to `[T0, T1]`, one `vfmadd` puts them
+//! into lanes 0 and 1 (no horizontal sum per block). All integer steps are exact or wrap
+//! like the portable kernel's and the f32 steps are the same (fused) operations, so every
+//! row gets the portable result's bits.
 
 use std::arch::x86_64::*;
 
@@ -50,30 +53,88 @@ impl<'a, F: Q8KCodes> RowKernel<&'a [BlockQ8K]> for Kernel<'_, F> {
 #[target_feature(enable = "avx2,fma,f16c")]
 fn rows_avx2<F: Q8KCodes, const R: usize>(w: &[F::Block], a: [&[BlockQ8K]; R]) -> [f32; R] {
     let mut acc = [[_mm256_setzero_ps(); 2]; R];
-    for (i, b) in w.iter().enumerate() {
-        // SAFETY: this function has AVX2, FMA and F16C enabled.
-        let u = unsafe { unpack::<F>(b) };
-        for (acc, a) in acc.iter_mut().zip(&a) {
-            let a = &a[i];
-            // SAFETY: as above.
-            let (isum, summs) = unsafe { block_lanes::<F>(&u, a) };
-            let ad = a.d.get();
-            acc[0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(u.dm[0] * ad), acc[0]);
-            if F::HAS_MINS {
-                acc[1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(summs), _mm256_set1_ps(u.dm[1] * ad), acc[1]);
+    // Zero-code formats: blocks in pairs, the pair's two exact totals into lanes 0 and 1.
+    let mut tot = [_mm_setzero_ps(); R];
+    // One block `$i` (`$k` = its place in the pair, a constant) against every row: the lanes
+    // accumulated, or (zero code) kept in `$lanes` / `$x` for the pair. (A macro: a closure
+    // would not inherit the target features, and the vectors must stay in registers.)
+    macro_rules! block {
+        ($i:expr, $k:expr, $lanes:ident, $x:ident) => {{
+            let i: usize = $i;
+            // SAFETY: this function has AVX2, FMA and F16C enabled.
+            let u = unsafe { unpack::<F>(&w[i]) };
+            for r in 0..R {
+                let a = &a[r][i];
+                // SAFETY: as above.
+                let (isum, summs) = unsafe { block_lanes::<F>(&u, a) };
+                let ad = a.d.get();
+                if F::ZERO != 0 {
+                    $lanes[r][$k] = isum;
+                    $x[r][$k] = u.dm[0] * ad;
+                } else {
+                    acc[r][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(u.dm[0] * ad), acc[r][0]);
+                    if F::HAS_MINS {
+                        acc[r][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(summs), _mm256_set1_ps(u.dm[1] * ad), acc[r][1]);
+                    }
+                }
+            }
+        }};
+    }
+    if F::ZERO == 0 {
+        // Block by block, the lanes straight into the accumulators (`lanes`, `x`: unused).
+        let (mut lanes, mut x) = ([[_mm256_setzero_si256(); 2]; R], [[0f32; 2]; R]);
+        for i in 0..w.len() {
+            block!(i, 0, lanes, x);
+        }
+    } else {
+        for p in 0..w.len().div_ceil(2) {
+            let mut lanes = [[_mm256_setzero_si256(); 2]; R];
+            // A missing second block (odd row) has total 0 and scale 0: it adds +0 to lane 1,
+            // which leaves it as it was (never -0).
+            let mut x = [[0f32; 2]; R];
+            block!(2 * p, 0, lanes, x);
+            if 2 * p + 1 < w.len() {
+                block!(2 * p + 1, 1, lanes, x);
+            }
+            for r in 0..R {
+                // SAFETY: as above.
+                let t = unsafe { pair_totals(lanes[r]) };
+                // Lanes 2, 3 hold the totals again; their scale 0 adds ±0 to +0 (stays +0).
+                tot[r] = _mm_fmadd_ps(t, _mm_setr_ps(x[r][0], x[r][1], 0.0, 0.0), tot[r]);
             }
         }
     }
     let mut out = [0f32; R];
-    for (o, acc) in out.iter_mut().zip(&acc) {
+    for r in 0..R {
         let mut lanes = [[0f32; LANES]; 2];
-        for (l, v) in lanes.iter_mut().zip(acc) {
-            // SAFETY: `l` is 8 f32, exactly 32 bytes, so the unaligned store writes only it.
-            unsafe { _mm256_storeu_ps(l.as_mut_ptr(), *v) };
+        if F::ZERO != 0 {
+            // SAFETY: `lanes[0][..4]` is 4 f32, exactly 16 bytes: the store writes only them.
+            unsafe { _mm_storeu_ps(lanes[0].as_mut_ptr(), tot[r]) };
+        } else {
+            for (l, v) in lanes.iter_mut().zip(&acc[r]) {
+                // SAFETY: `l` is 8 f32, exactly 32 bytes, so the unaligned store writes only it.
+                unsafe { _mm256_storeu_ps(l.as_mut_ptr(), *v) };
+            }
         }
-        *o = finish(F::HAS_MINS, &lanes);
+        out[r] = finish(F::HAS_MINS, &lanes);
     }
     out
+}
+
+/// The exact totals of two blocks' lanes (wrapping `i32` sums, in any order the same), as
+/// f32 `[T0, T1, T0, T1]` (`vcvtdq2ps` rounds to nearest, as `as f32`).
+///
+/// # Safety
+/// As [`unpack`]: AVX2, FMA and F16C.
+#[inline(always)]
+unsafe fn pair_totals([v0, v1]: [__m256i; 2]) -> __m128 {
+    // SAFETY: the caller guarantees AVX2.
+    unsafe {
+        // [v0 01, v0 23, v1 01, v1 23 | v0 45, v0 67, v1 45, v1 67], then the pairs of those.
+        let h = _mm256_hadd_epi32(v0, v1);
+        let h = _mm256_hadd_epi32(h, h);
+        _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h)))
+    }
 }
 
 /// One weight block, ready for the rows.
@@ -143,11 +204,17 @@ unsafe fn block_lanes<F: Q8KCodes>(u: &Unpacked, a: &BlockQ8K) -> (__m256i, __m2
     // 32-byte array (`qs` chunks, `bsums`).
     unsafe {
         let mut acc = _mm256_setzero_si256();
+        let bsums = _mm256_loadu_si256(a.bsums.as_ptr().cast());
         if F::UNIT_SCALES {
-            // |u − ZERO| ≤ 15: eight chunks of pair sums stay within `i16` (see the trait).
+            // u ≤ 15: eight chunks of pair sums stay within `i16` (see the trait); the zero
+            // code's `bsums` term subtracted there, wrapping as the portable kernel does.
             let mut acc16 = _mm256_setzero_si256();
             for (q, a) in u.q.iter().zip(qs) {
                 acc16 = _mm256_add_epi16(acc16, _mm256_maddubs_epi16(*q, _mm256_loadu_si256(a.as_ptr().cast())));
+            }
+            if F::ZERO != 0 {
+                let z = if F::ZERO == 1 { bsums } else { _mm256_mullo_epi16(bsums, _mm256_set1_epi16(F::ZERO.into())) };
+                acc16 = _mm256_sub_epi16(acc16, z);
             }
             acc = _mm256_madd_epi16(acc16, _mm256_set1_epi16(1));
         } else {
@@ -158,14 +225,9 @@ unsafe fn block_lanes<F: Q8KCodes>(u: &Unpacked, a: &BlockQ8K) -> (__m256i, __m2
                 );
             }
         }
-        let bsums = _mm256_loadu_si256(a.bsums.as_ptr().cast());
-        if F::ZERO != 0 {
-            // The zero code through `bsums`, and the block as its exact total in lane 0.
-            let v = _mm256_add_epi32(acc, _mm256_madd_epi16(bsums, u.off));
-            let v = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
-            let v = _mm_add_epi32(v, _mm_unpackhi_epi64(v, v));
-            let v = _mm_add_epi32(v, _mm_srli_epi64::<32>(v));
-            acc = _mm256_zextsi128_si256(_mm_cvtsi32_si128(_mm_cvtsi128_si32(v)));
+        if F::ZERO != 0 && !F::UNIT_SCALES {
+            // The zero code through `bsums` (the block is totalled with its pair's other).
+            acc = _mm256_add_epi32(acc, _mm256_madd_epi16(bsums, u.off));
         }
         let m = if F::HAS_MINS { _mm256_madd_epi16(bsums, u.mins) } else { _mm256_setzero_si256() };
         (acc, m)
