@@ -100,6 +100,13 @@ pub trait BlockFormat: Send + Sync + 'static {
     /// type, summary and CUDA slot.
     const DESC: FormatDesc;
 
+    /// Whether ggml's quantizer for this format (`quantize_<type>` in ggml-quants.c) uses
+    /// importance weights when it is given some. Formats whose ggml quantizer ignores them
+    /// (q8_0, tq1_0 / tq2_0, q1_0 / q2_0, mxfp4 / nvfp4) set `false`, so an emulation of
+    /// llama-quantize can drop the imatrix for them and write ggml's bytes; qforge's own
+    /// `encode` may still use the weights.
+    const GGML_USES_IMPORTANCE: bool = true;
+
     /// Reference decode of one block into `out` (`out.len() == DESC.block_size`). Each value
     /// is computed in f32 exactly as ggml's `to_float`, then converted with `O::from_f32`.
     fn decode<O: Elem>(block: &Self::Block, out: &mut [O]);
@@ -183,6 +190,18 @@ pub trait Format: Send + Sync + 'static {
     /// # Panics
     /// Never (see [the trait docs](Format#panics)).
     fn desc(&self) -> &'static FormatDesc;
+
+    /// Whether ggml's own quantizer for this format uses importance weights
+    /// ([`BlockFormat::GGML_USES_IMPORTANCE`]). `true` for formats ggml does not define.
+    ///
+    /// # Errors
+    /// None.
+    ///
+    /// # Panics
+    /// Never (see [the trait docs](Format#panics)).
+    fn ggml_uses_importance(&self) -> bool {
+        true
+    }
 
     /// How a tensor of this format is stored. The default is row blocks of the descriptor's
     /// `block_size` elements in `block_bytes` bytes; group-wise and grid formats override it.
@@ -569,6 +588,10 @@ impl<F: BlockFormat, D: DotKernel<F>> Registered<F, D> {
 impl<F: BlockFormat, D: DotKernel<F>> Format for Registered<F, D> {
     fn desc(&self) -> &'static FormatDesc {
         &F::DESC
+    }
+
+    fn ggml_uses_importance(&self) -> bool {
+        F::GGML_USES_IMPORTANCE
     }
 
     fn dequant_row(&self, row: &[u8], out: OutRow<'_>) -> Result<(), QuantError> {

@@ -48,6 +48,7 @@ macro_rules! legacy_format {
                 summary: $summary,
                 cuda: Some(CudaDeviceCode { header: CUDA_HEADER, header_file: "legacy.cuh", traits: concat!("qf_", $name) }),
             };
+            const GGML_USES_IMPORTANCE: bool = <$block as block::LegacyBlock>::USES_WEIGHTS;
 
             fn decode<O: Elem>(block: &$block, out: &mut [O]) {
                 codec::decode(block, out)
