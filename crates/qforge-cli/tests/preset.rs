@@ -61,7 +61,9 @@ fn preset_gives_the_imatrix_only_to_formats_whose_ggml_quantizer_uses_it() {
     let t = Tmp::new("preset-imatrix");
     let (m, im) = model(&t);
     let q = "blk.0.attn_q.weight";
-    for (preset, ty, uses) in [("TQ1_0", "tq1_0", false), ("TQ2_0", "tq2_0", false), ("Q2_0", "q2_0", false), ("Q4_0", "q4_0", true)] {
+    for (preset, ty, uses) in
+        [("TQ1_0", "tq1_0", false), ("TQ2_0", "tq2_0", false), ("Q2_0", "q2_0", false), ("Q4_0", "q4_0", true)]
+    {
         let plain = convert(&[&m, "--preset", preset], &t.s("a.gguf"), q);
         let with = convert(&[&m, "--preset", preset, "--imatrix", &im], &t.s("b.gguf"), q);
         assert_eq!((plain.0.as_str(), with.0.as_str()), (ty, ty), "{preset}");

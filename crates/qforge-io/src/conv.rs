@@ -48,9 +48,10 @@ fn read_f32(b: &[u8], p: Plain, out: &mut [f32]) -> std::result::Result<(), Stri
         Plain::F32 => b.chunks_exact(4).zip(out).for_each(|(c, o)| *o = f32::from_le_bytes([c[0], c[1], c[2], c[3]])),
         Plain::F16 => half(b, f16::from_le_bytes, out),
         Plain::Bf16 => half(b, bf16::from_le_bytes, out),
-        Plain::F64 => b.chunks_exact(8).zip(out).for_each(|(c, o)| {
-            *o = f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]) as f32
-        }),
+        Plain::F64 => b
+            .chunks_exact(8)
+            .zip(out)
+            .for_each(|(c, o)| *o = f64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]) as f32),
         p => return Err(format!("{} is an integer type, not a float tensor", p.name())),
     }
     Ok(())
