@@ -152,11 +152,15 @@ def check_bytes(a):
     """Convert every model with llama-quantize and with `QFORGE convert --preset` for every
     case gen.py records, and compare the two files byte for byte."""
     total, same, differ, both_refused, mismatch = 0, 0, [], 0, []
+    only = a.presets.split(",") if a.presets else PRESETS
     for m in MODELS:
+        if a.models and m["name"] not in a.models.split(","):
+            continue
         src = os.path.join(a.work, m["name"] + ".gguf"); im = os.path.join(a.work, m["name"] + ".imatrix.dat")
         write_model(m, src); write_imatrix(m, im)
         cases = [(p, [], None) for p in PRESETS] + [(p, [], im) for p in PRESETS]
         cases += [(p, extra, None) for _, extra, presets in OPTION_SETS for p in presets]
+        cases = [c for c in cases if c[0] in only]
         lq_out, qf_out = os.path.join(a.work, "lq.gguf"), os.path.join(a.work, "qf.gguf")
         for p, extra, imx in cases:
             label = f"{m['name']} {p}{' +imatrix' if imx else ''}{' ' + ' '.join(extra) if extra else ''}"
@@ -177,8 +181,10 @@ def check_bytes(a):
             with open(lq_out, "rb") as f1, open(qf_out, "rb") as f2:
                 if f1.read() == f2.read():
                     same += 1
+                    print("same:", label, flush=True)
                 else:
                     differ.append(f"{label}: {', '.join(differing_tensors(lq_out, qf_out)[:4]) or 'metadata'}")
+                    print("differs:", differ[-1], flush=True)
         print(m["name"], "done", file=sys.stderr)
     print(f"{same} of {total} runs byte-identical; {both_refused} refused by both; {len(mismatch)} refused by one")
     for d in differ:
@@ -193,6 +199,8 @@ def main():
     ap.add_argument("--work", default=tempfile.mkdtemp(prefix="qforge-presets-"))
     ap.add_argument("--version", default="")
     ap.add_argument("--check-bytes", metavar="QFORGE", help="compare qforge's outputs with llama-quantize's instead")
+    ap.add_argument("--models", default="", help="with --check-bytes: only these models (comma-separated)")
+    ap.add_argument("--presets", default="", help="with --check-bytes: only these presets (comma-separated)")
     a = ap.parse_args()
     if a.check_bytes:
         sys.exit(check_bytes(a))
