@@ -6,8 +6,13 @@
 Writes tests/presets/expected.json: for every model below (names, shapes, metadata) and every
 preset llama-quantize lists (with and without an importance matrix, and a few option sets),
 the type llama-quantize gave each tensor and the general.file_type it wrote, or the error it
-stopped with. qforge-presets' tests check its plan against this file; `--check-bytes QFORGE`
-also converts each model with `QFORGE convert --preset` and compares the tensors' bytes.
+stopped with. qforge-presets' tests check its plan against this file.
+
+    python3 tests/presets/gen.py --llama-quantize LQ --check-bytes target/release/qforge
+
+instead converts each model with llama-quantize and with `qforge convert --preset` for every
+case (2 threads each) and prints how many output files are byte-identical, and which tensors
+differ in the others; expected.json is left alone.
 
 llama-quantize is built from llama.cpp's public source beside the project (never committed);
 the version used is written into the JSON. Needs numpy and gguf (gguf-py).
@@ -132,12 +137,73 @@ def run(lq, m, src, dst, preset, extra, imatrix, orders):
     orders.add(tuple(order))
     return {"types": " ".join(types[n] for n, _, _ in m["tensors"]), "file_type": ft}
 
+def differing_tensors(a, b):
+    """The tensors whose type or bytes differ between two GGUF files (both readable)."""
+    ra, rb = gguf.GGUFReader(a), gguf.GGUFReader(b)
+    tb = {t.name: t for t in rb.tensors}
+    out = []
+    for t in ra.tensors:
+        u = tb.get(t.name)
+        if u is None or u.tensor_type != t.tensor_type or bytes(u.data.tobytes()) != bytes(t.data.tobytes()):
+            out.append(t.name)
+    return out
+
+def check_bytes(a):
+    """Convert every model with llama-quantize and with `QFORGE convert --preset` for every
+    case gen.py records, and compare the two files byte for byte."""
+    total, same, differ, both_refused, mismatch = 0, 0, [], 0, []
+    only = a.presets.split(",") if a.presets else PRESETS
+    for m in MODELS:
+        if a.models and m["name"] not in a.models.split(","):
+            continue
+        src = os.path.join(a.work, m["name"] + ".gguf"); im = os.path.join(a.work, m["name"] + ".imatrix.dat")
+        write_model(m, src); write_imatrix(m, im)
+        cases = [(p, [], None) for p in PRESETS] + [(p, [], im) for p in PRESETS]
+        cases += [(p, extra, None) for _, extra, presets in OPTION_SETS for p in presets]
+        cases = [c for c in cases if c[0] in only]
+        lq_out, qf_out = os.path.join(a.work, "lq.gguf"), os.path.join(a.work, "qf.gguf")
+        for p, extra, imx in cases:
+            label = f"{m['name']} {p}{' +imatrix' if imx else ''}{' ' + ' '.join(extra) if extra else ''}"
+            for f in (lq_out, qf_out):
+                if os.path.exists(f):
+                    os.remove(f)
+            iargs = ["--imatrix", imx] if imx else []
+            lq = subprocess.run([a.llama_quantize] + extra + iargs + [src, lq_out, p, "2"], capture_output=True)
+            qf = subprocess.run([a.check_bytes, "convert", src, qf_out, "--preset", p, "--threads", "2"] + extra + iargs,
+                                capture_output=True)
+            if lq.returncode != 0 and qf.returncode != 0:
+                both_refused += 1
+                continue
+            if (lq.returncode != 0) != (qf.returncode != 0):
+                mismatch.append(f"{label}: llama-quantize exit {lq.returncode}, qforge exit {qf.returncode}")
+                continue
+            total += 1
+            with open(lq_out, "rb") as f1, open(qf_out, "rb") as f2:
+                if f1.read() == f2.read():
+                    same += 1
+                    print("same:", label, flush=True)
+                else:
+                    differ.append(f"{label}: {', '.join(differing_tensors(lq_out, qf_out)[:4]) or 'metadata'}")
+                    print("differs:", differ[-1], flush=True)
+        print(m["name"], "done", file=sys.stderr)
+    print(f"{same} of {total} runs byte-identical; {both_refused} refused by both; {len(mismatch)} refused by one")
+    for d in differ:
+        print("differs:", d)
+    for d in mismatch:
+        print("refusal mismatch:", d)
+    return 0 if not mismatch else 1
+
 def main():
     ap = argparse.ArgumentParser()
     ap.add_argument("--llama-quantize", required=True)
     ap.add_argument("--work", default=tempfile.mkdtemp(prefix="qforge-presets-"))
     ap.add_argument("--version", default="")
+    ap.add_argument("--check-bytes", metavar="QFORGE", help="compare qforge's outputs with llama-quantize's instead")
+    ap.add_argument("--models", default="", help="with --check-bytes: only these models (comma-separated)")
+    ap.add_argument("--presets", default="", help="with --check-bytes: only these presets (comma-separated)")
     a = ap.parse_args()
+    if a.check_bytes:
+        sys.exit(check_bytes(a))
     out = {"generator": "tests/presets/gen.py", "llama_cpp": a.version, "models": []}
     for m in MODELS:
         src = os.path.join(a.work, m["name"] + ".gguf"); im = os.path.join(a.work, m["name"] + ".imatrix.dat")

@@ -123,6 +123,9 @@ pub fn convert(a: ConvertArgs<'_>) -> CliResult<()> {
         }
         _ => (plan(&model, mode, out_kind)?, (0..model.tensors.len()).collect(), None),
     };
+    // --preset emulates llama-quantize: a format whose ggml quantizer ignores the importance
+    // matrix (its descriptor says so) is quantized without it, as ggml does.
+    let ggml = matches!(mode, Mode::Preset(_));
     let mut out = TempOut::create(a.output)?;
     let progress = Progress::new(model.tensors.iter().map(|t| t.size() as u64).sum(), a.verbose, model.tensors.len());
     match out_kind {
@@ -135,7 +138,7 @@ pub fn convert(a: ConvertArgs<'_>) -> CliResult<()> {
             for &i in &order {
                 let (t, target) = (&model.tensors[i], &plan[i]);
                 let started = Instant::now();
-                let data = encode(t, *target, im.as_ref())?;
+                let data = encode(t, *target, im.as_ref(), ggml)?;
                 s.write_tensor(&data).map_err(io_error)?;
                 src.release(t);
                 progress.done(t, *target, data.len(), started);
@@ -147,7 +150,7 @@ pub fn convert(a: ConvertArgs<'_>) -> CliResult<()> {
             let mut s = write_safetensors(out.writer()?, &meta, &specs).map_err(io_error)?;
             for (t, target) in model.tensors.iter().zip(&plan) {
                 let started = Instant::now();
-                let data = encode(t, *target, im.as_ref())?;
+                let data = encode(t, *target, im.as_ref(), ggml)?;
                 match target {
                     TensorType::Quant(f) if grid::is_grid(*f) => {
                         let (n, k) = grid::rows_cols(&t.dims).unwrap_or((1, 1));
@@ -167,9 +170,18 @@ pub fn convert(a: ConvertArgs<'_>) -> CliResult<()> {
     out.commit()
 }
 
-fn encode<'a>(t: &TensorView<'a>, target: TensorType, im: Option<&imatrix::Imatrix>) -> CliResult<Cow<'a, [u8]>> {
+/// Encode `t` as `target` with its importance weights from `im`, if any; with `ggml`, only for
+/// formats whose ggml quantizer uses them (`Format::ggml_uses_importance`).
+fn encode<'a>(
+    t: &TensorView<'a>,
+    target: TensorType,
+    im: Option<&imatrix::Imatrix>,
+    ggml: bool,
+) -> CliResult<Cow<'a, [u8]>> {
     let weights = match target {
-        TensorType::Quant(_) => im.and_then(|m| m.get(&t.name)).map(|v| v.as_slice()),
+        TensorType::Quant(f) if !ggml || f.ggml_uses_importance() => {
+            im.and_then(|m| m.get(&t.name)).map(|v| v.as_slice())
+        }
         _ => None,
     };
     qforge_io::encode(t, target, weights).map_err(|e| bad_input(format!("tensor '{}': {e}", t.name)))

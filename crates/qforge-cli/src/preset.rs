@@ -54,8 +54,9 @@ pub fn model_info(model: &ModelFile<'_>) -> CliResult<ModelInfo> {
         .and_then(Value::as_str)
         .ok_or_else(|| {
             bad_input(
-                "--preset needs the model's architecture (general.architecture): convert from a GGUF file \
-                 (llama.cpp's convert_hf_to_gguf.py output), or use --format",
+                "--preset follows llama.cpp's rules, which read general.architecture and GGUF tensor names \
+                 (blk.N.attn_v.weight), and this model has neither (a Hugging Face checkpoint?): make a GGUF \
+                 with llama.cpp's convert_hf_to_gguf.py first, or quantize it as it is with --format F",
             )
         })?
         .to_string();

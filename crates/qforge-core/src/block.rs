@@ -106,6 +106,13 @@ pub trait BlockFormat: Send + Sync + 'static {
     /// dequantized values. 0 (the default): the blocks store no such sum.
     const STORED_SUM_REL_ERROR: f64 = 0.0;
 
+    /// Whether ggml's quantizer for this format (`quantize_<type>` in ggml-quants.c) uses
+    /// importance weights when it is given some. Formats whose ggml quantizer ignores them
+    /// (q8_0, tq1_0 / tq2_0, q1_0 / q2_0, mxfp4 / nvfp4) set `false`, so an emulation of
+    /// llama-quantize can drop the imatrix for them and write ggml's bytes; qforge's own
+    /// `encode` may still use the weights.
+    const GGML_USES_IMPORTANCE: bool = true;
+
     /// Reference decode of one block into `out` (`out.len() == DESC.block_size`). Each value
     /// is computed in f32 exactly as ggml's `to_float`, then converted with `O::from_f32`.
     fn decode<O: Elem>(block: &Self::Block, out: &mut [O]);

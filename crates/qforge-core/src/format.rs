@@ -43,6 +43,18 @@ pub trait Format: Send + Sync + 'static {
     /// Never (see [the trait docs](Format#panics)).
     fn desc(&self) -> &'static FormatDesc;
 
+    /// Whether ggml's own quantizer for this format uses importance weights
+    /// ([`BlockFormat::GGML_USES_IMPORTANCE`]). `true` for formats ggml does not define.
+    ///
+    /// # Errors
+    /// None.
+    ///
+    /// # Panics
+    /// Never (see [the trait docs](Format#panics)).
+    fn ggml_uses_importance(&self) -> bool {
+        true
+    }
+
     /// How a tensor of this format is stored. The default is row blocks of the descriptor's
     /// `block_size` elements in `block_bytes` bytes; group-wise and grid formats override it.
     ///
@@ -461,6 +473,10 @@ impl<F: BlockFormat, D: DotKernel<F>> Registered<F, D> {
 impl<F: BlockFormat, D: DotKernel<F>> Format for Registered<F, D> {
     fn desc(&self) -> &'static FormatDesc {
         &F::DESC
+    }
+
+    fn ggml_uses_importance(&self) -> bool {
+        F::GGML_USES_IMPORTANCE
     }
 
     fn dequant_row(&self, row: &[u8], out: OutRow<'_>) -> Result<(), QuantError> {

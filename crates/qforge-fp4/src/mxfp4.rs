@@ -39,6 +39,8 @@ impl BlockFormat for Mxfp4 {
         summary: "4.25 bpw OCP MXFP4: E2M1 values with one E8M0 power-of-two scale per 32 weights",
         cuda: crate::cuda::device_code("qf_mxfp4"),
     };
+    /// ggml's quantizer ignores importance weights (`GGML_UNUSED(quant_weights)`).
+    const GGML_USES_IMPORTANCE: bool = false;
 
     /// ggml's `dequantize_row_mxfp4`: `x = E2M1_X2[code] · 2^(e - 128)`.
     fn decode<O: Elem>(b: &BlockMxfp4, out: &mut [O]) {

@@ -57,6 +57,8 @@ impl BlockFormat for Nvfp4 {
         summary: "4.5 bpw NVFP4: E2M1 values with a UE4M3 scale per 16 weights, 64 per block",
         cuda: crate::cuda::device_code("qf_nvfp4"),
     };
+    /// ggml's quantizer ignores importance weights (`GGML_UNUSED(quant_weights)`).
+    const GGML_USES_IMPORTANCE: bool = false;
 
     /// ggml's `dequantize_row_nvfp4`: `x = E2M1_X2[code] · ue4m3(d[s]) / 2`.
     fn decode<O: Elem>(b: &BlockNvfp4, out: &mut [O]) {

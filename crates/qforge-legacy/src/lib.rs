@@ -49,6 +49,7 @@ macro_rules! legacy_format {
                 cuda: Some(CudaDeviceCode { header: CUDA_HEADER, header_file: "legacy.cuh", traits: concat!("qf_", $name) }),
             };
             $(const STORED_SUM_REL_ERROR: f64 = $sum;)?
+            const GGML_USES_IMPORTANCE: bool = <$block as block::LegacyBlock>::USES_WEIGHTS;
 
             fn decode<O: Elem>(block: &$block, out: &mut [O]) {
                 codec::decode(block, out)

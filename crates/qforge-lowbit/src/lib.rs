@@ -89,6 +89,8 @@ macro_rules! lowbit_format {
                 summary: $summary,
                 cuda: Some(CudaDeviceCode { header: FAMILY_CUH, header_file: "lowbit.cuh", traits: concat!("qf_", $name) }),
             };
+            /// ggml's `quantize_q1_0` / `quantize_q2_0` call the reference with or without weights.
+            const GGML_USES_IMPORTANCE: bool = false;
 
             fn decode<O: Elem>(b: &$block, out: &mut [O]) {
                 codec::decode::<Self, O>(b.d, &b.qs, out)

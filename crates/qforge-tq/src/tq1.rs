@@ -166,6 +166,8 @@ impl BlockFormat for Tq1_0 {
         summary: "1.6875 bpw ternary (BitNet b1.58 / TriLM): x = t*d, t in {-1,0,1}, 5 codes per byte",
         cuda: crate::device_code("qf_tq1_0"),
     };
+    /// ggml's `quantize_tq1_0` ignores importance weights (`(void)quant_weights`).
+    const GGML_USES_IMPORTANCE: bool = false;
 
     /// ggml's `dequantize_row_tq1_0`: `x = (float)(t - 1) · d`. Writes at most `out.len()`.
     #[inline(always)]

@@ -85,6 +85,8 @@ impl BlockFormat for Tq2_0 {
         summary: "2.0625 bpw ternary (BitNet b1.58 / TriLM): x = t*d, t in {-1,0,1}, 2 bits per code",
         cuda: crate::device_code("qf_tq2_0"),
     };
+    /// ggml's `quantize_tq2_0` ignores importance weights (`(void)quant_weights`).
+    const GGML_USES_IMPORTANCE: bool = false;
 
     /// ggml's `dequantize_row_tq2_0`: `x = (float)(q - 1) · d` for the 2-bit field `q` (the
     /// unused `q = 3` decodes to `2d`). Writes at most `out.len()` elements.
