@@ -89,8 +89,8 @@ pub trait NativeDot: BlockFormat {
     /// `out[i] = vec_dot(w_i, a)` for `out.len()` consecutive weight rows `w_i` (`w` holds
     /// them one after another, each `w.len() / out.len()` blocks and paired with all of `a`):
     /// the mat-vec kernel. Each result must be bit-identical to [`NativeDot::vec_dot`] on
-    /// that row. The default calls `vec_dot` per row; a kernel overrides it to load each
-    /// activation block once for several weight rows.
+    /// that row. The default calls `vec_dot` per row; a kernel may override it to check the
+    /// activation row once, or to share its loads between weight rows.
     ///
     /// # Panics
     /// May panic if `w.len()` is not a multiple of `out.len()` (callers in this crate never

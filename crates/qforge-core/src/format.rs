@@ -481,8 +481,8 @@ pub trait Format: Send + Sync + 'static {
     /// [`Format::dot_row`] of several consecutive weight rows with one activation row
     /// (mat-vec): `bytes` holds `out.len()` rows of `row_bytes` each, the first being row
     /// number `row0`, and `out[i]` is bit-identical to `dot_row(row i's bytes, row0 + i, aux,
-    /// act)`, computed with each activation block loaded once for several weight rows where
-    /// the format's kernel supports it. `None` when the format has no kernel for that
+    /// act)`, in one call: the dispatch and the activation row's checks are paid once, and a
+    /// kernel may share work between the rows. `None` when the format has no kernel for that
     /// activation kind.
     ///
     /// # Errors

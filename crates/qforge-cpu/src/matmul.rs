@@ -102,9 +102,8 @@ pub fn matmul_into(
         out_t.par_chunks_mut(m * ROWS_PER_TASK).zip(rows.par_chunks(rb * ROWS_PER_TASK)).enumerate().try_for_each(
             |(task, (o, wr))| {
                 if let [a] = rows_acts[..] {
-                    // Mat-vec: the task's weight rows in one call, each activation block
-                    // loaded once for several of them (and the per-row call overhead paid
-                    // once).
+                    // Mat-vec: the task's weight rows in one call (the per-row dispatch and
+                    // activation checks paid once per task).
                     return fmt.dot_weight_rows(wr, rb, task * ROWS_PER_TASK, aux, a, o).ok_or_else(refused)?;
                 }
                 for (t0, tacts) in rows_acts.chunks(tile).enumerate().map(|(i, c)| (i * tile, c)) {

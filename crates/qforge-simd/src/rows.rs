@@ -31,23 +31,6 @@ pub fn by_rows<T, K: RowKernel<T>>(k: &K, a: &[T], out: &mut [f32]) {
     }
 }
 
-/// `out[i]` = the kernel's result for item `i` of `flat`, the items being its consecutive
-/// runs of `n` elements (weight rows stored one after another), [`MAX_ROWS`] at a time.
-///
-/// # Panics
-/// If `flat.len() != n · out.len()`.
-pub fn by_chunks<'a, E, K: RowKernel<&'a [E]>>(k: &K, flat: &'a [E], n: usize, out: &mut [f32]) {
-    assert_eq!(Some(flat.len()), n.checked_mul(out.len()), "one output per run of n elements");
-    let mut items: [&'a [E]; MAX_ROWS] = [&[]; MAX_ROWS];
-    for (i, out) in out.chunks_mut(MAX_ROWS).enumerate() {
-        let group = &flat[i * MAX_ROWS * n..][..out.len() * n];
-        for (j, item) in items[..out.len()].iter_mut().enumerate() {
-            *item = &group[j * n..(j + 1) * n];
-        }
-        by_rows(k, &items[..out.len()], out);
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -74,24 +57,6 @@ mod tests {
             assert_eq!(passes.iter().sum::<usize>(), n);
             assert!(passes.iter().all(|&r| (1..=MAX_ROWS).contains(&r)));
             assert_eq!(passes.len(), n.div_ceil(MAX_ROWS));
-        }
-    }
-
-    #[test]
-    fn every_run_once_in_passes_of_at_most_four() {
-        /// Sums each run of a flat slice.
-        struct RunSum;
-        impl RowKernel<&[f32]> for RunSum {
-            fn rows<const R: usize>(&self, a: [&&[f32]; R]) -> [f32; R] {
-                a.map(|r| r.iter().sum())
-            }
-        }
-        for (rows, n) in [(0, 3), (1, 3), (5, 2), (9, 1), (4, 0), (0, 0)] {
-            let flat: Vec<f32> = (0..rows * n).map(|i| i as f32).collect();
-            let mut out = vec![f32::NAN; rows];
-            by_chunks(&RunSum, &flat, n, &mut out);
-            let want: Vec<f32> = (0..rows).map(|r| (r * n..(r + 1) * n).map(|i| i as f32).sum()).collect();
-            assert_eq!(out, want);
         }
     }
 }
