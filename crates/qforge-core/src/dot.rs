@@ -143,21 +143,16 @@ pub trait DotKernel<F: BlockFormat>: 'static {
         Some(Ok(()))
     }
 
-    /// `out[i]` = the dot of weight row `i` (blocks `i·per_row ..` of `w`) with `act`, for
+    /// `out[i]` = the dot of weight row `i` (blocks `i·n .. (i+1)·n` of `w`) with `a`, for
     /// `out.len()` rows (mat-vec), each result bit-identical to [`DotKernel::dot`] on that
     /// row; `None` if this kernel does not take that kind of activation row. The default
-    /// calls `dot` per row. Callers pass `w.len() == out.len() · per_row`.
+    /// calls `dot` per row. Callers pass `w.len() == out.len() · n`.
     ///
     /// # Errors
     /// The first error [`DotKernel::dot`] would give for any of the rows.
-    fn dot_weight_rows(
-        w: &[F::Block],
-        per_row: usize,
-        act: ActRow<'_>,
-        out: &mut [f32],
-    ) -> Option<Result<(), QuantError>> {
-        for (o, w) in out.iter_mut().zip(w.chunks_exact(per_row.max(1))) {
-            match Self::dot(w, act)? {
+    fn dot_weight_rows(w: &[F::Block], n: usize, a: ActRow<'_>, out: &mut [f32]) -> Option<Result<(), QuantError>> {
+        for (o, w) in out.iter_mut().zip(w.chunks_exact(n.max(1))) {
+            match Self::dot(w, a)? {
                 Ok(v) => *o = v,
                 Err(e) => return Some(Err(e)),
             }
@@ -215,17 +210,12 @@ impl<F: NativeDot> DotKernel<F> for GgmlDot {
         Some(Ok(()))
     }
 
-    fn dot_weight_rows(
-        w: &[F::Block],
-        per_row: usize,
-        act: ActRow<'_>,
-        out: &mut [f32],
-    ) -> Option<Result<(), QuantError>> {
+    fn dot_weight_rows(w: &[F::Block], n: usize, a: ActRow<'_>, out: &mut [f32]) -> Option<Result<(), QuantError>> {
         if out.is_empty() {
             return Some(Ok(()));
         }
-        match act_blocks::<F>(per_row, act)? {
-            Ok(a) => F::vec_dot_weight_rows(&w[..out.len() * per_row], a, out),
+        match act_blocks::<F>(n, a)? {
+            Ok(blocks) => F::vec_dot_weight_rows(&w[..out.len() * n], blocks, out),
             Err(e) => return Some(Err(e)),
         }
         Some(Ok(()))
