@@ -85,6 +85,26 @@ pub trait NativeDot: BlockFormat {
             *o = Self::vec_dot(w, a);
         }
     }
+
+    /// `out[i] = vec_dot(w_i, a)` for `out.len()` consecutive weight rows `w_i` (`w` holds
+    /// them one after another, each `w.len() / out.len()` blocks and paired with all of `a`):
+    /// the mat-vec kernel. Each result must be bit-identical to [`NativeDot::vec_dot`] on
+    /// that row. The default calls `vec_dot` per row; a kernel may override it to check the
+    /// activation row once, or to share its loads between weight rows.
+    ///
+    /// # Panics
+    /// May panic if `w.len()` is not a multiple of `out.len()` (callers in this crate never
+    /// do that; `a` has been length-checked against one row).
+    fn vec_dot_weight_rows(w: &[Self::Block], a: &[<Self::Act as BlockFormat>::Block], out: &mut [f32]) {
+        if out.is_empty() {
+            return;
+        }
+        assert!(w.len().is_multiple_of(out.len()), "whole weight rows");
+        let n = w.len() / out.len();
+        for (o, w) in out.iter_mut().zip(w.chunks_exact(n.max(1))) {
+            *o = Self::vec_dot(w, a);
+        }
+    }
 }
 
 /// The most activation rows one [`NativeDot::vec_dot_rows`] / [`DotKernel::dot_rows`] call
@@ -116,6 +136,23 @@ pub trait DotKernel<F: BlockFormat>: 'static {
         }
         for (o, a) in out.iter_mut().zip(acts) {
             match Self::dot(w, *a)? {
+                Ok(v) => *o = v,
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        Some(Ok(()))
+    }
+
+    /// `out[i]` = the dot of weight row `i` (blocks `i·n .. (i+1)·n` of `w`) with `a`, for
+    /// `out.len()` rows (mat-vec), each result bit-identical to [`DotKernel::dot`] on that
+    /// row; `None` if this kernel does not take that kind of activation row. The default
+    /// calls `dot` per row. Callers pass `w.len() == out.len() · n`.
+    ///
+    /// # Errors
+    /// The first error [`DotKernel::dot`] would give for any of the rows.
+    fn dot_weight_rows(w: &[F::Block], n: usize, a: ActRow<'_>, out: &mut [f32]) -> Option<Result<(), QuantError>> {
+        for (o, w) in out.iter_mut().zip(w.chunks_exact(n.max(1))) {
+            match Self::dot(w, a)? {
                 Ok(v) => *o = v,
                 Err(e) => return Some(Err(e)),
             }
@@ -169,6 +206,17 @@ impl<F: NativeDot> DotKernel<F> for GgmlDot {
                 }
             }
             F::vec_dot_rows(w, &rows[..acts.len()], out);
+        }
+        Some(Ok(()))
+    }
+
+    fn dot_weight_rows(w: &[F::Block], n: usize, a: ActRow<'_>, out: &mut [f32]) -> Option<Result<(), QuantError>> {
+        if out.is_empty() {
+            return Some(Ok(()));
+        }
+        match act_blocks::<F>(n, a)? {
+            Ok(blocks) => F::vec_dot_weight_rows(&w[..out.len() * n], blocks, out),
+            Err(e) => return Some(Err(e)),
         }
         Some(Ok(()))
     }

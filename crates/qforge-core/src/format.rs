@@ -375,6 +375,51 @@ pub trait Format: Send + Sync + 'static {
         }
         Some(Ok(()))
     }
+
+    /// [`Format::dot_row`] of several consecutive weight rows with one activation row
+    /// (mat-vec): `bytes` holds `out.len()` rows of `row_bytes` each, the first being row
+    /// number `row0`, and `out[i]` is bit-identical to `dot_row(row i's bytes, row0 + i, aux,
+    /// act)`, in one call: the dispatch and the activation row's checks are paid once, and a
+    /// kernel may share work between the rows. `None` when the format has no kernel for that
+    /// activation kind.
+    ///
+    /// # Errors
+    /// As [`Format::dot_row`] for any of the rows, and [`QuantError::ShapeMismatch`] when
+    /// `bytes.len() != out.len() · row_bytes`.
+    ///
+    /// # Panics
+    /// Never (see [the trait docs](Format#panics)).
+    fn dot_weight_rows(
+        &self,
+        bytes: &[u8],
+        row_bytes: usize,
+        row0: usize,
+        aux: &[u8],
+        act: ActRow<'_>,
+        out: &mut [f32],
+    ) -> Option<Result<(), QuantError>> {
+        if let Some(e) = weight_rows_mismatch(bytes.len(), row_bytes, out.len()) {
+            return Some(Err(e));
+        }
+        for (i, (o, w)) in out.iter_mut().zip(bytes.chunks_exact(row_bytes.max(1))).enumerate() {
+            match self.dot_row(w, row0 + i, aux, act)? {
+                Ok(v) => *o = v,
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        Some(Ok(()))
+    }
+}
+
+/// The error of a [`Format::dot_weight_rows`] call whose bytes are not `rows` rows of
+/// `row_bytes`.
+fn weight_rows_mismatch(bytes: usize, row_bytes: usize, rows: usize) -> Option<QuantError> {
+    let want = row_bytes.checked_mul(rows);
+    (want != Some(bytes) || (row_bytes == 0 && rows > 0)).then(|| QuantError::ShapeMismatch {
+        what: "weight row bytes for the dot outputs",
+        expected: want.unwrap_or(usize::MAX),
+        actual: bytes,
+    })
 }
 
 impl dyn Format {
@@ -535,6 +580,32 @@ impl<F: BlockFormat, D: DotKernel<F>> Format for Registered<F, D> {
     ) -> Option<Result<(), QuantError>> {
         match Self::dot_blocks(bytes)? {
             Ok(blocks) => D::dot_rows(blocks, acts, out),
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    fn dot_weight_rows(
+        &self,
+        bytes: &[u8],
+        row_bytes: usize,
+        _row0: usize,
+        _aux: &[u8],
+        act: ActRow<'_>,
+        out: &mut [f32],
+    ) -> Option<Result<(), QuantError>> {
+        if let Some(e) = weight_rows_mismatch(bytes.len(), row_bytes, out.len()) {
+            return Some(Err(e));
+        }
+        if out.is_empty() {
+            return Some(Ok(()));
+        }
+        // Whole blocks per row (checked), then the rows as one run of blocks.
+        match Self::dot_blocks(&bytes[..row_bytes]) {
+            Some(Ok(_)) => {}
+            other => return other.map(|r| r.map(|_| ())),
+        }
+        match Self::dot_blocks(bytes)? {
+            Ok(blocks) => D::dot_weight_rows(blocks, row_bytes / F::DESC.block_bytes, act, out),
             Err(e) => Some(Err(e)),
         }
     }

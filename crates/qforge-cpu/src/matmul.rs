@@ -95,27 +95,22 @@ pub fn matmul_into(
         // dotted with them; each weight row is unpacked once per tile (`dot_rows`).
         let act_bytes = acts[0].bytes().max(1);
         let tile = (ACT_TILE_BYTES / act_bytes).clamp(1, m).next_multiple_of(MAX_DOT_ROWS).min(m);
+        let refused = || QuantError::Unsupported {
+            format: fmt.desc().name,
+            reason: "dot kernel refused a row it accepted before".into(),
+        };
         out_t.par_chunks_mut(m * ROWS_PER_TASK).zip(rows.par_chunks(rb * ROWS_PER_TASK)).enumerate().try_for_each(
             |(task, (o, wr))| {
+                if let [a] = rows_acts[..] {
+                    // Mat-vec: the task's weight rows in one call (the per-row dispatch and
+                    // activation checks paid once per task).
+                    return fmt.dot_weight_rows(wr, rb, task * ROWS_PER_TASK, aux, a, o).ok_or_else(refused)?;
+                }
                 for (t0, tacts) in rows_acts.chunks(tile).enumerate().map(|(i, c)| (i * tile, c)) {
                     for (i, (orow, wrow)) in o.chunks_exact_mut(m).zip(wr.chunks_exact(rb)).enumerate() {
                         let row = task * ROWS_PER_TASK + i;
                         let dst = &mut orow[t0..t0 + tacts.len()];
-                        // One activation row (mat-vec): the one-row kernel, without the
-                        // multi-row call's bookkeeping (it is ~10% of a 4096-wide row).
-                        let done = match (tacts, &mut *dst) {
-                            ([a], [y]) => fmt.dot_row(wrow, row, aux, *a).map(|r| r.map(|v| *y = v)),
-                            _ => fmt.dot_rows(wrow, row, aux, tacts, dst),
-                        };
-                        match done {
-                            Some(r) => r?,
-                            None => {
-                                return Err(QuantError::Unsupported {
-                                    format: fmt.desc().name,
-                                    reason: "dot kernel refused a row it accepted before".into(),
-                                });
-                            }
-                        }
+                        fmt.dot_rows(wrow, row, aux, tacts, dst).ok_or_else(refused)??;
                     }
                 }
                 Ok(())

@@ -153,3 +153,29 @@ proptest! {
         prop_assert!(r.is_ok(), "{}", r.unwrap_err());
     }
 }
+
+/// `Format::dot_weight_rows` (the mat-vec call: several weight rows, one activation row) gives
+/// each row's `dot_row`, bit for bit, for every format with an integer kernel; bytes that are
+/// not whole rows are an error, not a panic.
+#[test]
+fn weight_rows_call_is_dot_row_per_row() {
+    for f in qforge_formats::registry().iter() {
+        for (n, k) in [(1usize, 256usize), (7, 512), (21, 1024)] {
+            let w = quantized(f, n, k, 5 + n as u64);
+            for mode in ActQuant::ALL {
+                let acts = quantize_acts(&w, &data(k, 13), 1, mode).unwrap();
+                let Some(a) = acts[0].as_row() else { continue };
+                let (rb, aux) = (w.row_bytes(), w.aux());
+                let mut out = vec![f32::NAN; n];
+                let Some(r) = f.dot_weight_rows(w.rows_data(), rb, 0, aux, a, &mut out) else { continue };
+                r.unwrap();
+                for (i, o) in out.iter().enumerate() {
+                    let want = f.dot_row(&w.rows_data()[i * rb..(i + 1) * rb], i, aux, a).unwrap().unwrap();
+                    assert_eq!(o.to_bits(), want.to_bits(), "{} {mode} {n}x{k}: row {i}", f.desc().name);
+                }
+                let short = &w.rows_data()[..w.rows_data().len() - 1];
+                assert!(f.dot_weight_rows(short, rb, 0, aux, a, &mut out).unwrap().is_err(), "{}", f.desc().name);
+            }
+        }
+    }
+}

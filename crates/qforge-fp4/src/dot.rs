@@ -15,7 +15,7 @@ use crate::nvfp4::{BlockNvfp4, Nvfp4};
 use crate::scale::{E8M0_HALF, UE4M3_HALF};
 use qforge_core::NativeDot;
 use qforge_legacy::{BlockQ8_0, Q8_0};
-use qforge_simd::q8::{Codes, Q8Weight, Scale, Values, vec_dot, vec_dot_rows};
+use qforge_simd::q8::{Codes, Q8Weight, Scale, Values, vec_dot, vec_dot_rows, vec_dot_weight_rows};
 
 /// ggml's `ggml_vec_dot_mxfp4_q8_0`: `Σ_b (d_y · 2^(e-128)) · Σ E2M1_X2[q]·q8`.
 impl Q8Weight for BlockMxfp4 {
@@ -66,6 +66,10 @@ macro_rules! q8_native_dot {
 
             fn vec_dot_rows(w: &[<Self as qforge_core::BlockFormat>::Block], a: &[&[BlockQ8_0]], out: &mut [f32]) {
                 vec_dot_rows(w, a, out)
+            }
+
+            fn vec_dot_weight_rows(w: &[<Self as qforge_core::BlockFormat>::Block], a: &[BlockQ8_0], out: &mut [f32]) {
+                vec_dot_weight_rows(w, a, out)
             }
         }
     )*};

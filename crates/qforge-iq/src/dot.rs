@@ -28,7 +28,7 @@ use qforge_core::NativeDot;
 use qforge_k::dot::{GroupScales, Q8KDot, q8k_vec_dot};
 use qforge_k::{BlockQ8K, Q8K};
 use qforge_legacy::{BlockQ8_0, Q8_0};
-use qforge_simd::q8::{Codes, Q8Weight, Scale, Values, vec_dot, vec_dot_rows};
+use qforge_simd::q8::{Codes, Q8Weight, Scale, Values, vec_dot, vec_dot_rows, vec_dot_weight_rows};
 
 macro_rules! q8k_native_dot {
     ($($fmt:ty),*) => {$(
@@ -166,5 +166,9 @@ impl NativeDot for Iq4Nl {
 
     fn vec_dot_rows(w: &[BlockIq4Nl], a: &[&[BlockQ8_0]], out: &mut [f32]) {
         vec_dot_rows(w, a, out)
+    }
+
+    fn vec_dot_weight_rows(w: &[BlockIq4Nl], a: &[BlockQ8_0], out: &mut [f32]) {
+        vec_dot_weight_rows(w, a, out)
     }
 }

@@ -78,6 +78,10 @@ macro_rules! legacy_format {
             fn vec_dot_rows(w: &[$block], a: &[&[<$act as BlockFormat>::Block]], out: &mut [f32]) {
                 qforge_simd::q8::vec_dot_rows(w, a, out)
             }
+
+            fn vec_dot_weight_rows(w: &[$block], a: &[<$act as BlockFormat>::Block], out: &mut [f32]) {
+                qforge_simd::q8::vec_dot_weight_rows(w, a, out)
+            }
         }
     };
 }

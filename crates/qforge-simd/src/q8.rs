@@ -9,7 +9,7 @@
 //!
 //! Per unit, the 32 weight values `w` (small integers) and the 32 activation quants `a` give
 //! [`LANES`] exact integer sums of four products ([`isum_lanes`]: what `vpmaddubsw` then
-//! `vpmaddwd` give, or for 8-bit weights `vpmaddwd` over `i16` halves). They are converted to
+//! `vpmaddwd` give). They are converted to
 //! f32 and accumulated with one fused multiply-add per lane, `acc = fma(d_a·s_w, lane, acc)`
 //! (`s_w` the weight scale of the lane's 16-element half), unit `j` of the row into
 //! accumulator `j % ACCS`. Affine formats (q4_1, q5_1) add `m_w·s_a` per unit into slot
@@ -201,19 +201,10 @@ pub fn half_scales<W: Q8Weight>(w: &W, u: usize) -> [f32; 2] {
 
 /// `Σ w[i]·a[i]` over one unit as [`LANES`] partial sums of four products each, exact in
 /// `i32`. Which four is what the AVX2 kernel's instructions give: lane `l` holds elements
-/// `4l .. 4l+4` (`vpmaddubsw` then `vpmaddwd`), or for [`Values::Signed8`] (both sides
-/// widened to `i16` in halves, `vpmaddwd`, the halves added) elements `2l, 2l+1, 2l+16,
-/// 2l+17`.
+/// `4l .. 4l+4` (`vpmaddubsw` then `vpmaddwd`).
 #[inline(always)]
-pub fn isum_lanes<W: Q8Weight>(w: &[i8; QK8], a: &[i8; QK8]) -> [i32; LANES] {
-    let pair: [i32; QK8 / 2] = std::array::from_fn(|k| {
-        i32::from(w[2 * k]) * i32::from(a[2 * k]) + i32::from(w[2 * k + 1]) * i32::from(a[2 * k + 1])
-    });
-    if W::VALUES == Values::Signed8 {
-        std::array::from_fn(|l| pair[l] + pair[l + LANES])
-    } else {
-        std::array::from_fn(|l| pair[2 * l] + pair[2 * l + 1])
-    }
+pub fn isum_lanes(w: &[i8; QK8], a: &[i8; QK8]) -> [i32; LANES] {
+    std::array::from_fn(|l| (4 * l..4 * l + 4).map(|i| i32::from(w[i]) * i32::from(a[i])).sum())
 }
 
 /// The end of a row: the accumulators added lane by lane, the lanes summed in order, the
@@ -266,6 +257,27 @@ pub fn vec_dot_rows<W: Q8Weight, A: Q8Act>(w: &[W], a: &[&[A]], out: &mut [f32])
     }
 }
 
+/// `out[i] = vec_dot(w_i, a)` for `out.len()` weight rows `w_i` stored one after another in
+/// `w` (each `w.len() / out.len()` blocks); where the AVX2 kernel runs, each activation unit
+/// is loaded once for up to [`crate::rows::MAX_ROWS`] weight rows (mat-vec).
+///
+/// # Panics
+/// If `w.len()` is not a multiple of `out.len()`.
+pub fn vec_dot_weight_rows<W: Q8Weight, A: Q8Act>(w: &[W], a: &[A], out: &mut [f32]) {
+    if out.is_empty() {
+        return;
+    }
+    assert!(w.len().is_multiple_of(out.len()), "whole weight rows");
+    let n = w.len() / out.len();
+    #[cfg(target_arch = "x86_64")]
+    if avx2::vec_dot_weight_rows(w, n, a, out) {
+        return;
+    }
+    for (o, w) in out.iter_mut().zip(w.chunks_exact(n.max(1))) {
+        *o = vec_dot_portable(w, a);
+    }
+}
+
 /// The reference kernel of [`vec_dot`] (see the module documentation).
 pub fn vec_dot_portable<W: Q8Weight, A: Q8Act>(w: &[W], a: &[A]) -> f32 {
     const { assert!(supported::<W>()) };
@@ -276,7 +288,7 @@ pub fn vec_dot_portable<W: Q8Weight, A: Q8Act>(w: &[W], a: &[A]) -> f32 {
         for (u, a) in a.iter().enumerate() {
             let (ad, ws) = (f16(a.d_bits()), half_scales(w, u));
             let d = [ad * ws[0], ad * ws[1]];
-            let lanes = isum_lanes::<W>(&unit_values(w, u), a.qs());
+            let lanes = isum_lanes(&unit_values(w, u), a.qs());
             let acc = &mut acc[j % ACCS];
             for (l, (acc, v)) in acc.iter_mut().zip(lanes).enumerate() {
                 *acc = d[l / 4].mul_add(v as f32, *acc);
@@ -322,6 +334,6 @@ mod tests {
         assert_eq!(&v[28..], &[2, 2, 2, 2]);
         let a: [i8; 32] = std::array::from_fn(|i| i as i8 - 16);
         let total: i32 = v.iter().zip(&a).map(|(&x, &y)| i32::from(x) * i32::from(y)).sum();
-        assert_eq!(isum_lanes::<Bits2>(&v, &a).iter().sum::<i32>(), total);
+        assert_eq!(isum_lanes(&v, &a).iter().sum::<i32>(), total);
     }
 }

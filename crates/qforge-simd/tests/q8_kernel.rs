@@ -1,6 +1,7 @@
 //! The shared q8_0 / q8_1 kernel on every real block type that uses it (q4_0 … q8_1, iq4_nl,
 //! mxfp4, nvfp4, q1_0, q2_0): the dispatched kernel (AVX2 here), and the multi-row kernel for
-//! 1..=11 rows, give the portable reference's bits for random blocks (raw scales: NaN / Inf
+//! 1..=11 rows (one weight row against several activation rows, and several weight rows
+//! against one), give the portable reference's bits for random blocks (raw scales: NaN / Inf
 //! too; every code) against activations with -128 / 127 edges, rows of every batch tail
 //! length; short activation rows and padding blocks change nothing. (What the dot means —
 //! agreement with the dequantized f64 dot and with ggml — is checked in each family's tests.)
@@ -12,7 +13,7 @@
 use qforge_core::le::F16Le;
 use qforge_core::rand::Rng;
 use qforge_legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
-use qforge_simd::q8::{Q8Act, Q8Weight, vec_dot, vec_dot_portable, vec_dot_rows};
+use qforge_simd::q8::{Q8Act, Q8Weight, vec_dot, vec_dot_portable, vec_dot_rows, vec_dot_weight_rows};
 
 fn same(x: f32, y: f32) -> bool {
     x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan())
@@ -47,9 +48,19 @@ fn check<W: Q8Weight, A: Q8Act>(wh: usize, ah: usize, seed: u64) {
         let (raw, extreme) = (case % 7 == 3, case % 5 == 1);
         let w: Vec<W> = (0..nb).map(|_| block(&mut rng, wh, raw, extreme)).collect();
         let nrows = 1 + case % 11;
-        let a: Vec<Vec<A>> = (0..nrows)
+        let mut a: Vec<Vec<A>> = (0..nrows)
             .map(|r| (0..nb * W::UNITS).map(|_| block(&mut rng, ah, raw, extreme || (case + r) % 3 == 0)).collect())
             .collect();
+        if case % 3 == 1 {
+            // As the quantizers make them: no -128 activation (the 8-bit kernel's fast path).
+            for b in a.iter_mut().flatten() {
+                for q in &mut bytemuck::bytes_of_mut(b)[2 * ah..] {
+                    if *q == 0x80 {
+                        *q = 0x81;
+                    }
+                }
+            }
+        }
         let want: Vec<f32> = a.iter().map(|a| vec_dot_portable(&w, a)).collect();
         for (r, a) in a.iter().enumerate() {
             let got = vec_dot(&w, a);
@@ -61,6 +72,22 @@ fn check<W: Q8Weight, A: Q8Act>(wh: usize, ah: usize, seed: u64) {
         for (r, (o, want)) in out.iter().zip(&want).enumerate() {
             assert!(same(*o, *want), "case {case}: row {r} of {nrows}: {o:e} vs portable {want:e}");
         }
+        // Mat-vec: `nrows` weight rows (one after another) against the first activation row.
+        let ws: Vec<W> = (0..nrows * nb).map(|_| block(&mut rng, wh, raw, extreme || case % 4 == 2)).collect();
+        let mut out = vec![f32::NAN; nrows];
+        vec_dot_weight_rows(&ws, &a[0], &mut out);
+        for (r, (o, w)) in out.iter().zip(ws.chunks(nb.max(1))).enumerate() {
+            let want = vec_dot_portable(if nb == 0 { &[] } else { w }, &a[0]);
+            assert!(same(*o, want), "case {case}: weight row {r} of {nrows}: {o:e} vs portable {want:e}");
+        }
+    }
+    // Weight rows against a short activation row: each truncated to it, as `vec_dot` does.
+    let ws: Vec<W> = (0..5 * 9).map(|_| block(&mut rng, wh, false, false)).collect();
+    let a: Vec<A> = (0..4 * W::UNITS + 1).map(|_| block(&mut rng, ah, false, false)).collect();
+    let mut out = vec![f32::NAN; 5];
+    vec_dot_weight_rows(&ws, &a, &mut out);
+    for (o, w) in out.iter().zip(ws.chunks(9)) {
+        assert!(same(*o, vec_dot_portable(w, &a)), "weight rows, short activation row");
     }
     // Rows of different lengths: each result is that row's own dot (the weight row truncated).
     let w: Vec<W> = (0..9).map(|_| block(&mut rng, wh, false, false)).collect();

@@ -13,8 +13,11 @@
 //!   signed values use the sign trick `maddubs(|a|, w·sgn(a))`, exact for every `i8`
 //!   activation, -128 included (`|a|` is read unsigned, `|w| ≤ 127`, a pair is at most
 //!   2·128·127); `vpmaddwd` with ones then gives the 8 lanes of [`super::isum_lanes`].
-//!   8-bit weights are widened to `i16` in halves and `vpmaddwd`-ed with the widened
-//!   activations (the sign trick would go wrong on a -128 weight);
+//!   8-bit weights ([`Values::Signed8`]) use the sign trick too, with the side that holds no
+//!   -128 as the one whose signs are applied (`maddubs(|a|, w·sgn a)` is wrong only where
+//!   `w = -128`, `maddubs(|w|, a·sgn w)` only where `a = -128`): the side shared by the call's
+//!   rows is checked once per call ([`SignTrick`]); where both hold a -128 the unit is widened
+//!   to `i16` and `vpmaddwd`-ed, the pair sums added into the same lanes (`vphaddd`), exact;
 //! * the lanes go to f32 (exact) and are fused-multiply-added with the unit's scale into its
 //!   accumulator. Eight units' f16 scales are widened at once (`vcvtph2ps`): widened one by
 //!   one, the f16 load picks up a false dependency on an accumulator register.
@@ -36,7 +39,68 @@ use crate::rows::{RowKernel, by_rows};
 pub(super) fn vec_dot<W: Q8Weight, A: Q8Act>(w: &[W], a: &[A]) -> Option<f32> {
     let avx2 = Avx2::detect()?;
     let n = w.len().min(a.len() / W::UNITS);
-    Some(Kernel { w: &w[..n], m: n * W::UNITS, _avx2: avx2 }.rows([&a])[0])
+    let (w, a) = (&w[..n], &a[..n * W::UNITS]);
+    let sign = if no_min_acts::<W, A>(a) { SignTrick::Acts } else { SignTrick::for_weights(w) };
+    Some(Kernel { w, m: n * W::UNITS, sign, _avx2: avx2 }.rows([&a])[0])
+}
+
+/// [`super::vec_dot_weight_rows`] with AVX2 (`w.len() == out.len() · n`, checked by the
+/// caller): the rows one after another, the activation row checked once for all of them;
+/// `false` (nothing written) where the CPU lacks it.
+pub(super) fn vec_dot_weight_rows<W: Q8Weight, A: Q8Act>(w: &[W], n: usize, a: &[A], out: &mut [f32]) -> bool {
+    let Some(avx2) = Avx2::detect() else {
+        return false;
+    };
+    let n = n.max(1);
+    let m = (a.len() / W::UNITS).min(n);
+    let a = &a[..m * W::UNITS];
+    let sign = if no_min_acts::<W, A>(a) { SignTrick::Acts } else { SignTrick::Widen };
+    for (o, w) in out.iter_mut().zip(w.chunks_exact(n)) {
+        // A short activation row truncates every weight row.
+        *o = Kernel { w: &w[..m], m: m * W::UNITS, sign, _avx2: avx2 }.rows([&a])[0];
+    }
+    true
+}
+
+/// How the kernel multiplies 8-bit weights ([`Values::Signed8`]) with the activations; all
+/// three give the same exact lanes. (Other formats' values are never -128 and always take
+/// `|a|`.)
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum SignTrick {
+    /// Neither side is known to be free of -128: both widened to `i16`.
+    Widen,
+    /// No weight is -128: `maddubs(|a|, w·sgn a)`.
+    Weights,
+    /// No activation is -128: `maddubs(|w|, a·sgn w)`.
+    Acts,
+}
+
+impl SignTrick {
+    /// [`SignTrick::Weights`] where the weight row holds no -128 (or is not 8-bit), else
+    /// [`SignTrick::Widen`].
+    fn for_weights<W: Q8Weight>(w: &[W]) -> SignTrick {
+        let free = W::VALUES != Values::Signed8
+            || w.iter().all(|b| {
+                (0..W::UNITS).all(|u| match b.codes(u) {
+                    Codes::Bytes(q) => !has_min(q),
+                    _ => true,
+                })
+            });
+        if free { SignTrick::Weights } else { SignTrick::Widen }
+    }
+}
+
+/// Whether no activation quant of `a` is -128, for 8-bit weights `W` (`false` for others:
+/// they never look).
+fn no_min_acts<W: Q8Weight, A: Q8Act>(a: &[A]) -> bool {
+    W::VALUES == Values::Signed8 && a.iter().all(|b| !has_min(b.qs()))
+}
+
+/// Whether one of the 32 quants is -128 (a branch-free OR over the block, which LLVM
+/// vectorizes: `contains` calls `memchr` per block, which cost half the mat-vec).
+#[inline]
+fn has_min(q: &[i8; QK8]) -> bool {
+    q.iter().fold(false, |m, &x| m | (x == i8::MIN))
 }
 
 /// [`super::vec_dot_rows`] with AVX2 (`out.len() == a.len()`, checked by the caller);
@@ -53,14 +117,16 @@ pub(super) fn vec_dot_rows<W: Q8Weight, A: Q8Act>(w: &[W], a: &[&[A]], out: &mut
         }
         return true;
     }
-    by_rows(&Kernel { w, m: n * W::UNITS, _avx2: avx2 }, a, out);
+    by_rows(&Kernel { w, m: n * W::UNITS, sign: SignTrick::for_weights(w), _avx2: avx2 }, a, out);
     true
 }
 
-/// The weight row, the activation blocks it pairs with (`m`), and the proof of AVX2.
+/// The weight row, the activation blocks it pairs with (`m`), how 8-bit weights are
+/// multiplied (`sign`: true of every row the kernel is given), and the proof of AVX2.
 struct Kernel<'w, W> {
     w: &'w [W],
     m: usize,
+    sign: SignTrick,
     _avx2: Avx2,
 }
 
@@ -69,15 +135,31 @@ impl<'a, W: Q8Weight, A: Q8Act> RowKernel<&'a [A]> for Kernel<'_, W> {
     fn rows<const R: usize>(&self, a: [&&'a [A]; R]) -> [f32; R] {
         let a = a.map(|a| &a[..self.m]);
         // SAFETY: `self` holds an `Avx2` token, which exists only where the CPU has AVX2, FMA
-        // and F16C, all the `#[target_feature]` function needs.
-        unsafe { rows_avx2::<W, A, R>(self.w, a) }
+        // and F16C, all the `#[target_feature]` function needs; `self.sign` holds for `w`
+        // and every row of `a` (its constructors check).
+        unsafe {
+            match (W::VALUES, self.sign) {
+                (Values::Signed8, SignTrick::Widen) => rows_avx2::<W, A, R, WIDEN>(self.w, a),
+                (Values::Signed8, SignTrick::Acts) => rows_avx2::<W, A, R, ABS_W>(self.w, a),
+                _ => rows_avx2::<W, A, R, ABS_A>(self.w, a),
+            }
+        }
     }
 }
 
+/// [`isum`]'s products, by [`SignTrick`]: `maddubs(|a|, w·sgn a)` (every format but the
+/// 8-bit one, where no weight is -128).
+const ABS_A: u8 = 0;
+/// `maddubs(|w|, a·sgn w)` (8-bit weights, no activation is -128).
+const ABS_W: u8 = 1;
+/// Both sides widened to `i16` (8-bit weights).
+const WIDEN: u8 = 2;
+
 /// `R` dots of the weight row `w` with the activation rows `a[r]` (each of exactly
-/// `w.len() · UNITS` blocks), every one as [`super::vec_dot_portable`] computes it.
+/// `w.len() · UNITS` blocks), every one as [`super::vec_dot_portable`] computes it; `P` is
+/// how [`isum`] multiplies (whatever it says of `w` and `a` must hold).
 #[target_feature(enable = "avx2,fma,f16c")]
-fn rows_avx2<W: Q8Weight, A: Q8Act, const R: usize>(w: &[W], a: [&[A]; R]) -> [f32; R] {
+fn rows_avx2<W: Q8Weight, A: Q8Act, const R: usize, const P: u8>(w: &[W], a: [&[A]; R]) -> [f32; R] {
     const { assert!(supported::<W>() && BATCH == 8 && ACCS == 2 && LANES == 8 && R >= 1) };
     let per = BATCH / W::UNITS;
     let table = match W::VALUES {
@@ -143,7 +225,7 @@ fn rows_avx2<W: Q8Weight, A: Q8Act, const R: usize>(w: &[W], a: [&[A]; R]) -> [f
                         Scale::Byte(t) | Scale::ByteHalves(t) => b.scale_bytes(u).map(|s| t[usize::from(s)]),
                     };
                     for r in 0..R {
-                        let lanes = _mm256_cvtepi32_ps(isum::<W>(wv, a[r][j].qs()));
+                        let lanes = _mm256_cvtepi32_ps(isum::<W, P>(wv, a[r][j].qs()));
                         let s = match W::SCALE {
                             Scale::F16 => _mm256_set1_ps(d[r][j]),
                             Scale::Byte(_) => _mm256_set1_ps(d[r][j] * sb[0]),
@@ -277,10 +359,9 @@ fn widen(h: [u16; BATCH]) -> __m256 {
     _mm256_cvtph_ps(unsafe { _mm_loadu_si128(h.as_ptr().cast()) })
 }
 
-/// A unit's weights in registers: 8-bit values widened to `i16` in two halves, or the 32
-/// values (second copy unused).
+/// A unit's 32 weight values in one register, in element order.
 #[derive(Clone, Copy)]
-struct Unpacked(__m256i, __m256i);
+struct Unpacked(__m256i);
 
 /// A unit's 32 values, in element order.
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -288,10 +369,8 @@ struct Unpacked(__m256i, __m256i);
 fn unpack<W: Q8Weight>(codes: Codes<'_>, table: __m256i) -> Unpacked {
     let nib = _mm256_set1_epi8(0x0F);
     let c = match codes {
-        Codes::Bytes(q) => {
-            let (lo, hi) = (load16(&q[..16]), load16(&q[16..]));
-            return Unpacked(_mm256_cvtepi8_epi16(lo), _mm256_cvtepi8_epi16(hi));
-        }
+        // SAFETY: `q` is `&[i8; 32]`: the unaligned 32-byte load reads exactly the array.
+        Codes::Bytes(q) => unsafe { _mm256_loadu_si256(q.as_ptr().cast()) },
         Codes::Nibbles { qs, qh } => {
             let q = load16(qs);
             // Elements 0..16 from the low nibbles, 16..32 from the high ones.
@@ -333,25 +412,32 @@ fn unpack<W: Q8Weight>(codes: Codes<'_>, table: __m256i) -> Unpacked {
         Values::Offset(k) => _mm256_sub_epi8(c, _mm256_set1_epi8(k)),
         Values::Table(_) => _mm256_shuffle_epi8(table, c),
     };
-    Unpacked(v, v)
+    Unpacked(v)
 }
 
-/// The 8 exact `i32` lanes of an unpacked unit against 32 activation quants.
+/// The 8 exact `i32` lanes of an unpacked unit against 32 activation quants: lane `l` sums
+/// elements `4l .. 4l+4`. `P` ([`ABS_A`], [`ABS_W`], [`WIDEN`]) says how.
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn isum<W: Q8Weight>(w: Unpacked, aq: &[i8; QK8]) -> __m256i {
-    if W::VALUES == Values::Signed8 {
-        let (a0, a1) = (load16(&aq[..16]), load16(&aq[16..]));
-        let lo = _mm256_madd_epi16(w.0, _mm256_cvtepi8_epi16(a0));
-        let hi = _mm256_madd_epi16(w.1, _mm256_cvtepi8_epi16(a1));
-        return _mm256_add_epi32(lo, hi);
-    }
+fn isum<W: Q8Weight, const P: u8>(w: Unpacked, aq: &[i8; QK8]) -> __m256i {
     // SAFETY: `aq` is `&[i8; 32]`: the unaligned 32-byte load reads exactly the array.
     let av = unsafe { _mm256_loadu_si256(aq.as_ptr().cast()) };
+    let w = w.0;
     let prod = if W::VALUES == Values::Unsigned {
-        _mm256_maddubs_epi16(w.0, av)
+        _mm256_maddubs_epi16(w, av)
+    } else if P == ABS_W {
+        _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(av, w))
+    } else if P == WIDEN {
+        // `i16` pair sums of elements 0..16 and 16..32, then adjacent pairs added: vphaddd
+        // works per 128-bit lane, so the 64-bit quarters come out as 0, 2, 1, 3.
+        let wide = |v: __m256i| {
+            (_mm256_cvtepi8_epi16(_mm256_castsi256_si128(v)), _mm256_cvtepi8_epi16(_mm256_extracti128_si256::<1>(v)))
+        };
+        let ((w0, w1), (a0, a1)) = (wide(w), wide(av));
+        let h = _mm256_hadd_epi32(_mm256_madd_epi16(w0, a0), _mm256_madd_epi16(w1, a1));
+        return _mm256_permute4x64_epi64::<0b11_01_10_00>(h);
     } else {
-        _mm256_maddubs_epi16(_mm256_abs_epi8(av), _mm256_sign_epi8(w.0, av))
+        _mm256_maddubs_epi16(_mm256_abs_epi8(av), _mm256_sign_epi8(w, av))
     };
     _mm256_madd_epi16(prod, _mm256_set1_epi16(1))
 }
