@@ -4,7 +4,8 @@
 //!
 //! The encoders are ggml's `quantize_row_iq1_s_impl` / `quantize_row_iq1_m_impl`: per
 //! sub-block, the values are sorted and every split of them into the three levels is scored
-//! exactly (weighted least squares with the best scale), for each shift; groups whose level
+//! exactly (weighted least squares with the best scale), for each shift, from prefix sums in
+//! ggml's order of operations (near-ties must round as in ggml); groups whose level
 //! pattern is not a grid point move to the best of their precomputed neighbours.
 
 use crate::common::QK_K;
@@ -325,33 +326,39 @@ impl BlockFormat for Iq1M {
                 continue;
             }
             let order = sorted_order::<BS>(xb);
+            // Prefix sums per half (each half has its own shift) in sorted order; as
+            // v[0] - v[1] = v[1] - v[2] = -1 for both shifts, a split's sums collapse to
+            // `T v[2] - px[i1] - px[i2]` and `W v[2]^2 + pw[i1] c1 + pw[i2] c2` (ggml's order).
+            let (mut px, mut pw) = ([[0.0f32; BS + 1]; 2], [[0.0f32; BS + 1]; 2]);
+            for (j, &i) in order.iter().enumerate() {
+                let i = i as usize;
+                let h = i / (BS / 2);
+                px[h][j + 1] = px[h][j] + wb[i] * xb[i];
+                px[1 - h][j + 1] = px[1 - h][j];
+                pw[h][j + 1] = pw[h][j] + wb[i];
+                pw[1 - h][j + 1] = pw[1 - h][j];
+            }
+            let coef = |v: &[f32; 3]| (v[2], v[0] * v[0] - v[1] * v[1], v[1] * v[1] - v[2] * v[2]);
+            let (cp, cm) = (coef(xp), coef(xm));
             let (mut best_score, mut scale) = (-f32::MAX, max);
             let mut best: Option<(usize, usize, usize)> = None;
             for i1 in 0..=BS {
                 for i2 in i1..=BS {
-                    let (mut sumqx, mut sumq2) = ([0.0f32; 4], [0.0f32; 4]);
-                    for (j, &i) in order.iter().enumerate() {
-                        let (i, lev) = (
-                            i as usize,
-                            if j < i1 {
-                                0
-                            } else if j < i2 {
-                                1
-                            } else {
-                                2
-                            },
-                        );
-                        let g = i / (BS / 2);
-                        for k in 0..4 {
-                            let v = group_values(k, g)[lev];
-                            sumqx[k] += wb[i] * v * xb[i];
-                            sumq2[k] += wb[i] * v * v;
-                        }
-                    }
+                    // Per half h: [positive, negative] shift sums.
+                    let half = |h: usize| {
+                        let sx = px[h][i1] + px[h][i2];
+                        let (tx, tw) = (px[h][BS], pw[h][BS]);
+                        let q =
+                            |c: (f32, f32, f32)| (tx * c.0 - sx, tw * c.0 * c.0 + pw[h][i1] * c.1 + pw[h][i2] * c.2);
+                        [q(cp), q(cm)]
+                    };
+                    let (a, b) = (half(0), half(1));
                     for k in 0..4 {
-                        if sumq2[k] > 0.0 && sumqx[k] * sumqx[k] > best_score * sumq2[k] {
-                            scale = sumqx[k] / sumq2[k];
-                            best_score = scale * sumqx[k];
+                        let (s0, s1) = (a[k / 2], b[k % 2]);
+                        let (sumqx, sumq2) = (s0.0 + s1.0, s0.1 + s1.1);
+                        if sumq2 > 0.0 && sumqx * sumqx > best_score * sumq2 {
+                            scale = sumqx / sumq2;
+                            best_score = scale * sumqx;
                             best = Some((i1, i2, k));
                         }
                     }
