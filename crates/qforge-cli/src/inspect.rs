@@ -18,7 +18,7 @@ pub fn open(path: &Path) -> CliResult<ModelSource> {
 
 pub fn parse<'a>(src: &'a ModelSource, path: &Path) -> CliResult<ModelFile<'a>> {
     src.model().map_err(|e| match e {
-        e @ qforge_io::IoError::Checkpoint { .. } => bad_input(e),
+        e @ (qforge_io::IoError::Checkpoint { .. } | qforge_io::IoError::InFile { .. }) => bad_input(e),
         e => bad_input(format!("{}: {e}", path.display())),
     })
 }

@@ -140,8 +140,8 @@ pub enum IoError {
     OutOfBounds {
         /// The tensor's name.
         tensor: String,
-        /// Byte offset of its data: absolute in the file for GGUF; for safetensors the
-        /// header's begin offset, relative to the start of the data section.
+        /// Byte offset of its data from the start of the file (for safetensors: the
+        /// header's begin offset plus the 8-byte length and the header).
         offset: u64,
         /// Its data size in bytes.
         size: u64,
@@ -199,6 +199,16 @@ pub enum IoError {
     /// blocks for its format, or a quantizer's error during conversion).
     #[error(transparent)]
     Quant(#[from] QuantError),
+
+    /// One file of a model (a single model file or one shard of a checkpoint) failed to
+    /// parse: the path of that file, around the parser's own typed error.
+    #[error("{}: {source}", path.display())]
+    InFile {
+        /// The file that failed.
+        path: PathBuf,
+        /// What was wrong with it, as the parser reported it.
+        source: Box<IoError>,
+    },
 }
 
 impl IoError {
@@ -207,6 +217,14 @@ impl IoError {
     }
     pub(crate) fn overflow(what: impl Into<String>) -> Self {
         IoError::Overflow { what: what.into() }
+    }
+    /// The error itself, with any [`IoError::InFile`] wrappers (the file it happened in)
+    /// taken off: the parser's typed error, to match on.
+    pub fn root(&self) -> &IoError {
+        match self {
+            IoError::InFile { source, .. } => source.root(),
+            e => e,
+        }
     }
     pub(crate) fn io(op: &'static str, path: &std::path::Path, source: std::io::Error) -> Self {
         IoError::Io { op, path: path.to_path_buf(), source }

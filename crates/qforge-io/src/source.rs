@@ -147,11 +147,12 @@ impl ModelSource {
     ///
     /// # Errors
     ///
-    /// [`IoError::Checkpoint`] naming the file, with the parser's message, when a file does
-    /// not parse or lacks a tensor the index puts in it; the errors of
+    /// [`IoError::InFile`] naming the file around the parser's typed error (see
+    /// [`IoError::root`]) when a file does not parse; [`IoError::Checkpoint`] when it lacks a
+    /// tensor the index puts in it; the errors of
     /// [`ModelFile::from_safetensors_shards`].
     pub fn model(&self) -> Result<ModelFile<'_>> {
-        let at = |i: usize, e: IoError| bad(&self.files[i], e.to_string());
+        let at = |i: usize, e: IoError| IoError::InFile { path: self.files[i].clone(), source: Box::new(e) };
         let m = match self.container {
             Container::Gguf => ModelFile::parse(self.maps[0].bytes(), Container::Gguf).map_err(|e| at(0, e))?,
             Container::Safetensors => {

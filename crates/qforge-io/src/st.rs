@@ -54,7 +54,7 @@ impl<'a> SafetensorsFile<'a> {
             let range = data_start.checked_add(s).zip(data_start.checked_add(e));
             let data = range.and_then(|(a, b)| bytes.get(a..b)).ok_or_else(|| IoError::OutOfBounds {
                 tensor: name.clone(),
-                offset: s as u64,
+                offset: (data_start as u64).saturating_add(s as u64),
                 size: e.saturating_sub(s) as u64,
                 file_len: bytes.len() as u64,
             })?;

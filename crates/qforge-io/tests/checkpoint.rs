@@ -129,3 +129,21 @@ fn broken_checkpoints_are_typed_errors() {
     let d = tmp("empty");
     assert!(err(&d).contains("no .safetensors or .gguf files"), "{}", err(&d));
 }
+
+#[test]
+fn a_shard_that_does_not_parse_keeps_its_typed_error() {
+    let d = checkpoint("truncated-shard");
+    let f = d.join("model-00002-of-00002.safetensors");
+    let bytes = std::fs::read(&f).unwrap();
+    std::fs::write(&f, &bytes[..bytes.len() - 3]).unwrap();
+    let e = match ModelSource::open(&d).and_then(|s| s.model().map(|m| m.tensors.len())) {
+        Ok(n) => panic!("read {n} tensors from a truncated shard"),
+        Err(e) => e,
+    };
+    match &e {
+        qforge_io::IoError::InFile { path, .. } => assert_eq!(path, &f),
+        e => panic!("expected the shard's path around the parser's error, got {e:?}"),
+    }
+    assert!(matches!(e.root(), qforge_io::IoError::Safetensors { .. }), "{:?}", e.root());
+    assert!(e.to_string().contains("model-00002-of-00002.safetensors"), "{e}");
+}
