@@ -66,8 +66,8 @@ impl FusedTile {
 }
 
 /// Every kernel instance of the fused GEMM, the first the general one (the host checks run
-/// every shape on it). Kept small: each entry is six kernels per format (two tensor-core
-/// input types × three output types) and adds about a third of a module's compile time. All
+/// every shape on it). Kept small: each entry is two kernels per format (f16 and bf16
+/// tensor-core inputs; the output type is an argument) in every module's PTX. All
 /// fit 48 KiB of static shared memory (no opt-in, so no per-kernel attribute at launch):
 /// - 64 × 64, 2 × 2 warps of 32 × 32, 3 stages: the general tile;
 /// - 32 × 64, 1 × 4 warps of 32 × 16, 4 stages: small M (16–32 rows) without wasting half a tile;
