@@ -125,11 +125,7 @@ impl Cuda {
         }
         let (gx, gy) = (n.div_ceil(bn), m.div_ceil(bm));
         if gy > MAX_GRID_Y {
-            return Err(CudaError::Size {
-                what: "activation rows (grid y)",
-                expected: MAX_GRID_Y * bm,
-                actual: m,
-            });
+            return Err(CudaError::Size { what: "activation rows (grid y)", expected: MAX_GRID_Y * bm, actual: m });
         }
         if m == 0 || n == 0 {
             return Ok(());

@@ -80,7 +80,10 @@ pub fn ldsm_frags(a: &[u16; 256], b: &[u16; 128]) -> ([[u32; 4]; 32], [[u32; 2];
     // SAFETY: the wrapper reads 16 rows of 16 u16 from the first pointer and 8 rows of 16
     // from the second (both in `t`, 16-byte aligned), and writes 32 × 4 and 32 × 2 u32.
     unsafe { qf_host_ldsm_frags(t.0.as_ptr(), t.1.as_ptr(), ra.as_mut_ptr(), rb.as_mut_ptr()) };
-    (std::array::from_fn(|l| std::array::from_fn(|i| ra[4 * l + i])), std::array::from_fn(|l| std::array::from_fn(|i| rb[2 * l + i])))
+    (
+        std::array::from_fn(|l| std::array::from_fn(|i| ra[4 * l + i])),
+        std::array::from_fn(|l| std::array::from_fn(|i| rb[2 * l + i])),
+    )
 }
 
 /// The host mirror of the util module's `qforge_reduce_splits_<out>`: element i of the

@@ -6,7 +6,9 @@ use crate::CudaError;
 use crate::runtime::{Cuda, DeviceQuantTensor, driver};
 use cudarc::driver::sys::CUdevice_attribute as A;
 use qforge_core::DType;
-use qforge_tiling::{ActDType, Config, CudaProperties, Device, FUSED_GEMM_TILES, FusedTile, OutDType, Planner, Problem};
+use qforge_tiling::{
+    ActDType, Config, CudaProperties, Device, FUSED_GEMM_TILES, FusedTile, OutDType, Planner, Problem,
+};
 use qforge_tiling::{TilingError, WeightLayout};
 
 /// [`CudaProperties`] from a device's name, compute capability and attributes (`attr` reads

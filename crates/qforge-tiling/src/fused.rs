@@ -56,7 +56,14 @@ impl FusedTile {
 
     /// The tiler's candidate for this instance.
     pub const fn tile(&self) -> Tile {
-        Tile { variant: Variant::MmaSync, bm: self.bm, bn: self.bn, bk: self.bk, stages: self.stages, warps: self.warps() }
+        Tile {
+            variant: Variant::MmaSync,
+            bm: self.bm,
+            bn: self.bn,
+            bk: self.bk,
+            stages: self.stages,
+            warps: self.warps(),
+        }
     }
 
     /// The instance a tiler tile (or config) runs on, if it is one.

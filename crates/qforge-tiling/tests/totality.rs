@@ -3,8 +3,8 @@
 
 use proptest::prelude::*;
 use qforge_tiling::{
-    ActDType, BUILTIN_DEVICES, Config, CudaProperties, Device, FusedTile, MAX_DIM, OutDType, Planner, Problem,
-    Reject, TilingError, Variant, WeightLayout, select, select_fused,
+    ActDType, BUILTIN_DEVICES, Config, CudaProperties, Device, FusedTile, MAX_DIM, OutDType, Planner, Problem, Reject,
+    TilingError, Variant, WeightLayout, select, select_fused,
 };
 
 fn devices() -> Vec<Device> {
