@@ -90,8 +90,8 @@ impl Cuda {
     }
 
     /// The fused GEMM on instance `tile` of [`FUSED_GEMM_TILES`] with K cut into `splits`
-    /// ranges of whole k-steps (1: no split). With splits > 1 each range's f32 partial sums go to a workspace (splits × m × N f32,
-    /// allocated here), and `qforge_reduce_splits_<out>` adds them up (from the first range
+    /// ranges of whole k-steps (1: no split). With splits > 1 each range's f32 partial sums
+    /// go to a workspace (splits × m × N f32, allocated here), and `qforge_reduce_splits_<out>` adds them up (from the first range
     /// on, in f32) into `y`: two launches.
     ///
     /// # Errors
