@@ -8,25 +8,21 @@
 #pragma once
 #include "warp.cuh"
 
-// A CTA tile: BM activation rows × BN weight rows, K in steps of BK, WM × WN warps.
-template <int BM_, int BN_, int BK_, int WM_, int WN_>
+// A CTA tile: BM activation rows × BN weight rows, K in steps of BK, WM × WN warps, STAGES
+// k-steps of activations in flight (cp.async). One instance per entry of qforge-tiling's
+// FUSED_GEMM_TILES (qforge-cuda's codegen writes a `typedef … qf_gemm_cfg_<name>` for each).
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int STAGES_>
 struct qf_gemm_cfg {
-    static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_;
+    static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_, STAGES = STAGES_;
     static constexpr int NW = WM * WN, NTH = 32 * NW;
     static constexpr int WTM = BM / WM, WTN = BN / WN;  // one warp's tile
     static constexpr int MT = WTM / 16, NT = WTN / 8;   // its mma tiles
     static constexpr int LDS = BK + 8;                  // smem row stride (16-bit elements): no bank conflicts
     static constexpr int SMEM_A = BM * LDS, SMEM_W = BN * LDS;
-    static_assert(WTM % 16 == 0 && WTN % 8 == 0 && BK % 16 == 0, "whole mma tiles");
+    static constexpr int SMEM_X = STAGES * BM * BK;     // staged f32 activations
+    static_assert(WTM % 16 == 0 && WTN % 8 == 0 && BK % 16 == 0 && STAGES >= 1, "whole mma tiles");
+    static_assert(LDS % 8 == 0, "ldmatrix rows 16-byte aligned");
 };
-
-// The tile of this translation unit's kernels: `#define QF_GEMM_CFG qf_gemm_cfg<…>` before
-// including the templates (qforge-cuda's codegen writes it from `codegen::GEMM_TILE`, the
-// one place the launch code reads it from too).
-#ifndef QF_GEMM_CFG
-#error "define QF_GEMM_CFG (qforge-cuda's codegen does) before including the templates"
-#endif
-typedef QF_GEMM_CFG qf_gemm_cfg_default;
 
 // Split-k: the K range [*kb, *ke) of split z of `splits`, whole BK steps, as even as possible
 // (a split past the last step gets an empty range and writes zeros).
@@ -39,16 +35,34 @@ QF_HD void qf_gemm_krange(long long K, int splits, int z, long long* kb, long lo
     *ke = e < K ? e : K;
 }
 
-// One CTA's tile (tm, tn) of y over the K range [kb, ke) (kb a multiple of C::BK). As / Ws:
-// shared memory of C::SMEM_A / C::SMEM_W 16-bit slots.
-template <class F, class T, class O, class C>
-QF_HD void qf_gemm_tile(const float* x, const uint8_t* w, const uint8_t* grid, typename O::T* y, long long M,
-                        long long N, long long K, long long kb, long long ke, long long tm, long long tn,
+// The output type, an argument of the kernels (the index of DType::ALL: 0 f32, 1 f16, 2 bf16)
+// rather than a template parameter: only the epilogue differs, and one kernel per type would
+// triple every module's PTX.
+QF_HD int qf_gemm_out_bytes(int out) { return out == 0 ? 4 : 2; }
+QF_HD void qf_gemm_store(void* y, int out, long long i, float v) {
+    if (out == 0) static_cast<float*>(y)[i] = qf_out_f32::conv(v);
+    else if (out == 1) static_cast<uint16_t*>(y)[i] = qf_out_f16::conv(v);
+    else static_cast<uint16_t*>(y)[i] = qf_out_bf16::conv(v);
+}
+
+// One CTA's tile (tm, tn) of y (elements of type `out`) over the K range [kb, ke) (kb a
+// multiple of C::BK). Xs / As / Ws: shared memory of C::SMEM_X f32 and C::SMEM_A / C::SMEM_W
+// 16-bit slots.
+//
+// Pipeline: the f32 activations of k-step s are copied with cp.async into stage s % STAGES of
+// Xs, STAGES - 1 steps ahead of the one being multiplied (one commit group per step, empty
+// past the end, so that wait<STAGES - 1> always means "step i has landed"). Per k-step the
+// CTA rounds its stage to T in As, decodes the weights straight into Ws (the decode reads
+// the blocks in global memory), and the warps load their fragments with ldmatrix.
+template <class F, class T, class C>
+QF_HD void qf_gemm_tile(const float* x, const uint8_t* w, const uint8_t* grid, void* y, int out, long long M,
+                        long long N, long long K, long long kb, long long ke, long long tm, long long tn, float* Xs,
                         uint16_t* As, uint16_t* Ws) {
     typedef qf_layout<F> L;
     static_assert(C::BK % F::CHUNK == 0, "a k-step holds whole decode chunks");
     constexpr int CPK = C::BK / F::CHUNK;  // decode chunks per weight row and k-step
     const long long m0 = tm * C::BM, n0 = tn * C::BN;
+    const long long nk = ke > kb ? (ke - kb + C::BK - 1) / C::BK : 0;
 
     qf_frag_c acc[QF_WARP_SLOTS(C::NW)][C::MT][C::NT][QF_LANE_SLOTS];
     qf_for_warps<C::NW>([&](int ws, int) {
@@ -62,14 +76,33 @@ QF_HD void qf_gemm_tile(const float* x, const uint8_t* w, const uint8_t* grid, t
         });
     });
 
-    for (long long k0 = kb; k0 < ke; k0 += C::BK) {
-        // Activations: BM × BK values, 0 outside M × K.
+    // Activations of k-step s (BM × BK, zero outside M × K) into stage s % STAGES.
+    auto issue = [&](long long s) {
+        if (s >= nk) return;
+        float* dst = Xs + (int)(s % C::STAGES) * (C::BM * C::BK);
+        const long long k0 = kb + s * C::BK;
         qf_for_threads<C::NTH>([&](int t) {
             for (int e = t; e < C::BM * C::BK; e += C::NTH) {
-                const int r = e / C::BK, c = e % C::BK;
-                const long long gm = m0 + r, gk = k0 + c;
-                As[r * C::LDS + c] = T::conv(gm < M && gk < K ? x[gm * K + gk] : 0.0f);
+                const long long gm = m0 + e / C::BK, gk = k0 + e % C::BK;
+                const bool ok = gm < M && gk < K;
+                qf_cp_async4(dst + e, ok ? x + gm * K + gk : x, ok);
             }
+        });
+    };
+    for (int s = 0; s + 1 < C::STAGES; ++s) {
+        issue(s);
+        qf_cp_async_commit();
+    }
+
+    for (long long i = 0; i < nk; ++i) {
+        issue(i + C::STAGES - 1);
+        qf_cp_async_commit();
+        qf_cp_async_wait<C::STAGES - 1>();
+        qf_sync();
+        const long long k0 = kb + i * C::BK;
+        const float* xs = Xs + (int)(i % C::STAGES) * (C::BM * C::BK);
+        qf_for_threads<C::NTH>([&](int t) {
+            for (int e = t; e < C::BM * C::BK; e += C::NTH) As[(e / C::BK) * C::LDS + e % C::BK] = T::conv(xs[e]);
         });
         // Weights: BN rows × CPK chunks, decoded; 0 outside N × K (a block's padding too).
         qf_for_threads<C::NTH>([&](int t) {
@@ -99,22 +132,10 @@ QF_HD void qf_gemm_tile(const float* x, const uint8_t* w, const uint8_t* grid, t
             for (int ks = 0; ks < C::BK; ks += 16) {
                 qf_frag_a a[C::MT][QF_LANE_SLOTS];
                 qf_frag_b b[C::NT][QF_LANE_SLOTS];
-                qf_for_lanes([&](int ls, int lane) {
 #pragma unroll
-                    for (int i = 0; i < C::MT; ++i)
+                for (int i = 0; i < C::MT; ++i) qf_ldsm_frag_a(a[i], As + (wm * C::WTM + i * 16) * C::LDS + ks, C::LDS);
 #pragma unroll
-                        for (int q = 0; q < 4; ++q) {
-                            const int r = wm * C::WTM + i * 16 + qf_frag_a_row(lane, 2 * q);
-                            a[i][ls].r[q] = qf_ld_pair(As + r * C::LDS + ks + qf_frag_a_col(lane, 2 * q));
-                        }
-#pragma unroll
-                    for (int j = 0; j < C::NT; ++j)
-#pragma unroll
-                        for (int q = 0; q < 2; ++q) {
-                            const int n = wn * C::WTN + j * 8 + qf_frag_b_col(lane);
-                            b[j][ls].r[q] = qf_ld_pair(Ws + n * C::LDS + ks + qf_frag_b_row(lane, 2 * q));
-                        }
-                });
+                for (int j = 0; j < C::NT; ++j) qf_ldsm_frag_b(b[j], Ws + (wn * C::WTN + j * 8) * C::LDS + ks, C::LDS);
 #pragma unroll
                 for (int i = 0; i < C::MT; ++i)
 #pragma unroll
@@ -123,6 +144,7 @@ QF_HD void qf_gemm_tile(const float* x, const uint8_t* w, const uint8_t* grid, t
         });
         qf_sync();
     }
+    qf_cp_async_wait<0>();
 
     // Epilogue: every lane writes its accumulators inside M × N.
     qf_for_warps<C::NW>([&](int ws, int wid) {
@@ -136,7 +158,7 @@ QF_HD void qf_gemm_tile(const float* x, const uint8_t* w, const uint8_t* grid, t
                     for (int e = 0; e < 4; ++e) {
                         const long long m = m0 + wm * C::WTM + i * 16 + qf_frag_c_row(lane, e);
                         const long long n = n0 + wn * C::WTN + j * 8 + qf_frag_c_col(lane, e);
-                        if (m < M && n < N) y[m * N + n] = O::conv(acc[ws][i][j][ls].r[e]);
+                        if (m < M && n < N) qf_gemm_store(y, out, m * N + n, acc[ws][i][j][ls].r[e]);
                     }
         });
     });
@@ -145,50 +167,53 @@ QF_HD void qf_gemm_tile(const float* x, const uint8_t* w, const uint8_t* grid, t
 #ifdef __CUDACC__
 // Grid: (ceil(N / BN), ceil(M / BM), splits); block: C::NTH threads. With splits > 1, split z
 // writes its partial sums to y + z·M·N (the runtime passes an f32 workspace and reduces it).
-template <class F, class T, class O, class C>
+template <class F, class T, class C>
 __device__ __forceinline__ void qf_gemm_kernel(const float* __restrict__ x, const uint8_t* __restrict__ w,
-                                               const uint8_t* __restrict__ grid, typename O::T* __restrict__ y,
-                                               long long M, long long N, long long K, int splits) {
+                                               const uint8_t* __restrict__ grid, void* __restrict__ y, long long M,
+                                               long long N, long long K, int splits, int out) {
+    __shared__ __align__(16) float Xs[C::SMEM_X];
     __shared__ __align__(16) uint16_t As[C::SMEM_A];
     __shared__ __align__(16) uint16_t Ws[C::SMEM_W];
     long long kb, ke;
     qf_gemm_krange<C>(K, splits, blockIdx.z, &kb, &ke);
-    qf_gemm_tile<F, T, O, C>(x, w, grid, y + (long long)blockIdx.z * M * N, M, N, K, kb, ke, blockIdx.y, blockIdx.x,
-                             As, Ws);
+    char* yz = static_cast<char*>(y) + (long long)blockIdx.z * M * N * qf_gemm_out_bytes(out);
+    qf_gemm_tile<F, T, C>(x, w, grid, yz, out, M, N, K, kb, ke, blockIdx.y, blockIdx.x, Xs, As, Ws);
 }
 
-#define QF_GEMM_KERNEL(F, NAME, MNAME, MMA, ONAME, OUT)                                                \
-    extern "C" __global__ void __launch_bounds__(qf_gemm_cfg_default::NTH)                             \
-        qforge_gemm_##NAME##_##MNAME##_##ONAME(const float* x, const uint8_t* w, const uint8_t* grid,   \
-                                               OUT::T* y, long long M, long long N, long long K,        \
-                                               int splits) {                                            \
-        qf_gemm_kernel<F, MMA, OUT, qf_gemm_cfg_default>(x, w, grid, y, M, N, K, splits);              \
+// qforge_gemm_<format>_<mma>_<tile>: one kernel instance; qforge-cuda's codegen writes one
+// line per (tile of FUSED_GEMM_TILES, mma) with CFG = qf_gemm_cfg_<tile>.
+#define QF_GEMM_KERNEL(F, NAME, MNAME, MMA, CNAME)                                                      \
+    extern "C" __global__ void __launch_bounds__(qf_gemm_cfg_##CNAME::NTH)                              \
+        qforge_gemm_##NAME##_##MNAME##_##CNAME(const float* x, const uint8_t* w, const uint8_t* grid,    \
+                                               void* y, long long M, long long N, long long K,          \
+                                               int splits, int out) {                                   \
+        qf_gemm_kernel<F, MMA, qf_gemm_cfg_##CNAME>(x, w, grid, y, M, N, K, splits, out);               \
     }
 #endif
 
 // Host wrapper: the CTAs one after the other (every split z too, each into y + z·M·N), in
-// one "shared memory" on this thread's stack.
-#define QF_HOST_GEMM(F, NAME, MNAME, MMA, ONAME, OUT)                                                  \
-    extern "C" void qf_host_gemm_##NAME##_##MNAME##_##ONAME(const float* x, const uint8_t* w,          \
-                                                            const uint8_t* grid, OUT::T* y, long long M, \
-                                                            long long N, long long K, int splits) {    \
-        typedef qf_gemm_cfg_default C;                                                                 \
-        uint16_t As[C::SMEM_A], Ws[C::SMEM_W];                                                         \
-        for (int z = 0; z < splits; ++z) {                                                             \
-            long long kb, ke;                                                                          \
-            qf_gemm_krange<C>(K, splits, z, &kb, &ke);                                                 \
-            for (long long tm = 0; tm < (M + C::BM - 1) / C::BM; ++tm)                                 \
-                for (long long tn = 0; tn < (N + C::BN - 1) / C::BN; ++tn)                             \
-                    qf_gemm_tile<F, MMA, OUT, C>(x, w, grid, y + (long long)z * M * N, M, N, K, kb, ke, tm, tn, \
-                                                 As, Ws);                                              \
-        }                                                                                              \
+// one "shared memory" on the heap; no cp.async may be left in flight (aborts otherwise).
+#define QF_HOST_GEMM(F, NAME, MNAME, MMA, CNAME)                                                        \
+    extern "C" void qf_host_gemm_##NAME##_##MNAME##_##CNAME(const float* x, const uint8_t* w,           \
+                                                            const uint8_t* grid, void* y, long long M,  \
+                                                            long long N, long long K, int splits,       \
+                                                            int out) {                                  \
+        typedef qf_gemm_cfg_##CNAME C;                                                                  \
+        std::vector<float> xs(C::SMEM_X);                                                               \
+        std::vector<uint16_t> as(C::SMEM_A + 8), ws(C::SMEM_W + 8);                                     \
+        /* 16-byte aligned operand tiles, as the device's __align__(16) (ldmatrix checks it) */        \
+        uint16_t* As = as.data() + ((16 - (reinterpret_cast<uintptr_t>(as.data()) & 15)) & 15) / 2;      \
+        uint16_t* Ws = ws.data() + ((16 - (reinterpret_cast<uintptr_t>(ws.data()) & 15)) & 15) / 2;      \
+        for (int z = 0; z < splits; ++z) {                                                              \
+            long long kb, ke;                                                                           \
+            qf_gemm_krange<C>(K, splits, z, &kb, &ke);                                                  \
+            char* yz = static_cast<char*>(y) + (long long)z * M * N * qf_gemm_out_bytes(out);           \
+            for (long long tm = 0; tm < (M + C::BM - 1) / C::BM; ++tm)                                  \
+                for (long long tn = 0; tn < (N + C::BN - 1) / C::BN; ++tn)                              \
+                    qf_gemm_tile<F, MMA, C>(x, w, grid, yz, out, M, N, K, kb, ke, tm, tn, xs.data(), As, Ws); \
+        }                                                                                               \
+        if (qf_cp_async_pending() != 0) {                                                               \
+            fprintf(stderr, "qf_host_gemm: %zu cp.async copies never waited for\n", qf_cp_async_pending()); \
+            abort();                                                                                    \
+        }                                                                                               \
     }
-
-// Every (mma input type, output type) pair of one format.
-#define QF_GEMM_ALL(MACRO, F, NAME)                                                                    \
-    MACRO(F, NAME, f16, qf_mma_f16, f32, qf_out_f32)                                                   \
-    MACRO(F, NAME, f16, qf_mma_f16, f16, qf_out_f16)                                                   \
-    MACRO(F, NAME, f16, qf_mma_f16, bf16, qf_out_bf16)                                                 \
-    MACRO(F, NAME, bf16, qf_mma_bf16, f32, qf_out_f32)                                                 \
-    MACRO(F, NAME, bf16, qf_mma_bf16, f16, qf_out_f16)                                                 \
-    MACRO(F, NAME, bf16, qf_mma_bf16, bf16, qf_out_bf16)

@@ -234,8 +234,7 @@ __device__ __forceinline__ void qf_matvec_kernel(const uint8_t* __restrict__ w, 
     extern "C" __global__ void qforge_quantize_q8_1(const float* x, qf_block_q8_1* out, long long k, \
                                                     long long nblocks, long long m) {               \
         QF_GRID_STRIDE(t, m * nblocks) qf_quantize_q8_1_item(x, out, k, nblocks, t);                \
-    }                                                                                               \
-    QF_GEMM_ALL(QF_GEMM_KERNEL, F, NAME)
+    }
 #endif
 
 // ---- host wrappers (qforge-cuda's tests): the same work items, looped on the CPU --------
@@ -257,5 +256,4 @@ __device__ __forceinline__ void qf_matvec_kernel(const uint8_t* __restrict__ w, 
             qf_matvec_part<F>(w, grid, act, k, m, row, 0, 1, acc);                                  \
             for (int r = 0; r < m; ++r) y[r * n + row] = acc[r];                                    \
         }                                                                                           \
-    }                                                                                               \
-    QF_GEMM_ALL(QF_HOST_GEMM, F, NAME)
+    }

@@ -149,3 +149,134 @@ QF_HD void qf_mma_m16n8k16(qf_frag_c* d, const qf_frag_a* a, const qf_frag_b* b)
     }
 #endif
 }
+
+// ==== Pipelining and matrix loads: cp.async, commit / wait groups, ldmatrix ===============
+// (A section of its own: the 8-bit fragments live above with the other mma fragments.)
+//
+// cp.async: an asynchronous 4-byte global → shared copy issued by one thread (zero-filled
+// when `valid` is false: nothing is read). qf_cp_async_commit() closes the thread's current
+// group of copies; qf_cp_async_wait<N>() returns once all but the N most recently committed
+// groups have landed. Both are called at CTA level (outside the qf_for_* loops): on the
+// device every thread commits and waits for its own copies, and a qf_sync() after the wait
+// makes all of them visible to the CTA.
+//
+// Host model: a copy lands only at the wait that covers its group (never earlier), and its
+// destination holds a poison pattern (0xFFFFFFFF, an f32 NaN) from the issue until then, so a
+// missing or too shallow wait reads NaN and fails the checks. qf_cp_async_pending() counts
+// the copies issued and not landed (the GEMM ends with none).
+// (Host-only functions, declared in both compilation passes: host wrappers call them.)
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <vector>
+struct qf_host_async_copy {
+    uint32_t* dst;
+    uint32_t value;
+};
+struct qf_host_async {
+    std::vector<qf_host_async_copy> copies;  // issued, in order; [done, size) not landed
+    std::vector<size_t> group_end;           // copies.size() at each commit not yet waited for
+    size_t done = 0;
+};
+inline qf_host_async& qf_host_async_state() {
+    static thread_local qf_host_async s;
+    return s;
+}
+// Copies issued on this thread and not landed yet.
+inline size_t qf_cp_async_pending() { return qf_host_async_state().copies.size() - qf_host_async_state().done; }
+
+QF_HD void qf_cp_async4(void* smem_dst, const void* gsrc, bool valid) {
+#ifdef __CUDA_ARCH__
+    const unsigned dst = (unsigned)__cvta_generic_to_shared(smem_dst);
+    asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(dst), "l"(gsrc), "r"(valid ? 4 : 0));
+#else
+    uint32_t v = 0;
+    if (valid) memcpy(&v, gsrc, 4);
+    uint32_t* d = static_cast<uint32_t*>(smem_dst);
+    *d = 0xffffffffu;
+    qf_host_async_state().copies.push_back({d, v});
+#endif
+}
+
+QF_HD void qf_cp_async_commit() {
+#ifdef __CUDA_ARCH__
+    asm volatile("cp.async.commit_group;\n" ::);
+#else
+    qf_host_async& s = qf_host_async_state();
+    s.group_end.push_back(s.copies.size());
+#endif
+}
+
+template <int N>
+QF_HD void qf_cp_async_wait() {
+#ifdef __CUDA_ARCH__
+    asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+#else
+    qf_host_async& s = qf_host_async_state();
+    while (s.group_end.size() > (size_t)N) {
+        for (; s.done < s.group_end.front(); ++s.done) *s.copies[s.done].dst = s.copies[s.done].value;
+        s.group_end.erase(s.group_end.begin());
+    }
+    if (s.done == s.copies.size()) {
+        s.copies.clear();
+        s.done = 0;
+        for (size_t& e : s.group_end) e = 0;
+    }
+#endif
+}
+
+// ldmatrix.sync.aligned.m8n8.x{2,4}.shared.b16 (PTX ISA, "Warp-level matrix load
+// instruction: ldmatrix"): N 8 × 8 matrices of 16-bit elements. Lane l supplies the address
+// of row l % 8 of matrix l / 8 (16-byte aligned); register i of lane l receives row l / 4,
+// elements 2·(l % 4) and 2·(l % 4) + 1 of matrix i (the lower one in the low half).
+// `rows` holds QF_LANE_SLOTS lanes' row addresses, `regs` their N registers each.
+template <int N>
+QF_HD void qf_ldmatrix(uint32_t* regs, const uint16_t* const* rows) {
+    static_assert(N == 2 || N == 4, "x2 or x4");
+#ifdef __CUDA_ARCH__
+    const unsigned a = (unsigned)__cvta_generic_to_shared(rows[0]);
+    if constexpr (N == 4) {
+        asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                     : "=r"(regs[0]), "=r"(regs[1]), "=r"(regs[2]), "=r"(regs[3])
+                     : "r"(a));
+    } else {
+        asm volatile("ldmatrix.sync.aligned.m8n8.x2.shared.b16 {%0,%1}, [%2];\n" : "=r"(regs[0]), "=r"(regs[1]) : "r"(a));
+    }
+#else
+    for (int l = 0; l < 8 * N; ++l)
+        if ((reinterpret_cast<uintptr_t>(rows[l]) & 15) != 0) {
+            fprintf(stderr, "qf_ldmatrix: lane %d's row address %p is not 16-byte aligned\n", l, (const void*)rows[l]);
+            abort();
+        }
+    for (int l = 0; l < 32; ++l)
+        for (int i = 0; i < N; ++i) {
+            const uint16_t* p = rows[8 * i + (l >> 2)] + 2 * (l & 3);
+            regs[l * N + i] = (uint32_t)p[0] | (uint32_t)p[1] << 16;
+        }
+#endif
+}
+
+// The row addresses the GEMM gives ldmatrix, relative to a fragment's origin in a row-major
+// tile (row stride any multiple of 8 elements):
+// A (16 × 16, x4): lane l points at row 8·((l / 8) & 1) + l % 8, column 8·(l / 16), so that
+//   matrices 0..3 are A's quarters in the order of the mma's A registers (rows 0–7 / 8–15,
+//   then columns 8–15);
+// B (x2, W stored n-major: row n, k contiguous): lane l points at n = l % 8, k = 8·((l / 8) & 1),
+//   so that matrix 0 is k 0–7 and matrix 1 k 8–15 (lanes 16–31 point at valid rows, unused).
+QF_HD int qf_ldsm_a_row(int lane) { return 8 * ((lane >> 3) & 1) + (lane & 7); }
+QF_HD int qf_ldsm_a_col(int lane) { return 8 * (lane >> 4); }
+QF_HD int qf_ldsm_b_row(int lane) { return lane & 7; }
+QF_HD int qf_ldsm_b_col(int lane) { return 8 * ((lane >> 3) & 1); }
+
+// One 16 × 16 A fragment / one 16 × 8 B fragment from a row-major tile at `base` (row
+// stride `ld` elements), for QF_LANE_SLOTS lanes, with ldmatrix.
+QF_HD void qf_ldsm_frag_a(qf_frag_a* a, const uint16_t* base, int ld) {
+    const uint16_t* rows[QF_LANE_SLOTS];
+    qf_for_lanes([&](int ls, int lane) { rows[ls] = base + qf_ldsm_a_row(lane) * ld + qf_ldsm_a_col(lane); });
+    qf_ldmatrix<4>(a[0].r, rows);
+}
+QF_HD void qf_ldsm_frag_b(qf_frag_b* b, const uint16_t* base, int ld) {
+    const uint16_t* rows[QF_LANE_SLOTS];
+    qf_for_lanes([&](int ls, int lane) { rows[ls] = base + qf_ldsm_b_row(lane) * ld + qf_ldsm_b_col(lane); });
+    qf_ldmatrix<2>(b[0].r, rows);
+}

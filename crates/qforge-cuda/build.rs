@@ -197,20 +197,21 @@ mod cuda {
                 "    fn qf_host_matvec_{n}(w: *const u8, grid: *const u8, act: *const QfBlockQ8_1, y: *mut f32, n: i64, k: i64, m: i32);"
             )
             .unwrap();
-            let mut gemm = String::new();
-            for mma in codegen::GEMM_MMA_TYPES {
-                write!(gemm, "gemm_{mma}: GemmFns {{ ").unwrap();
-                for out in codegen::GEMM_OUT_TYPES {
-                    let ty = if out == "f32" { "f32" } else { "u16" };
+            let mut gemm = String::from("gemm: &[");
+            for (i, t) in codegen::FUSED_GEMM_TILES.iter().enumerate() {
+                gemm += &format!("HostTileFns {{ tile: &crate::codegen::FUSED_GEMM_TILES[{i}], ");
+                for mma in codegen::GEMM_MMA_TYPES {
+                    let f = codegen::host_gemm_name(n, mma, t);
                     writeln!(
                         host,
-                        "    fn qf_host_gemm_{n}_{mma}_{out}(x: *const f32, w: *const u8, grid: *const u8, y: *mut {ty}, m: i64, n: i64, k: i64, splits: i32);"
+                        "    fn {f}(x: *const f32, w: *const u8, grid: *const u8, y: *mut core::ffi::c_void, m: i64, n: i64, k: i64, splits: i32, out: i32);"
                     )
                     .unwrap();
-                    write!(gemm, "{out}: qf_host_gemm_{n}_{mma}_{out}, ").unwrap();
+                    write!(gemm, "{mma}: {f}, ").unwrap();
                 }
                 gemm += "}, ";
             }
+            gemm += "], ";
             writeln!(
                 table,
                 "    HostFns {{ format: {n:?}, dequant_f32: qf_host_dequant_{n}_f32, dequant_f16: qf_host_dequant_{n}_f16, \

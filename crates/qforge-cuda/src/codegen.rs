@@ -28,80 +28,51 @@ pub fn kernel_names(format: &str) -> [String; 5] {
     ]
 }
 
-/// A CTA tile of the fused GEMM (`qf_gemm_cfg` in `kernels-cuda/gemm.cuh`): `bm` activation
-/// rows × `bn` weight rows, K in steps of `bk`, `wm` × `wn` warps.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct GemmTile {
-    /// Activation rows (of M) per CTA.
-    pub bm: usize,
-    /// Weight rows (of N) per CTA.
-    pub bn: usize,
-    /// K elements per main-loop step (a multiple of 16, the mma's k, and of every format's
-    /// decode chunk).
-    pub bk: usize,
-    /// Warps along M.
-    pub wm: usize,
-    /// Warps along N.
-    pub wn: usize,
+/// The fused GEMM's kernel instances: qforge-tiling's [`FUSED_GEMM_TILES`], the configs
+/// [`qforge_tiling::select_fused`] returns. Each becomes a `qf_gemm_cfg_<name>` typedef and
+/// six kernels per format ([`gemm_kernel_name`]); nothing here lists tiles by hand.
+pub use qforge_tiling::{FUSED_GEMM_TILES, FusedTile};
+
+/// The C++ type of an instance (`qf_gemm_cfg<bm, bn, bk, wm, wn, stages>` in
+/// `kernels-cuda/gemm.cuh`).
+pub fn gemm_cfg_cpp(t: &FusedTile) -> String {
+    format!("qf_gemm_cfg<{}, {}, {}, {}, {}, {}>", t.bm, t.bn, t.bk, t.wm, t.wn, t.stages)
 }
 
-impl GemmTile {
-    /// Threads per CTA (32 per warp).
-    pub const fn threads(&self) -> usize {
-        32 * self.wm * self.wn
-    }
-
-    /// The C++ type the templates instantiate (`qf_gemm_cfg<bm, bn, bk, wm, wn>`).
-    pub fn cpp(&self) -> String {
-        format!("qf_gemm_cfg<{}, {}, {}, {}, {}>", self.bm, self.bn, self.bk, self.wm, self.wn)
-    }
-}
-
-/// The tile every GEMM kernel is compiled with today: 64 × 64 × 32, 2 × 2 warps (each warp
-/// 32 × 32 of the output: 2 × 4 mma tiles). The launch grid is `(ceil(N / bn), ceil(M / bm), splits)`.
-pub const GEMM_TILE: GemmTile = GemmTile { bm: 64, bn: 64, bk: 32, wm: 2, wn: 2 };
-
-/// Split-k: the fewest k-steps one split takes (so each range amortizes its partial-sum
-/// write and the reduction).
-pub const GEMM_MIN_SPLIT_STEPS: usize = 8;
-/// Split-k: the most K ranges one GEMM is cut into.
-pub const GEMM_MAX_SPLITS: usize = 16;
-
-impl GemmTile {
-    /// How many K ranges the fused GEMM cuts `y[m×n] = x[m×k] · Wᵀ` into on a device with
-    /// `sms` multiprocessors: 1 when the output tiles already give every SM a CTA; else enough
-    /// splits to do so, each at least [`GEMM_MIN_SPLIT_STEPS`] k-steps, at most
-    /// [`GEMM_MAX_SPLITS`]. (Small M with a large K, the decode-heavy shapes of prompt
-    /// processing in small batches, is where it pays.)
-    pub fn splits(&self, m: usize, n: usize, k: usize, sms: usize) -> usize {
-        let tiles = m.div_ceil(self.bm).saturating_mul(n.div_ceil(self.bn));
-        if tiles == 0 || tiles >= sms {
-            return 1;
-        }
-        let steps = k.div_ceil(self.bk);
-        sms.div_ceil(tiles).min(steps / GEMM_MIN_SPLIT_STEPS).clamp(1, GEMM_MAX_SPLITS)
-    }
-}
-
-/// `#define QF_GEMM_CFG …`: the tile a translation unit's GEMM kernels are instantiated with.
-pub fn gemm_define(t: &GemmTile) -> String {
-    format!("#define QF_GEMM_CFG {}\n", t.cpp())
+/// `typedef qf_gemm_cfg<…> qf_gemm_cfg_<name>;` for every instance (after `templates.cuh`).
+pub fn gemm_cfg_typedefs() -> String {
+    FUSED_GEMM_TILES.iter().map(|t| format!("typedef {} qf_gemm_cfg_{};\n", gemm_cfg_cpp(t), t.name())).collect()
 }
 
 /// The tensor-core input types of the fused GEMM (`qf_mma_<type>` in `kernels-cuda/warp.cuh`):
 /// weights decoded and activations rounded to this type in shared memory.
 pub const GEMM_MMA_TYPES: [&str; 2] = ["f16", "bf16"];
 
-/// The output types of the fused GEMM.
-pub const GEMM_OUT_TYPES: [&str; 3] = ["f32", "f16", "bf16"];
+/// `qforge_gemm_<format>_<mma>_<tile>`: one kernel for every output type (its `out` argument,
+/// the index of the type in `DType::ALL`, chooses the epilogue's conversion).
+pub fn gemm_kernel_name(format: &str, mma: &str, t: &FusedTile) -> String {
+    format!("qforge_gemm_{format}_{mma}_{}", t.name())
+}
 
-/// The fused GEMM kernels of a format, `qforge_gemm_<format>_<mma>_<out>`, every pair of
-/// [`GEMM_MMA_TYPES`] and [`GEMM_OUT_TYPES`] (`QF_GEMM_ALL` in `kernels-cuda/gemm.cuh`).
+/// Every fused GEMM kernel of a format: instance-major, then [`GEMM_MMA_TYPES`] (the order
+/// the runtime loads them in).
 pub fn gemm_kernel_names(format: &str) -> Vec<String> {
-    GEMM_MMA_TYPES
+    FUSED_GEMM_TILES.iter().flat_map(|t| GEMM_MMA_TYPES.iter().map(move |m| gemm_kernel_name(format, m, t))).collect()
+}
+
+/// `MACRO(traits, name, mma, qf_mma_<mma>, tile)` for every instance and tensor-core type:
+/// the kernels (`QF_GEMM_KERNEL`) or their host wrappers (`QF_HOST_GEMM`).
+fn gemm_lines(macro_name: &str, traits: &str, format: &str) -> String {
+    FUSED_GEMM_TILES
         .iter()
-        .flat_map(|m| GEMM_OUT_TYPES.iter().map(move |o| format!("qforge_gemm_{format}_{m}_{o}")))
+        .flat_map(|t| GEMM_MMA_TYPES.iter().map(move |m| (t, m)))
+        .map(|(t, m)| format!("{macro_name}({traits}, {format}, {m}, qf_mma_{m}, {})\n", t.name()))
         .collect()
+}
+
+/// The host wrapper of a format's instance `t` with `mma` inputs (`qf_host_gemm_<format>_<mma>_<tile>`).
+pub fn host_gemm_name(format: &str, mma: &str, t: &FusedTile) -> String {
+    format!("qf_host_gemm_{format}_{mma}_{}", t.name())
 }
 
 /// Every kernel of a format's module: [`kernel_names`] then [`gemm_kernel_names`] (what
@@ -138,14 +109,15 @@ pub fn module_source(d: &FormatDesc) -> Option<String> {
     let c = d.cuda.as_ref()?;
     Some(format!(
         "// Generated by qforge-cuda from the registry; do not edit.\n\
-         #include \"common.cuh\"\n#include \"{BLOCKS_HEADER}\"\n{}{}#include \"{}\"\n#include \"templates.cuh\"\n\
-         QF_INSTANTIATE({}, {}, {})\n",
-        gemm_define(&GEMM_TILE),
+         #include \"common.cuh\"\n#include \"{BLOCKS_HEADER}\"\n{}#include \"{}\"\n#include \"templates.cuh\"\n\
+         QF_INSTANTIATE({}, {}, {})\n{}{}",
         format_define(d.name),
         c.header_file,
         c.traits,
         d.name,
-        d.block_bytes
+        d.block_bytes,
+        gemm_cfg_typedefs(),
+        gemm_lines("QF_GEMM_KERNEL", c.traits, d.name),
     ))
 }
 
@@ -193,7 +165,6 @@ pub fn host_source<'a>(formats: impl IntoIterator<Item = &'a FormatDesc> + Clone
     let mut s = format!(
         "// Generated by qforge-cuda from the registry; do not edit.\n#include \"common.cuh\"\n#include \"{BLOCKS_HEADER}\"\n"
     );
-    s += &gemm_define(&GEMM_TILE);
     for d in formats.clone().into_iter().filter(|d| d.cuda.is_some()) {
         s += &format_define(d.name);
     }
@@ -201,6 +172,11 @@ pub fn host_source<'a>(formats: impl IntoIterator<Item = &'a FormatDesc> + Clone
         s += &format!("#include \"{file}\"\n");
     }
     s += "#include \"templates.cuh\"\n";
+    s += &gemm_cfg_typedefs();
+    // The ldmatrix loads of the GEMM (its A / B address functions), for the layout test.
+    s += "extern \"C\" void qf_host_ldsm_frags(const uint16_t* a16x16, const uint16_t* b8x16, uint32_t* a, uint32_t* b) {\n    \
+          qf_frag_a fa[32]; qf_frag_b fb[32];\n    qf_ldsm_frag_a(fa, a16x16, 16);\n    qf_ldsm_frag_b(fb, b8x16, 16);\n    \
+          for (int l = 0; l < 32; ++l) { for (int i = 0; i < 4; ++i) a[4 * l + i] = fa[l].r[i]; for (int i = 0; i < 2; ++i) b[2 * l + i] = fb[l].r[i]; }\n}\n";
     // The mma fragment layouts of warp.cuh, for the test that holds them to the PTX ISA.
     s += "extern \"C\" void qf_host_frag_coords(int lane, int* rc) {\n    \
           for (int i = 0; i < 8; ++i) { rc[2 * i] = qf_frag_a_row(lane, i); rc[2 * i + 1] = qf_frag_a_col(lane, i); }\n    \
@@ -212,6 +188,7 @@ pub fn host_source<'a>(formats: impl IntoIterator<Item = &'a FormatDesc> + Clone
     for d in formats {
         if let Some(c) = &d.cuda {
             s += &format!("QF_HOST_INSTANTIATE({}, {}, {})\n", c.traits, d.name, d.block_bytes);
+            s += &gemm_lines("QF_HOST_GEMM", c.traits, d.name);
         }
     }
     s
@@ -255,23 +232,25 @@ mod tests {
     }
 
     #[test]
-    fn split_k_fills_the_device_only_where_the_tiles_do_not() {
-        let t = GEMM_TILE;
-        // 4096 x 4096 at M = 16: 64 tiles on 132 SMs, 128 k-steps: 3 splits.
-        assert_eq!(t.splits(16, 4096, 4096, 132), 3);
-        // Enough tiles already, or too little K to cut: one.
-        assert_eq!(t.splits(512, 4096, 4096, 132), 1);
-        assert_eq!(t.splits(16, 4096, 200, 132), 1);
-        assert_eq!(t.splits(0, 4096, 4096, 132), 1);
-        // One tile, a long K: capped at GEMM_MAX_SPLITS; each split at least 8 steps.
-        assert_eq!(t.splits(1, 7, 1 << 20, 132), GEMM_MAX_SPLITS);
-        assert_eq!(t.splits(1, 7, 32 * 8 * 5, 132), 5);
+    fn every_instance_gets_its_kernels_in_every_module() {
+        let reg = qforge_formats::registry();
+        let d = reg.iter().find(|f| f.desc().cuda.is_some()).unwrap().desc();
+        let traits = d.cuda.as_ref().unwrap().traits;
+        let src = module_source(d).unwrap();
+        let names = gemm_kernel_names(d.name);
+        assert_eq!(names.len(), FUSED_GEMM_TILES.len() * GEMM_MMA_TYPES.len());
+        let host = host_source([d]);
+        for t in FUSED_GEMM_TILES {
+            assert!(src.contains(&format!("typedef {} qf_gemm_cfg_{};", gemm_cfg_cpp(t), t.name())));
+            for m in GEMM_MMA_TYPES {
+                let line = format!("QF_GEMM_KERNEL({traits}, {}, {m}, qf_mma_{m}, {})", d.name, t.name());
+                assert!(src.contains(&line), "{line}");
+                assert!(host.contains(&line.replace("QF_GEMM_KERNEL", "QF_HOST_GEMM")), "{line}");
+                assert!(names.contains(&gemm_kernel_name(d.name, m, t)));
+            }
+        }
         for (i, d) in qforge_core::DType::ALL.iter().enumerate() {
             assert_eq!(UTIL_KERNELS[UTIL_REDUCE_FIRST + i], format!("qforge_reduce_splits_{d}"));
-        }
-        for (m, n, k) in [(1, 1, 1), (9, 129, 4097), (17, 7, 100000), (100, 1, 33)] {
-            let s = t.splits(m, n, k, 132);
-            assert!((1..=GEMM_MAX_SPLITS).contains(&s) && (s == 1 || k.div_ceil(t.bk) / s >= GEMM_MIN_SPLIT_STEPS));
         }
     }
 

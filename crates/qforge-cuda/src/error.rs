@@ -60,6 +60,9 @@ pub enum CudaError {
     /// Invalid tensor / shape (from qforge-core).
     #[error(transparent)]
     Quant(#[from] QuantError),
+    /// The fused GEMM's config: qforge-tiling found none (no instance for this device).
+    #[error(transparent)]
+    Tiling(#[from] qforge_tiling::TilingError),
     /// Any other driver error, with the operation that failed.
     #[error("CUDA driver error in {op}: {msg}")]
     Driver {

@@ -1,10 +1,10 @@
-//! The fused GEMM on the device (`qforge_gemm_<format>_<mma>_<out>`, `kernels-cuda/gemm.cuh`):
+//! The fused GEMM on the device (`qforge_gemm_<format>_<mma>_<tile>`, `kernels-cuda/gemm.cuh`):
 //! prompt processing, any M. Weights are decoded from their blocks into shared memory as f16
 //! or bf16, activations rounded to the same type, products on the tensor cores with f32
 //! accumulators, every edge of M, N and K predicated in the kernel (no padding copies).
 
 use crate::CudaError;
-use crate::codegen::{GEMM_TILE, UTIL_REDUCE_FIRST};
+use crate::codegen::{FUSED_GEMM_TILES, UTIL_REDUCE_FIRST};
 use crate::runtime::{Cuda, DeviceBuffer, DeviceQuantTensor, alloc_err, dim, driver};
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg};
 use qforge_core::DType;
@@ -51,8 +51,8 @@ impl Cuda {
     }
 
     /// [`Cuda::gemm`] into a caller-owned `y` (m × N elements of `out`: f32, or u16 bit
-    /// patterns for f16 / bf16). K is split ([`GemmTile::splits`](crate::codegen::GemmTile::splits))
-    /// when the output tiles alone would leave multiprocessors idle.
+    /// patterns for f16 / bf16). The instance and the split-k count are qforge-tiling's
+    /// choice for this shape on this device ([`Cuda::gemm_config`]).
     #[allow(clippy::too_many_arguments)]
     pub fn gemm_into<T: DeviceRepr>(
         &self,
@@ -64,19 +64,15 @@ impl Cuda {
         out: DType,
         stream: &Arc<CudaStream>,
     ) -> Result<(), CudaError> {
-        let splits = GEMM_TILE.splits(m, w.shape().rows(), w.shape().cols(), self.multiprocessors()?);
-        self.gemm_split_into(w, x, m, mma, y, out, splits, stream)
+        if m == 0 || w.shape().rows() == 0 {
+            return self.gemm_tile_into(w, x, m, mma, y, out, 0, 1, stream);
+        }
+        let (tile, c) = self.gemm_config(w, m, mma, out)?;
+        self.gemm_tile_into(w, x, m, mma, y, out, tile, c.split_k as usize, stream)
     }
 
-    /// [`Cuda::gemm_into`] with K cut into `splits` ranges of whole k-steps (1: no split).
-    /// With splits > 1 each range's f32 partial sums go to a workspace (splits × m × N f32,
-    /// allocated here), and `qforge_reduce_splits_<out>` adds them up (from the first range
-    /// on, in f32) into `y`: two launches.
-    ///
-    /// # Errors
-    /// `Size` for a wrong activation / output length or element size, M past 65,535 × 64
-    /// or `splits` outside 1..=65,535; `Quant(Unsupported)` for an f32 tensor-core type;
-    /// `MissingKernels`, `OutOfMemory`, `Driver`.
+    /// [`Cuda::gemm_into`] with K cut into `splits` ranges of whole k-steps (1: no split), on
+    /// the instance qforge-tiling chooses for the shape.
     #[allow(clippy::too_many_arguments)]
     pub fn gemm_split_into<T: DeviceRepr>(
         &self,
@@ -89,19 +85,47 @@ impl Cuda {
         splits: usize,
         stream: &Arc<CudaStream>,
     ) -> Result<(), CudaError> {
+        let tile = if m == 0 || w.shape().rows() == 0 { 0 } else { self.gemm_config(w, m, mma, out)?.0 };
+        self.gemm_tile_into(w, x, m, mma, y, out, tile, splits, stream)
+    }
+
+    /// The fused GEMM on instance `tile` of [`FUSED_GEMM_TILES`] with K cut into `splits`
+    /// ranges of whole k-steps (1: no split). With splits > 1 each range's f32 partial sums
+    /// go to a workspace (splits × m × N f32, allocated here), and `qforge_reduce_splits_<out>` adds them up (from the first range
+    /// on, in f32) into `y`: two launches.
+    ///
+    /// # Errors
+    /// `Size` for a wrong activation / output length or element size, M past 65,535 tiles,
+    /// `splits` outside 1..=65,535 or `tile` past the instances; `Quant(Unsupported)` for an
+    /// f32 tensor-core type; `MissingKernels`, `OutOfMemory`, `Driver`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_tile_into<T: DeviceRepr>(
+        &self,
+        w: &DeviceQuantTensor,
+        x: &CudaView<'_, f32>,
+        m: usize,
+        mma: DType,
+        y: &mut CudaSlice<T>,
+        out: DType,
+        tile: usize,
+        splits: usize,
+        stream: &Arc<CudaStream>,
+    ) -> Result<(), CudaError> {
         let (n, k) = (w.shape().rows(), w.shape().cols());
+        let t = *FUSED_GEMM_TILES.get(tile).ok_or(CudaError::Size {
+            what: "fused GEMM instance",
+            expected: FUSED_GEMM_TILES.len(),
+            actual: tile,
+        })?;
+        let (bm, bn) = (t.bm as usize, t.bn as usize);
         let mi = mma_index(mma)?;
         check_operands::<T>(x, m, n, k, y.len(), out)?;
         if !(1..=MAX_GRID_Y).contains(&splits) {
             return Err(CudaError::Size { what: "split-k count (grid z)", expected: MAX_GRID_Y, actual: splits });
         }
-        let (gx, gy) = (n.div_ceil(GEMM_TILE.bn), m.div_ceil(GEMM_TILE.bm));
+        let (gx, gy) = (n.div_ceil(bn), m.div_ceil(bm));
         if gy > MAX_GRID_Y {
-            return Err(CudaError::Size {
-                what: "activation rows (grid y)",
-                expected: MAX_GRID_Y * GEMM_TILE.bm,
-                actual: m,
-            });
+            return Err(CudaError::Size { what: "activation rows (grid y)", expected: MAX_GRID_Y * bm, actual: m });
         }
         if m == 0 || n == 0 {
             return Ok(());
@@ -123,19 +147,21 @@ impl Cuda {
                 gy as u32,
                 splits as u32,
             ),
-            block_dim: (GEMM_TILE.threads() as u32, 1, 1),
+            block_dim: (t.threads(), 1, 1),
             shared_mem_bytes: 0,
         };
         let (m64, n64, k64, s32) = (dim(m)?, dim(n)?, dim(k)?, splits as i32);
         let grid = w.data().slice(w.rows_len()..);
         if splits == 1 {
-            let mut b = stream.launch_builder(&kern.gemm[mi][oi]);
-            b.arg(x).arg(w.data()).arg(&grid).arg(y).arg(&m64).arg(&n64).arg(&k64).arg(&s32);
+            let o32 = oi as i32;
+            let mut b = stream.launch_builder(&kern.gemm[tile][mi]);
+            b.arg(x).arg(w.data()).arg(&grid).arg(y).arg(&m64).arg(&n64).arg(&k64).arg(&s32).arg(&o32);
             // SAFETY: the kernel reads m × k f32 of x (length checked), the n rows of w (whole
             // blocks, or k elements plus the scale grid after them for a grid format: the
             // allocation `upload` sized from QuantTensor's checks), and writes m × n elements
             // of y (length and element size checked); argument types match its signature
-            // (const float*, const uint8_t*, const uint8_t*, T*, long long × 3, int); the grid
+            // (const float*, const uint8_t*, const uint8_t*, void*, long long × 3, int splits, int out),
+            // `out` = the index of `out` in DType::ALL, whose size T has (checked); the grid
             // covers every (bm × bn) tile once (z = 1) and the block is the tile's thread count
             // it was compiled for.
             unsafe { b.launch(cfg) }.map_err(driver("launch gemm"))?;
@@ -146,9 +172,10 @@ impl Cuda {
         // m × n, empty K ranges write zeros) before the reduction reads it (same stream).
         let mut ws = unsafe { stream.alloc::<f32>(parts) }.map_err(alloc_err(4 * parts))?;
         let f32_index = DType::ALL.iter().position(|d| *d == DType::F32).unwrap_or(0);
-        let mut b = stream.launch_builder(&kern.gemm[mi][f32_index]);
-        b.arg(x).arg(w.data()).arg(&grid).arg(&mut ws).arg(&m64).arg(&n64).arg(&k64).arg(&s32);
-        // SAFETY: as for one split, with the f32-output kernel writing split z's m × n partial
+        let f32_out = f32_index as i32;
+        let mut b = stream.launch_builder(&kern.gemm[tile][mi]);
+        b.arg(x).arg(w.data()).arg(&grid).arg(&mut ws).arg(&m64).arg(&n64).arg(&k64).arg(&s32).arg(&f32_out);
+        // SAFETY: as for one split, with out = f32 (index f32_index): the kernel writes split z's m × n partial
         // sums at ws + z·m·n: ws holds splits × m × n f32 (allocated above), grid z = splits.
         unsafe { b.launch(cfg) }.map_err(driver("launch gemm (split-k)"))?;
         let reduce = &self.util()?[UTIL_REDUCE_FIRST + oi];

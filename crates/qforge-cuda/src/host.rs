@@ -26,20 +26,22 @@ pub type MatvecFn = unsafe extern "C" fn(*const u8, *const u8, *const QfBlockQ8_
 /// `(x, out, k, nblocks, m)` of the host-compiled activation quantizer.
 pub type QuantizeFn = unsafe extern "C" fn(*const f32, *mut QfBlockQ8_1, i64, i64, i64);
 
-/// `(x, w, grid, y, m, n, k, splits)` of a host-compiled fused GEMM wrapper: `y` (M × N) =
-/// `x` (M × K f32) times the N × K weights `w` (and a grid format's scale grid); with
-/// `splits` > 1, split z of K writes its partial sums to `y + z·M·N`.
-pub type GemmFn<T> = unsafe extern "C" fn(*const f32, *const u8, *const u8, *mut T, i64, i64, i64, i32);
+/// `(x, w, grid, y, m, n, k, splits, out)` of a host-compiled fused GEMM wrapper: `y` (M × N
+/// elements of output type `out`, the index of `DType::ALL`) = `x` (M × K f32) times the N × K
+/// weights `w` (and a grid format's scale grid); with `splits` > 1, split z of K writes its
+/// partial sums to `y + z·M·N`.
+pub type GemmFn =
+    unsafe extern "C" fn(*const f32, *const u8, *const u8, *mut std::ffi::c_void, i64, i64, i64, i32, i32);
 
-/// A format's fused GEMM for one tensor-core input type, per output type.
+/// One fused GEMM instance's host wrappers, per tensor-core input type.
 #[derive(Clone, Copy, Debug)]
-pub struct GemmFns {
-    /// f32 output.
-    pub f32: GemmFn<f32>,
-    /// f16 output (bit patterns).
-    pub f16: GemmFn<u16>,
-    /// bf16 output (bit patterns).
-    pub bf16: GemmFn<u16>,
+pub struct HostTileFns {
+    /// The instance.
+    pub tile: &'static crate::codegen::FusedTile,
+    /// f16 tensor-core inputs.
+    pub f16: GemmFn,
+    /// bf16 tensor-core inputs.
+    pub bf16: GemmFn,
 }
 
 /// One format's host-compiled wrappers.
@@ -55,16 +57,33 @@ pub struct HostFns {
     pub dequant_bf16: DequantFn<u16>,
     /// The mat-vec against q8_1 activation blocks.
     pub matvec: MatvecFn,
-    /// The fused GEMM with f16 tensor-core inputs.
-    pub gemm_f16: GemmFns,
-    /// The fused GEMM with bf16 tensor-core inputs.
-    pub gemm_bf16: GemmFns,
+    /// The fused GEMM, every instance (`codegen::FUSED_GEMM_TILES`, in order).
+    pub gemm: &'static [HostTileFns],
 }
 
 include!(concat!(env!("OUT_DIR"), "/host_fns.rs"));
 
 unsafe extern "C" {
     fn qf_host_frag_coords(lane: i32, rc: *mut i32);
+    fn qf_host_ldsm_frags(a16x16: *const u16, b8x16: *const u16, a: *mut u32, b: *mut u32);
+}
+
+/// The GEMM's ldmatrix fragment loads (warp.cuh's `qf_ldsm_frag_a` / `qf_ldsm_frag_b`, with
+/// the host model of `ldmatrix`) of a 16 × 16 A tile and of a B tile stored n-major (8 rows
+/// of 16 k), both row-major with a row stride of 16: every lane's four A and two B registers.
+pub fn ldsm_frags(a: &[u16; 256], b: &[u16; 128]) -> ([[u32; 4]; 32], [[u32; 2]; 32]) {
+    // 16-byte aligned copies (ldmatrix's row addresses must be; the host model checks).
+    #[repr(C, align(16))]
+    struct Tiles([u16; 256], [u16; 128]);
+    let t = Tiles(*a, *b);
+    let (mut ra, mut rb) = ([0u32; 128], [0u32; 64]);
+    // SAFETY: the wrapper reads 16 rows of 16 u16 from the first pointer and 8 rows of 16
+    // from the second (both in `t`, 16-byte aligned), and writes 32 × 4 and 32 × 2 u32.
+    unsafe { qf_host_ldsm_frags(t.0.as_ptr(), t.1.as_ptr(), ra.as_mut_ptr(), rb.as_mut_ptr()) };
+    (
+        std::array::from_fn(|l| std::array::from_fn(|i| ra[4 * l + i])),
+        std::array::from_fn(|l| std::array::from_fn(|i| rb[2 * l + i])),
+    )
 }
 
 /// The host mirror of the util module's `qforge_reduce_splits_<out>`: element i of the
@@ -150,8 +169,8 @@ impl HostFns {
     }
 
     /// The fused GEMM `y = x · Wᵀ` (`x`: `m` rows of `w.cols()` f32 activations) with `mma`
-    /// (f16 or bf16; `F32` is refused) as the tensor-core input type; `y` (m × n) as
-    /// little-endian bytes of `out`.
+    /// (f16 or bf16; `F32` is refused) as the tensor-core input type, on instance 0; `y`
+    /// (m × n) as little-endian bytes of `out`.
     pub fn gemm(
         &self,
         w: &QuantTensor<'_>,
@@ -160,60 +179,34 @@ impl HostFns {
         mma: DType,
         out: DType,
     ) -> Result<Vec<u8>, QuantError> {
-        let (n, k) = dims(w)?;
-        if x.len() != m.checked_mul(w.cols()).ok_or(QuantError::Overflow { what: "activation length" })? {
-            return Err(QuantError::ShapeMismatch { what: "activations", expected: m * w.cols(), actual: x.len() });
-        }
-        let fns = match mma {
-            DType::F16 => &self.gemm_f16,
-            DType::Bf16 => &self.gemm_bf16,
-            DType::F32 => {
-                return Err(QuantError::Unsupported {
-                    format: self.format,
-                    reason: "the fused GEMM's tensor-core input type is f16 or bf16".into(),
-                });
-            }
-        };
-        let mi = i64::try_from(m).map_err(|_| QuantError::Overflow { what: "activation rows" })?;
-        let len = m * w.rows();
-        let (xp, wp, grid) = (x.as_ptr(), w.rows_data().as_ptr(), w.aux().as_ptr());
-        Ok(match out {
-            DType::F32 => {
-                let mut y = vec![0f32; len];
-                // SAFETY: x holds m × k f32 (checked above); w holds n rows of k elements and
-                // a grid format's scale grid in aux (QuantTensor::new checked both); y has
-                // m × n elements, all the wrapper writes.
-                unsafe { (fns.f32)(xp, wp, grid, y.as_mut_ptr(), mi, n, k, 1) };
-                y.iter().flat_map(|v| v.to_le_bytes()).collect()
-            }
-            DType::F16 | DType::Bf16 => {
-                let f = if out == DType::F16 { fns.f16 } else { fns.bf16 };
-                let mut y = vec![0u16; len];
-                // SAFETY: as above, with 16-bit output elements.
-                unsafe { f(xp, wp, grid, y.as_mut_ptr(), mi, n, k, 1) };
-                y.iter().flat_map(|v| v.to_le_bytes()).collect()
-            }
-        })
+        self.gemm_on(0, w, x, m, mma, out, 1)
     }
 
-    /// Split-k: the f32 partial sums of the fused GEMM with K cut in `splits` ranges of whole
-    /// k-steps (`splits` × m × n, split-major), as the device kernel writes them into the
-    /// runtime's workspace; [`reduce_splits`] finishes them as the device does.
-    pub fn gemm_split_partials(
+    /// The fused GEMM on instance `tile` of `codegen::FUSED_GEMM_TILES`, K cut into `splits`
+    /// ranges of whole k-steps: `splits` × m × n values of `out` (split-major, little-endian
+    /// bytes), split z's partial sums at z·m·n, as the device kernel writes them (for split-k
+    /// the runtime asks for f32 and [`reduce_splits`] finishes them as the device does).
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_on(
         &self,
+        tile: usize,
         w: &QuantTensor<'_>,
         x: &[f32],
         m: usize,
         mma: DType,
+        out: DType,
         splits: usize,
-    ) -> Result<Vec<f32>, QuantError> {
+    ) -> Result<Vec<u8>, QuantError> {
         let (n, k) = dims(w)?;
         if x.len() != m.checked_mul(w.cols()).ok_or(QuantError::Overflow { what: "activation length" })? {
             return Err(QuantError::ShapeMismatch { what: "activations", expected: m * w.cols(), actual: x.len() });
         }
+        let t = self.gemm.get(tile).ok_or(QuantError::InvalidShape {
+            reason: format!("fused GEMM instance {tile}: there are {}", self.gemm.len()),
+        })?;
         let f = match mma {
-            DType::F16 => self.gemm_f16.f32,
-            DType::Bf16 => self.gemm_bf16.f32,
+            DType::F16 => t.f16,
+            DType::Bf16 => t.bf16,
             DType::F32 => {
                 return Err(QuantError::Unsupported {
                     format: self.format,
@@ -226,16 +219,51 @@ impl HostFns {
             .filter(|s| *s >= 1)
             .ok_or(QuantError::InvalidShape { reason: format!("split count {splits}: 1 to 2^31 - 1") })?;
         let mi = i64::try_from(m).map_err(|_| QuantError::Overflow { what: "activation rows" })?;
-        let len = splits
+        let bytes = splits
             .checked_mul(m)
             .and_then(|v| v.checked_mul(w.rows()))
-            .ok_or(QuantError::Overflow { what: "split-k partials" })?;
-        let mut y = vec![f32::NAN; len];
+            .and_then(|v| v.checked_mul(out.size()))
+            .ok_or(QuantError::Overflow { what: "gemm output" })?;
+        let oi = DType::ALL.iter().position(|d| *d == out).unwrap_or(0) as i32;
+        // 0xff bytes: NaN in every output type, so an element the GEMM fails to write fails
+        // the checks. u32 storage keeps f32 outputs aligned.
+        let mut y = vec![u32::MAX; bytes.div_ceil(4)];
         // SAFETY: x holds m × k f32 (checked above); w holds n rows of k elements and a grid
-        // format's scale grid in aux (QuantTensor::new checked both); y has splits × m × n
-        // elements, all the wrapper writes (split z at z·m·n).
-        unsafe { f(x.as_ptr(), w.rows_data().as_ptr(), w.aux().as_ptr(), y.as_mut_ptr(), mi, n, k, s) };
-        Ok(y)
+        // format's scale grid in aux (QuantTensor::new checked both); y has room for splits ×
+        // m × n elements of `out` (its size, index `oi`), all the wrapper writes (split z at
+        // z·m·n), 4-byte aligned.
+        unsafe { f(x.as_ptr(), w.rows_data().as_ptr(), w.aux().as_ptr(), y.as_mut_ptr().cast(), mi, n, k, s, oi) };
+        let mut b: Vec<u8> = y.iter().flat_map(|v| v.to_le_bytes()).collect();
+        b.truncate(bytes);
+        Ok(b)
+    }
+
+    /// Split-k on instance `tile`: the f32 partial sums (`splits` × m × n, split-major), as
+    /// the device kernel writes them into the runtime's workspace; [`reduce_splits`] finishes
+    /// them as the device does.
+    pub fn gemm_tile_partials(
+        &self,
+        tile: usize,
+        w: &QuantTensor<'_>,
+        x: &[f32],
+        m: usize,
+        mma: DType,
+        splits: usize,
+    ) -> Result<Vec<f32>, QuantError> {
+        let b = self.gemm_on(tile, w, x, m, mma, DType::F32, splits)?;
+        Ok(b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect())
+    }
+
+    /// [`HostFns::gemm_tile_partials`] on instance 0.
+    pub fn gemm_split_partials(
+        &self,
+        w: &QuantTensor<'_>,
+        x: &[f32],
+        m: usize,
+        mma: DType,
+        splits: usize,
+    ) -> Result<Vec<f32>, QuantError> {
+        self.gemm_tile_partials(0, w, x, m, mma, splits)
     }
 
     /// `y[r][i] = Σ_j W[i][j]·x[r][j]` with `act` = [`quantize_q8_1`] of `x` (`m` rows).

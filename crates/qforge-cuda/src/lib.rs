@@ -58,6 +58,8 @@ pub mod host;
 mod runtime;
 #[cfg(feature = "cuda")]
 pub use runtime::*;
+#[cfg(feature = "cuda")]
+mod tiler;
 
 /// Formats of the default registry whose device code is missing (they have no kernels).
 pub fn missing_formats() -> Vec<&'static str> {

@@ -44,8 +44,9 @@ pub(crate) struct Kernels {
     dequant: [CudaFunction; 3],
     matvec: CudaFunction,
     quantize_q8_1: CudaFunction,
-    /// The fused GEMM by tensor-core input type (f16, bf16), then output type (`DType::ALL`).
-    pub(crate) gemm: [[CudaFunction; 3]; 2],
+    /// The fused GEMM per instance (`codegen::FUSED_GEMM_TILES`), by tensor-core input type
+    /// (f16, bf16); the output type is an argument.
+    pub(crate) gemm: Vec<[CudaFunction; 2]>,
 }
 
 /// A CUDA device with qforge's kernels.
@@ -77,6 +78,8 @@ pub struct Cuda {
     util: OnceLock<Vec<CudaFunction>>,
     /// The device's multiprocessor count (split-k decisions), read on first use.
     sms: OnceLock<usize>,
+    /// qforge-tiling over this device's attributes: the fused GEMM's configs (built on first use).
+    pub(crate) planner: OnceLock<qforge_tiling::Planner>,
     /// The cuBLAS handle of the dequant + cuBLAS GEMM, created on first use.
     pub(crate) blas: Mutex<Option<(cudarc::cublas::CudaBlas, Arc<CudaStream>)>>,
 }
@@ -240,6 +243,7 @@ impl Cuda {
             modules: Mutex::new(HashMap::new()),
             util: OnceLock::new(),
             sms: OnceLock::new(),
+            planner: OnceLock::new(),
             blas: Mutex::new(None),
         })
     }
@@ -301,13 +305,14 @@ impl Cuda {
             self.ctx.load_module(cudarc::nvrtc::Ptx::from_src(inflate(ptx)?)).map_err(driver("load PTX module"))?;
         let [f32k, f16k, bf16k, matvec, quantize] = crate::codegen::kernel_names(name);
         let load = |n: &str| module.load_function(n).map_err(driver("load kernel"));
-        let [g0, g1, g2, g3, g4, g5]: [String; 6] =
-            crate::codegen::gemm_kernel_names(name).try_into().map_err(|_| CudaError::MissingKernels(name))?;
+        let names = crate::codegen::gemm_kernel_names(name);
+        let gemm =
+            names.chunks_exact(2).map(|g| Ok([load(&g[0])?, load(&g[1])?])).collect::<Result<Vec<_>, CudaError>>()?;
         let k = Arc::new(Kernels {
             dequant: [load(&f32k)?, load(&f16k)?, load(&bf16k)?],
             matvec: load(&matvec)?,
             quantize_q8_1: load(&quantize)?,
-            gemm: [[load(&g0)?, load(&g1)?, load(&g2)?], [load(&g3)?, load(&g4)?, load(&g5)?]],
+            gemm,
         });
         cache.insert(name, k.clone());
         Ok(k)

@@ -11,7 +11,7 @@ use qforge_cuda::{Cuda, CudaError, DeviceBuffer};
 use std::sync::Arc;
 
 mod support;
-use support::gemm_ref::{every_type_any_order, odd_shapes, other_types, split_k};
+use support::gemm_ref::{every_type_any_order, instance, odd_shapes, other_types, split_k};
 
 fn device() -> Cuda {
     Cuda::new(0).unwrap_or_else(|e| panic!("this test needs a CUDA GPU and none answered: {e}"))
@@ -132,5 +132,56 @@ fn split_k_every_format_on_the_gpu() {
         for f in qforge_formats::registry().iter().filter(|f| f.desc().cuda.is_some()) {
             split_k(f, &run, splits);
         }
+    }
+}
+
+/// Every fused GEMM instance (every config qforge-tiling can return), every format, on the
+/// edge-crossing shapes, whole and split-k: the host check's cases on the device.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn every_instance_every_format_on_the_gpu() {
+    let gpu = device();
+    let s = gpu.default_stream();
+    for tile in 0..qforge_cuda::codegen::FUSED_GEMM_TILES.len() {
+        for splits in [1, 3] {
+            let run = |w: &QuantTensor<'_>, x: &[f32], m: usize, mma: DType, out: DType| -> Vec<u8> {
+                let dw = gpu.upload(w, &s).unwrap();
+                let dx = s.clone_htod(x).unwrap();
+                let mut y = nan_buffer(&s, m * w.shape().rows(), out);
+                match &mut y {
+                    DeviceBuffer::F32(b) => gpu.gemm_tile_into(&dw, &dx.slice(..), m, mma, b, out, tile, splits, &s),
+                    DeviceBuffer::F16(b) | DeviceBuffer::Bf16(b) => {
+                        gpu.gemm_tile_into(&dw, &dx.slice(..), m, mma, b, out, tile, splits, &s)
+                    }
+                }
+                .unwrap();
+                y.to_host_bytes(&s).unwrap()
+            };
+            for f in qforge_formats::registry().iter().filter(|f| f.desc().cuda.is_some()) {
+                instance(f, &run, splits);
+            }
+        }
+    }
+}
+
+/// The device description comes from the device: its SM count and compute capability are
+/// the ones `info` reports, and every shape gets a config whose kernel is loaded.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn configs_come_from_the_devices_description() {
+    let gpu = device();
+    let info = gpu.info().unwrap();
+    let d = gpu.tiling_device().unwrap();
+    assert_eq!(d.sm_count as i32, info.multiprocessors);
+    assert_eq!((d.cc_major as i32, d.cc_minor as i32), info.compute_capability);
+    let s = gpu.default_stream();
+    let f = qforge_formats::get("q4_0").unwrap();
+    let t = qforge_cpu::quantize(f, Shape::new([4096, 4096]).unwrap(), &qforge_golden::signal(4096 * 4096, 5), None)
+        .unwrap();
+    let w = gpu.upload(&t, &s).unwrap();
+    for m in [1, 16, 64, 512, 4096] {
+        let (tile, c) = gpu.gemm_config(&w, m, DType::F16, DType::F32).unwrap();
+        assert!(tile < qforge_cuda::codegen::FUSED_GEMM_TILES.len(), "{}", c.summary());
+        eprintln!("M = {m}: {}", c.summary());
     }
 }

@@ -15,7 +15,7 @@ use qforge_core::{DType, Format, QuantTensor, Shape};
 use qforge_cuda::host;
 
 mod support;
-use support::gemm_ref::{Gemm, odd_shapes, other_types, split_k};
+use support::gemm_ref::{Gemm, instance, odd_shapes, other_types, split_k};
 
 fn host_gemm(h: &'static host::HostFns) -> impl Fn(&QuantTensor<'_>, &[f32], usize, DType, DType) -> Vec<u8> {
     move |w, x, m, mma, out| h.gemm(w, x, m, mma, out).unwrap()
@@ -76,6 +76,67 @@ fn every_format_split_k() {
             });
         }
     });
+}
+
+/// Every instance of the fused GEMM (`FUSED_GEMM_TILES`, the configs qforge-tiling can
+/// return) besides instance 0 (the tests above): every format on the edge-crossing shapes,
+/// every input / output pair, whole and with K cut into 3 ranges (the pipeline's prologue, steady state and drain all crossed: K = 1
+/// has one k-step, fewer than any instance's stages; K = 4097 has 129).
+#[test]
+fn every_instance_every_format_edge_shapes() {
+    let fs = formats();
+    assert!(qforge_cuda::codegen::FUSED_GEMM_TILES.len() >= 2);
+    std::thread::scope(|s| {
+        for chunk in fs.chunks(fs.len().div_ceil(2)) {
+            s.spawn(move || {
+                for &(f, h) in chunk {
+                    assert_eq!(h.gemm.len(), qforge_cuda::codegen::FUSED_GEMM_TILES.len());
+                    for tile in 1..h.gemm.len() {
+                        for splits in [1, 3] {
+                            let gemm = move |w: &QuantTensor<'_>, x: &[f32], m: usize, mma: DType, out: DType| {
+                                if splits == 1 {
+                                    return h.gemm_on(tile, w, x, m, mma, out, 1).unwrap();
+                                }
+                                let parts = h.gemm_tile_partials(tile, w, x, m, mma, splits).unwrap();
+                                host::reduce_splits(&parts, splits, out)
+                            };
+                            instance(f, &gemm, splits);
+                        }
+                    }
+                }
+            });
+        }
+    });
+}
+
+/// The ldmatrix loads the GEMM uses give exactly the mma's fragments. ldmatrix, from the PTX
+/// ISA's text ("Warp-level matrix load instruction: ldmatrix"), transcribed here: for
+/// .m8n8.x4 / .x2, threads 8i..8i+7 supply the addresses of rows 0..7 of matrix i, and each
+/// thread receives, in its register i, row laneid / 4 and the two elements 2·(laneid % 4),
+/// 2·(laneid % 4) + 1 of matrix i. Loading distinct values through warp.cuh's host
+/// ldmatrix with the GEMM's own address functions must land every element where the
+/// ISA's mma.m16n8k16 fragment layout (transcribed in the next test) puts it.
+#[test]
+fn ldmatrix_loads_are_the_mma_fragments() {
+    let a: [u16; 256] = std::array::from_fn(|i| i as u16);
+    let b: [u16; 128] = std::array::from_fn(|i| 1000 + i as u16);
+    let (ra, rb) = host::ldsm_frags(&a, &b);
+    for lane in 0..32usize {
+        let (group, tig) = (lane >> 2, lane % 4);
+        for i in 0..8 {
+            // mma A element a_i: row groupID (+ 8 for i in {2, 3, 6, 7}), column 2·tig + (i & 1) (+ 8 for i ≥ 4).
+            let row = group + if (2..4).contains(&i) || i >= 6 { 8 } else { 0 };
+            let col = 2 * tig + (i & 1) + if i >= 4 { 8 } else { 0 };
+            let got = (ra[lane][i / 2] >> (16 * (i & 1))) as u16;
+            assert_eq!(got, a[row * 16 + col], "A lane {lane} a{i}");
+        }
+        for i in 0..4 {
+            // mma B element b_i: k = 2·tig + (i & 1) (+ 8 for i ≥ 2), n = groupID; stored n-major.
+            let k = 2 * tig + (i & 1) + if i >= 2 { 8 } else { 0 };
+            let got = (rb[lane][i / 2] >> (16 * (i & 1))) as u16;
+            assert_eq!(got, b[group * 16 + k], "B lane {lane} b{i}");
+        }
+    }
 }
 
 /// warp.cuh's fragment layouts are the PTX ISA's ("Matrix Fragments for mma.m16n8k16 with

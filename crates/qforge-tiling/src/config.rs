@@ -157,6 +157,9 @@ pub(crate) struct Ctx<'a> {
     pub sync_kind: Option<MmaKind>,
     pub wg_kind: Option<MmaKind>,
     pub sm75_kind: Option<MmaKind>,
+    /// Selecting among the fused GEMM's instances ([`crate::FUSED_GEMM_TILES`]): their shared
+    /// memory is the kernel's ([`crate::FusedTile::smem_bytes`]).
+    pub fused: bool,
 }
 
 fn preferred_kind(p: &Problem) -> MmaKind {
@@ -186,7 +189,7 @@ impl<'a> Ctx<'a> {
             }
         };
         let sm75_kind = pick(d.tensor.mma_sync).filter(|k| matches!(k, MmaKind::F16 | MmaKind::Int8));
-        Ctx { p, d, sync_kind: pick(d.tensor.mma_sync), wg_kind: pick(d.tensor.wgmma), sm75_kind }
+        Ctx { p, d, sync_kind: pick(d.tensor.mma_sync), wg_kind: pick(d.tensor.wgmma), sm75_kind, fused: false }
     }
 
     pub fn kind(&self, v: Variant) -> Result<Option<MmaKind>, Reject> {
@@ -268,6 +271,19 @@ fn smem_parts(t: &Tile, kind: Option<MmaKind>, p: &Problem) -> SmemParts {
             let barrier = if t.variant == Variant::Wgmma { 16 } else { 0 };
             SmemParts { per_stage, floor: bm * bn * p.out.bytes(), extra: decode, barrier }
         }
+    }
+}
+
+/// The fused GEMM's shared memory (`FusedTile::smem_bytes`) as [`SmemParts`]: f32
+/// activations per stage, one k-step of f16 / bf16 operand tiles besides.
+fn fused_smem_parts(f: &crate::fused::FusedTile) -> SmemParts {
+    let (bm, bn, bk) = (f.bm as u64, f.bn as u64, f.bk as u64);
+    let pad = crate::fused::FUSED_ROW_PAD as u64;
+    SmemParts {
+        per_stage: bm * bk * crate::fused::FUSED_ACT_STAGE_BYTES,
+        floor: 0,
+        extra: (bm + bn) * (bk + pad) * 2,
+        barrier: 0,
     }
 }
 
@@ -446,7 +462,10 @@ pub(crate) fn shape(t: &Tile, split_k: u32, cx: &Ctx) -> Result<Shape, Reject> {
         .max(per_tile * tc.bytes_iter / l2_burst)
         + model::LAUNCH_US
         + if reduce > 0.0 { model::REDUCE_LAUNCH_US } else { 0.0 };
-    let smem = smem_parts(t, kind, p);
+    let smem = match crate::fused::FusedTile::of(t) {
+        Some(f) if cx.fused => fused_smem_parts(f),
+        _ => smem_parts(t, kind, p),
+    };
     Ok(Shape {
         tile: *t,
         split_k,
@@ -634,7 +653,8 @@ impl Config {
         p.check()?;
         d.check()?;
         let bad = |reason: String| Err(TilingError::InvalidConfig { reason });
-        let cx = Ctx::new(p, d);
+        // A fused GEMM instance's tiles are no other table's (their warp counts differ).
+        let cx = Ctx { fused: crate::fused::FusedTile::of(&self.tile()).is_some(), ..Ctx::new(p, d) };
         let pl = match plan(&self.tile(), self.split_k, &cx) {
             Ok(pl) => pl,
             Err(r) => return bad(format!("{} {}: {}", self.variant.name(), self.shape_str(), r.describe())),

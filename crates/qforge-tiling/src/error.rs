@@ -74,6 +74,14 @@ pub enum TilingError {
         /// The accepted names, comma-separated.
         expected: &'static str,
     },
+    /// [`crate::select_fused`]: no instance of the fused GEMM runs this problem on the device.
+    #[error("device '{device}' has no fused GEMM kernel for this problem: {reason}")]
+    NoFusedKernel {
+        /// The device's name.
+        device: String,
+        /// Why.
+        reason: String,
+    },
     /// A config that does not satisfy [`crate::Config::validate`] for this problem and device.
     #[error("invalid config: {reason}")]
     InvalidConfig {

@@ -35,6 +35,7 @@ mod config;
 pub mod cost;
 mod device;
 mod error;
+mod fused;
 mod problem;
 mod select;
 
@@ -45,5 +46,6 @@ pub use device::{
     TensorCores,
 };
 pub use error::TilingError;
+pub use fused::{FUSED_ACT_STAGE_BYTES, FUSED_GEMM_TILES, FUSED_ROW_PAD, FusedTile, STATIC_SMEM_MAX};
 pub use problem::{ActDType, LayoutKind, MAX_DIM, OutDType, Problem, WeightLayout, act_scale_group};
-pub use select::{CACHE_CAPACITY, Planner, candidates, select};
+pub use select::{CACHE_CAPACITY, Planner, candidates, select, select_fused};

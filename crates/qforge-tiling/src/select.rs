@@ -45,6 +45,17 @@ pub fn candidates(v: Variant) -> &'static [Tile] {
     &tables()[v as usize].tiles
 }
 
+/// The fused GEMM's instances as a candidate table of the mma_sync variant.
+fn fused_table() -> &'static Table {
+    static T: OnceLock<Table> = OnceLock::new();
+    T.get_or_init(|| {
+        let tiles: Vec<Tile> = crate::fused::FUSED_GEMM_TILES.iter().map(|f| f.tile()).collect();
+        let min = |e: fn(&Tile) -> u32| tiles.iter().map(e).min().unwrap_or(1);
+        let min = [min(|t| t.bm), min(|t| t.bn), min(|t| t.bk)];
+        Table { tiles, min }
+    })
+}
+
 fn tables() -> &'static [Table; 6] {
     static T: OnceLock<[Table; 6]> = OnceLock::new();
     T.get_or_init(|| {
@@ -110,29 +121,65 @@ pub fn select(p: &Problem, d: &Device) -> Result<Config, TilingError> {
     select_checked(p, d)
 }
 
+/// Select the config of qforge-cuda's fused GEMM (`qforge_gemm_<format>_<mma>_<out>_<tile>`)
+/// for `p` on `d`: the same cost model over [`FUSED_GEMM_TILES`](crate::FUSED_GEMM_TILES)
+/// only, with split-k as for [`select`]. Every config it returns is one of those instances
+/// ([`FusedTile::of`](crate::FusedTile::of) finds it). A stage count above the K iterations
+/// is not a reject here: the kernel's pipeline is predicated.
+///
+/// # Errors
+///
+/// As [`select`]; [`TilingError::NoFusedKernel`] when the device has no f16 / bf16
+/// `mma.sync` (below sm_80), the activations are not f16 / bf16 (the tensor-core input
+/// type), or no instance fits the device.
+pub fn select_fused(p: &Problem, d: &Device) -> Result<Config, TilingError> {
+    p.check()?;
+    d.check()?;
+    select_in(p, d, true)
+}
+
 fn select_checked(p: &Problem, d: &Device) -> Result<Config, TilingError> {
-    let cx = Ctx::new(p, d);
+    select_in(p, d, false)
+}
+
+fn select_in(p: &Problem, d: &Device, fused: bool) -> Result<Config, TilingError> {
+    let cx = Ctx { fused, ..Ctx::new(p, d) };
     let mut rejected = [0u32; Reject::COUNT];
     let mut evaluated = 0u32;
     let mut top = Top([None; 4]);
     let tabs = tables();
-    // The baseline: the always-valid simple kernel.
-    match plan(&tabs[Variant::Simple as usize].tiles[0], 1, &cx) {
-        Ok(pl) => {
-            evaluated += 1;
-            top.offer(pl);
+    let no_fused = |reason: String| Err(TilingError::NoFusedKernel { device: d.name.clone(), reason });
+    if fused {
+        if !matches!(p.act, crate::problem::ActDType::F16 | crate::problem::ActDType::Bf16) {
+            return no_fused(format!("{} activations: its tensor-core input is f16 or bf16", p.act.name()));
         }
-        Err(r) => {
-            // Unreachable for a device that passed `check`, but never a panic.
-            return Err(TilingError::DeviceTooSmall {
-                name: d.name.clone(),
-                reason: format!("the simple kernel does not fit: {}", r.describe()),
-            });
+        if let Err(r) = cx.kind(Variant::MmaSync) {
+            return no_fused(format!("mma_sync: {}", r.describe()));
+        }
+    } else {
+        // The baseline: the always-valid simple kernel.
+        match plan(&tabs[Variant::Simple as usize].tiles[0], 1, &cx) {
+            Ok(pl) => {
+                evaluated += 1;
+                top.offer(pl);
+            }
+            Err(r) => {
+                // Unreachable for a device that passed `check`, but never a panic.
+                return Err(TilingError::DeviceTooSmall {
+                    name: d.name.clone(),
+                    reason: format!("the simple kernel does not fit: {}", r.describe()),
+                });
+            }
         }
     }
     let cc = d.cc();
-    for v in [Variant::Wgmma, Variant::MmaSync, Variant::Sm75Mma, Variant::Simt, Variant::Gemv] {
-        let tab = &tabs[v as usize];
+    let variants: &[Variant] = if fused {
+        &[Variant::MmaSync]
+    } else {
+        &[Variant::Wgmma, Variant::MmaSync, Variant::Sm75Mma, Variant::Simt, Variant::Gemv]
+    };
+    for &v in variants {
+        let tab = if fused { fused_table() } else { &tabs[v as usize] };
         if v == Variant::Sm75Mma && cc >= 80 {
             // Superseded by mma_sync with cp.async: counted, so the explanation covers every
             // candidate of every table.
@@ -174,7 +221,7 @@ fn select_checked(p: &Problem, d: &Device) -> Result<Config, TilingError> {
                 }
                 let k_iters = sh.k_iters;
                 for (i, t) in group.iter().enumerate() {
-                    if t.stages > 1 && t.stages as u64 > k_iters {
+                    if !fused && t.stages > 1 && t.stages as u64 > k_iters {
                         rejected[Reject::StagesBeyondK as usize] += 1;
                         continue;
                     }
@@ -205,6 +252,7 @@ fn select_checked(p: &Problem, d: &Device) -> Result<Config, TilingError> {
         Explanation { evaluated, rejected, runner_ups: [cand(&top.0[1]), cand(&top.0[2]), cand(&top.0[3])], ideal_us };
     match &top.0[0] {
         Some(best) => Ok(Config::from_plan(best, &cx, explanation)),
+        None if fused => no_fused("no instance fits the device".into()),
         None => Err(TilingError::DeviceTooSmall { name: d.name.clone(), reason: "no candidate fits".into() }),
     }
 }
@@ -254,6 +302,12 @@ impl Planner {
             cache.insert(*p, c);
         }
         Ok(c)
+    }
+
+    /// [`select_fused`], uncached (a fused selection is a few instances).
+    pub fn select_fused(&self, p: &Problem) -> Result<Config, TilingError> {
+        p.check()?;
+        select_in(p, &self.device, true)
     }
 
     /// Number of cached configs.

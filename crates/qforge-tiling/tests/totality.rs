@@ -3,8 +3,8 @@
 
 use proptest::prelude::*;
 use qforge_tiling::{
-    ActDType, BUILTIN_DEVICES, Config, CudaProperties, Device, MAX_DIM, OutDType, Planner, Problem, Reject,
-    TilingError, Variant, WeightLayout, select,
+    ActDType, BUILTIN_DEVICES, Config, CudaProperties, Device, FusedTile, MAX_DIM, OutDType, Planner, Problem, Reject,
+    TilingError, Variant, WeightLayout, select, select_fused,
 };
 
 fn devices() -> Vec<Device> {
@@ -331,4 +331,48 @@ fn selection_takes_microseconds() {
     let us = t.elapsed().as_secs_f64() * 1e6 / n as f64;
     eprintln!("select: {us:.1} us per call");
     assert!(us < 2000.0, "{us} us per selection");
+}
+
+/// The devices with f16 / bf16 `mma.sync` (sm_80+), where the fused GEMM runs.
+fn fused_devices() -> Vec<Device> {
+    devices().into_iter().filter(|d| d.cc() >= 80).collect()
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 64, ..ProptestConfig::default() })]
+    /// The fused GEMM: for every shape, layout, f16 / bf16 activations, output dtype and
+    /// sm_80+ device, `select_fused` returns a valid config whose kernel exists (it is one of
+    /// `FUSED_GEMM_TILES`, the list qforge-cuda generates its kernels from).
+    #[test]
+    fn the_chosen_fused_configs_kernel_exists(m in dim(), n in dim(), k in dim(), a in 1usize..3, o in 0usize..3) {
+        let (act, out) = (ActDType::ALL[a], OutDType::ALL[o]);
+        for d in fused_devices() {
+            for layout in layouts() {
+                let p = Problem::new(m, n, k, layout, act, out).unwrap();
+                let c = select_fused(&p, &d).unwrap();
+                let inst = FusedTile::of(&c.tile());
+                prop_assert!(inst.is_some(), "{c:?} is no instance");
+                prop_assert!(c.smem_bytes >= inst.unwrap().smem_bytes());
+                prop_assert!(c.split_k >= 1 && c.split_k <= qforge_tiling::MAX_SPLIT_K);
+                check(&c, &p, &d);
+            }
+        }
+    }
+}
+
+/// Below sm_80, and for activations that are not a tensor-core type, there is no fused
+/// kernel: a typed error, not a config that names a kernel that does not exist.
+#[test]
+fn no_fused_kernel_is_a_typed_error() {
+    let l = WeightLayout::lookup("q4_0", None).unwrap();
+    let t4 = Device::builtin("t4").unwrap();
+    let p = Problem::f16(16, 4096, 4096, l).unwrap();
+    assert!(matches!(select_fused(&p, &t4), Err(TilingError::NoFusedKernel { .. })));
+    let p32 = Problem::new(16, 4096, 4096, l, ActDType::F32, OutDType::F32).unwrap();
+    assert!(matches!(select_fused(&p32, &h100()), Err(TilingError::NoFusedKernel { .. })));
+    // Small M takes the small tile; split-k where the tiles leave SMs idle.
+    let c = select_fused(&p, &h100()).unwrap();
+    assert!(FusedTile::of(&c.tile()).is_some());
+    let planner = Planner::new(h100()).unwrap();
+    assert_eq!(planner.select_fused(&p).unwrap(), c);
 }

@@ -159,6 +159,17 @@ pub fn split_k(f: &'static dyn Format, gemm: Gemm<'_>, splits: usize) {
     }
 }
 
+/// One fused GEMM instance on the edge-crossing shapes, every (input, output) pair, K cut
+/// into `splits` ranges.
+#[allow(dead_code)] // not every test binary uses every case list
+pub fn instance(f: &'static dyn Format, gemm: Gemm<'_>, splits: usize) {
+    for (mma, out) in std::iter::once((DType::F16, DType::F32)).chain(OTHER_TYPES) {
+        for shape in EDGE_SHAPES {
+            check(f, gemm, shape, mma, out, Order::Split(splits));
+        }
+    }
+}
+
 /// Every input type (f32 included: the exact path) × every output type on the
 /// edge-crossing shapes, summed in any order: the dequant + cuBLAS GEMM.
 #[allow(dead_code)] // used by the GPU test only

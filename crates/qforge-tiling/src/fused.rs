@@ -1,0 +1,106 @@
+//! The fused GEMM's kernel instances: the only configs [`select_fused`](crate::select_fused)
+//! returns. qforge-cuda generates one kernel per entry (per format and type pair) from this
+//! table, so every config the tiler can return for the fused GEMM has a kernel, and a config
+//! added here gets its kernels with no other change.
+
+use crate::config::{Tile, Variant};
+
+/// One kernel instance of the fused GEMM (`qf_gemm_cfg<BM, BN, BK, WM, WN, STAGES>` in
+/// qforge-cuda's `kernels-cuda/gemm.cuh`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub struct FusedTile {
+    /// Activation rows (of M) per CTA.
+    pub bm: u32,
+    /// Weight rows (of N) per CTA.
+    pub bn: u32,
+    /// K elements per main-loop step (a multiple of 16, the mma's k, and of every format's
+    /// decode chunk).
+    pub bk: u32,
+    /// Warps along M.
+    pub wm: u32,
+    /// Warps along N.
+    pub wn: u32,
+    /// `cp.async` pipeline depth: k-steps of activations in flight in shared memory.
+    pub stages: u32,
+}
+
+/// Bytes of one staged activation (the kernel copies the f32 activations as they are with
+/// `cp.async` and rounds them to the tensor-core type in shared memory).
+pub const FUSED_ACT_STAGE_BYTES: u64 = 4;
+/// Padding of a shared-memory row of the f16 / bf16 operand tiles, in 16-bit elements (16
+/// bytes: `ldmatrix` row addresses stay 16-byte aligned and rows fall in different banks).
+pub const FUSED_ROW_PAD: u32 = 8;
+
+impl FusedTile {
+    /// Warps per CTA.
+    pub const fn warps(&self) -> u32 {
+        self.wm * self.wn
+    }
+
+    /// Threads per CTA.
+    pub const fn threads(&self) -> u32 {
+        32 * self.warps()
+    }
+
+    /// The instance's name, part of its kernels' entry points: `64x64x32_w2x2_s3`.
+    pub fn name(&self) -> String {
+        format!("{}x{}x{}_w{}x{}_s{}", self.bm, self.bn, self.bk, self.wm, self.wn, self.stages)
+    }
+
+    /// Shared memory of one CTA, bytes: `stages` k-steps of f32 activations, and one k-step
+    /// of f16 / bf16 activations and decoded weights, rows padded by [`FUSED_ROW_PAD`].
+    pub const fn smem_bytes(&self) -> u64 {
+        let (bm, bn, bk) = (self.bm as u64, self.bn as u64, self.bk as u64);
+        self.stages as u64 * bm * bk * FUSED_ACT_STAGE_BYTES + (bm + bn) * (bk + FUSED_ROW_PAD as u64) * 2
+    }
+
+    /// The tiler's candidate for this instance.
+    pub const fn tile(&self) -> Tile {
+        Tile {
+            variant: Variant::MmaSync,
+            bm: self.bm,
+            bn: self.bn,
+            bk: self.bk,
+            stages: self.stages,
+            warps: self.warps(),
+        }
+    }
+
+    /// The instance a tiler tile (or config) runs on, if it is one.
+    pub fn of(t: &Tile) -> Option<&'static FusedTile> {
+        FUSED_GEMM_TILES.iter().find(|f| f.tile() == *t)
+    }
+}
+
+/// Every kernel instance of the fused GEMM, the first the general one (the host checks run
+/// every shape on it). Kept small: each entry is two kernels per format (f16 and bf16
+/// tensor-core inputs; the output type is an argument) in every module's PTX. All
+/// fit 48 KiB of static shared memory (no opt-in, so no per-kernel attribute at launch):
+/// - 64 × 64, 2 × 2 warps of 32 × 32, 3 stages: the general tile;
+/// - 32 × 64, 1 × 4 warps of 32 × 16, 4 stages: small M (16–32 rows) without wasting half a tile;
+/// - 64 × 128, 2 × 4 warps of 32 × 32, 3 stages: large M and N (twice the work per activation load).
+pub const FUSED_GEMM_TILES: &[FusedTile] = &[
+    FusedTile { bm: 64, bn: 64, bk: 32, wm: 2, wn: 2, stages: 3 },
+    FusedTile { bm: 32, bn: 64, bk: 32, wm: 1, wn: 4, stages: 4 },
+    FusedTile { bm: 64, bn: 128, bk: 32, wm: 2, wn: 4, stages: 3 },
+];
+
+/// The largest static shared memory a kernel may declare (CUDA's 48 KiB).
+pub const STATIC_SMEM_MAX: u64 = 48 * 1024;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn instances_are_whole_mma_tiles_distinct_and_fit_static_shared_memory() {
+        let mut names = std::collections::HashSet::new();
+        for t in FUSED_GEMM_TILES {
+            assert!(names.insert(t.name()), "{} twice", t.name());
+            assert!(t.bm % (16 * t.wm) == 0 && t.bn % (8 * t.wn) == 0 && t.bk % 16 == 0, "{}", t.name());
+            assert!(t.stages >= 1 && t.smem_bytes() <= STATIC_SMEM_MAX, "{}: {} B", t.name(), t.smem_bytes());
+            assert_eq!(FusedTile::of(&t.tile()), Some(t));
+        }
+        assert_eq!(FUSED_GEMM_TILES[0].name(), "64x64x32_w2x2_s3");
+    }
+}
