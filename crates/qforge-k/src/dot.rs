@@ -319,6 +319,36 @@ pub fn q8k_codes_vec_dot_rows<F: Q8KCodes>(w: &[F::Block], a: &[&[BlockQ8K]], ou
     q8k_codes_dot_rows_portable::<F>(w, a, out);
 }
 
+/// `out[i] = q8k_codes_vec_dot(w_i, a)` for `out.len()` consecutive weight rows `w_i` of
+/// `w.len() / out.len()` blocks each (the mat-vec kernel, [`qforge_core::NativeDot::
+/// vec_dot_weight_rows`]): the CPU checked once and the rows run in one loop compiled for
+/// AVX2, instead of a call, its checks and the CPU check per row. The same bits as
+/// [`q8k_codes_vec_dot`] on each row.
+///
+/// # Panics
+/// If `w.len()` is not a multiple of `out.len()` or `a` is shorter than one weight row.
+#[inline]
+pub fn q8k_codes_vec_dot_weight_rows<F: Q8KCodes>(w: &[F::Block], a: &[BlockQ8K], out: &mut [f32]) {
+    if out.is_empty() {
+        return;
+    }
+    assert!(w.len().is_multiple_of(out.len()), "whole weight rows");
+    let n = w.len() / out.len();
+    assert!(a.len() >= n, "an activation row as long as a weight row");
+    if n == 0 {
+        // Empty rows: `q8k_codes_vec_dot`'s +0.
+        out.fill(0.0);
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if crate::simd::codes_dot_weight_rows::<F>(w, n, &a[..n], out) {
+        return;
+    }
+    for (o, w) in out.iter_mut().zip(w.chunks_exact(n)) {
+        q8k_codes_dot_rows_portable::<F>(w, &[a], std::slice::from_mut(o));
+    }
+}
+
 /// `[f(0), f(1), …, f(31)]` as a plain loop (which vectorizes and always inlines, where
 /// `std::array::from_fn` sometimes stays a call).
 #[inline(always)]
@@ -398,6 +428,14 @@ macro_rules! q8k_native_dot {
                 out: &mut [f32],
             ) {
                 $crate::dot::q8k_codes_vec_dot_rows::<Self>(w, a, out)
+            }
+
+            fn vec_dot_weight_rows(
+                w: &[<Self as qforge_core::BlockFormat>::Block],
+                a: &[$crate::BlockQ8K],
+                out: &mut [f32],
+            ) {
+                $crate::dot::q8k_codes_vec_dot_weight_rows::<Self>(w, a, out)
             }
         }
     )+};

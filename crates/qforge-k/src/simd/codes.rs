@@ -32,6 +32,27 @@ pub(crate) fn codes_dot_rows<F: Q8KCodes>(w: &[F::Block], a: &[&[BlockQ8K]], out
     true
 }
 
+/// [`crate::dot::q8k_codes_vec_dot_weight_rows`] with AVX2: `out.len()` weight rows of `n`
+/// blocks each in `w`, every one against `a` (exactly `n` blocks); `false` (nothing written)
+/// without AVX2.
+pub(crate) fn codes_dot_weight_rows<F: Q8KCodes>(w: &[F::Block], n: usize, a: &[BlockQ8K], out: &mut [f32]) -> bool {
+    let Some(_avx2) = Avx2::detect() else {
+        return false;
+    };
+    // SAFETY: `Avx2::detect` has just checked that this CPU has AVX2, FMA and F16C, the only
+    // requirement of the `#[target_feature]` function.
+    unsafe { weight_rows_avx2::<F>(w, n, a, out) };
+    true
+}
+
+/// The weight rows' loop, compiled for AVX2 with the one-row kernel inlined.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn weight_rows_avx2<F: Q8KCodes>(w: &[F::Block], n: usize, a: &[BlockQ8K], out: &mut [f32]) {
+    for (o, w) in out.iter_mut().zip(w.chunks_exact(n.max(1))) {
+        [*o] = rows_avx2::<F, 1>(w, [a]);
+    }
+}
+
 /// The weight row and the proof of AVX2.
 struct Kernel<'w, F: Q8KCodes> {
     w: &'w [F::Block],
