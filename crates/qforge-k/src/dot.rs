@@ -162,6 +162,12 @@ pub trait Q8KCodes: BlockFormat {
     /// Every scale is 1 and every code below 16 (the ternary formats): the AVX2 kernel then sums a block's `vpmaddubsw` pairs in `i16` (exact: `8·2·15·128 < 2^15`),
     /// subtracts `ZERO·bsums` there and widens once, instead of once per chunk.
     const UNIT_SCALES: bool = false;
+    /// A code-generation choice of the AVX2 kernel, the same result either way: broadcast
+    /// each chunk's scales with one `vpshufb` whose control is read from a table, instead of
+    /// constant controls (which LLVM rewrites as two shuffles, or, for some formats, as
+    /// cheaper 128-bit ones). Set where it measured faster (q2_k, q4_k: +11 % mat-vec on
+    /// Zen 1; q5_k −8 %, q6_k −4 %, q3_k even).
+    const SCALE_PICK_TABLE: bool = false;
 
     /// The block's super-block scale `d` and min scale `dmin` (0 without mins), as stored.
     fn d_dmin(b: &Self::Block) -> [F16Le; 2];
