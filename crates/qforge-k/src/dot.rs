@@ -162,6 +162,12 @@ pub trait Q8KCodes: BlockFormat {
     /// Every scale is 1 and every code below 16 (the ternary formats): the AVX2 kernel then sums a block's `vpmaddubsw` pairs in `i16` (exact: `8·2·15·128 < 2^15`),
     /// subtracts `ZERO·bsums` there and widens once, instead of once per chunk.
     const UNIT_SCALES: bool = false;
+    /// A code-generation choice of the AVX2 kernel, the same result either way: broadcast
+    /// each chunk's scales with one `vpshufb` whose control is read from a table, instead of
+    /// constant controls (which LLVM rewrites as two shuffles, or, for some formats, as
+    /// cheaper 128-bit ones). Set where it measured faster (q2_k, q4_k: +11 % mat-vec on
+    /// Zen 1; q5_k −8 %, q6_k −4 %, q3_k even).
+    const SCALE_PICK_TABLE: bool = false;
 
     /// The block's super-block scale `d` and min scale `dmin` (0 without mins), as stored.
     fn d_dmin(b: &Self::Block) -> [F16Le; 2];
@@ -319,6 +325,36 @@ pub fn q8k_codes_vec_dot_rows<F: Q8KCodes>(w: &[F::Block], a: &[&[BlockQ8K]], ou
     q8k_codes_dot_rows_portable::<F>(w, a, out);
 }
 
+/// `out[i] = q8k_codes_vec_dot(w_i, a)` for `out.len()` consecutive weight rows `w_i` of
+/// `w.len() / out.len()` blocks each (the mat-vec kernel, [`qforge_core::NativeDot::
+/// vec_dot_weight_rows`]): the CPU checked once and the rows run in one loop compiled for
+/// AVX2, instead of a call, its checks and the CPU check per row. The same bits as
+/// [`q8k_codes_vec_dot`] on each row.
+///
+/// # Panics
+/// If `w.len()` is not a multiple of `out.len()` or `a` is shorter than one weight row.
+#[inline]
+pub fn q8k_codes_vec_dot_weight_rows<F: Q8KCodes>(w: &[F::Block], a: &[BlockQ8K], out: &mut [f32]) {
+    if out.is_empty() {
+        return;
+    }
+    assert!(w.len().is_multiple_of(out.len()), "whole weight rows");
+    let n = w.len() / out.len();
+    assert!(a.len() >= n, "an activation row as long as a weight row");
+    if n == 0 {
+        // Empty rows: `q8k_codes_vec_dot`'s +0.
+        out.fill(0.0);
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if crate::simd::codes_dot_weight_rows::<F>(w, n, &a[..n], out) {
+        return;
+    }
+    for (o, w) in out.iter_mut().zip(w.chunks_exact(n)) {
+        q8k_codes_dot_rows_portable::<F>(w, &[a], std::slice::from_mut(o));
+    }
+}
+
 /// `[f(0), f(1), …, f(31)]` as a plain loop (which vectorizes and always inlines, where
 /// `std::array::from_fn` sometimes stays a call).
 #[inline(always)]
@@ -398,6 +434,14 @@ macro_rules! q8k_native_dot {
                 out: &mut [f32],
             ) {
                 $crate::dot::q8k_codes_vec_dot_rows::<Self>(w, a, out)
+            }
+
+            fn vec_dot_weight_rows(
+                w: &[<Self as qforge_core::BlockFormat>::Block],
+                a: &[$crate::BlockQ8K],
+                out: &mut [f32],
+            ) {
+                $crate::dot::q8k_codes_vec_dot_weight_rows::<Self>(w, a, out)
             }
         }
     )+};

@@ -64,6 +64,7 @@ impl DecodeBlock for Q2K {
 impl Q8KCodes for Q2K {
     const HAS_MINS: bool = true;
     const ZERO: u8 = 0;
+    const SCALE_PICK_TABLE: bool = true;
 
     #[inline(always)]
     fn d_dmin(b: &BlockQ2K) -> [F16Le; 2] {

@@ -22,7 +22,7 @@ mod codes;
 
 use std::arch::x86_64::*;
 
-pub(crate) use codes::codes_dot_rows;
+pub(crate) use codes::{codes_dot_rows, codes_dot_weight_rows};
 
 use crate::QK_K;
 use crate::dot::{GROUPS, Q8KDot, q8k_vec_dot_with, scaled_isum};

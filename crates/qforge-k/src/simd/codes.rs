@@ -32,6 +32,27 @@ pub(crate) fn codes_dot_rows<F: Q8KCodes>(w: &[F::Block], a: &[&[BlockQ8K]], out
     true
 }
 
+/// [`crate::dot::q8k_codes_vec_dot_weight_rows`] with AVX2: `out.len()` weight rows of `n`
+/// blocks each in `w`, every one against `a` (exactly `n` blocks); `false` (nothing written)
+/// without AVX2.
+pub(crate) fn codes_dot_weight_rows<F: Q8KCodes>(w: &[F::Block], n: usize, a: &[BlockQ8K], out: &mut [f32]) -> bool {
+    let Some(_avx2) = Avx2::detect() else {
+        return false;
+    };
+    // SAFETY: `Avx2::detect` has just checked that this CPU has AVX2, FMA and F16C, the only
+    // requirement of the `#[target_feature]` function.
+    unsafe { weight_rows_avx2::<F>(w, n, a, out) };
+    true
+}
+
+/// The weight rows' loop, compiled for AVX2 with the one-row kernel inlined.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn weight_rows_avx2<F: Q8KCodes>(w: &[F::Block], n: usize, a: &[BlockQ8K], out: &mut [f32]) {
+    for (o, w) in out.iter_mut().zip(w.chunks_exact(n.max(1))) {
+        [*o] = rows_avx2::<F, 1>(w, [a]);
+    }
+}
+
 /// The weight row and the proof of AVX2.
 struct Kernel<'w, F: Q8KCodes> {
     w: &'w [F::Block],
@@ -137,6 +158,21 @@ unsafe fn pair_totals([v0, v1]: [__m256i; 2]) -> __m128 {
     }
 }
 
+/// The `vpshufb` controls of [`unpack`]'s scales: chunk `c` picks `i16` `c` of each lane.
+static PICK_SCALE: [[u8; 32]; 8] = {
+    let mut t = [[0u8; 32]; 8];
+    let mut c = 0;
+    while c < 8 {
+        let mut b = 0;
+        while b < 32 {
+            t[c][b] = (2 * c + b % 2) as u8;
+            b += 1;
+        }
+        c += 1;
+    }
+    t
+};
+
 /// One weight block, ready for the rows.
 struct Unpacked {
     /// The codes of chunk `c` (elements `32c .. 32c + 32`), unsigned bytes.
@@ -177,9 +213,18 @@ unsafe fn unpack<F: Q8KCodes>(b: &F::Block) -> Unpacked {
         let eo = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc, split));
         // Chunk c: `i16` c of each lane, broadcast over that lane.
         let mut sc = [eo; 8];
-        for (c, v) in sc.iter_mut().enumerate() {
-            let c = c as u8;
-            *v = _mm256_shuffle_epi8(eo, _mm256_set1_epi16(i16::from_le_bytes([2 * c, 2 * c + 1])));
+        if F::SCALE_PICK_TABLE {
+            // One `vpshufb` each, its control read from memory (behind `black_box`: with
+            // constant controls LLVM turns each into `vpshuflw` / `vpshufhw` + `vpshufd`).
+            let pick = std::hint::black_box(&PICK_SCALE);
+            for (v, pick) in sc.iter_mut().zip(pick) {
+                *v = _mm256_shuffle_epi8(eo, _mm256_loadu_si256(pick.as_ptr().cast()));
+            }
+        } else {
+            for (c, v) in sc.iter_mut().enumerate() {
+                let c = c as u8;
+                *v = _mm256_shuffle_epi8(eo, _mm256_set1_epi16(i16::from_le_bytes([2 * c, 2 * c + 1])));
+            }
         }
         let dm = _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(dm[0]) | i32::from(dm[1]) << 16));
         Unpacked {

@@ -92,8 +92,8 @@ pub fn codes_match_decode<F: Q8KCodes>(seed: u64) {
 }
 
 /// Rows of 0..=9 blocks against 1..=8 activation rows: the dispatched multi-row kernel, the
-/// dispatched one-row kernel and the format's `NativeDot` all equal the portable kernel, bit
-/// for bit (finite and raw scales, extreme codes and activations, inconsistent `bsums`).
+/// dispatched one-row kernel, the format's `NativeDot` (and its mat-vec call on 1..=8 weight
+/// rows) all equal the portable kernel, bit for bit (finite and raw scales, extreme codes and activations, inconsistent `bsums`).
 pub fn kernels_agree<F: Q8KCodes + NativeDot<Act = qforge_k::Q8K>>(seed: u64) {
     // Elsewhere than x86-64 the dispatched kernel is the portable one: nothing is skipped.
     if cfg!(target_arch = "x86_64") && !qforge_golden::needs::avx2() {
@@ -121,6 +121,19 @@ pub fn kernels_agree<F: Q8KCodes + NativeDot<Act = qforge_k::Q8K>>(seed: u64) {
             assert!(same(got[r], want[r]), "{name} case {case} row {r}/{rows}: {:e} vs portable {:e}", got[r], want[r]);
             assert!(same(one, want[r]), "{name} case {case} row {r}: one-row {one:e} vs portable {:e}", want[r]);
             assert!(same(native[r], want[r]) && same(F::vec_dot(&w, a[r]), want[r]), "{name} case {case}: NativeDot");
+        }
+        // The mat-vec call: `rows` weight rows (this one and random others) against `a[0]`.
+        let mut ws = w.clone();
+        for _ in 1..rows {
+            ws.extend((0..nb).map(|_| weight::<F>(&mut rng, offsets, raw, extreme)));
+        }
+        let mut got = vec![f32::NAN; rows];
+        F::vec_dot_weight_rows(&ws, a[0], &mut got);
+        for (r, got) in got.iter().enumerate() {
+            let mut want = [0f32];
+            q8k_codes_dot_rows_portable::<F>(&ws[r * nb..(r + 1) * nb], &a[..1], &mut want);
+            let name = F::DESC.name;
+            assert!(same(*got, want[0]), "{name} case {case} weight row {r}/{rows}: {got:e} vs portable {:e}", want[0]);
         }
     }
 }
