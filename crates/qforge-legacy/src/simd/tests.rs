@@ -83,7 +83,7 @@ fn adversarial_equal<W: LegacyBlock + PartialEq + std::fmt::Debug>(seed: u64) {
                     0 => fill,
                     1 => SPECIAL[(r % 16) as usize],
                     2 => (r % 33) as f32 * 0.5 - 8.0,
-                    3 if r % 7 == 0 => SPECIAL[(r / 7 % 16) as usize],
+                    3 if r.is_multiple_of(7) => SPECIAL[(r / 7 % 16) as usize],
                     _ => (r % 2001) as f32 * 1e-3 - 1.0,
                 };
             }
