@@ -42,6 +42,10 @@ fn avx2_quantizer_equals_portable() {
     encode_equal::<BlockQ5_1>(44);
     encode_equal::<BlockQ8_0>(45);
     encode_equal::<BlockQ8_1>(46);
+    reference_kernel_checks::<BlockQ4_0>(61);
+    reference_kernel_checks::<BlockQ4_1>(62);
+    reference_kernel_checks::<BlockQ5_0>(63);
+    reference_kernel_checks::<BlockQ5_1>(64);
 }
 
 /// Values on which the block kernels' order-sensitive or edge behaviour shows: signed zeros,
@@ -103,17 +107,6 @@ fn adversarial_equal<W: LegacyBlock + PartialEq + std::fmt::Debug>(seed: u64) {
     }
 }
 
-#[test]
-fn avx2_reference_quantizer_equals_portable_on_edge_values() {
-    if !qforge_golden::needs::avx2() {
-        return;
-    }
-    adversarial_equal::<BlockQ4_0>(51);
-    adversarial_equal::<BlockQ4_1>(52);
-    adversarial_equal::<BlockQ5_0>(53);
-    adversarial_equal::<BlockQ5_1>(54);
-}
-
 /// The intrinsics take ordinary blocks themselves (the reference is only their fallback) and
 /// write the reference's bytes.
 fn ordinary_blocks_take_the_kernel<W: LegacyBlock + PartialEq + std::fmt::Debug>(seed: u64) {
@@ -128,13 +121,8 @@ fn ordinary_blocks_take_the_kernel<W: LegacyBlock + PartialEq + std::fmt::Debug>
     }
 }
 
-#[test]
-fn avx2_reference_quantizer_takes_ordinary_blocks() {
-    if !qforge_golden::needs::avx2() {
-        return;
-    }
-    ordinary_blocks_take_the_kernel::<BlockQ4_0>(61);
-    ordinary_blocks_take_the_kernel::<BlockQ4_1>(62);
-    ordinary_blocks_take_the_kernel::<BlockQ5_0>(63);
-    ordinary_blocks_take_the_kernel::<BlockQ5_1>(64);
+/// Both checks of the intrinsics quantizer, per 4- / 5-bit layout.
+fn reference_kernel_checks<W: LegacyBlock + PartialEq + std::fmt::Debug>(seed: u64) {
+    ordinary_blocks_take_the_kernel::<W>(seed);
+    adversarial_equal::<W>(seed + 10);
 }
