@@ -50,6 +50,20 @@ pub(crate) trait LegacyBlock: Pod {
     fn quants(&self) -> [i32; QK];
     /// Store the f32 scale / offset (rounded to f16 here, as ggml does) and the quants.
     fn store(&mut self, d: f32, m: f32, q: &[i32; QK]);
+    /// How the 4- and 5-bit layouts are written from fields already in their stored form (the
+    /// AVX2 reference quantizer's output); `None` for the 8-bit ones.
+    const STORE_PACKED: Option<fn(&mut Self, Packed)> = None;
+}
+
+/// A 4- or 5-bit block's fields in their stored form: `d` and `m` (unused by the symmetric
+/// formats) as f16, the low nibbles `qs` (element `j` low, `j + 16` high) and the fifth bits
+/// `qh` (bit `j` of the little-endian word is element `j`'s; unused by q4_0 / q4_1).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Packed {
+    pub d: F16Le,
+    pub m: F16Le,
+    pub qs: [u8; 16],
+    pub qh: [u8; 4],
 }
 
 /// Low nibbles hold elements 0..16, high nibbles elements 16..32 (ggml's order).
@@ -215,6 +229,10 @@ impl LegacyBlock for BlockQ4_0 {
     const KIND: Kind = Kind::Symmetric;
     const BITS: u32 = 4;
     const USES_WEIGHTS: bool = true;
+    const STORE_PACKED: Option<fn(&mut Self, Packed)> = Some(|b, p| {
+        b.d = p.d;
+        b.qs = p.qs;
+    });
     #[inline(always)]
     fn d_f16(&self) -> F16Le {
         self.d
@@ -234,6 +252,11 @@ impl LegacyBlock for BlockQ4_1 {
     const KIND: Kind = Kind::Affine;
     const BITS: u32 = 4;
     const USES_WEIGHTS: bool = true;
+    const STORE_PACKED: Option<fn(&mut Self, Packed)> = Some(|b, p| {
+        b.d = p.d;
+        b.m = p.m;
+        b.qs = p.qs;
+    });
     #[inline(always)]
     fn d_f16(&self) -> F16Le {
         self.d
@@ -258,6 +281,11 @@ impl LegacyBlock for BlockQ5_0 {
     const KIND: Kind = Kind::Symmetric;
     const BITS: u32 = 5;
     const USES_WEIGHTS: bool = true;
+    const STORE_PACKED: Option<fn(&mut Self, Packed)> = Some(|b, p| {
+        b.d = p.d;
+        b.qh = p.qh;
+        b.qs = p.qs;
+    });
     #[inline(always)]
     fn d_f16(&self) -> F16Le {
         self.d
@@ -281,6 +309,12 @@ impl LegacyBlock for BlockQ5_1 {
     const KIND: Kind = Kind::Affine;
     const BITS: u32 = 5;
     const USES_WEIGHTS: bool = true;
+    const STORE_PACKED: Option<fn(&mut Self, Packed)> = Some(|b, p| {
+        b.d = p.d;
+        b.m = p.m;
+        b.qh = p.qh;
+        b.qs = p.qs;
+    });
     #[inline(always)]
     fn d_f16(&self) -> F16Le {
         self.d

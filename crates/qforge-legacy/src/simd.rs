@@ -1,6 +1,7 @@
 //! The legacy quantizer compiled for AVX2 (LLVM vectorizes the block loops 8 lanes wide),
 //! chosen at run time where the CPU has AVX2, FMA and F16C ([`qforge_core::cpu::avx2`]);
-//! everything else runs the portable build of the same code. (The dot products run
+//! everything else runs the portable build of the same code. The 4- and 5-bit reference
+//! quantizers (no importance weights) run [`fit`]'s intrinsics instead, block by block. (The dot products run
 //! `qforge-simd`'s shared q8_0 / q8_1 kernel.)
 //!
 //! The only `unsafe` of the crate lives here: the call into the `#[target_feature]` function
@@ -41,8 +42,12 @@ pub(crate) fn encode_row<B: LegacyBlock>(x: &[f32], weights: Option<&[f32]>, blo
 
 #[target_feature(enable = "avx2,fma,f16c")]
 fn encode_row_avx2<B: LegacyBlock>(x: &[f32], weights: Option<&[f32]>, blocks: &mut [B]) {
-    crate::codec::encode_row_portable(x, weights, blocks)
+    match (weights.filter(|_| B::USES_WEIGHTS), B::STORE_PACKED) {
+        (None, Some(store)) => fit::encode_row_ref(x, store, blocks),
+        _ => crate::codec::encode_row_portable(x, weights, blocks),
+    }
 }
 
+mod fit;
 #[cfg(test)]
 mod tests;
