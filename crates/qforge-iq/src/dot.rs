@@ -131,6 +131,21 @@ macro_rules! sub_block_dot {
                     *o = sub_block_vec_dot_portable::<Self>(w, a);
                 }
             }
+
+            fn vec_dot_weight_rows(w: &[Self::Block], a: &[BlockQ8K], out: &mut [f32]) {
+                if out.is_empty() {
+                    return;
+                }
+                assert!(w.len().is_multiple_of(out.len()), "whole weight rows");
+                #[cfg(target_arch = "x86_64")]
+                if crate::simd::vec_dot_weight_rows::<Self>(w, a, out) {
+                    return;
+                }
+                let n = w.len() / out.len();
+                for (j, o) in out.iter_mut().enumerate() {
+                    *o = sub_block_vec_dot_portable::<Self>(&w[j * n..(j + 1) * n], a);
+                }
+            }
         }
     )*};
 }

@@ -5,11 +5,17 @@
 //!
 //! Per 32-value sub-block, as ggml's `ggml_vec_dot_iq*_q8_K`: the values become one register
 //! (grid formats: the grid entries loaded straight into the register, 8-byte entries with
-//! `vmovq` / `vmovhpd`, 4-byte ones with `vmovd` / `vpinsrd`, never a gather; the signs as byte
-//! masks, looked up the same way or spread from sign bits with
-//! [`qforge_simd::bytemask::bytes_from_bits`], applied as `(g ^ m) - m`; iq4_xs: nibbles
-//! through `kvalues_iq4nl` with one `vpshufb`), `maddubs(|a|, v·sgn(a))` gives 16 exact pair sums for every `i8` activation,
-//! -128 included (`|v| ≤ 127`, a pair is at most 2·128·127), and `vpmaddwd` with the two
+//! `vmovq` / `vmovhpd`, 4-byte ones with `vmovd` / `vpinsrd`, never a gather; the signs as ±1
+//! bytes, looked up the same way or spread from sign bits with
+//! [`qforge_simd::bytemask::bytes_from_bits`]; iq4_xs: nibbles through `kvalues_iq4nl` with
+//! one `vpshufb`). For any activations (`EXACT`) the signs go on the grid values
+//! (`vpsignb`) and `maddubs(|a|, v·sgn(a))` gives 16 exact pair sums for every `i8` activation,
+//! -128 included (`|v| ≤ 127`, a pair is at most 2·128·127). The mat-vec kernel
+//! ([`vec_dot_weight_rows`]) checks its activation row once: without a -128 (what q8_k
+//! quantization gives: it scales to ±127), the grid formats run ggml's instructions
+//! (`ACT_SIGNED`), the unsigned grid entries times the activations signed with the weights'
+//! signs, `maddubs(g, sign(a, s))`: one `vpsignb` per row instead of `vpabsb`, `vpsignb` and the
+//! signing of the weights, the same exact pair sums. Then `vpmaddwd` with the two
 //! 16-value groups' integer scales adds them into 8 `i32` lanes, exact: the lanes of
 //! [`crate::dot::sub_block_lanes`]. Each block adds them to 8 f32 lanes with one FMA
 //! (`acc = fma(d·d_y, lanes, acc)`, no horizontal sum per block), the row ends with
@@ -47,6 +53,37 @@ pub(crate) fn vec_dot<F: SubBlocks>(w: &[F::Block], a: &[BlockQ8K]) -> Option<f3
     Some(RowKernel::<&[BlockQ8K]>::rows::<1>(&k, [&a])[0])
 }
 
+/// `out[i]` = the dot of weight row `i` (`w` holds `out.len()` rows one after another, each
+/// `w.len() / out.len()` blocks, checked by the caller) with the q8_k row `a`, with AVX2: the
+/// mat-vec kernel. The activation row is checked once for a -128; where it holds none, every
+/// weight row runs the activation-signed kernel ([`ACT_SIGNED`], ggml's instructions, the same
+/// exact lanes). `false` (nothing written) where the CPU lacks AVX2.
+pub(crate) fn vec_dot_weight_rows<F: SubBlocks>(w: &[F::Block], a: &[BlockQ8K], out: &mut [f32]) -> bool {
+    let Some(_avx2) = Avx2::detect() else {
+        return false;
+    };
+    let n = w.len() / out.len().max(1);
+    // A short activation row truncates every weight row.
+    let m = n.min(a.len());
+    let a = &a[..m];
+    let signed_acts = !a.iter().any(|b| has_min(&b.qs));
+    for (j, o) in out.iter_mut().enumerate() {
+        let w = &w[j * n..j * n + m];
+        // SAFETY: `_avx2` proves AVX2, FMA and F16C, all the `#[target_feature]` function
+        // needs; `ACT_SIGNED` runs only where no activation of `a` is -128 (just checked).
+        *o = unsafe {
+            if signed_acts { rows_avx2::<F, 1, ACT_SIGNED>(w, [a]) } else { rows_avx2::<F, 1, EXACT>(w, [a]) }
+        }[0];
+    }
+    true
+}
+
+/// Whether one of the quants is -128 (a branch-free OR, which LLVM vectorizes).
+#[inline]
+fn has_min(q: &[i8; QK_K]) -> bool {
+    q.iter().fold(false, |m, &x| m | (x == i8::MIN))
+}
+
 /// `out[i]` = the dot of `w` with `a[i]` (`out.len() == a.len()`, checked by the caller) with
 /// AVX2; `false` (nothing written) where the CPU lacks it.
 pub(crate) fn vec_dot_rows<F: SubBlocks>(w: &[F::Block], a: &[&[BlockQ8K]], out: &mut [f32]) -> bool {
@@ -77,17 +114,37 @@ impl<'a, F: SubBlocks> RowKernel<&'a [BlockQ8K]> for Kernel<'_, F> {
         let n = self.w.len();
         let rows = a.map(|a| &a[..n]);
         // SAFETY: `self` holds an `Avx2` token, which exists only where the CPU has AVX2, FMA
-        // and F16C, all the `#[target_feature]` function needs.
-        unsafe { rows_avx2::<F, R>(self.w, rows) }
+        // and F16C, all the `#[target_feature]` function needs; `EXACT` holds for any rows.
+        unsafe { rows_avx2::<F, R, EXACT>(self.w, rows) }
     }
 }
 
+/// [`rows_avx2`] for any activations: the weight values signed, `maddubs(|a|, v·sgn(a))`.
+const EXACT: bool = false;
+/// [`rows_avx2`] where no activation is -128: a grid's unsigned entries times the activations
+/// signed with the weights' signs, `maddubs(g, sign(a, s))` (as ggml; `sign(-128, -1)` would
+/// wrap, hence the check).
+const ACT_SIGNED: bool = true;
+
+/// A sub-block's 32 values as the kernel multiplies them.
+#[derive(Clone, Copy)]
+enum Values {
+    /// The signed values.
+    Signed(__m256i),
+    /// The unsigned grid entries (`1..128`) and the sign bytes (±1) to apply to the
+    /// activations ([`ACT_SIGNED`] only).
+    GridSigns(__m256i, __m256i),
+}
+
 /// `R` dots of the weight row `w` with the q8_k rows `a[r]` (each exactly `w.len()` blocks).
+/// With `P` = [`ACT_SIGNED`], no activation quant of `a` may be -128 (the caller checks: the
+/// result would be wrong there).
 #[target_feature(enable = "avx2,fma,f16c")]
-fn rows_avx2<F: SubBlocks, const R: usize>(w: &[F::Block], a: [&[BlockQ8K]; R]) -> [f32; R] {
+fn rows_avx2<F: SubBlocks, const R: usize, const P: bool>(w: &[F::Block], a: [&[BlockQ8K]; R]) -> [f32; R] {
     // SAFETY: `KVALUES_IQ4NL` is 16 bytes, exactly what the unaligned 16-byte load reads.
     let table = _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()) });
     let low4 = _mm256_set1_epi8(0x0F);
+    let ones = _mm256_set1_epi8(1);
     // Within each 128-bit lane, the low (high) lane picks `i16` 0 (1) of a 32-bit word.
     #[rustfmt::skip]
     let pick = _mm256_setr_epi8(
@@ -104,23 +161,23 @@ fn rows_avx2<F: SubBlocks, const R: usize>(w: &[F::Block], a: [&[BlockQ8K]; R]) 
         for ib in 0..QK_K / 32 {
             let v = match F::sub_block(b, ib) {
                 SubBlock::Grid(g, signs) => {
-                    // The grid entries and the sign masks loaded straight into a register
-                    // each, then `(g ^ m) - m` negates the masked bytes.
+                    // The grid entries and the sign bytes (±1) loaded straight into a
+                    // register each.
                     let g = match g {
                         GridWords::W64(w) => load_u64x4(w),
                         GridWords::W32(w) => load_u32x8(w),
                     };
-                    let m = match signs {
-                        GridSigns::Masks(m) => load_u64x4(m),
-                        GridSigns::Bits(bits) => bytes_from_bits(bits),
+                    let s = match signs {
+                        GridSigns::Pm1(s) => load_u64x4(s),
+                        GridSigns::Bits(bits) => _mm256_or_si256(bytes_from_bits(bits), ones),
                     };
-                    _mm256_sub_epi8(_mm256_xor_si256(g, m), m)
+                    if P == ACT_SIGNED { Values::GridSigns(g, s) } else { Values::Signed(_mm256_sign_epi8(g, s)) }
                 }
                 SubBlock::Nibbles(q) => {
                     // SAFETY: `q` is 16 bytes, exactly what the unaligned 16-byte load reads.
                     let lo = unsafe { _mm_loadu_si128(q.as_ptr().cast()) };
                     let idx = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(lo), lo), low4);
-                    _mm256_shuffle_epi8(table, idx)
+                    Values::Signed(_mm256_shuffle_epi8(table, idx))
                 }
             };
             // Values 0..16 (low lane) take the scale of group 2·ib, 16..32 that of 2·ib + 1.
@@ -136,7 +193,12 @@ fn rows_avx2<F: SubBlocks, const R: usize>(w: &[F::Block], a: [&[BlockQ8K]; R]) 
                 let q: &[i8; 32] = a[r][i].qs[32 * ib..32 * ib + 32].try_into().expect("32 bytes");
                 // SAFETY: `q` is 32 bytes, exactly what the unaligned 32-byte load reads.
                 let av = unsafe { _mm256_loadu_si256(q.as_ptr().cast()) };
-                let p = _mm256_maddubs_epi16(_mm256_abs_epi8(av), _mm256_sign_epi8(v, av));
+                // Exact: `|v| ≤ 127` and `|a| ≤ 128` (or `g ≤ 127`, `|a| ≤ 127`), so a pair
+                // is at most 2·128·127 and never saturates.
+                let p = match v {
+                    Values::Signed(v) => _mm256_maddubs_epi16(_mm256_abs_epi8(av), _mm256_sign_epi8(v, av)),
+                    Values::GridSigns(g, s) => _mm256_maddubs_epi16(g, _mm256_sign_epi8(av, s)),
+                };
                 acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(p, s));
             }
         }

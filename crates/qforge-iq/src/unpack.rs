@@ -77,17 +77,25 @@ pub(crate) static SIGN_MASK: [u64; 256] = {
     t
 };
 
-/// `KSIGNS_MASK[i]` = `SIGN_MASK[KSIGNS_IQ2XS[i]]`: iq2_xxs / iq2_xs / iq3_xxs's 7-bit sign
-/// codes straight to byte masks (one lookup instead of two).
-pub(crate) static KSIGNS_MASK: [u64; 128] = {
+/// `KSIGNS_PM1[i]`: iq2_xxs / iq2_xs / iq3_xxs's 7-bit sign code `i` straight to the signs
+/// as bytes, 0xFF (-1) where `KSIGNS_IQ2XS[i]` negates the value, else 0x01 (+1): ggml's
+/// `keven_signs_q2xs`, what `vpsignb` takes (one lookup instead of two).
+pub(crate) static KSIGNS_PM1: [u64; 128] = {
     let mut t = [0u64; 128];
     let mut i = 0;
     while i < 128 {
-        t[i] = SIGN_MASK[KSIGNS_IQ2XS[i] as usize];
+        t[i] = SIGN_MASK[KSIGNS_IQ2XS[i] as usize] | 0x0101_0101_0101_0101;
         i += 1;
     }
     t
 };
+
+/// The byte mask (0xFF where negated, else 0) of a word of ±1 sign bytes: each byte's top bit
+/// spread over the byte.
+#[inline(always)]
+fn mask_of_pm1(s: u64) -> u64 {
+    ((s >> 7) & 0x0101_0101_0101_0101) * 0xFF
+}
 
 /// A 256-value I-quant as integers: its values and the integer scale of each 16-value group,
 /// so that the block's exact integer sum is `Σ_g scale[g]·Σ_{i in g} v[i]·q8[i]`, and the
@@ -140,9 +148,10 @@ impl GridWords {
 /// Which of a sub-block's 32 grid values are negated.
 #[derive(Clone, Copy)]
 pub(crate) enum GridSigns {
-    /// Byte masks: byte `j` of word `l` is 0xFF where value `8l + j` is negated, else 0
-    /// (iq2_xxs, iq2_xs, iq3_xxs: their 7-bit sign codes looked up in [`KSIGNS_MASK`]).
-    Masks([&'static u64; 4]),
+    /// Sign bytes: byte `j` of word `l` is 0xFF (-1) where value `8l + j` is negated, else
+    /// 0x01 (+1) (iq2_xxs, iq2_xs, iq3_xxs: their 7-bit sign codes looked up in
+    /// [`KSIGNS_PM1`]).
+    Pm1([&'static u64; 4]),
     /// One bit per value, LSB first: bit `j` of byte `l` negates value `8l + j` (iq2_s,
     /// iq3_s).
     Bits([u8; 4]),
@@ -153,17 +162,17 @@ impl GridSigns {
     #[inline(always)]
     pub(crate) fn mask(self, l: usize) -> u64 {
         match self {
-            GridSigns::Masks(m) => *m[l & 3],
+            GridSigns::Pm1(s) => mask_of_pm1(*s[l & 3]),
             GridSigns::Bits(b) => SIGN_MASK[usize::from(b[l & 3])],
         }
     }
 
-    /// iq2_xxs / iq2_xs / iq3_xxs: the masks of four 7-bit sign codes (`kmask(l)` the code of
-    /// values `8l .. 8l + 8`).
+    /// iq2_xxs / iq2_xs / iq3_xxs: the sign bytes of four 7-bit sign codes (`code(l)` the
+    /// code of values `8l .. 8l + 8`).
     #[inline(always)]
     pub(crate) fn ksigns(code: impl Fn(usize) -> usize) -> GridSigns {
-        let t: &'static [u64; 128] = &KSIGNS_MASK;
-        GridSigns::Masks(std::array::from_fn(|l| &t[code(l) & 127]))
+        let t: &'static [u64; 128] = &KSIGNS_PM1;
+        GridSigns::Pm1(std::array::from_fn(|l| &t[code(l) & 127]))
     }
 }
 
@@ -237,7 +246,10 @@ mod tests {
             }
         }
         for i in 0..128 {
-            assert_eq!(KSIGNS_MASK[i], SIGN_MASK[usize::from(KSIGNS_IQ2XS[i])]);
+            let signs = KSIGNS_IQ2XS[i];
+            let want: [i8; 8] = std::array::from_fn(|j| if signs >> j & 1 != 0 { -1 } else { 1 });
+            assert_eq!(bytes_i8(KSIGNS_PM1[i]), want, "code {i}");
+            assert_eq!(mask_of_pm1(KSIGNS_PM1[i]), SIGN_MASK[usize::from(signs)], "code {i}");
         }
     }
 }

@@ -74,8 +74,25 @@ fn check<F: SubBlocks + NativeDot<Act = qforge_k::Q8K>>(seed: u64) {
         let want: Vec<f32> = a.iter().map(|a| reference::<F>(&w, a)).collect();
         for (r, a) in a.iter().enumerate() {
             // SAFETY: `qforge_golden::needs::avx2()` returned true, so AVX2, FMA and F16C are present.
-            let got = unsafe { rows_avx2::<F, 1>(&w, [a]) }[0];
+            let got = unsafe { rows_avx2::<F, 1, EXACT>(&w, [a]) }[0];
             assert!(same(got, want[r]), "case {case} ({nb} blocks) row {r}: avx2 {got:e}, reference {:e}", want[r]);
+            // The activation-signed kernel, forced, on the row without its -128s.
+            let a127: Vec<BlockQ8K> = a.iter().map(|b| BlockQ8K { qs: b.qs.map(|q| q.max(-127)), ..*b }).collect();
+            let want127 = reference::<F>(&w, &a127);
+            // SAFETY: as above; no quant of `a127` is -128, as `ACT_SIGNED` requires.
+            let got = unsafe { rows_avx2::<F, 1, ACT_SIGNED>(&w, [&a127]) }[0];
+            assert!(same(got, want127), "case {case} row {r}: activation-signed {got:e}, reference {want127:e}");
+            // The mat-vec entry: a few weight rows against the row, with and without -128s.
+            let k = 1 + case % 3;
+            let ws: Vec<F::Block> = (0..k).flat_map(|j| w.iter().cycle().skip(j).take(nb)).copied().collect();
+            for a in [a, &a127] {
+                let mut out = vec![f32::NAN; k];
+                F::vec_dot_weight_rows(&ws, a, &mut out);
+                for (j, o) in out.iter().enumerate() {
+                    let want = reference::<F>(&ws[j * nb..(j + 1) * nb], a);
+                    assert!(same(*o, want), "case {case} row {r}: weight row {j} of {k}: {o:e} vs {want:e}");
+                }
+            }
             assert!(same(F::vec_dot(&w, a), want[r]), "case {case} row {r}: dispatch");
             assert!(same(sub_block_vec_dot_portable::<F>(&w, a), want[r]), "case {case} row {r}: portable kernel");
         }
