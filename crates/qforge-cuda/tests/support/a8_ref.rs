@@ -25,10 +25,10 @@ pub fn variants(f: &'static dyn Format) -> Vec<&'static dyn Format> {
     let mut out = vec![f];
     for g in (0..14).map(|e| 1usize << e) {
         for dt in DType::ALL {
-            if let Ok(v) = f.with_params(&Params { group_size: Some(g), scale_dtype: Some(dt) }) {
-                if !out.iter().any(|o| o.layout() == v.layout()) {
-                    out.push(v);
-                }
+            if let Ok(v) = f.with_params(&Params { group_size: Some(g), scale_dtype: Some(dt) })
+                && !out.iter().any(|o| o.layout() == v.layout())
+            {
+                out.push(v);
             }
         }
     }
