@@ -150,6 +150,67 @@ QF_HD void qf_mma_m16n8k16(qf_frag_c* d, const qf_frag_a* a, const qf_frag_b* b)
 #endif
 }
 
+// ---- mma.sync m16n8k32, 8-bit inputs (s8 × s8 → s32) --------------------------------------
+// One lane's fragments: A (16×32, row-major) four .b32 registers of four 8-bit values each
+// (byte 0 first), B (32×8, "col": k contiguous per n) two registers, C / D (16×8) four s32.
+struct qf_frag_a8 {
+    uint32_t r[4];
+};
+struct qf_frag_b8 {
+    uint32_t r[2];
+};
+struct qf_frag_c32 {
+    int r[4];
+};
+
+// The PTX ISA's fragment layouts for mma.m16n8k32 with .s8 / .u8 (and .e4m3 / .e5m2) inputs
+// (section "Matrix Fragments for mma.m16n8k32"), g = laneid >> 2, t = laneid % 4. Element i
+// of a lane's A fragment (register i / 4, byte i % 4):
+//   row = g for i in 0..4 and 8..12, g + 8 otherwise;  col = 4t + (i & 3) (+ 16 for i >= 8).
+// Element i of B: row (k) = 4t + (i & 3) (+ 16 for i >= 4), col (n) = g.
+// C / D: the m16n8k16 layout (qf_frag_c_row / qf_frag_c_col).
+QF_HD int qf_frag_a8_row(int lane, int i) { return (lane >> 2) + ((i & 4) ? 8 : 0); }
+QF_HD int qf_frag_a8_col(int lane, int i) { return 4 * (lane & 3) + (i & 3) + (i >= 8 ? 16 : 0); }
+QF_HD int qf_frag_b8_row(int lane, int i) { return 4 * (lane & 3) + (i & 3) + (i >= 4 ? 16 : 0); }
+
+// Four 8-bit values at p (4-byte aligned) as one 32-bit register, p[0] in the low byte.
+QF_HD uint32_t qf_ld_quad(const int8_t* p) {
+#ifdef __CUDA_ARCH__
+    return *reinterpret_cast<const uint32_t*>(p);
+#else
+    return (uint32_t)(uint8_t)p[0] | (uint32_t)(uint8_t)p[1] << 8 | (uint32_t)(uint8_t)p[2] << 16 |
+           (uint32_t)(uint8_t)p[3] << 24;
+#endif
+}
+
+// D = A·B + C for the warp, s8 inputs, s32 accumulators (exact: the ISA's integer mma
+// wraps only past 2^31, which the A8 GEMM never reaches: |Σ| ≤ 32·128·128 per step).
+QF_HD void qf_mma_m16n8k32_s8(qf_frag_c32* d, const qf_frag_a8* a, const qf_frag_b8* b) {
+#ifdef __CUDA_ARCH__
+    asm volatile(
+        "mma.sync.aligned.m16n8k32.row.col.s32.s8.s8.s32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+        "{%0,%1,%2,%3};\n"
+        : "+r"(d->r[0]), "+r"(d->r[1]), "+r"(d->r[2]), "+r"(d->r[3])
+        : "r"(a->r[0]), "r"(a->r[1]), "r"(a->r[2]), "r"(a->r[3]), "r"(b->r[0]), "r"(b->r[1]));
+#else
+    int A[16][32], B[32][8], C[16][8];
+    for (int lane = 0; lane < 32; ++lane) {
+        for (int i = 0; i < 16; ++i)
+            A[qf_frag_a8_row(lane, i)][qf_frag_a8_col(lane, i)] = (int8_t)(a[lane].r[i / 4] >> (8 * (i & 3)));
+        for (int i = 0; i < 8; ++i)
+            B[qf_frag_b8_row(lane, i)][qf_frag_b_col(lane)] = (int8_t)(b[lane].r[i / 4] >> (8 * (i & 3)));
+        for (int i = 0; i < 4; ++i) C[qf_frag_c_row(lane, i)][qf_frag_c_col(lane, i)] = d[lane].r[i];
+    }
+    for (int lane = 0; lane < 32; ++lane)
+        for (int i = 0; i < 4; ++i) {
+            const int r = qf_frag_c_row(lane, i), c = qf_frag_c_col(lane, i);
+            int s = C[r][c];
+            for (int k = 0; k < 32; ++k) s += A[r][k] * B[k][c];
+            d[lane].r[i] = s;
+        }
+#endif
+}
+
 // ==== Pipelining and matrix loads: cp.async, commit / wait groups, ldmatrix ===============
 // (A section of its own: the 8-bit fragments live above with the other mma fragments.)
 //

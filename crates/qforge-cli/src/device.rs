@@ -58,12 +58,25 @@ mod imp {
     /// in f32 (the exact reference on the GPU). Int8-dyn / fp8-1x128: the activations are
     /// quantized on the host exactly as on the CPU (`qforge_cpu::quantize_acts`), and the
     /// values they stand for go through the f32 path, so the product has the mode's
-    /// semantics (docs/matmul.md) on every format; the int4g / fp8 integer tensor-core
-    /// kernels for these modes are not built yet (docs/cuda.md).
+    /// semantics (docs/matmul.md) on every format. Except where the weights have an integer
+    /// group dot for int8-dyn activations (int4g: A8W4DQ, whether asked for as int8-dyn or
+    /// as the format's native mode): there the activations are quantized on the GPU and
+    /// the 8-bit tensor-core GEMM (`Cuda::gemm_a8`) computes the CPU's product bit for bit.
     pub fn matmul(w: &QuantTensor<'_>, x: &[f32], m: usize, mode: ActQuant) -> CliResult<Vec<f32>> {
         let gpu = open()?;
         let stream = gpu.default_stream();
         let dw = gpu.upload(w, &stream).map_err(fail)?;
+        if mode.kind(w.format()) == qforge_core::ActKind::Int8Dyn
+            && qforge_cuda::codegen::a8_group_args(w.format()).is_ok()
+        {
+            // The device quantizer cannot refuse a non-finite value as the CPU does: check here.
+            if let Some(i) = x.iter().position(|v| !v.is_finite()) {
+                return Err(bad_input(format!("activations: value {} at index {i} is not finite", x[i])));
+            }
+            let dx = stream.clone_htod(x).failed()?;
+            let y = gpu.gemm_a8(&dw, &dx.slice(..), m, DType::F32, &stream).map_err(fail)?;
+            return Ok(bytemuck::cast_slice(&y.to_host_bytes(&stream).map_err(fail)?).to_vec());
+        }
         let xq;
         let (x, mode) = match mode {
             ActQuant::Int8Dyn | ActQuant::Fp8x128 => {

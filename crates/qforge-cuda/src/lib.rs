@@ -51,8 +51,14 @@ pub use blas::{DEQUANT_WORKSPACE_BYTES, row_chunks};
 #[allow(unsafe_code)] // launches the GEMM kernels (FFI through cudarc)
 mod gemm;
 #[cfg(feature = "cuda")]
+#[allow(unsafe_code)] // launches the 8-bit GEMM kernels (FFI through cudarc)
+mod gemm8;
+#[cfg(feature = "cuda")]
 #[allow(unsafe_code)] // calls into the host-compiled device code (FFI)
 pub mod host;
+#[cfg(feature = "cuda")]
+#[allow(unsafe_code)] // calls into the host-compiled 8-bit GEMM (FFI)
+pub mod host8;
 #[cfg(feature = "cuda")]
 #[allow(unsafe_code)] // the CUDA driver API through cudarc
 mod runtime;

@@ -82,6 +82,9 @@ pub struct Cuda {
     pub(crate) planner: OnceLock<qforge_tiling::Planner>,
     /// The cuBLAS handle of the dequant + cuBLAS GEMM, created on first use.
     pub(crate) blas: Mutex<Option<(cudarc::cublas::CudaBlas, Arc<CudaStream>)>>,
+    /// The 8-bit GEMMs' kernels per registered format (`codegen::a8_kernel_names`), loaded on
+    /// first use (`gemm8.rs`).
+    pub(crate) a8: Mutex<HashMap<&'static str, Arc<Vec<CudaFunction>>>>,
 }
 
 /// What a report names a device by: `Cuda::info`.
@@ -211,7 +214,7 @@ pub fn module_ptx(format: &str) -> Option<Result<String, CudaError>> {
 }
 
 /// The PTX text of an embedded (deflated) module.
-fn inflate(z: &[u8]) -> Result<String, CudaError> {
+pub(crate) fn inflate(z: &[u8]) -> Result<String, CudaError> {
     let bytes = miniz_oxide::inflate::decompress_to_vec(z)
         .map_err(|e| CudaError::Driver { op: "inflate embedded PTX", msg: format!("{e:?}") })?;
     String::from_utf8(bytes).map_err(|e| CudaError::Driver { op: "inflate embedded PTX", msg: e.to_string() })
@@ -245,6 +248,7 @@ impl Cuda {
             sms: OnceLock::new(),
             planner: OnceLock::new(),
             blas: Mutex::new(None),
+            a8: Mutex::new(HashMap::new()),
         })
     }
 

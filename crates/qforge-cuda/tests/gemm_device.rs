@@ -11,6 +11,7 @@ use qforge_cuda::{Cuda, CudaError, DeviceBuffer};
 use std::sync::Arc;
 
 mod support;
+use support::a8_ref::{a8_formats, every_variant};
 use support::gemm_ref::{every_type_any_order, instance, odd_shapes, other_types, split_k};
 
 fn device() -> Cuda {
@@ -184,4 +185,44 @@ fn configs_come_from_the_devices_description() {
         assert!(tile < qforge_cuda::codegen::FUSED_GEMM_TILES.len(), "{}", c.summary());
         eprintln!("M = {m}: {}", c.summary());
     }
+}
+
+// ---- the 8-bit tensor-core GEMM (`Cuda::gemm_a8`, kernels-cuda/gemm8.cuh): activations
+// quantized on the device, mma.sync.m16n8k32 s8, against the CPU's int8-dyn mat-mul bit for
+// bit on the host check's cases (`support/a8_ref.rs`). In this binary, not one of its own, so
+// that the GPU kit carries no further test binary.
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a8_gemm_on_the_gpu_is_the_cpus_int8_dyn_matmul() {
+    let gpu = device();
+    let s = gpu.default_stream();
+    let run = |w: &QuantTensor<'_>, x: &[f32], m: usize, out: DType| -> Vec<u8> {
+        let dw = gpu.upload(w, &s).unwrap();
+        let dx = s.clone_htod(x).unwrap();
+        gpu.gemm_a8(&dw, &dx.slice(..), m, out, &s).unwrap().to_host_bytes(&s).unwrap()
+    };
+    for f in a8_formats() {
+        support::a8_ref::odd_shapes(f, &run);
+        every_variant(f, &run);
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn a8_gemm_checks_its_arguments() {
+    let gpu = device();
+    let s = gpu.default_stream();
+    let f = a8_formats()[0];
+    let t = qforge_cpu::quantize(f, Shape::new([5, 64]).unwrap(), &qforge_golden::signal(320, 1), None).unwrap();
+    let w = gpu.upload(&t, &s).unwrap();
+    let x = s.clone_htod(&[0.5f32; 128]).unwrap();
+    assert!(matches!(gpu.gemm_a8(&w, &x.slice(..), 3, DType::F32, &s), Err(CudaError::Size { .. })));
+    let mut y = s.clone_htod(&[0u16; 10]).unwrap();
+    let r = gpu.gemm_a8_into(&w, &x.slice(..), 2, &mut y, DType::F32, &s);
+    assert!(matches!(r, Err(CudaError::Size { what: "output element bytes", .. })), "{r:?}");
+    let q4 = qforge_formats::get("q4_0").unwrap();
+    let t = qforge_cpu::quantize(q4, Shape::new([5, 64]).unwrap(), &qforge_golden::signal(320, 1), None).unwrap();
+    let w = gpu.upload(&t, &s).unwrap();
+    assert!(matches!(gpu.gemm_a8(&w, &x.slice(..), 2, DType::F32, &s), Err(CudaError::Quant(_))));
 }

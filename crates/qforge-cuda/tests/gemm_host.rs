@@ -167,6 +167,27 @@ fn fragment_layouts_are_the_ptx_isa_ones() {
         }
     }
     assert_eq!(seen_a.len(), 256, "the 32 lanes hold all of A, once");
+    // "Matrix Fragments for mma.m16n8k32" (.s8 / .u8 / .e4m3 / .e5m2): A's ai sits at row
+    // groupID for 0 ≤ i < 4 or 8 ≤ i < 12 (groupID + 8 otherwise), column
+    // threadID_in_group·4 + (i & 3), + 16 for i ≥ 8; B's bi at row threadID_in_group·4 +
+    // (i & 3), + 16 for i ≥ 4, column groupID; C / D as for m16n8k16 (checked above).
+    let (mut seen_a8, mut seen_b8) = (std::collections::HashSet::new(), std::collections::HashSet::new());
+    for lane in 0..32u32 {
+        let (group, tig) = ((lane >> 2) as i32, (lane % 4) as i32);
+        let got = qforge_cuda::host8::frag8_coords(lane);
+        for i in 0..16i32 {
+            let row = if (0..4).contains(&i) || (8..12).contains(&i) { group } else { group + 8 };
+            let col = tig * 4 + (i & 3) + if i >= 8 { 16 } else { 0 };
+            assert_eq!(got.a[i as usize], (row, col), "A8 lane {lane} a{i}");
+            assert!(seen_a8.insert((row, col)), "A8 element ({row}, {col}) held twice");
+        }
+        for i in 0..8i32 {
+            let row = tig * 4 + (i & 3) + if i >= 4 { 16 } else { 0 };
+            assert_eq!(got.b[i as usize], (row, group), "B8 lane {lane} b{i}");
+            assert!(seen_b8.insert((row, group)), "B8 element held twice");
+        }
+    }
+    assert_eq!((seen_a8.len(), seen_b8.len()), (16 * 32, 32 * 8), "the 32 lanes hold all of A and B, once");
 }
 
 /// Every embedded (deflated) module inflates to PTX that defines every kernel the runtime

@@ -22,8 +22,23 @@ struct qf_int4g_f32 {
     QF_HD static float load(const uint8_t* p) { return qf_load_f32(p); }
 };
 
+// The integer interface of the 8-bit tensor-core GEMM (kernels-cuda/gemm8.cuh): the signed
+// codes q of elements i..i+7 (i a multiple of 8) of a group of `group` elements whose nibble
+// bytes start at `qs`. The group size is a run-time value, so one GEMM serves every variant.
+struct qf_int4g_codes {
+    QF_HD static void codes8(const uint8_t* qs, int group, int i, int8_t* out) {
+        const int h = group / 2;
+        for (int j = 0; j < 8; ++j) {
+            const int e = i + j;
+            const int c = e < h ? qs[e] & 15 : qs[e - h] >> 4;
+            out[j] = (int8_t)(c - 8);
+        }
+    }
+};
+
 template <class S, int G>
 struct qf_int4g_t {
+    typedef qf_int4g_codes CODES;
     static_assert(G >= 32 && G <= 4096 && (G & (G - 1)) == 0, "int4g groups are powers of two 32..4096");
     static constexpr int H = G / 2;  // nibble bytes; element i is in byte i % H
     struct block {

@@ -6,9 +6,9 @@
 use qforge_core::{DType, Format, QuantTensor, Shape};
 
 /// The shapes of the issue: K, N and M off every tile and block boundary.
-const KS: [usize; 7] = [1, 33, 100, 128, 257, 288, 4097];
-const NS: [usize; 3] = [1, 7, 129];
-const MS: [usize; 5] = [1, 9, 17, 100, 257];
+pub const KS: [usize; 7] = [1, 33, 100, 128, 257, 288, 4097];
+pub const NS: [usize; 3] = [1, 7, 129];
+pub const MS: [usize; 5] = [1, 9, 17, 100, 257];
 
 fn round_to(v: f32, mma: DType) -> f64 {
     match mma {
@@ -116,7 +116,7 @@ fn check(
 }
 
 /// Edge-crossing shapes (M, N, K) for the other input / output types.
-const EDGE_SHAPES: [(usize, usize, usize); 5] =
+pub const EDGE_SHAPES: [(usize, usize, usize); 5] =
     [(17, 7, 33), (100, 129, 257), (9, 1, 4097), (257, 7, 128), (1, 129, 1)];
 
 /// Every (tensor-core input, output) pair besides (f16, f32).

@@ -1,0 +1,147 @@
+//! The 8-bit tensor-core GEMM on the device (`kernels-cuda/gemm8.cuh`): A8W4DQ, i.e. the
+//! CPU's `--act-quant int8-dyn` mat-mul of a format with an integer group dot (int4g, every
+//! group size and scale dtype). The activations are quantized on the GPU
+//! (`qforge_quantize_int8_dyn`: per-token asymmetric int8), the weights' 4-bit codes decoded
+//! to int8 in shared memory, products on `mma.sync.m16n8k32.s32.s8.s8.s32`, the group scales
+//! applied per K-group in f32: `qforge_gemm_<format>_a8_<out>`.
+
+use crate::CudaError;
+use crate::codegen::{A8_TILE, a8_group_args, a8_kernel_names};
+use crate::gemm::{check_operands, out_len};
+use crate::runtime::{Cuda, DeviceBuffer, DeviceQuantTensor, MODULES, alloc_err, dim, driver, inflate};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, CudaView, DeviceRepr, LaunchConfig, PushKernelArg};
+use qforge_core::DType;
+use std::sync::Arc;
+
+/// Threads of the activation quantizer's CTA (`QF_I8DYN_THREADS` in gemm8.cuh).
+const QUANTIZE_THREADS: u32 = 256;
+/// Largest grid dimension y (the CTA rows over M).
+const MAX_GRID_Y: usize = 65_535;
+
+impl Cuda {
+    /// The A8 kernels of the registered format `name` ([`a8_kernel_names`] order: the
+    /// quantizer, then the GEMM per output type), loading its module on first use.
+    fn a8_kernels(&self, name: &'static str) -> Result<Arc<Vec<CudaFunction>>, CudaError> {
+        let mut cache = self.a8.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(k) = cache.get(name) {
+            return Ok(k.clone());
+        }
+        let names = a8_kernel_names(name);
+        let ptx = MODULES.iter().find(|(f, _)| *f == name).map(|(_, p)| *p);
+        let (Some(ptx), false) = (ptx, names.is_empty()) else { return Err(CudaError::MissingKernels(name)) };
+        let module = self
+            .context()
+            .load_module(cudarc::nvrtc::Ptx::from_src(inflate(ptx)?))
+            .map_err(driver("load PTX module"))?;
+        let fs = names
+            .iter()
+            .map(|n| module.load_function(n).map_err(driver("load kernel")))
+            .collect::<Result<Vec<_>, _>>()?;
+        let k = Arc::new(fs);
+        cache.insert(name, k.clone());
+        Ok(k)
+    }
+
+    /// `y = x · Wᵀ` in A8W4DQ (the CPU's `--act-quant int8-dyn`): `x` (m × K f32 on the device)
+    /// quantized on the GPU to per-token asymmetric int8, `w` any variant of a format with an
+    /// integer group dot; m × N values of `out` (f32, f16 or bf16). Two launches on `stream`
+    /// (the quantizer, the GEMM) and three small workspace allocations.
+    pub fn gemm_a8(
+        &self,
+        w: &DeviceQuantTensor,
+        x: &CudaView<'_, f32>,
+        m: usize,
+        out: DType,
+        stream: &Arc<CudaStream>,
+    ) -> Result<DeviceBuffer, CudaError> {
+        let len = out_len(m, w)?;
+        // SAFETY: the GEMM writes every one of the m × N elements (the epilogue covers the
+        // whole output, predicated only at its edges) before anything reads them.
+        let mut y = unsafe { DeviceBuffer::uninit(stream, len, out)? };
+        match &mut y {
+            DeviceBuffer::F32(s) => self.gemm_a8_into(w, x, m, s, out, stream)?,
+            DeviceBuffer::F16(s) | DeviceBuffer::Bf16(s) => self.gemm_a8_into(w, x, m, s, out, stream)?,
+        }
+        Ok(y)
+    }
+
+    /// [`Cuda::gemm_a8`] into a caller-owned `y` (m × N elements of `out`: f32, or u16 bit
+    /// patterns for f16 / bf16).
+    ///
+    /// # Errors
+    /// `Quant(Unsupported)` for weights without an integer group dot (or groups that are not
+    /// a multiple of 32); `Size` for a wrong activation / output length or element size, or M
+    /// past 65,535 × 64; `MissingKernels`, `OutOfMemory`, `Driver`. Non-finite activations
+    /// are not detected on the device (the CPU path refuses them).
+    pub fn gemm_a8_into<T: DeviceRepr>(
+        &self,
+        w: &DeviceQuantTensor,
+        x: &CudaView<'_, f32>,
+        m: usize,
+        y: &mut CudaSlice<T>,
+        out: DType,
+        stream: &Arc<CudaStream>,
+    ) -> Result<(), CudaError> {
+        let (n, k) = (w.shape().rows(), w.shape().cols());
+        let (group, gbytes, sdt) = a8_group_args(w.format()).map_err(CudaError::Quant)?;
+        check_operands::<T>(x, m, n, k, y.len(), out)?;
+        let gy = m.div_ceil(A8_TILE.bm as usize);
+        if gy > MAX_GRID_Y {
+            return Err(CudaError::Size {
+                what: "activation rows (grid y)",
+                expected: MAX_GRID_Y * A8_TILE.bm as usize,
+                actual: m,
+            });
+        }
+        if m == 0 || n == 0 {
+            return Ok(());
+        }
+        let kern = self.a8_kernels(w.format().desc().name)?;
+        let oi = DType::ALL.iter().position(|d| *d == out).unwrap_or(0);
+        let lda = k.div_ceil(32) * 32;
+        let q_len = m
+            .checked_mul(lda)
+            .ok_or(CudaError::Quant(qforge_core::QuantError::Overflow { what: "int8 activations" }))?;
+        // SAFETY: the quantizer writes all m × lda codes (zeros past K) and the m scales and
+        // zero points before the GEMM (same stream) reads them.
+        let mut q = unsafe { stream.alloc::<i8>(q_len) }.map_err(alloc_err(q_len))?;
+        // SAFETY: as above.
+        let mut scale = unsafe { stream.alloc::<f32>(m) }.map_err(alloc_err(4 * m))?;
+        // SAFETY: as above.
+        let mut zp = unsafe { stream.alloc::<i32>(m) }.map_err(alloc_err(4 * m))?;
+        let (m64, n64, k64, lda64) = (dim(m)?, dim(n)?, dim(k)?, dim(lda)?);
+        let grid_m = u32::try_from(m).map_err(|_| CudaError::Size {
+            what: "activation rows (quantizer grid)",
+            expected: u32::MAX as usize,
+            actual: m,
+        })?;
+        let mut b = stream.launch_builder(&kern[0]);
+        b.arg(x).arg(&mut q).arg(&mut scale).arg(&mut zp).arg(&k64).arg(&lda64);
+        let qcfg = LaunchConfig { grid_dim: (grid_m, 1, 1), block_dim: (QUANTIZE_THREADS, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: one CTA per row reads the row's K f32 of x (m × k checked) and writes its lda
+        // codes, scale and zero point (buffers of m × lda, m, m); argument types match
+        // (const float*, int8_t*, float*, int*, long long, long long).
+        unsafe { b.launch(qcfg) }.map_err(driver("launch quantize_int8_dyn"))?;
+        let gx = u32::try_from(n.div_ceil(A8_TILE.bn as usize)).map_err(|_| CudaError::Size {
+            what: "gemm grid x",
+            expected: u32::MAX as usize,
+            actual: n,
+        })?;
+        let cfg = LaunchConfig {
+            grid_dim: (gx, gy as u32, 1),
+            block_dim: (A8_TILE.threads(), 1, 1),
+            shared_mem_bytes: 0,
+        };
+        let mut g = stream.launch_builder(&kern[1 + oi]);
+        g.arg(&q).arg(&scale).arg(&zp).arg(w.data()).arg(y).arg(&m64).arg(&n64).arg(&k64).arg(&lda64);
+        g.arg(&group).arg(&gbytes).arg(&sdt);
+        // SAFETY: the kernel reads m × lda codes and m scales / zero points (written above),
+        // the n weight rows of ceil(k / group) groups of gbytes bytes (the layout `upload`
+        // sized the allocation from), and writes m × n elements of `out` into y (length and
+        // element size checked); argument types match its signature (const int8_t*, const
+        // float*, const int*, const uint8_t*, OUT*, long long × 4, int × 3); the grid covers
+        // every bm × bn tile once with the thread count it was compiled for.
+        unsafe { g.launch(cfg) }.map_err(driver("launch gemm a8"))?;
+        Ok(())
+    }
+}
