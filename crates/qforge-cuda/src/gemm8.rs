@@ -127,11 +127,8 @@ impl Cuda {
             expected: u32::MAX as usize,
             actual: n,
         })?;
-        let cfg = LaunchConfig {
-            grid_dim: (gx, gy as u32, 1),
-            block_dim: (A8_TILE.threads(), 1, 1),
-            shared_mem_bytes: 0,
-        };
+        let cfg =
+            LaunchConfig { grid_dim: (gx, gy as u32, 1), block_dim: (A8_TILE.threads(), 1, 1), shared_mem_bytes: 0 };
         let mut g = stream.launch_builder(&kern[1 + oi]);
         g.arg(&q).arg(&scale).arg(&zp).arg(w.data()).arg(y).arg(&m64).arg(&n64).arg(&k64).arg(&lda64);
         g.arg(&group).arg(&gbytes).arg(&sdt);
