@@ -148,18 +148,11 @@ QF_HD void qf_gemm_tile(const float* x, const uint8_t* w, const uint8_t* grid, v
 
     // Epilogue: every lane writes its accumulators inside M × N.
     qf_for_warps<C::NW>([&](int ws, int wid) {
-        const int wm = wid / C::WN, wn = wid % C::WN;
         qf_for_lanes([&](int ls, int lane) {
-#pragma unroll
-            for (int i = 0; i < C::MT; ++i)
-#pragma unroll
-                for (int j = 0; j < C::NT; ++j)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const long long m = m0 + wm * C::WTM + i * 16 + qf_frag_c_row(lane, e);
-                        const long long n = n0 + wn * C::WTN + j * 8 + qf_frag_c_col(lane, e);
-                        if (m < M && n < N) qf_gemm_store(y, out, m * N + n, acc[ws][i][j][ls].r[e]);
-                    }
+            qf_for_acc<C>(wid, lane, [&](int i, int j, int e, int r, int c) {
+                const long long m = m0 + r, n = n0 + c;
+                if (m < M && n < N) qf_gemm_store(y, out, m * N + n, acc[ws][i][j][ls].r[e]);
+            });
         });
     });
 }

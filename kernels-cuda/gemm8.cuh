@@ -39,7 +39,7 @@ QF_HD void qf_st_quad(int8_t* p, uint32_t v) {
 #ifdef __CUDA_ARCH__
     *reinterpret_cast<uint32_t*>(p) = v;
 #else
-    #pragma unroll
+#pragma unroll
     for (int i = 0; i < 4; ++i) p[i] = (int8_t)(uint8_t)(v >> (8 * i));
 #endif
 }
@@ -107,11 +107,11 @@ QF_HD void qf_gemm_a8_tile(const int8_t* xq, const float* xs, const int* xz, con
     qf_frag_c facc[QF_WARP_SLOTS(C::NW)][C::MT][C::NT][QF_LANE_SLOTS];
     qf_for_warps<C::NW>([&](int s, int) {
         qf_for_lanes([&](int ls, int) {
-            #pragma unroll
+#pragma unroll
             for (int i = 0; i < C::MT; ++i)
-                #pragma unroll
+#pragma unroll
                 for (int j = 0; j < C::NT; ++j)
-                    #pragma unroll
+#pragma unroll
                     for (int e = 0; e < 4; ++e) {
                         iacc[s][i][j][ls].r[e] = 0;
                         facc[s][i][j][ls].r[e] = 0.0f;
@@ -142,11 +142,11 @@ QF_HD void qf_gemm_a8_tile(const int8_t* xq, const float* xs, const int* xz, con
                 if (row < N) {
                     const uint8_t* g = w + row * row_bytes + (k0 / group) * gbytes;
                     sc = qf_group_scale(g, sdt);
-                    #pragma unroll
+#pragma unroll
                     for (int c = 0; c < C::BK; c += 8) {
                         int8_t v[8];
                         F::CODES::codes8(g + sbytes, group, (int)(k0 % group) + c, v);
-                        #pragma unroll
+#pragma unroll
                         for (int j = 0; j < 8; ++j) {
                             dst[c + j] = k0 + c + j < K ? v[j] : (int8_t)0;
                             sum += dst[c + j];
@@ -167,41 +167,34 @@ QF_HD void qf_gemm_a8_tile(const int8_t* xq, const float* xs, const int* xz, con
             qf_frag_a8 a[C::MT][QF_LANE_SLOTS];
             qf_frag_b8 b[C::NT][QF_LANE_SLOTS];
             qf_for_lanes([&](int ls, int lane) {
-                #pragma unroll
+#pragma unroll
                 for (int i = 0; i < C::MT; ++i)
-                    #pragma unroll
+#pragma unroll
                     for (int q = 0; q < 4; ++q) {
                         const int r = wm * C::WTM + i * 16 + qf_frag_a8_row(lane, 4 * q);
                         a[i][ls].r[q] = qf_ld_quad(As + r * A::LDS + qf_frag_a8_col(lane, 4 * q));
                     }
-                #pragma unroll
+#pragma unroll
                 for (int j = 0; j < C::NT; ++j)
-                    #pragma unroll
+#pragma unroll
                     for (int q = 0; q < 2; ++q) {
                         const int n = wn * C::WTN + j * 8 + qf_frag_b_col(lane);
                         b[j][ls].r[q] = qf_ld_quad(Ws + n * A::LDS + qf_frag_b8_row(lane, 4 * q));
                     }
             });
-            #pragma unroll
+#pragma unroll
             for (int i = 0; i < C::MT; ++i)
-                #pragma unroll
+#pragma unroll
                 for (int j = 0; j < C::NT; ++j) qf_mma_m16n8k32_s8(iacc[s][i][j], a[i], b[j]);
             qf_for_lanes([&](int ls, int lane) {
-                #pragma unroll
-                for (int i = 0; i < C::MT; ++i)
-                    #pragma unroll
-                    for (int j = 0; j < C::NT; ++j)
-                        #pragma unroll
-                        for (int e = 0; e < 4; ++e) {
-                            const int r = wm * C::WTM + i * 16 + qf_frag_c_row(lane, e);
-                            const int n = wn * C::WTN + j * 8 + qf_frag_c_col(lane, e);
-                            int& acc = iacc[s][i][j][ls].r[e];
-                            acc -= zs[r] * ws[n];
-                            if (group_end) {
-                                facc[s][i][j][ls].r[e] += (float)acc * wsc[n];
-                                acc = 0;
-                            }
-                        }
+                qf_for_acc<C>(wid, lane, [&](int i, int j, int e, int r, int n) {
+                    int& acc = iacc[s][i][j][ls].r[e];
+                    acc -= zs[r] * ws[n];
+                    if (group_end) {
+                        facc[s][i][j][ls].r[e] += (float)acc * wsc[n];
+                        acc = 0;
+                    }
+                });
             });
         });
         qf_sync();
@@ -209,18 +202,11 @@ QF_HD void qf_gemm_a8_tile(const int8_t* xq, const float* xs, const int* xz, con
 
     // Epilogue: the activation scale, once, then the output type.
     qf_for_warps<C::NW>([&](int s, int wid) {
-        const int wm = wid / C::WN, wn = wid % C::WN;
         qf_for_lanes([&](int ls, int lane) {
-            #pragma unroll
-            for (int i = 0; i < C::MT; ++i)
-                #pragma unroll
-                for (int j = 0; j < C::NT; ++j)
-                    #pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const long long m = m0 + wm * C::WTM + i * 16 + qf_frag_c_row(lane, e);
-                        const long long n = n0 + wn * C::WTN + j * 8 + qf_frag_c_col(lane, e);
-                        if (m < M && n < N) y[m * N + n] = O::conv(facc[s][i][j][ls].r[e] * xs[m]);
-                    }
+            qf_for_acc<C>(wid, lane, [&](int i, int j, int e, int r, int c) {
+                const long long m = m0 + r, n = n0 + c;
+                if (m < M && n < N) y[m * N + n] = O::conv(facc[s][i][j][ls].r[e] * xs[m]);
+            });
         });
     });
 }

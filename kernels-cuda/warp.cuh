@@ -92,6 +92,22 @@ QF_HD int qf_frag_b_col(int lane) { return lane >> 2; }
 QF_HD int qf_frag_c_row(int lane, int i) { return (lane >> 2) + (i >= 2 ? 8 : 0); }
 QF_HD int qf_frag_c_col(int lane, int i) { return 2 * (lane & 3) + (i & 1); }
 
+// Every accumulator element one lane of warp `wid` holds in a CTA tile of config C (C::WN
+// warps across, each warp C::MT × C::NT m16n8 tiles of C::WTM × C::WTN): f(i, j, e, r, c),
+// tile (i, j), register e, at row r and column c of the CTA tile. The GEMMs' epilogues and
+// per-element accumulator updates walk their fragments with it.
+template <class C, class Fn>
+QF_HD void qf_for_acc(int wid, int lane, Fn&& f) {
+    const int wm = wid / C::WN, wn = wid % C::WN;
+#pragma unroll
+    for (int i = 0; i < C::MT; ++i)
+#pragma unroll
+        for (int j = 0; j < C::NT; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                f(i, j, e, wm * C::WTM + i * 16 + qf_frag_c_row(lane, e), wn * C::WTN + j * 8 + qf_frag_c_col(lane, e));
+}
+
 struct qf_mma_f16 {
     static constexpr bool BF16 = false;
     // The 16-bit pattern of an f32 value, round to nearest even.
