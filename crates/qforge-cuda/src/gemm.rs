@@ -123,10 +123,7 @@ impl Cuda {
         if !(1..=MAX_GRID_Y).contains(&splits) {
             return Err(CudaError::Size { what: "split-k count (grid z)", expected: MAX_GRID_Y, actual: splits });
         }
-        let (gx, gy) = (n.div_ceil(bn), m.div_ceil(bm));
-        if gy > MAX_GRID_Y {
-            return Err(CudaError::Size { what: "activation rows (grid y)", expected: MAX_GRID_Y * bm, actual: m });
-        }
+        let (gx, gy) = tile_grid(m, n, bm, bn)?;
         if m == 0 || n == 0 {
             return Ok(());
         }
@@ -136,24 +133,12 @@ impl Cuda {
         }
         drop(sync);
         let kern = self.kernels(w.format())?;
-        let oi = DType::ALL.iter().position(|d| *d == out).unwrap_or(0);
-        let cfg = LaunchConfig {
-            grid_dim: (
-                u32::try_from(gx).map_err(|_| CudaError::Size {
-                    what: "gemm grid x",
-                    expected: u32::MAX as usize,
-                    actual: gx,
-                })?,
-                gy as u32,
-                splits as u32,
-            ),
-            block_dim: (t.threads(), 1, 1),
-            shared_mem_bytes: 0,
-        };
+        let cfg =
+            LaunchConfig { grid_dim: (gx, gy, splits as u32), block_dim: (t.threads(), 1, 1), shared_mem_bytes: 0 };
         let (m64, n64, k64, s32) = (dim(m)?, dim(n)?, dim(k)?, splits as i32);
         let grid = w.data().slice(w.rows_len()..);
         if splits == 1 {
-            let o32 = oi as i32;
+            let o32 = dtype_index(out);
             let mut b = stream.launch_builder(&kern.gemm[tile][mi]);
             b.arg(x).arg(w.data()).arg(&grid).arg(y).arg(&m64).arg(&n64).arg(&k64).arg(&s32).arg(&o32);
             // SAFETY: the kernel reads m × k f32 of x (length checked), the n rows of w (whole
@@ -171,14 +156,13 @@ impl Cuda {
         // SAFETY: split z's CTAs write every element of slice z (the epilogue covers the whole
         // m × n, empty K ranges write zeros) before the reduction reads it (same stream).
         let mut ws = unsafe { stream.alloc::<f32>(parts) }.map_err(alloc_err(4 * parts))?;
-        let f32_index = DType::ALL.iter().position(|d| *d == DType::F32).unwrap_or(0);
-        let f32_out = f32_index as i32;
+        let f32_out = dtype_index(DType::F32);
         let mut b = stream.launch_builder(&kern.gemm[tile][mi]);
         b.arg(x).arg(w.data()).arg(&grid).arg(&mut ws).arg(&m64).arg(&n64).arg(&k64).arg(&s32).arg(&f32_out);
-        // SAFETY: as for one split, with out = f32 (index f32_index): the kernel writes split z's m × n partial
+        // SAFETY: as for one split, with out = f32: the kernel writes split z's m × n partial
         // sums at ws + z·m·n: ws holds splits × m × n f32 (allocated above), grid z = splits.
         unsafe { b.launch(cfg) }.map_err(driver("launch gemm (split-k)"))?;
-        let reduce = &self.util()?[UTIL_REDUCE_FIRST + oi];
+        let reduce = &self.util()?[UTIL_REDUCE_FIRST + dtype_index(out) as usize];
         let mn = dim(m * n)?;
         let mut r = stream.launch_builder(reduce);
         r.arg(&ws).arg(y).arg(&mn).arg(&s32);
@@ -190,6 +174,27 @@ impl Cuda {
         unsafe { r.launch(rcfg) }.map_err(driver("launch reduce_splits"))?;
         Ok(())
     }
+}
+
+/// The CTA grid of a GEMM over tiles of `bm` activation rows × `bn` weight rows: `(x, y)` =
+/// (⌈n / bn⌉, ⌈m / bm⌉), each within what a launch takes.
+pub(crate) fn tile_grid(m: usize, n: usize, bm: usize, bn: usize) -> Result<(u32, u32), CudaError> {
+    let gy = m.div_ceil(bm);
+    if gy > MAX_GRID_Y {
+        return Err(CudaError::Size { what: "activation rows (grid y)", expected: MAX_GRID_Y * bm, actual: m });
+    }
+    let gx = n.div_ceil(bn);
+    let gx = u32::try_from(gx).map_err(|_| CudaError::Size {
+        what: "gemm grid x",
+        expected: u32::MAX as usize,
+        actual: gx,
+    })?;
+    Ok((gx, gy as u32))
+}
+
+/// `out`'s index in [`DType::ALL`], the output-type argument the kernels take.
+pub(crate) fn dtype_index(out: DType) -> i32 {
+    DType::ALL.iter().position(|d| *d == out).unwrap_or(0) as i32
 }
 
 /// m × N, the output length of a GEMM against `w`.

@@ -7,7 +7,7 @@
 
 use crate::CudaError;
 use crate::codegen::{A8_TILE, a8_group_args, a8_kernel_names};
-use crate::gemm::{check_operands, out_len};
+use crate::gemm::{check_operands, dtype_index, out_len, tile_grid};
 use crate::runtime::{Cuda, DeviceBuffer, DeviceQuantTensor, MODULES, alloc_err, dim, driver, inflate};
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, CudaView, DeviceRepr, LaunchConfig, PushKernelArg};
 use qforge_core::DType;
@@ -15,8 +15,6 @@ use std::sync::Arc;
 
 /// Threads of the activation quantizer's CTA (`QF_I8DYN_THREADS` in gemm8.cuh).
 const QUANTIZE_THREADS: u32 = 256;
-/// Largest grid dimension y (the CTA rows over M).
-const MAX_GRID_Y: usize = 65_535;
 
 impl Cuda {
     /// The A8 kernels of the registered format `name` ([`a8_kernel_names`] order: the
@@ -85,19 +83,12 @@ impl Cuda {
         let (n, k) = (w.shape().rows(), w.shape().cols());
         let (group, gbytes, sdt) = a8_group_args(w.format()).map_err(CudaError::Quant)?;
         check_operands::<T>(x, m, n, k, y.len(), out)?;
-        let gy = m.div_ceil(A8_TILE.bm as usize);
-        if gy > MAX_GRID_Y {
-            return Err(CudaError::Size {
-                what: "activation rows (grid y)",
-                expected: MAX_GRID_Y * A8_TILE.bm as usize,
-                actual: m,
-            });
-        }
+        let (gx, gy) = tile_grid(m, n, A8_TILE.bm as usize, A8_TILE.bn as usize)?;
         if m == 0 || n == 0 {
             return Ok(());
         }
         let kern = self.a8_kernels(w.format().desc().name)?;
-        let oi = DType::ALL.iter().position(|d| *d == out).unwrap_or(0);
+        let oi = dtype_index(out) as usize;
         let lda = k.div_ceil(32) * 32;
         let q_len = m
             .checked_mul(lda)
@@ -122,13 +113,7 @@ impl Cuda {
         // codes, scale and zero point (buffers of m × lda, m, m); argument types match
         // (const float*, int8_t*, float*, int*, long long, long long).
         unsafe { b.launch(qcfg) }.map_err(driver("launch quantize_int8_dyn"))?;
-        let gx = u32::try_from(n.div_ceil(A8_TILE.bn as usize)).map_err(|_| CudaError::Size {
-            what: "gemm grid x",
-            expected: u32::MAX as usize,
-            actual: n,
-        })?;
-        let cfg =
-            LaunchConfig { grid_dim: (gx, gy as u32, 1), block_dim: (A8_TILE.threads(), 1, 1), shared_mem_bytes: 0 };
+        let cfg = LaunchConfig { grid_dim: (gx, gy, 1), block_dim: (A8_TILE.threads(), 1, 1), shared_mem_bytes: 0 };
         let mut g = stream.launch_builder(&kern[1 + oi]);
         g.arg(&q).arg(&scale).arg(&zp).arg(w.data()).arg(y).arg(&m64).arg(&n64).arg(&k64).arg(&lda64);
         g.arg(&group).arg(&gbytes).arg(&sdt);
