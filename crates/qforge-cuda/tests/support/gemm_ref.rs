@@ -1,5 +1,5 @@
 //! The fused GEMM's reference, shared by the host check (`gemm_host.rs`) and the GPU test
-//! (`gemm_device.rs`): the CPU dequantization of the weights, weights and activations rounded
+//! (`device/gemm.rs`): the CPU dequantization of the weights, weights and activations rounded
 //! to the tensor-core input type (f16 / bf16, round to nearest even, with `half`), products
 //! summed in f64; and the odd shapes every format runs.
 

@@ -10,9 +10,8 @@ use qforge_cuda::cudarc::driver::CudaStream;
 use qforge_cuda::{Cuda, CudaError, DeviceBuffer};
 use std::sync::Arc;
 
-mod support;
-use support::a8_ref::{a8_formats, every_variant};
-use support::gemm_ref::{every_type_any_order, instance, odd_shapes, other_types, split_k};
+use crate::support::a8_ref::{a8_formats, every_variant};
+use crate::support::gemm_ref::{every_type_any_order, instance, odd_shapes, other_types, split_k};
 
 fn device() -> Cuda {
     Cuda::new(0).unwrap_or_else(|e| panic!("this test needs a CUDA GPU and none answered: {e}"))
@@ -203,7 +202,7 @@ fn a8_gemm_on_the_gpu_is_the_cpus_int8_dyn_matmul() {
         gpu.gemm_a8(&dw, &dx.slice(..), m, out, &s).unwrap().to_host_bytes(&s).unwrap()
     };
     for f in a8_formats() {
-        support::a8_ref::odd_shapes(f, &run);
+        crate::support::a8_ref::odd_shapes(f, &run);
         every_variant(f, &run);
     }
 }
