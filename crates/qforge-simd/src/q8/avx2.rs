@@ -18,6 +18,10 @@
 //!   `w = -128`, `maddubs(|w|, a·sgn w)` only where `a = -128`): the side shared by the call's
 //!   rows is checked once per call ([`SignTrick`]); where both hold a -128 the unit is widened
 //!   to `i16` and `vpmaddwd`-ed, the pair sums added into the same lanes (`vphaddd`), exact;
+//! * mat-vec ([`vec_dot_weight_rows`]) of formats whose values are `u − z` with small unsigned
+//!   `u` ([`offset_form`]: q4_0, q5_0, q1_0, q2_0, mxfp4, nvfp4) skips the sign trick:
+//!   `vpmaddubsw(u, a) − vpmaddubsw(z, a)`, the second term once per activation row
+//!   ([`OFFSET`]), the same exact pair sums;
 //! * the lanes go to f32 (exact) and are fused-multiply-added with the unit's scale into its
 //!   accumulator. Eight units' f16 scales are widened at once (`vcvtph2ps`): widened one by
 //!   one, the f16 load picks up a false dependency on an accumulator register.
