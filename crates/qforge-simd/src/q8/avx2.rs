@@ -18,6 +18,10 @@
 //!   `w = -128`, `maddubs(|w|, a·sgn w)` only where `a = -128`): the side shared by the call's
 //!   rows is checked once per call ([`SignTrick`]); where both hold a -128 the unit is widened
 //!   to `i16` and `vpmaddwd`-ed, the pair sums added into the same lanes (`vphaddd`), exact;
+//! * mat-vec ([`vec_dot_weight_rows`]) of formats whose values are `u − z` with small unsigned
+//!   `u` ([`offset_form`]: q4_0, q5_0, q1_0, q2_0, mxfp4, nvfp4) skips the sign trick:
+//!   `vpmaddubsw(u, a) − vpmaddubsw(z, a)`, the second term once per activation row
+//!   ([`OFFSET`]), the same exact pair sums;
 //! * the lanes go to f32 (exact) and are fused-multiply-added with the unit's scale into its
 //!   accumulator. Eight units' f16 scales are widened at once (`vcvtph2ps`): widened one by
 //!   one, the f16 load picks up a false dependency on an accumulator register.
@@ -54,12 +58,92 @@ pub(super) fn vec_dot_weight_rows<W: Q8Weight, A: Q8Act>(w: &[W], n: usize, a: &
     let n = n.max(1);
     let m = (a.len() / W::UNITS).min(n);
     let a = &a[..m * W::UNITS];
+    if let Some(z) = const { offset_form::<W>() } {
+        // SAFETY: the `Avx2` token proves AVX2 (all `offset_corrections` needs).
+        let pre = unsafe { offset_corrections(a, z) };
+        for (o, w) in out.iter_mut().zip(w.chunks_exact(n)) {
+            // SAFETY: the `Avx2` token proves AVX2, FMA and F16C; `W` has an unsigned form
+            // (`offset_form`) and `pre` is `a`'s corrections for its `z`, one batch per batch of
+            // `a` (the tail batch's zero padding included), as `OFFSET` requires.
+            *o = unsafe { rows_avx2::<W, A, 1, OFFSET>(&w[..m], [a], [&pre]) }[0];
+        }
+        return true;
+    }
     let sign = if no_min_acts::<W, A>(a) { SignTrick::Acts } else { SignTrick::Widen };
     for (o, w) in out.iter_mut().zip(w.chunks_exact(n)) {
         // A short activation row truncates every weight row.
         *o = Kernel { w: &w[..m], m: m * W::UNITS, sign, _avx2: avx2 }.rows([&a])[0];
     }
     true
+}
+
+/// The unsigned form of `W`'s values, where it has one: `v = u − z` for every value, with
+/// `z` and every `u` in `0..=127`, so `vpmaddubsw(u, a)` is exact for every `i8` activation
+/// (a pair is at most 2·127·128 in magnitude) and `vpmaddubsw(u, a) − vpmaddubsw(z, a)` is
+/// the exact pair sum of `v·a` (`|v| ≤ 127`: it fits `i16`, so the wrapping subtraction is
+/// exact). `Some(z)` for offset codes (q4_0, q5_0: codes of at most 5 bits) and for tables
+/// whose entries span at most 127 (q1_0, q2_0, mxfp4, nvfp4; not iq4_nl's).
+pub(super) const fn offset_form<W: Q8Weight>() -> Option<u8> {
+    match W::VALUES {
+        Values::Offset(k) if k >= 0 && k <= 96 => Some(k as u8),
+        Values::Table(t) => {
+            let (mut lo, mut hi, mut i) = (0i16, 0i16, 0);
+            while i < 16 {
+                let v = t[i] as i16;
+                if v < lo {
+                    lo = v;
+                }
+                if v > hi {
+                    hi = v;
+                }
+                i += 1;
+            }
+            if hi - lo <= 127 { Some((-lo) as u8) } else { None }
+        }
+        _ => None,
+    }
+}
+
+/// The table `W`'s codes look up in the kernel: its [`Values::Table`] as it is, or (for the
+/// [`OFFSET`] products `P`) shifted by the unsigned form's `z` ([`offset_form`]).
+const fn kernel_table<W: Q8Weight, const P: u8>() -> [i8; 16] {
+    let mut t = match W::VALUES {
+        Values::Table(t) => t,
+        _ => [0; 16],
+    };
+    if P == OFFSET {
+        let z = match offset_form::<W>() {
+            Some(z) => z as i8,
+            None => 0,
+        };
+        let mut i = 0;
+        while i < 16 {
+            t[i] += z;
+            i += 1;
+        }
+    }
+    t
+}
+
+/// `vpmaddubsw(z, a)` of every activation unit of `a`, [`BATCH`] units per entry, the last
+/// entry filled up with zeros (what the tail's zero units give): the part of each unit's
+/// pair sums that the [`OFFSET`] products subtract, computed once per activation row and
+/// shared by all weight rows of a mat-vec call.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[target_feature(enable = "avx2")]
+unsafe fn offset_corrections<A: Q8Act>(a: &[A], z: u8) -> Vec<[__m256i; BATCH]> {
+    let zv = _mm256_set1_epi8(z as i8);
+    let mut pre = vec![[_mm256_setzero_si256(); BATCH]; a.len().div_ceil(BATCH)];
+    for (p, a) in pre.iter_mut().zip(a.chunks(BATCH)) {
+        for (p, a) in p.iter_mut().zip(a) {
+            // SAFETY: `qs()` is `&[i8; 32]`: the unaligned 32-byte load reads exactly the array.
+            let av = unsafe { _mm256_loadu_si256(a.qs().as_ptr().cast()) };
+            *p = _mm256_maddubs_epi16(zv, av);
+        }
+    }
+    pre
 }
 
 /// How the kernel multiplies 8-bit weights ([`Values::Signed8`]) with the activations; all
@@ -139,9 +223,9 @@ impl<'a, W: Q8Weight, A: Q8Act> RowKernel<&'a [A]> for Kernel<'_, W> {
         // and every row of `a` (its constructors check).
         unsafe {
             match (W::VALUES, self.sign) {
-                (Values::Signed8, SignTrick::Widen) => rows_avx2::<W, A, R, WIDEN>(self.w, a),
-                (Values::Signed8, SignTrick::Acts) => rows_avx2::<W, A, R, ABS_W>(self.w, a),
-                _ => rows_avx2::<W, A, R, ABS_A>(self.w, a),
+                (Values::Signed8, SignTrick::Widen) => rows_avx2::<W, A, R, WIDEN>(self.w, a, [&[]; R]),
+                (Values::Signed8, SignTrick::Acts) => rows_avx2::<W, A, R, ABS_W>(self.w, a, [&[]; R]),
+                _ => rows_avx2::<W, A, R, ABS_A>(self.w, a, [&[]; R]),
             }
         }
     }
@@ -154,19 +238,33 @@ const ABS_A: u8 = 0;
 const ABS_W: u8 = 1;
 /// Both sides widened to `i16` (8-bit weights).
 const WIDEN: u8 = 2;
+/// `vpmaddubsw(u, a) − pre` with the unsigned form `u` of the weights ([`offset_form`]) and
+/// `pre = vpmaddubsw(z, a)` precomputed per activation unit ([`offset_corrections`]): no
+/// sign work per weight row (mat-vec).
+const OFFSET: u8 = 3;
 
 /// `R` dots of the weight row `w` with the activation rows `a[r]` (each of exactly
 /// `w.len() · UNITS` blocks), every one as [`super::vec_dot_portable`] computes it; `P` is
-/// how [`isum`] multiplies (whatever it says of `w` and `a` must hold).
+/// how [`isum`] multiplies (whatever it says of `w` and `a` must hold). `pre[r]`: for
+/// [`OFFSET`], row `r`'s [`offset_corrections`] (one entry per batch of its units, the tail
+/// batch included); unused (may be empty) otherwise.
 #[target_feature(enable = "avx2,fma,f16c")]
-fn rows_avx2<W: Q8Weight, A: Q8Act, const R: usize, const P: u8>(w: &[W], a: [&[A]; R]) -> [f32; R] {
+fn rows_avx2<W: Q8Weight, A: Q8Act, const R: usize, const P: u8>(
+    w: &[W],
+    a: [&[A]; R],
+    pre: [&[[__m256i; BATCH]]; R],
+) -> [f32; R] {
     const { assert!(supported::<W>() && BATCH == 8 && ACCS == 2 && LANES == 8 && R >= 1) };
+    // (`OFFSET` is instantiated for every `W` but only called where `offset_form` is `Some`.)
+    debug_assert!(P != OFFSET || offset_form::<W>().is_some());
     let per = BATCH / W::UNITS;
+    let tv = const { kernel_table::<W, P>() };
     let table = match W::VALUES {
-        // SAFETY: `t` is 16 bytes, exactly what the unaligned 16-byte load reads.
-        Values::Table(t) => _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(t.as_ptr().cast()) }),
+        // SAFETY: `tv` is 16 bytes, exactly what the unaligned 16-byte load reads.
+        Values::Table(_) => _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(tv.as_ptr().cast()) }),
         _ => _mm256_setzero_si256(),
     };
+    let zero_pre = [_mm256_setzero_si256(); BATCH];
     let mut acc = [[_mm256_setzero_ps(); ACCS]; R];
     // Affine formats: `[·, m·s]` pairs of units 0..4 and 4..8 of every batch, summed.
     let mut summs = [[_mm256_setzero_ps(); 2]; R];
@@ -176,8 +274,15 @@ fn rows_avx2<W: Q8Weight, A: Q8Act, const R: usize, const P: u8>(w: &[W], a: [&[
     // `#[inline(always)]` is not allowed with `#[target_feature]`, and the accumulators must
     // stay in registers.)
     macro_rules! batch {
-        ($w:expr, $a:expr) => {{
+        ($w:expr, $a:expr, $k:expr) => {{
             let (w, a): (&[W], [&[A; BATCH]; R]) = ($w, $a);
+            // The batch's offset corrections (row `r`'s batch `$k`), used by `OFFSET` only.
+            let mut pk = [&zero_pre; R];
+            if P == OFFSET {
+                for (p, pre) in pk.iter_mut().zip(&pre) {
+                    *p = &pre[$k];
+                }
+            }
             // Per row and unit: `d_a·d_w` (f16 weight scales), else `d_a` alone.
             let mut d = [[0f32; BATCH]; R];
             if W::AFFINE {
@@ -219,13 +324,13 @@ fn rows_avx2<W: Q8Weight, A: Q8Act, const R: usize, const P: u8>(w: &[W], a: [&[
                 for h in 0..ACCS {
                     let j = ACCS * p + h;
                     let (b, u) = (&w[j / W::UNITS], j % W::UNITS);
-                    let wv = unpack::<W>(b.codes(u), table);
+                    let wv = unpack::<W, P>(b.codes(u), table);
                     let sb = match W::SCALE {
                         Scale::F16 => [0.0; 2],
                         Scale::Byte(t) | Scale::ByteHalves(t) => b.scale_bytes(u).map(|s| t[usize::from(s)]),
                     };
                     for r in 0..R {
-                        let lanes = _mm256_cvtepi32_ps(isum::<W, P>(wv, a[r][j].qs()));
+                        let lanes = _mm256_cvtepi32_ps(isum::<W, P>(wv, a[r][j].qs(), pk[r][j]));
                         let s = match W::SCALE {
                             Scale::F16 => _mm256_set1_ps(d[r][j]),
                             Scale::Byte(_) => _mm256_set1_ps(d[r][j] * sb[0]),
@@ -253,7 +358,7 @@ fn rows_avx2<W: Q8Weight, A: Q8Act, const R: usize, const P: u8>(w: &[W], a: [&[
         for (b, c) in ab.iter_mut().zip(&ac) {
             *b = &c[k];
         }
-        batch!(&w[k * per..(k + 1) * per], ab);
+        batch!(&w[k * per..(k + 1) * per], ab, k);
     }
     let tail = &w[full * per..];
     if !tail.is_empty() {
@@ -267,7 +372,7 @@ fn rows_avx2<W: Q8Weight, A: Q8Act, const R: usize, const P: u8>(w: &[W], a: [&[
             at[..tail.len()].copy_from_slice(tail);
             *b = at;
         }
-        batch!(&wt[..per], ab);
+        batch!(&wt[..per], ab, full);
     }
     let mut sums = [0f32; R];
     for ((s, acc), summs) in sums.iter_mut().zip(acc).zip(summs) {
@@ -363,10 +468,11 @@ fn widen(h: [u16; BATCH]) -> __m256 {
 #[derive(Clone, Copy)]
 struct Unpacked(__m256i);
 
-/// A unit's 32 values, in element order.
+/// A unit's 32 values in element order; for the [`OFFSET`] products `P` their unsigned form
+/// ([`offset_form`]: offset codes as they are, `table` the shifted one).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn unpack<W: Q8Weight>(codes: Codes<'_>, table: __m256i) -> Unpacked {
+fn unpack<W: Q8Weight, const P: u8>(codes: Codes<'_>, table: __m256i) -> Unpacked {
     let nib = _mm256_set1_epi8(0x0F);
     let c = match codes {
         // SAFETY: `q` is `&[i8; 32]`: the unaligned 32-byte load reads exactly the array.
@@ -387,7 +493,16 @@ fn unpack<W: Q8Weight>(codes: Codes<'_>, table: __m256i) -> Unpacked {
             // same for elements 16..32.
             _mm256_and_si256(_mm256_set_m128i(_mm_unpackhi_epi64(lo, hi), _mm_unpacklo_epi64(lo, hi)), nib)
         }
-        Codes::Bits1(b) => _mm256_and_si256(bytes_from_bits(*b), _mm256_set1_epi8(1)),
+        Codes::Bits1(b) => {
+            let set = bytes_from_bits(*b);
+            if let Values::Table(_) = W::VALUES {
+                // Two values: `t[0] ^ (set & (t[0] ^ t[1]))`, no table lookup.
+                let t = const { kernel_table::<W, P>() };
+                let v = _mm256_and_si256(set, _mm256_set1_epi8(t[0] ^ t[1]));
+                return Unpacked(_mm256_xor_si256(v, _mm256_set1_epi8(t[0])));
+            }
+            _mm256_and_si256(set, _mm256_set1_epi8(1))
+        }
         Codes::Bits2(b) => {
             // 32-bit lane p of each half: the half's 4 bytes shifted by 2p, so its byte k
             // holds (in its low two bits) the code of element 4k + p of the half.
@@ -409,6 +524,7 @@ fn unpack<W: Q8Weight>(codes: Codes<'_>, table: __m256i) -> Unpacked {
     };
     let v = match W::VALUES {
         Values::Signed8 | Values::Unsigned => c,
+        Values::Offset(_) if P == OFFSET => c,
         Values::Offset(k) => _mm256_sub_epi8(c, _mm256_set1_epi8(k)),
         Values::Table(_) => _mm256_shuffle_epi8(table, c),
     };
@@ -416,15 +532,18 @@ fn unpack<W: Q8Weight>(codes: Codes<'_>, table: __m256i) -> Unpacked {
 }
 
 /// The 8 exact `i32` lanes of an unpacked unit against 32 activation quants: lane `l` sums
-/// elements `4l .. 4l+4`. `P` ([`ABS_A`], [`ABS_W`], [`WIDEN`]) says how.
+/// elements `4l .. 4l+4`. `P` ([`ABS_A`], [`ABS_W`], [`WIDEN`], [`OFFSET`]) says how; `pre`
+/// is the unit's offset correction ([`OFFSET`] only).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn isum<W: Q8Weight, const P: u8>(w: Unpacked, aq: &[i8; QK8]) -> __m256i {
+fn isum<W: Q8Weight, const P: u8>(w: Unpacked, aq: &[i8; QK8], pre: __m256i) -> __m256i {
     // SAFETY: `aq` is `&[i8; 32]`: the unaligned 32-byte load reads exactly the array.
     let av = unsafe { _mm256_loadu_si256(aq.as_ptr().cast()) };
     let w = w.0;
     let prod = if W::VALUES == Values::Unsigned {
         _mm256_maddubs_epi16(w, av)
+    } else if P == OFFSET {
+        _mm256_sub_epi16(_mm256_maddubs_epi16(w, av), pre)
     } else if P == ABS_W {
         _mm256_maddubs_epi16(_mm256_abs_epi8(w), _mm256_sign_epi8(av, w))
     } else if P == WIDEN {
