@@ -7,7 +7,7 @@
 
 use crate::CudaError;
 use crate::codegen::{A8_TILE, q8_kernel_names, q8_units};
-use crate::gemm::{check_operands, dtype_index, out_len, tile_grid};
+use crate::gemm::{check_operands, dtype_index, new_output, out_len, tile_grid};
 use crate::runtime::{Cuda, DeviceBuffer, DeviceQuantTensor, alloc_err, dim, driver};
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, DeviceRepr, LaunchConfig, PushKernelArg};
 use qforge_core::DType;
@@ -37,15 +37,7 @@ impl Cuda {
         out: DType,
         stream: &Arc<CudaStream>,
     ) -> Result<DeviceBuffer, CudaError> {
-        let len = out_len(m, w)?;
-        // SAFETY: the GEMM writes every one of the m × N elements (the epilogue covers the
-        // whole output, predicated only at its edges) before anything reads them.
-        let mut y = unsafe { DeviceBuffer::uninit(stream, len, out)? };
-        match &mut y {
-            DeviceBuffer::F32(s) => self.gemm_q8_into(w, x, m, s, out, stream)?,
-            DeviceBuffer::F16(s) | DeviceBuffer::Bf16(s) => self.gemm_q8_into(w, x, m, s, out, stream)?,
-        }
-        Ok(y)
+        new_output!(stream, out_len(m, w)?, out, |s| self.gemm_q8_into(w, x, m, s, out, stream))
     }
 
     /// [`Cuda::gemm_q8`] into a caller-owned `y` (m × N elements of `out`: f32, or u16 bit
