@@ -89,19 +89,31 @@ QF_HD void qf_quantize_i8dyn_row(const float* x, int8_t* q, float* scale, int* z
     });
 }
 
-// One CTA's tile (tm, tn) of y. xq: M × lda int8 (0 past K), xs / xz: per-row scale and zero
-// point; w: N rows of ceil(K / group) groups of gbytes bytes (scale of dtype sdt, then the
-// values); smem: qf_a8_cfg<C>::SMEM bytes; ws / wsc / zs: BN ints, BN floats, BM ints.
-template <class F, class O, class C>
-QF_HD void qf_gemm_a8_tile(const int8_t* xq, const float* xs, const int* xz, const uint8_t* w, typename O::T* y,
-                           long long M, long long N, long long K, long long lda, int group, int gbytes, int sdt,
-                           long long tm, long long tn, int8_t* smem, int* ws, float* wsc, int* zs) {
+// ---- the generic 8-bit tile loop ---------------------------------------------------------
+// Side data of one tile in shared memory: per activation row (BM) and per weight row (BN) of
+// the current k-step an int and two floats; each policy uses what it needs.
+template <class C>
+struct qf_i8_side {
+    int ai[C::BM];
+    float af[2][C::BM];
+    int wi[C::BN];
+    float wf[2][C::BN];
+};
+
+// One CTA's tile (tm, tn) of an M × N product over K in k-steps of 32: per step the policy P
+// stages the activation codes (P::act_quad, 4 codes at row gm, column k; only for gm < M) and
+// per-row data (P::act_step), decodes each weight row's 32 codes into shared memory with its
+// per-row data (P::weight_step, zeros past N and K), the warps run mma.m16n8k32 s8 into s32
+// accumulators, and P::fold moves them into the f32 accumulators (when P::fold_now says so);
+// the epilogue stores P::result(f32 accumulator, m) through store(index, value).
+// smem: qf_a8_cfg<C>::SMEM bytes (16-byte aligned).
+template <class C, class P, class St>
+QF_HD void qf_gemm_i8_tile(const P& p, St&& store, long long M, long long N, long long K, long long tm, long long tn,
+                           int8_t* smem, qf_i8_side<C>& sd) {
     typedef qf_a8_cfg<C> A;
     int8_t* As = smem;
     int8_t* Ws = smem + C::BM * A::LDS;
     const long long m0 = tm * C::BM, n0 = tn * C::BN;
-    const long long row_bytes = (K + group - 1) / group * gbytes;
-    const int sbytes = qf_group_scale_bytes(sdt);
 
     qf_frag_c32 iacc[QF_WARP_SLOTS(C::NW)][C::MT][C::NT][QF_LANE_SLOTS];
     qf_frag_c facc[QF_WARP_SLOTS(C::NW)][C::MT][C::NT][QF_LANE_SLOTS];
@@ -119,49 +131,25 @@ QF_HD void qf_gemm_a8_tile(const int8_t* xq, const float* xs, const int* xz, con
         });
     });
     qf_for_threads<C::NTH>([&](int t) {
-        for (int r = t; r < C::BM; r += C::NTH) zs[r] = m0 + r < M ? xz[m0 + r] : 0;
+        for (int r = t; r < C::BM; r += C::NTH) p.tile_row(sd, r, m0 + r, M);
     });
 
     for (long long k0 = 0; k0 < K; k0 += C::BK) {
-        // Activations: BM rows × BK bytes (the quantizer zeroed [K, lda)); 0 past M.
+        // Activations: BM rows × BK codes (0 past M), and their per-row data.
         qf_for_threads<C::NTH>([&](int t) {
             for (int e = t; e < C::BM * (C::BK / 4); e += C::NTH) {
                 const int r = e / (C::BK / 4), c = 4 * (e % (C::BK / 4));
                 const long long gm = m0 + r;
-                qf_st_quad(As + r * A::LDS + c, gm < M ? qf_ld_quad(xq + gm * lda + k0 + c) : 0u);
+                qf_st_quad(As + r * A::LDS + c, gm < M ? p.act_quad(gm, k0 + c) : 0u);
             }
+            for (int r = t; r < C::BM; r += C::NTH) p.act_step(sd, r, m0 + r, M, k0);
         });
-        // Weights: one thread per row decodes its BK codes (0 past N and K), their sum (the
-        // zero point's share) and the group's scale.
+        // Weights: one thread per row decodes its BK codes and per-row data.
         qf_for_threads<C::NTH>([&](int t) {
-            for (int r = t; r < C::BN; r += C::NTH) {
-                const long long row = n0 + r;
-                int8_t* dst = Ws + r * A::LDS;
-                int sum = 0;
-                float sc = 0.0f;
-                if (row < N) {
-                    const uint8_t* g = w + row * row_bytes + (k0 / group) * gbytes;
-                    sc = qf_group_scale(g, sdt);
-#pragma unroll
-                    for (int c = 0; c < C::BK; c += 8) {
-                        int8_t v[8];
-                        F::CODES::codes8(g + sbytes, group, (int)(k0 % group) + c, v);
-#pragma unroll
-                        for (int j = 0; j < 8; ++j) {
-                            dst[c + j] = k0 + c + j < K ? v[j] : (int8_t)0;
-                            sum += dst[c + j];
-                        }
-                    }
-                } else {
-                    for (int c = 0; c < C::BK; ++c) dst[c] = 0;
-                }
-                ws[r] = sum;
-                wsc[r] = sc;
-            }
+            for (int r = t; r < C::BN; r += C::NTH) p.weight_step(sd, r, n0 + r, N, K, k0, Ws + r * A::LDS);
         });
         qf_sync();
-        // The group's last k-step: fold its integer sums into the f32 accumulators.
-        const bool group_end = (k0 + C::BK) % group == 0 || k0 + C::BK >= K;
+        const bool fold = p.fold_now(k0, K);
         qf_for_warps<C::NW>([&](int s, int wid) {
             const int wm = wid / C::WN, wn = wid % C::WN;
             qf_frag_a8 a[C::MT][QF_LANE_SLOTS];
@@ -188,27 +176,88 @@ QF_HD void qf_gemm_a8_tile(const int8_t* xq, const float* xs, const int* xz, con
                 for (int j = 0; j < C::NT; ++j) qf_mma_m16n8k32_s8(iacc[s][i][j], a[i], b[j]);
             qf_for_lanes([&](int ls, int lane) {
                 qf_for_acc<C>(wid, lane, [&](int i, int j, int e, int r, int n) {
-                    int& acc = iacc[s][i][j][ls].r[e];
-                    acc -= zs[r] * ws[n];
-                    if (group_end) {
-                        facc[s][i][j][ls].r[e] += (float)acc * wsc[n];
-                        acc = 0;
-                    }
+                    p.fold(sd, fold, r, n, iacc[s][i][j][ls].r[e], facc[s][i][j][ls].r[e]);
                 });
             });
         });
         qf_sync();
     }
 
-    // Epilogue: the activation scale, once, then the output type.
     qf_for_warps<C::NW>([&](int s, int wid) {
         qf_for_lanes([&](int ls, int lane) {
             qf_for_acc<C>(wid, lane, [&](int i, int j, int e, int r, int c) {
                 const long long m = m0 + r, n = n0 + c;
-                if (m < M && n < N) y[m * N + n] = O::conv(facc[s][i][j][ls].r[e] * xs[m]);
+                if (m < M && n < N) store(m * N + n, p.result(facc[s][i][j][ls].r[e], m));
             });
         });
     });
+}
+
+// ---- A8W4DQ: the policy of the integer group dot ------------------------------------------
+// xq: M × lda int8 (0 past K), xs / xz: per-row scale and zero point; w: N rows of
+// ceil(K / group) groups of gbytes bytes (scale of dtype sdt, then the values). Side data:
+// ai = the row's zero point, wi = the step's code sum, wf[0] = the group's scale.
+template <class F>
+struct qf_a8_policy {
+    const int8_t* xq;
+    const float* xs;
+    const int* xz;
+    const uint8_t* w;
+    long long lda;
+    int group, gbytes, sdt;
+    template <class C>
+    QF_HD void tile_row(qf_i8_side<C>& sd, int r, long long gm, long long M) const {
+        sd.ai[r] = gm < M ? xz[gm] : 0;
+    }
+    QF_HD uint32_t act_quad(long long gm, long long k) const { return qf_ld_quad(xq + gm * lda + k); }
+    template <class C>
+    QF_HD void act_step(qf_i8_side<C>&, int, long long, long long, long long) const {}
+    template <class C>
+    QF_HD void weight_step(qf_i8_side<C>& sd, int r, long long row, long long N, long long K, long long k0,
+                           int8_t* dst) const {
+        int sum = 0;
+        float sc = 0.0f;
+        if (row < N) {
+            const long long row_bytes = (K + group - 1) / group * gbytes;
+            const uint8_t* g = w + row * row_bytes + (k0 / group) * gbytes;
+            sc = qf_group_scale(g, sdt);
+#pragma unroll
+            for (int c = 0; c < 32; c += 8) {
+                int8_t v[8];
+                F::CODES::codes8(g + qf_group_scale_bytes(sdt), group, (int)(k0 % group) + c, v);
+#pragma unroll
+                for (int j = 0; j < 8; ++j) {
+                    dst[c + j] = k0 + c + j < K ? v[j] : (int8_t)0;
+                    sum += dst[c + j];
+                }
+            }
+        } else {
+            for (int c = 0; c < 32; ++c) dst[c] = 0;
+        }
+        sd.wi[r] = sum;
+        sd.wf[0][r] = sc;
+    }
+    // The group's last k-step folds its integer sums into the f32 accumulators.
+    QF_HD bool fold_now(long long k0, long long K) const { return (k0 + 32) % group == 0 || k0 + 32 >= K; }
+    // The zero point's share, exact in integers; at a group's end × the group scale, in f32.
+    template <class C>
+    QF_HD void fold(const qf_i8_side<C>& sd, bool now, int r, int n, int& acc, float& f) const {
+        acc -= sd.ai[r] * sd.wi[n];
+        if (now) {
+            f += (float)acc * sd.wf[0][n];
+            acc = 0;
+        }
+    }
+    // The activation scale, once.
+    QF_HD float result(float f, long long m) const { return f * xs[m]; }
+};
+
+template <class F, class O, class C>
+QF_HD void qf_gemm_a8_tile(const int8_t* xq, const float* xs, const int* xz, const uint8_t* w, typename O::T* y,
+                           long long M, long long N, long long K, long long lda, int group, int gbytes, int sdt,
+                           long long tm, long long tn, int8_t* smem, qf_i8_side<C>& sd) {
+    const qf_a8_policy<F> p{xq, xs, xz, w, lda, group, gbytes, sdt};
+    qf_gemm_i8_tile<C>(p, [&](long long i, float v) { y[i] = O::conv(v); }, M, N, K, tm, tn, smem, sd);
 }
 
 // Threads of the activation quantizer's CTA (one row each).
@@ -220,10 +269,8 @@ __device__ __forceinline__ void qf_gemm_a8_kernel(const int8_t* xq, const float*
                                                   typename O::T* y, long long M, long long N, long long K,
                                                   long long lda, int group, int gbytes, int sdt) {
     __shared__ __align__(16) int8_t smem[qf_a8_cfg<C>::SMEM];
-    __shared__ int ws[C::BN], zs[C::BM];
-    __shared__ float wsc[C::BN];
-    qf_gemm_a8_tile<F, O, C>(xq, xs, xz, w, y, M, N, K, lda, group, gbytes, sdt, blockIdx.y, blockIdx.x, smem, ws,
-                             wsc, zs);
+    __shared__ qf_i8_side<C> sd;
+    qf_gemm_a8_tile<F, O, C>(xq, xs, xz, w, y, M, N, K, lda, group, gbytes, sdt, blockIdx.y, blockIdx.x, smem, sd);
 }
 
 #define QF_GEMM_A8_KERNEL(F, NAME, ONAME, OUT)                                                          \
@@ -253,13 +300,11 @@ __device__ __forceinline__ void qf_gemm_a8_kernel(const int8_t* xq, const float*
                                                      const uint8_t* w, OUT::T* y, long long M, long long N, \
                                                      long long K, long long lda, int group, int gbytes, int sdt) { \
         typedef qf_gemm_cfg_a8 C;                                                                  \
-        int8_t smem[qf_a8_cfg<C>::SMEM];                                                                \
-        int ws[C::BN], zs[C::BM];                                                                       \
-        float wsc[C::BN];                                                                               \
+        alignas(16) int8_t smem[qf_a8_cfg<C>::SMEM];                                                    \
+        qf_i8_side<C> sd;                                                                               \
         for (long long tm = 0; tm < (M + C::BM - 1) / C::BM; ++tm)                                      \
             for (long long tn = 0; tn < (N + C::BN - 1) / C::BN; ++tn)                                  \
-                qf_gemm_a8_tile<F, OUT, C>(xq, xs, xz, w, y, M, N, K, lda, group, gbytes, sdt, tm, tn, smem, ws, \
-                                           wsc, zs);                                                    \
+                qf_gemm_a8_tile<F, OUT, C>(xq, xs, xz, w, y, M, N, K, lda, group, gbytes, sdt, tm, tn, smem, sd); \
     }
 #define QF_HOST_GEMM_A8_INSTANTIATE(F, NAME)                                                            \
     QF_HOST_GEMM_A8(F, NAME, f32, qf_out_f32)                                                           \

@@ -62,6 +62,9 @@ mod imp {
     /// group dot for int8-dyn activations (int4g: A8W4DQ, whether asked for as int8-dyn or
     /// as the format's native mode): there the activations are quantized on the GPU and
     /// the 8-bit tensor-core GEMM (`Cuda::gemm_a8`) computes the CPU's product bit for bit.
+    /// Native with a format that has the int8 GEMM (q4_0 … q8_0, iq4_nl, iq4_xs, mxfp4, q4_k,
+    /// q5_k: `Cuda::gemm_q8`): the CPU's q8_0 / q8_1 / q8_k activations quantized on the GPU,
+    /// the integer dot on the int8 tensor cores (the CPU's result up to f32 summation order).
     pub fn matmul(w: &QuantTensor<'_>, x: &[f32], m: usize, mode: ActQuant) -> CliResult<Vec<f32>> {
         let gpu = open()?;
         let stream = gpu.default_stream();
@@ -75,6 +78,16 @@ mod imp {
             }
             let dx = stream.clone_htod(x).failed()?;
             let y = gpu.gemm_a8(&dw, &dx.slice(..), m, DType::F32, &stream).map_err(fail)?;
+            return Ok(bytemuck::cast_slice(&y.to_host_bytes(&stream).map_err(fail)?).to_vec());
+        }
+        if mode == ActQuant::Native && qforge_cuda::codegen::q8_units(w.format(), w.cols()).is_ok() {
+            // The int8 GEMM: the format's native q8 activations quantized on the GPU as the CPU
+            // quantizes them. The device quantizer cannot refuse a non-finite value: check here.
+            if let Some(i) = x.iter().position(|v| !v.is_finite()) {
+                return Err(bad_input(format!("activations: value {} at index {i} is not finite", x[i])));
+            }
+            let dx = stream.clone_htod(x).failed()?;
+            let y = gpu.gemm_q8(&dw, &dx.slice(..), m, DType::F32, &stream).map_err(fail)?;
             return Ok(bytemuck::cast_slice(&y.to_host_bytes(&stream).map_err(fail)?).to_vec());
         }
         let xq;

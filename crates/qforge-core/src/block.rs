@@ -113,6 +113,13 @@ pub trait BlockFormat: Send + Sync + 'static {
     /// `encode` may still use the weights.
     const GGML_USES_IMPORTANCE: bool = true;
 
+    /// Whether the format's CUDA traits struct provides `codes32` (each 32-element sub-block
+    /// as int8 codes with an f32 scale and offset), which gives it the int8 tensor-core GEMM
+    /// with its native q8 activations (`kernels-cuda/gemm_q8.cuh`). qforge-cuda's build
+    /// checks the member exists where this is `true`, and its tests that it is `true` wherever
+    /// the member exists.
+    const CUDA_CODES32: bool = false;
+
     /// Reference decode of one block into `out` (`out.len() == DESC.block_size`). Each value
     /// is computed in f32 exactly as ggml's `to_float`, then converted with `O::from_f32`.
     fn decode<O: Elem>(block: &Self::Block, out: &mut [O]);

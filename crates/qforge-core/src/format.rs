@@ -55,6 +55,18 @@ pub trait Format: Send + Sync + 'static {
         true
     }
 
+    /// Whether the format's CUDA device code provides the int8 GEMM's sub-block codes
+    /// ([`BlockFormat::CUDA_CODES32`]). `false` unless a format says so.
+    ///
+    /// # Errors
+    /// None.
+    ///
+    /// # Panics
+    /// Never (see [the trait docs](Format#panics)).
+    fn cuda_codes32(&self) -> bool {
+        false
+    }
+
     /// How a tensor of this format is stored. The default is row blocks of the descriptor's
     /// `block_size` elements in `block_bytes` bytes; group-wise and grid formats override it.
     ///
@@ -522,6 +534,10 @@ impl<F: BlockFormat, D: DotKernel<F>> Format for Registered<F, D> {
 
     fn ggml_uses_importance(&self) -> bool {
         F::GGML_USES_IMPORTANCE
+    }
+
+    fn cuda_codes32(&self) -> bool {
+        F::CUDA_CODES32
     }
 
     fn dequant_row(&self, row: &[u8], out: OutRow<'_>) -> Result<(), QuantError> {

@@ -10,6 +10,23 @@ use cudarc::driver::{CudaSlice, CudaStream, CudaView, DevicePtr, DeviceRepr, Lau
 use qforge_core::DType;
 use std::sync::Arc;
 
+/// A new m × N output of `out` (`len` elements) filled by an `_into` entry point generic over
+/// the element type: `new_output!(stream, len, out, |s| self.gemm_into(…, s, …))`. The entry
+/// point must write every element (every GEMM's epilogue covers the whole output).
+macro_rules! new_output {
+    ($stream:expr, $len:expr, $out:expr, |$s:ident| $fill:expr) => {{
+        // SAFETY: the GEMM writes every one of the m × N elements (the epilogue covers the
+        // whole output, predicated only at its edges) before anything reads them.
+        let mut y = unsafe { DeviceBuffer::uninit($stream, $len, $out)? };
+        match &mut y {
+            DeviceBuffer::F32($s) => $fill?,
+            DeviceBuffer::F16($s) | DeviceBuffer::Bf16($s) => $fill?,
+        }
+        Ok(y)
+    }};
+}
+pub(crate) use new_output;
+
 /// Largest grid dimension y (the CTA rows over M) and z (the K splits): CUDA's limit.
 const MAX_GRID_Y: usize = 65_535;
 
@@ -39,15 +56,7 @@ impl Cuda {
         out: DType,
         stream: &Arc<CudaStream>,
     ) -> Result<DeviceBuffer, CudaError> {
-        let len = out_len(m, w)?;
-        // SAFETY: the GEMM writes every one of the m × N elements (the epilogue covers the
-        // whole output, predicated only at its edges) before anything reads them.
-        let mut y = unsafe { DeviceBuffer::uninit(stream, len, out)? };
-        match &mut y {
-            DeviceBuffer::F32(s) => self.gemm_into(w, x, m, mma, s, out, stream)?,
-            DeviceBuffer::F16(s) | DeviceBuffer::Bf16(s) => self.gemm_into(w, x, m, mma, s, out, stream)?,
-        }
-        Ok(y)
+        new_output!(stream, out_len(m, w)?, out, |s| self.gemm_into(w, x, m, mma, s, out, stream))
     }
 
     /// [`Cuda::gemm`] into a caller-owned `y` (m × N elements of `out`: f32, or u16 bit

@@ -7,11 +7,12 @@
 
 use crate::CudaError;
 use crate::codegen::{A8_TILE, a8_group_args, a8_kernel_names};
-use crate::gemm::{check_operands, dtype_index, out_len, tile_grid};
+use crate::gemm::{check_operands, dtype_index, new_output, out_len, tile_grid};
 use crate::runtime::{Cuda, DeviceBuffer, DeviceQuantTensor, MODULES, alloc_err, dim, driver, inflate};
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, CudaView, DeviceRepr, LaunchConfig, PushKernelArg};
 use qforge_core::DType;
-use std::sync::Arc;
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
 
 /// Threads of the activation quantizer's CTA (`QF_I8DYN_THREADS` in gemm8.cuh).
 const QUANTIZE_THREADS: u32 = 256;
@@ -20,11 +21,21 @@ impl Cuda {
     /// The A8 kernels of the registered format `name` ([`a8_kernel_names`] order: the
     /// quantizer, then the GEMM per output type), loading its module on first use.
     fn a8_kernels(&self, name: &'static str) -> Result<Arc<Vec<CudaFunction>>, CudaError> {
-        let mut cache = self.a8.lock().unwrap_or_else(|p| p.into_inner());
+        self.cached_kernels(&self.a8, name, a8_kernel_names(name))
+    }
+
+    /// The kernels `names` of the registered format `name`'s module, from `cache` or loaded
+    /// (with the module) on first use; `MissingKernels` for an empty list.
+    pub(crate) fn cached_kernels(
+        &self,
+        cache: &Mutex<HashMap<&'static str, Arc<Vec<CudaFunction>>>>,
+        name: &'static str,
+        names: Vec<String>,
+    ) -> Result<Arc<Vec<CudaFunction>>, CudaError> {
+        let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(k) = cache.get(name) {
             return Ok(k.clone());
         }
-        let names = a8_kernel_names(name);
         let ptx = MODULES.iter().find(|(f, _)| *f == name).map(|(_, p)| *p);
         let (Some(ptx), false) = (ptx, names.is_empty()) else { return Err(CudaError::MissingKernels(name)) };
         let module = self
@@ -52,15 +63,7 @@ impl Cuda {
         out: DType,
         stream: &Arc<CudaStream>,
     ) -> Result<DeviceBuffer, CudaError> {
-        let len = out_len(m, w)?;
-        // SAFETY: the GEMM writes every one of the m × N elements (the epilogue covers the
-        // whole output, predicated only at its edges) before anything reads them.
-        let mut y = unsafe { DeviceBuffer::uninit(stream, len, out)? };
-        match &mut y {
-            DeviceBuffer::F32(s) => self.gemm_a8_into(w, x, m, s, out, stream)?,
-            DeviceBuffer::F16(s) | DeviceBuffer::Bf16(s) => self.gemm_a8_into(w, x, m, s, out, stream)?,
-        }
-        Ok(y)
+        new_output!(stream, out_len(m, w)?, out, |s| self.gemm_a8_into(w, x, m, s, out, stream))
     }
 
     /// [`Cuda::gemm_a8`] into a caller-owned `y` (m × N elements of `out`: f32, or u16 bit

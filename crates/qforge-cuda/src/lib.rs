@@ -54,11 +54,17 @@ mod gemm;
 #[allow(unsafe_code)] // launches the 8-bit GEMM kernels (FFI through cudarc)
 mod gemm8;
 #[cfg(feature = "cuda")]
+#[allow(unsafe_code)] // launches the int8 GEMM of the GGUF formats (FFI through cudarc)
+mod gemmq8;
+#[cfg(feature = "cuda")]
 #[allow(unsafe_code)] // calls into the host-compiled device code (FFI)
 pub mod host;
 #[cfg(feature = "cuda")]
 #[allow(unsafe_code)] // calls into the host-compiled 8-bit GEMM (FFI)
 pub mod host8;
+#[cfg(feature = "cuda")]
+#[allow(unsafe_code)] // calls into the host-compiled int8 GEMM of the GGUF formats (FFI)
+pub mod hostq8;
 #[cfg(feature = "cuda")]
 #[allow(unsafe_code)] // the CUDA driver API through cudarc
 mod runtime;

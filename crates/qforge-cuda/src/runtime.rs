@@ -85,6 +85,9 @@ pub struct Cuda {
     /// The 8-bit GEMMs' kernels per registered format (`codegen::a8_kernel_names`), loaded on
     /// first use (`gemm8.rs`).
     pub(crate) a8: Mutex<HashMap<&'static str, Arc<Vec<CudaFunction>>>>,
+    /// The int8 GEMM's kernels per registered format (`codegen::q8_kernel_names`), loaded on
+    /// first use.
+    pub(crate) q8: Mutex<HashMap<&'static str, Arc<Vec<CudaFunction>>>>,
 }
 
 /// What a report names a device by: `Cuda::info`.
@@ -249,6 +252,7 @@ impl Cuda {
             planner: OnceLock::new(),
             blas: Mutex::new(None),
             a8: Mutex::new(HashMap::new()),
+            q8: Mutex::new(HashMap::new()),
         })
     }
 

@@ -83,5 +83,20 @@ struct qf_fp4_nv_scale {
     QF_HD static float half(const block* b, int g) { return qf_fp4_ue4m3_half(b->d[g]); }
 };
 
-struct qf_mxfp4 : qf_fp4<qf_fp4_mx_scale, 32, 32> {};
+// The int8 GEMM's view (gemm_q8.cuh) of a format with one scale per 32 codes: the E2M1_X2
+// values and the half scale, no offset.
+template <class S>
+struct qf_fp4_codes32 {
+    QF_HD static void codes32(const typename S::block* b, int sub, int8_t* q, float* d, float* m) {
+        const uint8_t* qs = b->qs + 16 * sub;
+        for (int j = 0; j < 16; ++j) {
+            q[j] = (int8_t)QF_TAB(qf_fp4_e2m1_x2)[qs[j] & 15];
+            q[j + 16] = (int8_t)QF_TAB(qf_fp4_e2m1_x2)[qs[j] >> 4];
+        }
+        *d = S::half(b, sub);
+        *m = 0.0f;
+    }
+};
+
+struct qf_mxfp4 : qf_fp4<qf_fp4_mx_scale, 32, 32>, qf_fp4_codes32<qf_fp4_mx_scale> {};
 struct qf_nvfp4 : qf_fp4<qf_fp4_nv_scale, 64, 16> {};

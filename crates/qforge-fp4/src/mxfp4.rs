@@ -28,6 +28,7 @@ pub struct Mxfp4;
 
 impl BlockFormat for Mxfp4 {
     type Block = BlockMxfp4;
+    const CUDA_CODES32: bool = true;
     const DESC: FormatDesc = FormatDesc {
         name: "mxfp4",
         family: "fp4",

@@ -251,6 +251,17 @@ struct qf_iq4 {
         }
         return L::scale(b, sub) * (a->d * (float)sumi);
     }
+
+    // The int8 GEMM's view (gemm_q8.cuh): the kvalues of the 32 nibbles, dl, no offset.
+    QF_HD static void codes32(const block* b, int sub, int8_t* q, float* d, float* m) {
+        const uint8_t* nb = L::nibbles(b, sub);
+        for (int j = 0; j < 16; ++j) {
+            q[j] = (int8_t)QF_TAB(qf_kvalues_iq4nl)[nb[j] & 15];
+            q[j + 16] = (int8_t)QF_TAB(qf_kvalues_iq4nl)[nb[j] >> 4];
+        }
+        *d = L::scale(b, sub);
+        *m = 0.0f;
+    }
 };
 
 // iq4_nl (18 bytes): one f16 scale per 32.

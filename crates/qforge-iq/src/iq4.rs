@@ -89,6 +89,7 @@ pub struct Iq4Nl;
 
 impl BlockFormat for Iq4Nl {
     type Block = BlockIq4Nl;
+    const CUDA_CODES32: bool = true;
     const DESC: FormatDesc = FormatDesc {
         name: "iq4_nl",
         family: "iq",
@@ -139,6 +140,7 @@ pub struct Iq4Xs;
 
 impl BlockFormat for Iq4Xs {
     type Block = BlockIq4Xs;
+    const CUDA_CODES32: bool = true;
     const DESC: FormatDesc = FormatDesc {
         name: "iq4_xs",
         family: "iq",

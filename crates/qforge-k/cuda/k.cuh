@@ -130,6 +130,14 @@ struct qf_k_4bit {
         const float dl = qf_load_f16(b->d) * (float)sc, ml = qf_load_f16(b->dmin) * (float)m;
         return a->d * (dl * (float)dot - ml * (float)sum);
     }
+    // The int8 GEMM's view (gemm_q8.cuh): sub-block s as its codes, d·sc and -dmin·m.
+    QF_HD static void codes32(const B* b, int s, int8_t* q, float* d, float* m) {
+        int sc, mn;
+        qf_k_scale_min(s, b->scales, &sc, &mn);
+        for (int l = 0; l < 32; ++l) q[l] = (int8_t)((b->qs[32 * (s / 2) + l] >> 4 * (s % 2) & 0xf) | high(b, l, s));
+        *d = qf_load_f16(b->d) * (float)sc;
+        *m = -(qf_load_f16(b->dmin) * (float)mn);
+    }
 };
 struct qf_q4_k : qf_k_4bit<qf_k_b4, false> {};
 struct qf_q5_k : qf_k_4bit<qf_k_b5, true> {};
@@ -175,5 +183,28 @@ struct qf_q8_k {
         int w[8];
         for (int t = 0; t < 8; ++t) w[t] = qf_load_i8x4(b->qs + 32 * s + 4 * t);
         return qf_load_f32(b->d) * a->d * (float)qf_dot_codes(w, a, 0, 32);
+    }
+    // As activations (gemm_q8.cuh's act32): ggml's quantize_row_q8_K_ref as qforge-k encodes
+    // it: max = the first element of largest magnitude, iscale = -127/max, q = min(127,
+    // nearest_int(iscale·x)), d = 1/iscale (f32); all zero for an all-zero block.
+    QF_HD static void act32(const float* x, qf_block_q8_1* out) {
+        float amax = 0.0f, max = 0.0f;
+        for (int i = 0; i < 256; ++i)
+            if (fabsf(x[i]) > amax) {
+                amax = fabsf(x[i]);
+                max = x[i];
+            }
+        const float iscale = amax == 0.0f ? 0.0f : -127.0f / max;
+        const float d = amax == 0.0f ? 0.0f : 1.0f / iscale;
+        for (int u = 0; u < 8; ++u) {
+            int sum = 0;
+            for (int i = 0; i < 32; ++i) {
+                const int v = (int)(qf_f32_to_bits(iscale * x[32 * u + i] + 12582912.0f) & 0x007fffffu) - 0x00400000;
+                out[u].qs[i] = (int8_t)(v < 127 ? v : 127);
+                sum += out[u].qs[i];
+            }
+            out[u].d = d;
+            out[u].s = d * (float)sum;
+        }
     }
 };

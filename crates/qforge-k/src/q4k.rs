@@ -156,6 +156,7 @@ k4_dot!(Q5K, BlockQ5K, false, |b, c| or(nibbles(&b.qs, c), mask_bits(&b.qh, c, 4
 
 impl BlockFormat for Q4K {
     type Block = BlockQ4K;
+    const CUDA_CODES32: bool = true;
     const DESC: FormatDesc = FormatDesc {
         name: "q4_k",
         family: "k",
@@ -184,6 +185,7 @@ impl BlockFormat for Q4K {
 
 impl BlockFormat for Q5K {
     type Block = BlockQ5K;
+    const CUDA_CODES32: bool = true;
     const DESC: FormatDesc = FormatDesc {
         name: "q5_k",
         family: "k",

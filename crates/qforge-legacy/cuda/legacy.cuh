@@ -91,9 +91,41 @@ struct qf_legacy {
     }
 };
 
-struct qf_q4_0 : qf_legacy<qf_legacy_4bit<qf_legacy_b4_0, 8>, false> {};
-struct qf_q4_1 : qf_legacy<qf_legacy_4bit<qf_legacy_b4_1, 0>, true> {};
-struct qf_q5_0 : qf_legacy<qf_legacy_5bit<qf_legacy_b5_0, 16>, false> {};
-struct qf_q5_1 : qf_legacy<qf_legacy_5bit<qf_legacy_b5_1, 0>, true> {};
-struct qf_q8_0 : qf_legacy<qf_legacy_8bit<qf_legacy_b8_0>, false> {};
-struct qf_q8_1 : qf_legacy<qf_legacy_8bit<qf_legacy_b8_1>, false> {};
+// The int8 GEMM's view of a weight format (kernels-cuda/gemm_q8.cuh): the block's codes
+// (code - OFFSET) with d and the offset m.
+template <class L, bool AFFINE>
+struct qf_legacy_w8 : qf_legacy<L, AFFINE> {
+    typedef qf_legacy<L, AFFINE> T;
+    QF_HD static void codes32(const typename T::block* b, int, int8_t* q, float* d, float* m) {
+        for (int i = 0; i < 32; ++i) q[i] = (int8_t)(L::code(b, i) - L::OFFSET);
+        *d = qf_load_f16(b->d);
+        *m = T::offset(b);
+    }
+};
+
+// q8_0 / q8_1 as activations (gemm_q8.cuh's act32): ggml's quantize_row_q8_0_ref / q8_1_ref
+// as qforge-legacy encodes them: d = amax/127, q = roundf(x·(1/d)), d stored as f16; q8_1
+// also stores s = f16(Σq · d) with the f32 d.
+template <bool SUM>
+struct qf_legacy_act {
+    QF_HD static void act32(const float* x, qf_block_q8_1* out) {
+        float amax = 0.0f;
+        for (int i = 0; i < 32; ++i) amax = fmaxf(amax, fabsf(x[i]));
+        const float d = amax / 127.0f;
+        const float id = d != 0.0f ? 1.0f / d : 0.0f;
+        int sum = 0;
+        for (int i = 0; i < 32; ++i) {
+            out->qs[i] = (int8_t)roundf(x[i] * id);
+            sum += out->qs[i];
+        }
+        out->d = qf_half_to_f32(qf_f32_to_f16_bits(d));
+        out->s = SUM ? qf_half_to_f32(qf_f32_to_f16_bits((float)sum * d)) : out->d * (float)sum;
+    }
+};
+
+struct qf_q4_0 : qf_legacy_w8<qf_legacy_4bit<qf_legacy_b4_0, 8>, false> {};
+struct qf_q4_1 : qf_legacy_w8<qf_legacy_4bit<qf_legacy_b4_1, 0>, true> {};
+struct qf_q5_0 : qf_legacy_w8<qf_legacy_5bit<qf_legacy_b5_0, 16>, false> {};
+struct qf_q5_1 : qf_legacy_w8<qf_legacy_5bit<qf_legacy_b5_1, 0>, true> {};
+struct qf_q8_0 : qf_legacy_w8<qf_legacy_8bit<qf_legacy_b8_0>, false>, qf_legacy_act<false> {};
+struct qf_q8_1 : qf_legacy<qf_legacy_8bit<qf_legacy_b8_1>, false>, qf_legacy_act<true> {};

@@ -50,6 +50,8 @@ macro_rules! legacy_format {
             };
             $(const STORED_SUM_REL_ERROR: f64 = $sum;)?
             const GGML_USES_IMPORTANCE: bool = <$block as block::LegacyBlock>::USES_WEIGHTS;
+            // Every legacy weight format has the int8 GEMM's codes32 (legacy.cuh's qf_legacy_w8).
+            const CUDA_CODES32: bool = matches!(Role::$role, Role::Weight);
 
             fn decode<O: Elem>(block: &$block, out: &mut [O]) {
                 codec::decode(block, out)

@@ -225,3 +225,43 @@ fn a8_gemm_checks_its_arguments() {
     let w = gpu.upload(&t, &s).unwrap();
     assert!(matches!(gpu.gemm_a8(&w, &x.slice(..), 2, DType::F32, &s), Err(CudaError::Quant(_))));
 }
+
+// ---- the int8 GEMM of the GGUF formats (`Cuda::gemm_q8`, kernels-cuda/gemm_q8.cuh): native
+// q8 activations quantized on the device, mma.sync.m16n8k32 s8, against the CPU's native
+// mat-mul within f32 summation order on the host check's cases (`support/q8_ref.rs`).
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn q8_gemm_on_the_gpu_is_the_cpus_native_matmul() {
+    let gpu = device();
+    let s = gpu.default_stream();
+    let run = |w: &QuantTensor<'_>, x: &[f32], m: usize, out: DType| -> Vec<u8> {
+        let dw = gpu.upload(w, &s).unwrap();
+        let dx = s.clone_htod(x).unwrap();
+        gpu.gemm_q8(&dw, &dx.slice(..), m, out, &s).unwrap().to_host_bytes(&s).unwrap()
+    };
+    for f in support::q8_ref::q8_formats() {
+        support::q8_ref::odd_shapes(f, &run);
+        support::q8_ref::other_types(f, &run);
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn q8_gemm_checks_its_arguments() {
+    let gpu = device();
+    let s = gpu.default_stream();
+    let q4 = qforge_formats::get("q4_0").unwrap();
+    let t = qforge_cpu::quantize(q4, Shape::new([5, 64]).unwrap(), &qforge_golden::signal(320, 1), None).unwrap();
+    let w = gpu.upload(&t, &s).unwrap();
+    let x = s.clone_htod(&[0.5f32; 128]).unwrap();
+    assert!(matches!(gpu.gemm_q8(&w, &x.slice(..), 3, DType::F32, &s), Err(CudaError::Size { .. })));
+    let mut y = s.clone_htod(&[0u16; 10]).unwrap();
+    let r = gpu.gemm_q8_into(&w, &x.slice(..), 2, &mut y, DType::F32, &s);
+    assert!(matches!(r, Err(CudaError::Size { what: "output element bytes", .. })), "{r:?}");
+    let q2 = qforge_formats::get("q2_k").unwrap();
+    let t = qforge_cpu::quantize(q2, Shape::new([5, 256]).unwrap(), &qforge_golden::signal(1280, 1), None).unwrap();
+    let w = gpu.upload(&t, &s).unwrap();
+    let x = s.clone_htod(&[0.5f32; 512]).unwrap();
+    assert!(matches!(gpu.gemm_q8(&w, &x.slice(..), 2, DType::F32, &s), Err(CudaError::Quant(_))));
+}

@@ -18,7 +18,7 @@ fn round_to(v: f32, mma: DType) -> f64 {
     }
 }
 
-fn widen(bytes: &[u8], out: DType) -> Vec<f64> {
+pub fn widen(bytes: &[u8], out: DType) -> Vec<f64> {
     match out {
         DType::F32 => bytes.chunks_exact(4).map(|b| f64::from(f32::from_le_bytes(b.try_into().unwrap()))).collect(),
         DType::F16 => {
@@ -31,12 +31,12 @@ fn widen(bytes: &[u8], out: DType) -> Vec<f64> {
 }
 
 /// Absolute rounding of a tiny output value stored as `out` (half of f16's smallest subnormal).
-fn out_tiny(out: DType) -> f64 {
+pub fn out_tiny(out: DType) -> f64 {
     if out == DType::F16 { 2f64.powi(-25) } else { 0.0 }
 }
 
 /// Relative rounding of one output value stored as `out`.
-fn out_eps(out: DType) -> f64 {
+pub fn out_eps(out: DType) -> f64 {
     match out {
         DType::F32 => 0.0,
         DType::F16 => 2f64.powi(-11),

@@ -3,3 +3,5 @@
 pub mod a8_ref;
 #[allow(dead_code)] // not every test binary uses every helper
 pub mod gemm_ref;
+#[allow(dead_code)]
+pub mod q8_ref;
