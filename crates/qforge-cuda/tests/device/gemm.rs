@@ -240,9 +240,9 @@ fn q8_gemm_on_the_gpu_is_the_cpus_native_matmul() {
         let dx = s.clone_htod(x).unwrap();
         gpu.gemm_q8(&dw, &dx.slice(..), m, out, &s).unwrap().to_host_bytes(&s).unwrap()
     };
-    for f in support::q8_ref::q8_formats() {
-        support::q8_ref::odd_shapes(f, &run);
-        support::q8_ref::other_types(f, &run);
+    for f in crate::support::q8_ref::q8_formats() {
+        crate::support::q8_ref::odd_shapes(f, &run);
+        crate::support::q8_ref::other_types(f, &run);
     }
 }
 
