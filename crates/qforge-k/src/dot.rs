@@ -168,6 +168,14 @@ pub trait Q8KCodes: BlockFormat {
     /// cheaper 128-bit ones). Set where it measured faster (q2_k, q4_k: +11 % mat-vec on
     /// Zen 1; q5_k −8 %, q6_k −4 %, q3_k even).
     const SCALE_PICK_TABLE: bool = false;
+    /// The codes of chunk `c` as bit fields of the block's bytes (`FIELDS[c]`, OR-ed), where
+    /// the format's layout is one (see [`Field`]); then [`Self::chunk`] must be
+    /// [`fields_chunk`] of them (the portable kernel's definition, which the kernel tests
+    /// compare against), and the AVX2 kernel extracts each field with one explicit 16-bit
+    /// shift and one mask, chunk by chunk (`None`: the AVX2 kernel inlines
+    /// [`Self::chunk`], which LLVM vectorizes as it sees fit: for q3_k it merged the eight
+    /// chunks' unpacking into 16-bit unpack / pack sequences).
+    const FIELDS: Option<[[Field; 2]; 8]> = None;
 
     /// The block's super-block scale `d` and min scale `dmin` (0 without mins), as stored.
     fn d_dmin(b: &Self::Block) -> [F16Le; 2];
@@ -179,6 +187,45 @@ pub trait Q8KCodes: BlockFormat {
 
     /// The integer scale and min (0 without mins) of each 16-element group.
     fn scales(b: &Self::Block) -> ([i8; GROUPS], [u8; GROUPS]);
+}
+
+/// Bits `from .. from + width` of each of the 32 bytes at byte `offset` of a block, moved to
+/// bits `to .. to + width` (`from + width ≤ 8`, `to + width ≤ 8`): one term of a chunk's codes
+/// ([`Q8KCodes::FIELDS`]). `width == 0` ([`Field::NONE`]) is no term.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Field {
+    /// Byte offset of the 32 source bytes in the block.
+    pub offset: usize,
+    /// Lowest source bit.
+    pub from: u32,
+    /// Bits in the field (0: none).
+    pub width: u32,
+    /// Lowest bit of the field in the code.
+    pub to: u32,
+}
+
+impl Field {
+    /// No term (a chunk with a single field).
+    pub const NONE: Field = Field { offset: 0, from: 0, width: 0, to: 0 };
+}
+
+/// A chunk's codes from its [`Field`]s: the portable definition the AVX2 kernel matches.
+///
+/// # Panics
+/// If a field's 32 bytes do not lie inside the block (a wrong `FIELDS` table, which the
+/// format's tests catch).
+#[inline(always)]
+pub fn fields_chunk<F: BlockFormat>(b: &F::Block, fields: [Field; 2]) -> [u8; 32] {
+    let bytes = bytemuck::bytes_of(b);
+    let mut out = [0u8; 32];
+    for f in fields {
+        if f.width == 0 {
+            continue;
+        }
+        let src = bytes[f.offset..].first_chunk::<32>().expect("a code field inside the block");
+        out = or(out, field(src, f.from, f.width, f.to));
+    }
+    out
 }
 
 /// The codes of a block of [`Q8KCodes`] in element order, chunk by chunk.

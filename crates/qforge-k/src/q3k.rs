@@ -2,7 +2,8 @@
 //! 6-bit scales packed into 12 bytes ([`crate::pack::pack_scales_q3`]).
 
 use crate::decode::{self, DecodeBlock};
-use crate::dot::{Q8KCodes, crumbs, mask_bits, or};
+use crate::dot::{Field, Q8KCodes, fields_chunk};
+use std::mem::offset_of;
 use crate::pack::{pack_2bit, pack_scales_q3, scale_q3, scales_q3, split_high_bit};
 use crate::symmetric::{NSUB, SUB, max_abs_scale, requantize, sub_block_scales};
 use crate::{K_DOT, QK_K};
@@ -47,6 +48,20 @@ impl DecodeBlock for Q3K {
     }
 }
 
+/// The codes of chunk `4h + k` (elements `32c .. 32c + 32`, `c = 4h + k`): bits `2k..2k+2`
+/// of `qs[32h .. 32h + 32]`, and bit `c` of `hmask` as bit 2.
+const CHUNK_FIELDS: [[Field; 2]; 8] = {
+    let mut f = [[Field::NONE; 2]; 8];
+    let mut c = 0;
+    while c < 8 {
+        let low = Field { offset: offset_of!(BlockQ3K, qs) + 32 * (c / 4), from: 2 * (c as u32 % 4), width: 2, to: 0 };
+        let high = Field { offset: offset_of!(BlockQ3K, hmask), from: c as u32, width: 1, to: 2 };
+        f[c] = [low, high];
+        c += 1;
+    }
+    f
+};
+
 /// ggml's `ggml_vec_dot_q3_K_q8_K`: codes `low + 4·high` with zero 4, signed 6-bit scales
 /// `sc − 32` per 16 elements.
 impl Q8KCodes for Q3K {
@@ -58,9 +73,11 @@ impl Q8KCodes for Q3K {
         [b.d, F16Le([0, 0])]
     }
 
+    const FIELDS: Option<[[Field; 2]; 8]> = Some(CHUNK_FIELDS);
+
     #[inline(always)]
     fn chunk(b: &BlockQ3K, c: usize) -> [u8; 32] {
-        or(crumbs(&b.qs, c), mask_bits(&b.hmask, c, 2))
+        fields_chunk::<Self>(b, CHUNK_FIELDS[c])
     }
 
     #[inline(always)]
