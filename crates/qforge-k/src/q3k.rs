@@ -2,8 +2,7 @@
 //! 6-bit scales packed into 12 bytes ([`crate::pack::pack_scales_q3`]).
 
 use crate::decode::{self, DecodeBlock};
-use crate::dot::{Field, Q8KCodes, fields_chunk};
-use std::mem::offset_of;
+use crate::dot::{Field, Q8KCodes, chunk_fields, fields_chunk, plane};
 use crate::pack::{pack_2bit, pack_scales_q3, scale_q3, scales_q3, split_high_bit};
 use crate::symmetric::{NSUB, SUB, max_abs_scale, requantize, sub_block_scales};
 use crate::{K_DOT, QK_K};
@@ -11,6 +10,7 @@ use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, FormatDesc, Role};
 use qforge_ggml_search::{SymWeights, importance_weights, make_q3_quants, make_qx_quants, nearest_int, padded, sigma2};
+use std::mem::offset_of;
 
 qforge_core::c_block! {
     /// ggml's `block_q3_K` (110 bytes): `x = d * (sc[j] - 32) * (q - 4)`, `q in 0..8`.
@@ -50,17 +50,8 @@ impl DecodeBlock for Q3K {
 
 /// The codes of chunk `4h + k` (elements `32c .. 32c + 32`, `c = 4h + k`): bits `2k..2k+2`
 /// of `qs[32h .. 32h + 32]`, and bit `c` of `hmask` as bit 2.
-const CHUNK_FIELDS: [[Field; 2]; 8] = {
-    let mut f = [[Field::NONE; 2]; 8];
-    let mut c = 0;
-    while c < 8 {
-        let low = Field { offset: offset_of!(BlockQ3K, qs) + 32 * (c / 4), from: 2 * (c as u32 % 4), width: 2, to: 0 };
-        let high = Field { offset: offset_of!(BlockQ3K, hmask), from: c as u32, width: 1, to: 2 };
-        f[c] = [low, high];
-        c += 1;
-    }
-    f
-};
+const CHUNK_FIELDS: [[Field; 2]; 8] =
+    chunk_fields(plane(offset_of!(BlockQ3K, qs), 2, 0), plane(offset_of!(BlockQ3K, hmask), 1, 2));
 
 /// ggml's `ggml_vec_dot_q3_K_q8_K`: codes `low + 4·high` with zero 4, signed 6-bit scales
 /// `sc − 32` per 16 elements.
