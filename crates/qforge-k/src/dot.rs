@@ -168,6 +168,15 @@ pub trait Q8KCodes: BlockFormat {
     /// cheaper 128-bit ones). Set where it measured faster (q2_k, q4_k: +11 % mat-vec on
     /// Zen 1; q5_k −8 %, q6_k −4 %, q3_k even).
     const SCALE_PICK_TABLE: bool = false;
+    /// A code-generation choice of the AVX2 kernel, the same result either way: the codes of
+    /// chunk `c` as bit fields of the block's bytes (`FIELDS[c]`, OR-ed, see [`Field`]),
+    /// which the AVX2 kernel extracts with one explicit 16-bit shift and one mask each; then
+    /// [`Self::chunk`] must be [`fields_chunk`] of them (so the kernel tests compare the two
+    /// kernels on the same definition). `None`: the AVX2 kernel inlines [`Self::chunk`],
+    /// which LLVM vectorizes as it sees fit. Set where it measured faster (q3_k, whose eight
+    /// chunks LLVM merged into 16-bit unpack / pack sequences: +4–13 % mat-vec on Zen 1;
+    /// q2_k, q4_k, q5_k 3–10 % slower with it, q6_k and tq2_0 even).
+    const FIELDS: Option<[[Field; 2]; 8]> = None;
 
     /// The block's super-block scale `d` and min scale `dmin` (0 without mins), as stored.
     fn d_dmin(b: &Self::Block) -> [F16Le; 2];
@@ -179,6 +188,71 @@ pub trait Q8KCodes: BlockFormat {
 
     /// The integer scale and min (0 without mins) of each 16-element group.
     fn scales(b: &Self::Block) -> ([i8; GROUPS], [u8; GROUPS]);
+}
+
+/// Bits `from .. from + width` of each of the 32 bytes at byte `offset` of a block, moved to
+/// bits `to .. to + width` (`from + width ≤ 8`, `to + width ≤ 8`): one term of a chunk's codes
+/// ([`Q8KCodes::FIELDS`]). `width == 0` ([`Field::NONE`]) is no term.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Field {
+    /// Byte offset of the 32 source bytes in the block.
+    pub offset: usize,
+    /// Lowest source bit.
+    pub from: u32,
+    /// Bits in the field (0: none).
+    pub width: u32,
+    /// Lowest bit of the field in the code.
+    pub to: u32,
+}
+
+impl Field {
+    /// No term (a chunk with a single field).
+    pub const NONE: Field = Field { offset: 0, from: 0, width: 0, to: 0 };
+}
+
+/// The fields of a plane of `width`-bit codes (2 or 4) at byte `offset`, moved to bit `to`: chunk `c` is field `c % (8 / width)`
+/// of the 32 bytes at `offset + 32·(c / (8 / width))` (`width = 1`: a high-bit mask, bit `c`
+/// of the same 32 bytes for every chunk).
+pub const fn plane(offset: usize, width: u32, to: u32) -> [Field; 8] {
+    let per_byte = 8 / width as usize;
+    let mut f = [Field::NONE; 8];
+    let mut c = 0;
+    while c < 8 {
+        let row = if width == 1 { 0 } else { c / per_byte };
+        f[c] = Field { offset: offset + 32 * row, from: width * (c % per_byte) as u32, width, to };
+        c += 1;
+    }
+    f
+}
+
+/// Each chunk's two fields, `low[c]` and `high[c]` ([`Field::NONE`] for none).
+pub const fn chunk_fields(low: [Field; 8], high: [Field; 8]) -> [[Field; 2]; 8] {
+    let mut f = [[Field::NONE; 2]; 8];
+    let mut c = 0;
+    while c < 8 {
+        f[c] = [low[c], high[c]];
+        c += 1;
+    }
+    f
+}
+
+/// A chunk's codes from its [`Field`]s: the portable definition the AVX2 kernel matches.
+///
+/// # Panics
+/// If a field's 32 bytes do not lie inside the block (a wrong `FIELDS` table, which the
+/// format's tests catch).
+#[inline(always)]
+pub fn fields_chunk<F: BlockFormat>(b: &F::Block, fields: [Field; 2]) -> [u8; 32] {
+    let bytes = bytemuck::bytes_of(b);
+    let mut out = [0u8; 32];
+    for f in fields {
+        if f.width == 0 {
+            continue;
+        }
+        let src = bytes[f.offset..].first_chunk::<32>().expect("a code field inside the block");
+        out = or(out, field(src, f.from, f.width, f.to));
+    }
+    out
 }
 
 /// The codes of a block of [`Q8KCodes`] in element order, chunk by chunk.

@@ -2,7 +2,7 @@
 //! 6-bit scales packed into 12 bytes ([`crate::pack::pack_scales_q3`]).
 
 use crate::decode::{self, DecodeBlock};
-use crate::dot::{Q8KCodes, crumbs, mask_bits, or};
+use crate::dot::{Field, Q8KCodes, chunk_fields, fields_chunk, plane};
 use crate::pack::{pack_2bit, pack_scales_q3, scale_q3, scales_q3, split_high_bit};
 use crate::symmetric::{NSUB, SUB, max_abs_scale, requantize, sub_block_scales};
 use crate::{K_DOT, QK_K};
@@ -10,6 +10,7 @@ use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, FormatDesc, Role};
 use qforge_ggml_search::{SymWeights, importance_weights, make_q3_quants, make_qx_quants, nearest_int, padded, sigma2};
+use std::mem::offset_of;
 
 qforge_core::c_block! {
     /// ggml's `block_q3_K` (110 bytes): `x = d * (sc[j] - 32) * (q - 4)`, `q in 0..8`.
@@ -47,6 +48,11 @@ impl DecodeBlock for Q3K {
     }
 }
 
+/// The codes of chunk `4h + k` (elements `32c .. 32c + 32`, `c = 4h + k`): bits `2k..2k+2`
+/// of `qs[32h .. 32h + 32]`, and bit `c` of `hmask` as bit 2.
+const CHUNK_FIELDS: [[Field; 2]; 8] =
+    chunk_fields(plane(offset_of!(BlockQ3K, qs), 2, 0), plane(offset_of!(BlockQ3K, hmask), 1, 2));
+
 /// ggml's `ggml_vec_dot_q3_K_q8_K`: codes `low + 4·high` with zero 4, signed 6-bit scales
 /// `sc − 32` per 16 elements.
 impl Q8KCodes for Q3K {
@@ -58,9 +64,11 @@ impl Q8KCodes for Q3K {
         [b.d, F16Le([0, 0])]
     }
 
+    const FIELDS: Option<[[Field; 2]; 8]> = Some(CHUNK_FIELDS);
+
     #[inline(always)]
     fn chunk(b: &BlockQ3K, c: usize) -> [u8; 32] {
-        or(crumbs(&b.qs, c), mask_bits(&b.hmask, c, 2))
+        fields_chunk::<Self>(b, CHUNK_FIELDS[c])
     }
 
     #[inline(always)]

@@ -16,7 +16,7 @@
 
 use std::arch::x86_64::*;
 
-use crate::dot::{GROUPS, LANES, Q8KCodes, finish};
+use crate::dot::{Field, GROUPS, LANES, Q8KCodes, finish};
 use crate::q8k::BlockQ8K;
 use qforge_simd::Avx2;
 use qforge_simd::rows::{RowKernel, by_rows};
@@ -196,9 +196,15 @@ struct Unpacked {
 /// and without it the vectors would go through memory).
 #[inline(always)]
 unsafe fn unpack<F: Q8KCodes>(b: &F::Block) -> Unpacked {
-    // Constant chunk indices, so that every shift in the format's `chunk` is a constant.
-    let c = |c| F::chunk(b, c);
-    let q = bytemuck::cast::<[[u8; 32]; 8], [__m256i; 8]>([c(0), c(1), c(2), c(3), c(4), c(5), c(6), c(7)]);
+    let q = match F::FIELDS {
+        // SAFETY: the caller guarantees AVX2.
+        Some(fields) => unsafe { fields_avx2::<F>(b, &fields) },
+        None => {
+            // Constant chunk indices, so that every shift in the format's `chunk` is a constant.
+            let c = |c| F::chunk(b, c);
+            bytemuck::cast::<[[u8; 32]; 8], [__m256i; 8]>([c(0), c(1), c(2), c(3), c(4), c(5), c(6), c(7)])
+        }
+    };
     let (sc, mins) = F::scales(b);
     let sc = bytemuck::cast::<[i8; GROUPS], [u8; 16]>(sc);
     let dm = F::d_dmin(b).map(|h| h.bits());
@@ -235,6 +241,42 @@ unsafe fn unpack<F: Q8KCodes>(b: &F::Block) -> Unpacked {
             dm: [_mm_cvtss_f32(dm), _mm_cvtss_f32(_mm_movehdup_ps(dm))],
         }
     }
+}
+
+/// The eight chunks' codes of a block from the format's [`Field`]s ([`crate::dot::fields_chunk`]'s
+/// result): per field one 32-byte load, one 16-bit shift (a constant once inlined; the bits
+/// a 16-bit shift moves across bytes are outside the field's mask) and one `vpand`, the
+/// fields of a chunk OR-ed. Explicit instructions, so that LLVM keeps them byte-wise.
+///
+/// # Safety
+/// As [`unpack`]: AVX2, FMA and F16C.
+#[inline(always)]
+unsafe fn fields_avx2<F: Q8KCodes>(b: &F::Block, fields: &[[Field; 2]; 8]) -> [__m256i; 8] {
+    let bytes = bytemuck::bytes_of(b);
+    // SAFETY: the caller guarantees AVX2.
+    let mut q = [unsafe { _mm256_setzero_si256() }; 8];
+    for (v, fields) in q.iter_mut().zip(fields) {
+        for f in fields {
+            if f.width == 0 {
+                continue;
+            }
+            let src = bytes[f.offset..].first_chunk::<32>().expect("a code field inside the block");
+            let mask = (((1u32 << f.width) - 1) << f.to) as u8;
+            // SAFETY: the caller guarantees AVX2; the load reads exactly the 32-byte array `src`.
+            unsafe {
+                let x = _mm256_loadu_si256(src.as_ptr().cast());
+                let x = if f.from > f.to {
+                    _mm256_srl_epi16(x, _mm_cvtsi32_si128((f.from - f.to) as i32))
+                } else if f.from < f.to {
+                    _mm256_sll_epi16(x, _mm_cvtsi32_si128((f.to - f.from) as i32))
+                } else {
+                    x
+                };
+                *v = _mm256_or_si256(*v, _mm256_and_si256(x, _mm256_set1_epi8(mask as i8)));
+            }
+        }
+    }
+    q
 }
 
 /// The integer lanes `(isum, summs)` of the block against one activation block, as
