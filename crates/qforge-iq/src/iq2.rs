@@ -318,7 +318,6 @@ impl SubBlocks for Iq2Xxs {
 }
 
 impl SubBlocks for Iq2Xs {
-    const SCALES_PER_16: bool = true;
     const D_MUL: f32 = 0.125;
 
     #[inline(always)]
@@ -344,7 +343,6 @@ impl SubBlocks for Iq2Xs {
 }
 
 impl SubBlocks for Iq2S {
-    const SCALES_PER_16: bool = true;
     const D_MUL: f32 = 0.125;
 
     #[inline(always)]
