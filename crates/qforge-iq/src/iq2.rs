@@ -318,7 +318,6 @@ impl SubBlocks for Iq2Xxs {
 }
 
 impl SubBlocks for Iq2Xs {
-    const SCALES_PER_16: bool = true;
     const D_MUL: f32 = 0.125;
 
     #[inline(always)]
@@ -329,7 +328,11 @@ impl SubBlocks for Iq2Xs {
     #[inline(always)]
     fn sub_block(b: &BlockIq2Xs, ib: usize) -> SubBlock<'_> {
         let ib = ib & 7; // (in range anyway: lets LLVM drop the bounds checks)
-        let q = |l: usize| u16::from_le_bytes([b.qs[8 * ib + 2 * l], b.qs[8 * ib + 2 * l + 1]]);
+        // The sub-block's four 16-bit codes as one load (byte by byte, LLVM loaded each byte
+        // on its own: 8 loads and their merging per sub-block).
+        let (codes, _) = b.qs.as_chunks::<8>();
+        let x = u64::from_le_bytes(codes[ib]);
+        let q = |l: usize| (x >> (16 * (l & 3))) as u16;
         let grid: &'static [u64; 512] = &IQ2XS_GRID;
         SubBlock::Grid(
             GridWords::W64(std::array::from_fn(|l| &grid[(q(l) & 511) as usize])),
@@ -344,7 +347,6 @@ impl SubBlocks for Iq2Xs {
 }
 
 impl SubBlocks for Iq2S {
-    const SCALES_PER_16: bool = true;
     const D_MUL: f32 = 0.125;
 
     #[inline(always)]

@@ -145,18 +145,25 @@ fn rows_avx2<F: SubBlocks, const R: usize, const P: bool>(w: &[F::Block], a: [&[
     let table = _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()) });
     let low4 = _mm256_set1_epi8(0x0F);
     let ones = _mm256_set1_epi8(1);
-    // Within each 128-bit lane, the low (high) lane picks `i16` 0 (1) of a 32-bit word.
+    // Within each 128-bit lane: the even `i16`s to the low 8 bytes, the odd ones to the high 8.
     #[rustfmt::skip]
-    let pick = _mm256_setr_epi8(
-        0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1, 0, 1,
-        2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3, 2, 3,
+    let split = _mm256_setr_epi8(
+        0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
+        0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
     );
     let mut facc = [_mm256_setzero_ps(); R];
     for (i, b) in w.iter().enumerate() {
-        // Through memory: each sub-block then loads its scale with one scalar load (left to
-        // itself, LLVM assembles the array in a vector register with blends and extracts
-        // each again, which measured 25 % slower for iq4_xs).
-        let scales = std::hint::black_box(F::scales(b));
+        // The 16 group scales as one register, once per block: the even groups' (the first
+        // 16 values of each sub-block) in the low lane, the odd groups' in the high lane, so
+        // that one `vpshufb` per sub-block picks its pair (ggml's `scales16` of iq2_s). LLVM
+        // builds the array in registers; forced through memory (`black_box`) it measured
+        // 10-20 % slower here, as did a scalar load and broadcast per sub-block.
+        let scales = F::scales(b);
+        // SAFETY: `scales` is 16 `i16`, exactly the 32 bytes the unaligned load reads.
+        let scales = unsafe { _mm256_loadu_si256(scales.as_ptr().cast()) };
+        let scales = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_shuffle_epi8(scales, split));
+        // Bytes `2ib, 2ib + 1` of each lane, repeated: sub-block `ib`'s two scales.
+        let mut pick = _mm256_set1_epi16(0x0100);
         let mut acc = [_mm256_setzero_si256(); R];
         for ib in 0..QK_K / 32 {
             let v = match F::sub_block(b, ib) {
@@ -181,14 +188,8 @@ fn rows_avx2<F: SubBlocks, const R: usize, const P: bool>(w: &[F::Block], a: [&[
                 }
             };
             // Values 0..16 (low lane) take the scale of group 2·ib, 16..32 that of 2·ib + 1.
-            let s = if F::SCALES_PER_16 {
-                // Branch-free (the two differ at random): the pair as one 32-bit word in every
-                // lane, then its low (high) `i16` picked in the low (high) lane.
-                let pair = (scales[2 * ib] as u16 as u32 | (scales[2 * ib + 1] as u16 as u32) << 16) as i32;
-                _mm256_shuffle_epi8(_mm256_set1_epi32(pair), pick)
-            } else {
-                _mm256_set1_epi16(scales[2 * ib])
-            };
+            let s = _mm256_shuffle_epi8(scales, pick);
+            pick = _mm256_add_epi8(pick, _mm256_set1_epi8(2));
             for r in 0..R {
                 let q: &[i8; 32] = a[r][i].qs[32 * ib..32 * ib + 32].try_into().expect("32 bytes");
                 // SAFETY: `q` is 32 bytes, exactly what the unaligned 32-byte load reads.

@@ -189,9 +189,6 @@ pub(crate) trait SubBlocks: BlockFormat {
     fn sub_block(b: &Self::Block, ib: usize) -> SubBlock<'_>;
     /// The integer scale of each 16-value group (`|value · scale| < 2^15`).
     fn scales(b: &Self::Block) -> [i16; QK_K / 16];
-    /// Whether the two 16-value groups of a sub-block have scales of their own (iq2_xs,
-    /// iq2_s); otherwise [`SubBlocks::scales`] repeats each sub-block's scale twice.
-    const SCALES_PER_16: bool = false;
 }
 
 impl<F: SubBlocks> KDot for F {
