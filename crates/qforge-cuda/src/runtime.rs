@@ -85,6 +85,9 @@ pub struct Cuda {
     /// The 8-bit GEMMs' kernels per registered format (`codegen::a8_kernel_names`), loaded on
     /// first use (`gemm8.rs`).
     pub(crate) a8: Mutex<HashMap<&'static str, Arc<Vec<CudaFunction>>>>,
+    /// The FP8 GEMM's kernels per registered format and body, loaded on first use
+    /// (`gemm_fp8.rs`).
+    pub(crate) fp8: Mutex<HashMap<(&'static str, crate::Fp8Body), Arc<Vec<CudaFunction>>>>,
 }
 
 /// What a report names a device by: `Cuda::info`.
@@ -249,6 +252,7 @@ impl Cuda {
             planner: OnceLock::new(),
             blas: Mutex::new(None),
             a8: Mutex::new(HashMap::new()),
+            fp8: Mutex::new(HashMap::new()),
         })
     }
 
