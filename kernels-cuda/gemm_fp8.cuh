@@ -236,17 +236,12 @@ QF_HD void qf_gemm_fp8_tile(const uint8_t* xq, const float* xs, const uint8_t* w
     // pacc: the current 128-column block's partial sums; facc: the promoted accumulators.
     qf_frag_c pacc[QF_WARP_SLOTS(C::NW)][C::MT][C::NT][QF_LANE_SLOTS];
     qf_frag_c facc[QF_WARP_SLOTS(C::NW)][C::MT][C::NT][QF_LANE_SLOTS];
-    qf_for_warps<C::NW>([&](int s, int) {
-        qf_for_lanes([&](int ls, int) {
-#pragma unroll
-            for (int i = 0; i < C::MT; ++i)
-#pragma unroll
-                for (int j = 0; j < C::NT; ++j)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        pacc[s][i][j][ls].r[e] = 0.0f;
-                        facc[s][i][j][ls].r[e] = 0.0f;
-                    }
+    qf_for_warps<C::NW>([&](int s, int wid) {
+        qf_for_lanes([&](int ls, int lane) {
+            qf_for_acc<C>(wid, lane, [&](int i, int j, int e, int, int) {
+                pacc[s][i][j][ls].r[e] = 0.0f;
+                facc[s][i][j][ls].r[e] = 0.0f;
+            });
         });
     });
 
@@ -291,14 +286,7 @@ QF_HD void qf_gemm_fp8_tile(const uint8_t* xq, const float* xs, const uint8_t* w
         qf_sync();
     }
 
-    qf_for_warps<C::NW>([&](int s, int wid) {
-        qf_for_lanes([&](int ls, int lane) {
-            qf_for_acc<C>(wid, lane, [&](int i, int j, int e, int r, int c) {
-                const long long m = m0 + r, n = n0 + c;
-                if (m < M && n < N) qf_gemm_store(y, out, m * N + n, facc[s][i][j][ls].r[e]);
-            });
-        });
-    });
+    qf_gemm_epilogue<C>(facc, y, out, M, N, m0, n0);
 }
 
 #ifdef __CUDACC__

@@ -25,6 +25,9 @@ pub enum Fp8Body {
     F16,
 }
 
+/// The FP8 GEMM's loaded kernels per (registered format, body): `[quantizer, gemm]`.
+pub(crate) type Fp8Cache = std::sync::Mutex<std::collections::HashMap<(&'static str, Fp8Body), Arc<Vec<CudaFunction>>>>;
+
 /// The PTX text of the sm_89 module (the kernels that need compute capability 8.9).
 pub fn sm89_ptx() -> Result<String, CudaError> {
     inflate(SM89_PTX)

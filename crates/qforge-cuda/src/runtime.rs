@@ -87,7 +87,7 @@ pub struct Cuda {
     pub(crate) a8: Mutex<HashMap<&'static str, Arc<Vec<CudaFunction>>>>,
     /// The FP8 GEMM's kernels per registered format and body, loaded on first use
     /// (`gemm_fp8.rs`).
-    pub(crate) fp8: Mutex<HashMap<(&'static str, crate::Fp8Body), Arc<Vec<CudaFunction>>>>,
+    pub(crate) fp8: crate::gemm_fp8::Fp8Cache,
 }
 
 /// What a report names a device by: `Cuda::info`.
