@@ -45,6 +45,21 @@ QF_HD void qf_gemm_store(void* y, int out, long long i, float v) {
     else static_cast<uint16_t*>(y)[i] = qf_out_bf16::conv(v);
 }
 
+// Epilogue of a CTA tile at (m0, n0) of y (elements of type `out`): every lane writes its f32
+// accumulators inside M × N (the f16 / bf16 GEMM's and the FP8 GEMM's).
+template <class C>
+QF_HD void qf_gemm_epilogue(qf_frag_c (*acc)[C::MT][C::NT][QF_LANE_SLOTS], void* y, int out, long long M, long long N,
+                            long long m0, long long n0) {
+    qf_for_warps<C::NW>([&](int ws, int wid) {
+        qf_for_lanes([&](int ls, int lane) {
+            qf_for_acc<C>(wid, lane, [&](int i, int j, int e, int r, int c) {
+                const long long m = m0 + r, n = n0 + c;
+                if (m < M && n < N) qf_gemm_store(y, out, m * N + n, acc[ws][i][j][ls].r[e]);
+            });
+        });
+    });
+}
+
 // One CTA's tile (tm, tn) of y (elements of type `out`) over the K range [kb, ke) (kb a
 // multiple of C::BK). Xs / As / Ws: shared memory of C::SMEM_X f32 and C::SMEM_A / C::SMEM_W
 // 16-bit slots.
@@ -146,15 +161,7 @@ QF_HD void qf_gemm_tile(const float* x, const uint8_t* w, const uint8_t* grid, v
     }
     qf_cp_async_wait<0>();
 
-    // Epilogue: every lane writes its accumulators inside M × N.
-    qf_for_warps<C::NW>([&](int ws, int wid) {
-        qf_for_lanes([&](int ls, int lane) {
-            qf_for_acc<C>(wid, lane, [&](int i, int j, int e, int r, int c) {
-                const long long m = m0 + r, n = n0 + c;
-                if (m < M && n < N) qf_gemm_store(y, out, m * N + n, acc[ws][i][j][ls].r[e]);
-            });
-        });
-    });
+    qf_gemm_epilogue<C>(acc, y, out, M, N, m0, n0);
 }
 
 #ifdef __CUDACC__

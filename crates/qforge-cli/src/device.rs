@@ -61,24 +61,36 @@ mod imp {
     /// semantics (docs/matmul.md) on every format. Except where the weights have an integer
     /// group dot for int8-dyn activations (int4g: A8W4DQ, whether asked for as int8-dyn or
     /// as the format's native mode): there the activations are quantized on the GPU and
-    /// the 8-bit tensor-core GEMM (`Cuda::gemm_a8`) computes the CPU's product bit for bit.
+    /// the 8-bit tensor-core GEMM (`Cuda::gemm_a8`) computes the CPU's product bit for bit;
     /// Native with a format that has the int8 GEMM (q4_0 … q8_0, iq4_nl, iq4_xs, mxfp4, q4_k,
     /// q5_k: `Cuda::gemm_q8`): the CPU's q8_0 / q8_1 / q8_k activations quantized on the GPU,
     /// the integer dot on the int8 tensor cores (the CPU's result up to f32 summation order).
+    /// and fp8 weights with fp8-1x128 activations (asked for as such or as fp8's native
+    /// mode): the activations are quantized on the GPU and the FP8 block-scaled GEMM
+    /// (`Cuda::gemm_fp8`: e4m3 tensor cores from compute capability 8.9, exact f16 below)
+    /// computes the CPU's product up to the order of each 128-column block's sum.
     pub fn matmul(w: &QuantTensor<'_>, x: &[f32], m: usize, mode: ActQuant) -> CliResult<Vec<f32>> {
         let gpu = open()?;
         let stream = gpu.default_stream();
         let dw = gpu.upload(w, &stream).map_err(fail)?;
-        if mode.kind(w.format()) == qforge_core::ActKind::Int8Dyn
-            && qforge_cuda::codegen::a8_group_args(w.format()).is_ok()
-        {
-            // The device quantizer cannot refuse a non-finite value as the CPU does: check here.
+        let kind = mode.kind(w.format());
+        let a8 = kind == qforge_core::ActKind::Int8Dyn && qforge_cuda::codegen::a8_group_args(w.format()).is_ok();
+        // fp8 values in the registered 128 × 128 scale tiles: the FP8 tensor-core GEMM.
+        let fp8 = kind == qforge_core::ActKind::Fp8x128
+            && qforge_cuda::codegen::fp8_gemm(w.format().desc()).is_some()
+            && qforge_formats::get(w.format().desc().name).is_ok_and(|f| f.layout() == w.format().layout());
+        if a8 || fp8 {
+            // The device quantizers cannot refuse a non-finite value as the CPU does: check here.
             if let Some(i) = x.iter().position(|v| !v.is_finite()) {
                 return Err(bad_input(format!("activations: value {} at index {i} is not finite", x[i])));
             }
             let dx = stream.clone_htod(x).failed()?;
-            let y = gpu.gemm_a8(&dw, &dx.slice(..), m, DType::F32, &stream).map_err(fail)?;
-            return Ok(bytemuck::cast_slice(&y.to_host_bytes(&stream).map_err(fail)?).to_vec());
+            let y = if a8 {
+                gpu.gemm_a8(&dw, &dx.slice(..), m, DType::F32, &stream)
+            } else {
+                gpu.gemm_fp8(&dw, &dx.slice(..), m, DType::F32, &stream)
+            };
+            return Ok(bytemuck::cast_slice(&y.map_err(fail)?.to_host_bytes(&stream).map_err(fail)?).to_vec());
         }
         if mode == ActQuant::Native && qforge_cuda::codegen::q8_units(w.format(), w.cols()).is_ok() {
             // The int8 GEMM: the format's native q8 activations quantized on the GPU as the CPU

@@ -8,9 +8,14 @@ use common::*;
 
 /// A small q4_k tensor (2 × 300: a partial last block) in `tmp`; returns its path.
 fn q4k_tensor(tmp: &Tmp) -> String {
-    let (x, q) = (tmp.s("x.f32"), tmp.s("x.q4_k"));
+    tensor(tmp, "q4_k")
+}
+
+/// A 2 × 300 tensor quantized to `format`, in `x.<format>` (what `matmul_on` reads the format from).
+fn tensor(tmp: &Tmp, format: &str) -> String {
+    let (x, q) = (tmp.s("x.f32"), tmp.s(&format!("x.{format}")));
     write_f32(&tmp.path("x.f32"), &(0..2 * 300).map(|i| (i as f32 * 0.37).sin()).collect::<Vec<_>>());
-    let ok = qforge(&["quantize", "--format", "q4_k", "--input", &x, "--shape", "2,300", "--output", &q]);
+    let ok = qforge(&["quantize", "--format", format, "--input", &x, "--shape", "2,300", "--output", &q]);
     assert!(ok.status.success(), "{}", String::from_utf8_lossy(&ok.stderr));
     q
 }
@@ -58,14 +63,15 @@ fn on_a_gpu_dequant_matches_the_cpu_and_bench_runs() {
     assert!(v["elements_per_s"].as_f64().is_some_and(|x| x > 0.0), "{v}");
 }
 
-/// `qforge matmul` of the 2 × 300 q4_k tensor with `m` rows of activations on `dev`; the
-/// output (m × 2 f32), or the failed run.
+/// `qforge matmul` of the 2 × 300 tensor `q` (format: its extension) with `m` rows of
+/// activations on `dev`; the output (m × 2 f32), or the failed run.
 fn matmul_on(tmp: &Tmp, q: &str, m: usize, dev: &str, mode: Option<&str>) -> Result<Vec<f32>, std::process::Output> {
+    let format = std::path::Path::new(q).extension().and_then(|e| e.to_str()).expect("x.<format>");
     let (x, y) = (tmp.s("act.f32"), tmp.s(&format!("y-{dev}-{}.f32", mode.unwrap_or("default"))));
     write_f32(&tmp.path("act.f32"), &(0..m * 300).map(|i| (i as f32 * 0.11).cos()).collect::<Vec<_>>());
     let rows = m.to_string();
     let mut args =
-        vec!["matmul", "--format", "q4_k", "--weights", q, "--shape", "2,300", "--input", &x, "--rows", &rows];
+        vec!["matmul", "--format", format, "--weights", q, "--shape", "2,300", "--input", &x, "--rows", &rows];
     args.extend(["--output", &y, "--device", dev]);
     if let Some(mode) = mode {
         args.extend(["--act-quant", mode]);
@@ -93,6 +99,26 @@ fn on_a_gpu_int8_dyn_and_fp8_activations_give_the_cpu_semantics() {
             let gpu = matmul_on(&tmp, &q, m, "cuda", Some(mode)).expect("cuda matmul");
             // The same quantized activations on both sides; f32 sums in different orders.
             assert!(rel_err(&gpu, &cpu) < 1e-5, "{mode} m={m}: cuda {gpu:?} vs cpu {cpu:?}");
+        }
+    }
+}
+
+/// fp8 weights with fp8-1x128 activations (and fp8's native mode, the same) run the FP8
+/// tensor-core GEMM: the CPU's product up to the order of each 128-column block's sum.
+#[test]
+#[cfg_attr(not(feature = "cuda"), ignore = "qforge built without the `cuda` feature")]
+#[cfg_attr(feature = "cuda", ignore = "needs a CUDA GPU")]
+fn on_a_gpu_fp8_weights_with_fp8_activations_give_the_cpu_product() {
+    let tmp = Tmp::new("cuda-fp8");
+    for format in ["fp8_e4m3", "fp8_e5m2"] {
+        let q = tensor(&tmp, format);
+        for mode in ["fp8-1x128", "native"] {
+            for m in [1, 9, 70] {
+                let cpu = matmul_on(&tmp, &q, m, "cpu", Some(mode)).expect("cpu matmul");
+                let gpu = matmul_on(&tmp, &q, m, "cuda", Some(mode)).expect("cuda matmul");
+                // 2⁻¹³ per block sum on the fp8 tensor cores (docs/cuda.md), relative to Σ|terms|.
+                assert!(rel_err(&gpu, &cpu) < 1e-2, "{format} {mode} m={m}: cuda {gpu:?} vs cpu {cpu:?}");
+            }
         }
     }
 }

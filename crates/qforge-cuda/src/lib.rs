@@ -12,7 +12,9 @@
 //! * Prompt processing (any M) has two paths: the fused GEMM (`Cuda::gemm`: weights decoded
 //!   into shared memory, tensor-core `mma.sync`, from the same templates) and the baseline it
 //!   must beat, dequant + cuBLAS (`Cuda::gemm_dequant`: weight rows dequantized in bounded
-//!   chunks straight to f16 / bf16, cuBLAS loaded at run time).
+//!   chunks straight to f16 / bf16, cuBLAS loaded at run time). The 8-bit modes have their own
+//!   tensor-core GEMMs: A8W4DQ (`Cuda::gemm_a8`) and FP8 block-scaled (`Cuda::gemm_fp8`, whose
+//!   e4m3 body lives in a separate sm_89 module loaded only on such devices).
 //! * Without the feature the crate needs no toolkit: [`toolkit`] (where nvcc is), [`codegen`],
 //!   and the error type are always there.
 //!
@@ -53,15 +55,21 @@ mod gemm;
 #[cfg(feature = "cuda")]
 #[allow(unsafe_code)] // launches the 8-bit GEMM kernels (FFI through cudarc)
 mod gemm8;
+#[allow(unsafe_code)] // launches the FP8 GEMM kernels (FFI through cudarc)
+mod gemm_fp8;
 #[cfg(feature = "cuda")]
 #[allow(unsafe_code)] // launches the int8 GEMM of the GGUF formats (FFI through cudarc)
 mod gemmq8;
+#[cfg(feature = "cuda")]
+pub use gemm_fp8::{Fp8Body, sm89_ptx};
 #[cfg(feature = "cuda")]
 #[allow(unsafe_code)] // calls into the host-compiled device code (FFI)
 pub mod host;
 #[cfg(feature = "cuda")]
 #[allow(unsafe_code)] // calls into the host-compiled 8-bit GEMM (FFI)
 pub mod host8;
+#[allow(unsafe_code)] // calls into the host-compiled FP8 GEMM (FFI)
+pub mod host_fp8;
 #[cfg(feature = "cuda")]
 #[allow(unsafe_code)] // calls into the host-compiled int8 GEMM of the GGUF formats (FFI)
 pub mod hostq8;

@@ -88,6 +88,9 @@ pub struct Cuda {
     /// The int8 GEMM's kernels per registered format (`codegen::q8_kernel_names`), loaded on
     /// first use.
     pub(crate) q8: Mutex<HashMap<&'static str, Arc<Vec<CudaFunction>>>>,
+    /// The FP8 GEMM's kernels per registered format and body, loaded on first use
+    /// (`gemm_fp8.rs`).
+    pub(crate) fp8: crate::gemm_fp8::Fp8Cache,
 }
 
 /// What a report names a device by: `Cuda::info`.
@@ -253,6 +256,7 @@ impl Cuda {
             blas: Mutex::new(None),
             a8: Mutex::new(HashMap::new()),
             q8: Mutex::new(HashMap::new()),
+            fp8: Mutex::new(HashMap::new()),
         })
     }
 

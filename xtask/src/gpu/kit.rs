@@ -10,8 +10,9 @@
 //! machine's transfer takes, the repository's own files included: about 3 MiB today).
 //!
 //! `xtask kit-check-ptx DIR` (run by `run.sh --check`) parses every module: the `.version`
-//! (≤ the 13.0 driver's PTX ISA 9.0), `.target sm_80`, every kernel the runtime loads, no
-//! unresolved `.extern`; with `ptxas` on PATH or in `$PTXAS`, each also assembles for sm_80.
+//! (≤ the 13.0 driver's PTX ISA 9.0), `.target sm_80` (`sm_89` for the sm_89 module), every
+//! kernel the runtime loads, no unresolved `.extern`; with `ptxas` on PATH or in `$PTXAS`,
+//! each also assembles for its target.
 
 use crate::setup_cuda::workspace_root;
 use anyhow::{Context, Result, bail};
@@ -202,6 +203,7 @@ pub fn build(out: Option<PathBuf>) -> Result<bool> {
         .map(|f| format!("{}.ptx", codegen::module_stem(f.desc().name)))
         .collect();
     modules.push(Path::new(codegen::UTIL_MODULE_FILE).with_extension("ptx").display().to_string());
+    modules.push(format!("{}.ptx", codegen::SM89_MODULE));
     // Deflated, as the binaries embed them (qforge-cuda's build script writes `.ptx.z` beside
     // each `.ptx`): the plain text of 31 modules alone would be a third of the kit's budget.
     for m in &modules {
@@ -248,6 +250,12 @@ pub fn build(out: Option<PathBuf>) -> Result<bool> {
 
 /// One PTX module's problems (empty = fine): header, kernels, unresolved symbols.
 pub fn ptx_problems(text: &str, kernels: &[String]) -> Vec<String> {
+    ptx_problems_for(text, kernels, "sm_80")
+}
+
+/// [`ptx_problems`] of a module built for `target` (`sm_80`, or `sm_89` for
+/// `codegen::SM89_MODULE`).
+pub fn ptx_problems_for(text: &str, kernels: &[String], target: &str) -> Vec<String> {
     let mut p = Vec::new();
     let directive = |name: &str| text.lines().find_map(|l| l.trim().strip_prefix(name).map(str::trim));
     match directive(".version ").and_then(|v| v.split_once('.')) {
@@ -257,8 +265,8 @@ pub fn ptx_problems(text: &str, kernels: &[String]) -> Vec<String> {
         },
         None => p.push("no .version directive: not PTX".into()),
     }
-    if directive(".target ") != Some("sm_80") {
-        p.push(format!(".target is {:?}, want sm_80", directive(".target ")));
+    if directive(".target ") != Some(target) {
+        p.push(format!(".target is {:?}, want {target}", directive(".target ")));
     }
     if directive(".address_size ") != Some("64") {
         p.push("not .address_size 64".into());
@@ -288,27 +296,30 @@ fn find_ptxas() -> Option<PathBuf> {
 /// `xtask kit-check-ptx DIR`: every module the registry expects, parsed (and assembled where
 /// ptxas is available).
 pub fn check_ptx(dir: &Path) -> Result<bool> {
-    let mut expected: Vec<(String, Vec<String>)> = qforge_formats::registry()
+    let mut expected: Vec<(String, Vec<String>, &str)> = qforge_formats::registry()
         .iter()
         .filter(|f| f.desc().cuda.is_some())
         .map(|f| {
-            (format!("{}.ptx.z", codegen::module_stem(f.desc().name)), codegen::module_kernel_names(f.desc().name))
+            let name = f.desc().name;
+            (format!("{}.ptx.z", codegen::module_stem(name)), codegen::module_kernel_names(name), "sm_80")
         })
         .collect();
     expected.push((
         format!("{}.z", Path::new(codegen::UTIL_MODULE_FILE).with_extension("ptx").display()),
         codegen::UTIL_KERNELS.iter().map(|k| k.to_string()).collect(),
+        "sm_80",
     ));
+    expected.push((format!("{}.ptx.z", codegen::SM89_MODULE), codegen::sm89_kernel_names(), "sm_89"));
     let ptxas = find_ptxas();
     let mut bad = 0;
-    for (file, kernels) in &expected {
+    for (file, kernels, target) in &expected {
         let path = dir.join(file);
         let text = std::fs::read(&path).map_err(|e| format!("unreadable: {e}")).and_then(|z| {
             let bytes = miniz_oxide::inflate::decompress_to_vec(&z).map_err(|e| format!("does not inflate: {e:?}"))?;
             String::from_utf8(bytes).map_err(|e| format!("not text: {e}"))
         });
         let mut problems = match &text {
-            Ok(text) => ptx_problems(text, kernels),
+            Ok(text) => ptx_problems_for(text, kernels, target),
             Err(e) => vec![e.clone()],
         };
         // ptxas reads a file: the inflated text, in a temporary one.
@@ -316,7 +327,7 @@ pub fn check_ptx(dir: &Path) -> Result<bool> {
             std::env::temp_dir().join(format!("qforge-kit-{}-{}", std::process::id(), file.trim_end_matches(".z")));
         if let (Some(ptxas), true, Ok(text)) = (&ptxas, problems.is_empty(), &text) {
             std::fs::write(&plain, text).with_context(|| format!("writing {}", plain.display()))?;
-            let out = Command::new(ptxas).args(["-arch=sm_80", "-o", "/dev/null"]).arg(&plain).output();
+            let out = Command::new(ptxas).arg(format!("-arch={target}")).args(["-o", "/dev/null"]).arg(&plain).output();
             let _ = std::fs::remove_file(&plain);
             match out {
                 Ok(o) if o.status.success() => {}
@@ -334,7 +345,7 @@ pub fn check_ptx(dir: &Path) -> Result<bool> {
         expected.len(),
         bad,
         ptxas.map_or(" (parsed; no ptxas here to assemble them)".into(), |p| format!(
-            " (parsed and assembled for sm_80 by {})",
+            " (parsed and assembled for their targets by {})",
             p.display()
         ))
     );

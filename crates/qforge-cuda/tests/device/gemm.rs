@@ -248,6 +248,46 @@ fn q8_gemm_on_the_gpu_is_the_cpus_native_matmul() {
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
+// ---- the FP8 block-scaled GEMM (`Cuda::gemm_fp8_into`, kernels-cuda/gemm_fp8.cuh): 1 × 128
+// e4m3 activations quantized on the device, both bodies (the e4m3 tensor cores where the
+// device has them, sm_89+, and the exact-f16 one) against the CPU's fp8-1x128 mat-mul within
+// `support/fp8_ref.rs`'s bound (u_p = 2⁻¹³ for the fp8 tensor cores' shorter accumulator).
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn fp8_gemm_on_the_gpu_is_the_cpus_fp8_matmul() {
+    use qforge_cuda::Fp8Body;
+    let gpu = device();
+    let s = gpu.default_stream();
+    let mut bodies = vec![Fp8Body::F16];
+    if gpu.info().unwrap().compute_capability >= (8, 9) {
+        assert_eq!(gpu.fp8_body().unwrap(), Fp8Body::Mma);
+        bodies.push(Fp8Body::Mma);
+    }
+    for body in bodies {
+        let run = |w: &QuantTensor<'_>, x: &[f32], m: usize, out: DType| -> Vec<u8> {
+            let dw = gpu.upload(w, &s).unwrap();
+            let dx = s.clone_htod(x).unwrap();
+            let n = w.rows();
+            let mut y = nan_buffer(&s, m * n, out);
+            match &mut y {
+                DeviceBuffer::F32(b) => gpu.gemm_fp8_into(&dw, &dx.slice(..), m, b, out, body, &s).unwrap(),
+                DeviceBuffer::F16(b) | DeviceBuffer::Bf16(b) => {
+                    gpu.gemm_fp8_into(&dw, &dx.slice(..), m, b, out, body, &s).unwrap()
+                }
+            }
+            y.to_host_bytes(&s).unwrap()
+        };
+        let u_p = if body == Fp8Body::Mma { f64::powi(2.0, -13) } else { f64::powi(2.0, -24) };
+        for f in crate::support::fp8_ref::fp8_formats() {
+            crate::support::fp8_ref::odd_shapes(f, &run, u_p);
+            crate::support::fp8_ref::output_types(f, &run);
+        }
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
 fn q8_gemm_checks_its_arguments() {
     let gpu = device();
     let s = gpu.default_stream();
@@ -264,4 +304,21 @@ fn q8_gemm_checks_its_arguments() {
     let w = gpu.upload(&t, &s).unwrap();
     let x = s.clone_htod(&[0.5f32; 512]).unwrap();
     assert!(matches!(gpu.gemm_q8(&w, &x.slice(..), 2, DType::F32, &s), Err(CudaError::Quant(_))));
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn fp8_gemm_checks_its_arguments() {
+    let gpu = device();
+    let s = gpu.default_stream();
+    let f = crate::support::fp8_ref::fp8_formats()[0];
+    let t = qforge_cpu::quantize(f, Shape::new([5, 64]).unwrap(), &qforge_golden::signal(320, 1), None).unwrap();
+    let w = gpu.upload(&t, &s).unwrap();
+    let x = s.clone_htod(&[0.5f32; 128]).unwrap();
+    assert!(matches!(gpu.gemm_fp8(&w, &x.slice(..), 3, DType::F32, &s), Err(CudaError::Size { .. })));
+    let q4 = qforge_formats::get("q4_0").unwrap();
+    let t = qforge_cpu::quantize(q4, Shape::new([5, 64]).unwrap(), &qforge_golden::signal(320, 1), None).unwrap();
+    let w = gpu.upload(&t, &s).unwrap();
+    assert!(matches!(gpu.gemm_fp8(&w, &x.slice(..), 2, DType::F32, &s), Err(CudaError::Quant(_))));
 }

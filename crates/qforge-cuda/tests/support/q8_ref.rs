@@ -1,5 +1,5 @@
 //! The int8 GEMM's reference (`kernels-cuda/gemm_q8.cuh`), shared by the host check
-//! (`gemmq8_host.rs`) and the GPU test (`gemm_device.rs`): the CPU's own `--act-quant native`
+//! (`gemmq8_host.rs`) and the GPU test (`device/gemm.rs`): the CPU's own `--act-quant native`
 //! mat-mul (`qforge_cpu::matmul` with `ActQuant::Native`: ggml's q8_0 / q8_1 / q8_k
 //! activations and integer dot). The GEMM quantizes the activations exactly as the CPU does,
 //! so the two differ only in the order of their f32 sums: per output, at most

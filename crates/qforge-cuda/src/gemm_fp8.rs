@@ -1,0 +1,173 @@
+//! The FP8 block-scaled GEMM on the device (`kernels-cuda/gemm_fp8.cuh`): the CPU's
+//! `--act-quant fp8-1x128` mat-mul of a format with fp8 values in 128 × 128 scale tiles. The
+//! activations are quantized on the GPU (`qforge_quantize_fp8_1x128`: 1 × 128 e4m3), then one
+//! of two bodies runs, chosen from the device: on compute capability 8.9 and up the e4m3
+//! tensor cores (`mma.m16n8k32 … e4m3`, from the sm_89 module [`crate::codegen::SM89_MODULE`]), below it the
+//! sm_80 body in the format's own module (codes decoded exactly to f16, `mma.m16n8k16`).
+
+use crate::CudaError;
+use crate::codegen::{FP8_TILE, fp8_gemm, fp8_kernel_name, fp8_kernel_names, sm89_kernel_names};
+use crate::gemm::{check_operands, dtype_index, out_len, tile_grid};
+use crate::runtime::{Cuda, DeviceBuffer, DeviceQuantTensor, MODULES, SM89_PTX, alloc_err, dim, driver, inflate};
+use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, CudaView, DeviceRepr, LaunchConfig, PushKernelArg};
+use qforge_core::{DType, QuantError};
+use std::sync::Arc;
+
+/// Threads of the activation quantizer's CTA (`QF_FP8_ACT_THREADS` in gemm_fp8.cuh).
+const QUANTIZE_THREADS: u32 = 128;
+
+/// Which body of the FP8 GEMM runs.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum Fp8Body {
+    /// e4m3 codes on the fp8 tensor cores (`mma.m16n8k32`; compute capability 8.9 and up).
+    Mma,
+    /// Codes decoded exactly to f16, `mma.m16n8k16` (any device the modules run on, sm_80+).
+    F16,
+}
+
+/// The FP8 GEMM's loaded kernels per (registered format, body): `[quantizer, gemm]`.
+pub(crate) type Fp8Cache = std::sync::Mutex<std::collections::HashMap<(&'static str, Fp8Body), Arc<Vec<CudaFunction>>>>;
+
+/// The PTX text of the sm_89 module (the kernels that need compute capability 8.9).
+pub fn sm89_ptx() -> Result<String, CudaError> {
+    inflate(SM89_PTX)
+}
+
+impl Cuda {
+    /// The body [`Cuda::gemm_fp8`] runs on this device: [`Fp8Body::Mma`] from compute
+    /// capability 8.9, else [`Fp8Body::F16`].
+    pub fn fp8_body(&self) -> Result<Fp8Body, CudaError> {
+        let cc = self.context().compute_capability().map_err(driver("compute capability"))?;
+        Ok(if cc >= (8, 9) { Fp8Body::Mma } else { Fp8Body::F16 })
+    }
+
+    /// `[quantizer, gemm]` of body `body` for the registered format `name`, loading the module
+    /// that holds them on first use.
+    fn fp8_kernels(&self, name: &'static str, body: Fp8Body) -> Result<Arc<Vec<CudaFunction>>, CudaError> {
+        let mut cache = self.fp8.lock().unwrap_or_else(|p| p.into_inner());
+        if let Some(k) = cache.get(&(name, body)) {
+            return Ok(k.clone());
+        }
+        let (ptx, names) = match body {
+            Fp8Body::Mma => {
+                let all = sm89_kernel_names();
+                let gemm = fp8_kernel_name(name, "mma");
+                if !all.contains(&gemm) {
+                    return Err(CudaError::MissingKernels(name));
+                }
+                (Some(SM89_PTX), vec![all[0].clone(), gemm])
+            }
+            Fp8Body::F16 => (MODULES.iter().find(|(f, _)| *f == name).map(|(_, p)| *p), fp8_kernel_names(name)),
+        };
+        let (Some(ptx), 2) = (ptx, names.len()) else { return Err(CudaError::MissingKernels(name)) };
+        let module = self
+            .context()
+            .load_module(cudarc::nvrtc::Ptx::from_src(inflate(ptx)?))
+            .map_err(driver(if body == Fp8Body::Mma { "load PTX module (sm_89)" } else { "load PTX module" }))?;
+        let fs = names
+            .iter()
+            .map(|n| module.load_function(n).map_err(driver("load kernel")))
+            .collect::<Result<Vec<_>, _>>()?;
+        let k = Arc::new(fs);
+        cache.insert((name, body), k.clone());
+        Ok(k)
+    }
+
+    /// `y = x · Wᵀ` in FP8 block-scaled arithmetic (the CPU's `--act-quant fp8-1x128`): `x`
+    /// (m × K f32 on the device) quantized on the GPU to 1 × 128 e4m3, `w` fp8 weights with
+    /// 128 × 128 scale tiles; m × N values of `out` (f32, f16 or bf16). The body is
+    /// [`Cuda::fp8_body`]'s. Two launches on `stream` and two workspace allocations.
+    pub fn gemm_fp8(
+        &self,
+        w: &DeviceQuantTensor,
+        x: &CudaView<'_, f32>,
+        m: usize,
+        out: DType,
+        stream: &Arc<CudaStream>,
+    ) -> Result<DeviceBuffer, CudaError> {
+        let body = self.fp8_body()?;
+        let len = out_len(m, w)?;
+        // SAFETY: the GEMM writes every one of the m × N elements (the epilogue covers the
+        // whole output, predicated only at its edges) before anything reads them.
+        let mut y = unsafe { DeviceBuffer::uninit(stream, len, out)? };
+        match &mut y {
+            DeviceBuffer::F32(s) => self.gemm_fp8_into(w, x, m, s, out, body, stream)?,
+            DeviceBuffer::F16(s) | DeviceBuffer::Bf16(s) => self.gemm_fp8_into(w, x, m, s, out, body, stream)?,
+        }
+        Ok(y)
+    }
+
+    /// [`Cuda::gemm_fp8`] into a caller-owned `y` (m × N elements of `out`: f32, or u16 bit
+    /// patterns for f16 / bf16), with the body named (`Fp8Body::Mma` needs compute
+    /// capability 8.9).
+    ///
+    /// # Errors
+    /// `Quant(Unsupported)` for weights that are not fp8 values in 128 × 128 f32 scale tiles;
+    /// `Size` for a wrong activation / output length or element size, or M past 65,535 × 64;
+    /// `MissingKernels`, `OutOfMemory`, `Driver` (loading the sm_89 module on an older device).
+    /// Non-finite activations are not detected on the device (the CPU path refuses them).
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_fp8_into<T: DeviceRepr>(
+        &self,
+        w: &DeviceQuantTensor,
+        x: &CudaView<'_, f32>,
+        m: usize,
+        y: &mut CudaSlice<T>,
+        out: DType,
+        body: Fp8Body,
+        stream: &Arc<CudaStream>,
+    ) -> Result<(), CudaError> {
+        let (n, k) = (w.shape().rows(), w.shape().cols());
+        let name = w.format().desc().name;
+        if fp8_gemm(w.format().desc()).is_none()
+            || w.format().layout() != qforge_formats::get(name).map_err(CudaError::Quant)?.layout()
+        {
+            return Err(CudaError::Quant(QuantError::Unsupported {
+                format: name,
+                reason: "the FP8 GEMM takes fp8 values with 128 × 128 f32 scale tiles".into(),
+            }));
+        }
+        check_operands::<T>(x, m, n, k, y.len(), out)?;
+        let (gx, gy) = tile_grid(m, n, FP8_TILE.bm as usize, FP8_TILE.bn as usize)?;
+        if m == 0 || n == 0 {
+            return Ok(());
+        }
+        let kern = self.fp8_kernels(name, body)?;
+        let groups = k.div_ceil(128);
+        let overflow = || CudaError::Quant(QuantError::Overflow { what: "fp8 activations" });
+        let q_len = m.checked_mul(groups * 128).ok_or_else(overflow)?;
+        let s_len = m.checked_mul(groups).ok_or_else(overflow)?;
+        // SAFETY: the quantizer writes all m × groups·128 codes (zeros past K) and m × groups
+        // scales before the GEMM (same stream) reads them.
+        let mut q = unsafe { stream.alloc::<u8>(q_len) }.map_err(alloc_err(q_len))?;
+        // SAFETY: as above.
+        let mut s = unsafe { stream.alloc::<f32>(s_len) }.map_err(alloc_err(4 * s_len))?;
+        let qgrid = u32::try_from(s_len).map_err(|_| CudaError::Size {
+            what: "activation groups (quantizer grid)",
+            expected: u32::MAX as usize,
+            actual: s_len,
+        })?;
+        let (m64, n64, k64, o32) = (dim(m)?, dim(n)?, dim(k)?, dtype_index(out));
+        let mut b = stream.launch_builder(&kern[0]);
+        b.arg(x).arg(&mut q).arg(&mut s).arg(&k64);
+        let qcfg = LaunchConfig { grid_dim: (qgrid, 1, 1), block_dim: (QUANTIZE_THREADS, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: CTA i quantizes group i % groups of row i / groups: it reads that row's K
+        // f32 of x (m × k checked) and writes 128 codes and one scale of it (buffers of
+        // m × groups·128 and m × groups); argument types match (const float*, uint8_t*,
+        // float*, long long).
+        unsafe { b.launch(qcfg) }.map_err(driver("launch quantize_fp8_1x128"))?;
+        let grid = w.data().slice(w.rows_len()..);
+        let cfg = LaunchConfig { grid_dim: (gx, gy, 1), block_dim: (FP8_TILE.threads(), 1, 1), shared_mem_bytes: 0 };
+        let mut g = stream.launch_builder(&kern[1]);
+        g.arg(&q).arg(&s).arg(w.data()).arg(&grid).arg(y).arg(&m64).arg(&n64).arg(&k64).arg(&o32);
+        // SAFETY: the kernel reads m × groups·128 codes and m × groups scales (written above),
+        // the n × k value bytes of w and the ceil(n/128) × ceil(k/128) f32 grid after them (the
+        // allocation `upload` sized from the registered layout, checked equal above), and
+        // writes m × n elements of `out` into y (length and element size checked); argument
+        // types match its signature (const uint8_t*, const float*, const uint8_t*, const
+        // uint8_t*, void*, long long × 3, int); the grid covers every bm × bn tile once with
+        // the thread count it was compiled for.
+        unsafe { g.launch(cfg) }.map_err(driver("launch gemm fp8"))?;
+        Ok(())
+    }
+}
