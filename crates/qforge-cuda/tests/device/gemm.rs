@@ -252,7 +252,6 @@ fn q8_gemm_on_the_gpu_is_the_cpus_native_matmul() {
 // e4m3 activations quantized on the device, both bodies (the e4m3 tensor cores where the
 // device has them, sm_89+, and the exact-f16 one) against the CPU's fp8-1x128 mat-mul within
 // `support/fp8_ref.rs`'s bound (u_p = 2⁻¹³ for the fp8 tensor cores' shorter accumulator).
-
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn fp8_gemm_on_the_gpu_is_the_cpus_fp8_matmul() {
@@ -304,7 +303,6 @@ fn q8_gemm_checks_its_arguments() {
     let w = gpu.upload(&t, &s).unwrap();
     let x = s.clone_htod(&[0.5f32; 512]).unwrap();
     assert!(matches!(gpu.gemm_q8(&w, &x.slice(..), 2, DType::F32, &s), Err(CudaError::Quant(_))));
-    }
 }
 
 #[test]
