@@ -246,8 +246,6 @@ fn q8_gemm_on_the_gpu_is_the_cpus_native_matmul() {
     }
 }
 
-#[test]
-#[ignore = "needs a CUDA GPU"]
 // ---- the FP8 block-scaled GEMM (`Cuda::gemm_fp8_into`, kernels-cuda/gemm_fp8.cuh): 1 × 128
 // e4m3 activations quantized on the device, both bodies (the e4m3 tensor cores where the
 // device has them, sm_89+, and the exact-f16 one) against the CPU's fp8-1x128 mat-mul within
