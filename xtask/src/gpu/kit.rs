@@ -248,14 +248,9 @@ pub fn build(out: Option<PathBuf>) -> Result<bool> {
     Ok(status.success())
 }
 
-/// One PTX module's problems (empty = fine): header, kernels, unresolved symbols.
-pub fn ptx_problems(text: &str, kernels: &[String]) -> Vec<String> {
-    ptx_problems_for(text, kernels, "sm_80")
-}
-
-/// [`ptx_problems`] of a module built for `target` (`sm_80`, or `sm_89` for
-/// `codegen::SM89_MODULE`).
-pub fn ptx_problems_for(text: &str, kernels: &[String], target: &str) -> Vec<String> {
+/// One PTX module's problems (empty = fine): header, kernels, unresolved symbols, for a
+/// module built for `target` (`sm_80`, or `sm_89` for `codegen::SM89_MODULE`).
+pub fn ptx_problems(text: &str, kernels: &[String], target: &str) -> Vec<String> {
     let mut p = Vec::new();
     let directive = |name: &str| text.lines().find_map(|l| l.trim().strip_prefix(name).map(str::trim));
     match directive(".version ").and_then(|v| v.split_once('.')) {
@@ -319,7 +314,7 @@ pub fn check_ptx(dir: &Path) -> Result<bool> {
             String::from_utf8(bytes).map_err(|e| format!("not text: {e}"))
         });
         let mut problems = match &text {
-            Ok(text) => ptx_problems_for(text, kernels, target),
+            Ok(text) => ptx_problems(text, kernels, target),
             Err(e) => vec![e.clone()],
         };
         // ptxas reads a file: the inflated text, in a temporary one.
@@ -362,7 +357,7 @@ mod tests {
     #[test]
     fn a_good_module_passes_and_each_defect_is_named() {
         let k = vec!["k_a".to_string()];
-        assert!(ptx_problems(GOOD, &k).is_empty(), "{:?}", ptx_problems(GOOD, &k));
+        assert!(ptx_problems(GOOD, &k, "sm_80").is_empty(), "{:?}", ptx_problems(GOOD, &k, "sm_80"));
         let cases = [
             (GOOD.replace("9.0", "9.1"), "newer than"),
             (GOOD.replace(".version 9.0\n", ""), "not PTX"),
@@ -373,7 +368,7 @@ mod tests {
             (String::new(), "not PTX"),
         ];
         for (text, want) in cases {
-            let p = ptx_problems(&text, &k);
+            let p = ptx_problems(&text, &k, "sm_80");
             assert!(p.iter().any(|x| x.contains(want)), "{want}: {p:?}");
         }
     }
