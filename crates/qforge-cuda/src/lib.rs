@@ -55,6 +55,7 @@ mod gemm;
 #[cfg(feature = "cuda")]
 #[allow(unsafe_code)] // launches the 8-bit GEMM kernels (FFI through cudarc)
 mod gemm8;
+#[cfg(feature = "cuda")]
 #[allow(unsafe_code)] // launches the FP8 GEMM kernels (FFI through cudarc)
 mod gemm_fp8;
 #[cfg(feature = "cuda")]
@@ -68,6 +69,7 @@ pub mod host;
 #[cfg(feature = "cuda")]
 #[allow(unsafe_code)] // calls into the host-compiled 8-bit GEMM (FFI)
 pub mod host8;
+#[cfg(feature = "cuda")]
 #[allow(unsafe_code)] // calls into the host-compiled FP8 GEMM (FFI)
 pub mod host_fp8;
 #[cfg(feature = "cuda")]
