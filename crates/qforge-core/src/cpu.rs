@@ -1,55 +1,202 @@
 //! Which SIMD kernels this CPU can run, detected once at run time: the one dispatch rule every
 //! family's kernels follow, so a plain `cargo build --release` picks the fastest path on the
 //! machine it runs on and the scalar code stays the reference everywhere else.
+//!
+//! The kernel levels are ordered ([`Level`]): a kernel of a level runs where [`level`] is at
+//! least that level. Two caps lower what the kernels see, so that every path a machine has can
+//! be run and compared on that machine:
+//! * `QFORGE_CPU=scalar|avx2|avx512vnni` (read once, at the first query): a whole process,
+//!   e.g. a benchmark of the AVX2 kernels on an AVX-512 machine, or a test run of the portable
+//!   code. An unknown value is ignored (the detected level stands) and reported by [`levels`].
+//! * [`with_level`]: the calling thread only (in place of `QFORGE_CPU`), for tests that force
+//!   each path in turn.
 
+use std::cell::Cell;
 use std::sync::OnceLock;
 
-/// The x86-64 kernel level: AVX2 with FMA and F16C (every AVX2 CPU in practice has both).
-/// Always `false` on other architectures.
+/// A kernel level, in increasing order of what the CPU must have.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Level {
+    /// The portable code only.
+    Scalar,
+    /// AVX2 with FMA and F16C (every AVX2 CPU in practice has both).
+    Avx2,
+    /// [`Level::Avx2`] plus AVX-512 F, BW, VL and VNNI (`vpdpbusd`, `vpdpwssd`): Ice Lake,
+    /// Sapphire Rapids and later Intel server / client parts, AMD Zen 4 and later. The
+    /// kernels of this level may use 256-bit EVEX forms only (AVX-512VL), which every such CPU
+    /// runs at full clock.
+    Avx512Vnni,
+}
+
+impl Level {
+    /// Every level, lowest first.
+    pub const ALL: [Level; 3] = [Level::Scalar, Level::Avx2, Level::Avx512Vnni];
+
+    /// The level's name, as `QFORGE_CPU` spells it.
+    pub const fn name(self) -> &'static str {
+        match self {
+            Level::Scalar => "scalar",
+            Level::Avx2 => "avx2",
+            Level::Avx512Vnni => "avx512vnni",
+        }
+    }
+
+    /// The level named `s` (as [`Level::name`] spells it).
+    pub fn from_name(s: &str) -> Option<Level> {
+        Level::ALL.into_iter().find(|l| l.name() == s.trim())
+    }
+}
+
+/// What the CPU has and the process cap (`QFORGE_CPU`), detected once.
+#[derive(Clone, Copy, Debug)]
+struct Detected {
+    /// The highest level the CPU runs.
+    cpu: Level,
+    /// The level after the process cap.
+    process: Level,
+    /// `QFORGE_CPU` was set to something that names no level.
+    bad_env: bool,
+}
+
+fn detected() -> Detected {
+    static D: OnceLock<Detected> = OnceLock::new();
+    *D.get_or_init(|| {
+        let cpu = detect();
+        let env = std::env::var("QFORGE_CPU").ok().filter(|s| !s.trim().is_empty());
+        let cap = env.as_deref().map(Level::from_name);
+        let process = match cap {
+            Some(Some(c)) => cpu.min(c),
+            _ => cpu,
+        };
+        Detected { cpu, process, bad_env: matches!(cap, Some(None)) }
+    })
+}
+
+thread_local! {
+    /// The calling thread's cap ([`with_level`]); `None`: no cap.
+    static THREAD_CAP: Cell<Option<Level>> = const { Cell::new(None) };
+}
+
+/// The highest kernel level this thread may run: what the CPU has, lowered by this thread's
+/// [`with_level`] cap where one is set, else by `QFORGE_CPU`. Cheap (a cached value and a
+/// thread-local read): kernels ask per call.
+#[inline]
+pub fn level() -> Level {
+    let d = detected();
+    match THREAD_CAP.with(Cell::get) {
+        Some(c) => d.cpu.min(c),
+        None => d.process,
+    }
+}
+
+/// The highest level the CPU itself runs (no cap applied).
+pub fn cpu_level() -> Level {
+    detected().cpu
+}
+
+/// Runs `f` with this thread's kernels capped at `cap` instead of `QFORGE_CPU` (the CPU's own
+/// level still bounds it: capping above it changes nothing), so a test runs exactly the path it
+/// names; the previous cap is restored afterwards, also when `f` panics. Other threads (rayon's workers included) are not affected: tests that force a path
+/// call the kernels on their own thread.
+pub fn with_level<R>(cap: Level, f: impl FnOnce() -> R) -> R {
+    struct Restore(Option<Level>);
+    impl Drop for Restore {
+        fn drop(&mut self) {
+            THREAD_CAP.with(|c| c.set(self.0));
+        }
+    }
+    let _restore = Restore(THREAD_CAP.with(|c| c.replace(Some(cap))));
+    f()
+}
+
+/// Every level the CPU runs (what tests force in turn with [`with_level`]), lowest first.
+pub fn testable_levels() -> Vec<Level> {
+    Level::ALL.into_iter().filter(|&l| l <= cpu_level()).collect()
+}
+
+/// The AVX2 kernels may run: [`level`] is at least [`Level::Avx2`]. Always `false` off x86-64.
+#[inline]
 pub fn avx2() -> bool {
-    static AVX2: OnceLock<bool> = OnceLock::new();
-    *AVX2.get_or_init(detect_avx2)
+    level() >= Level::Avx2
 }
 
-/// AVX-512 F/BW/VL on top of [`avx2`] (Skylake-SP and later, Zen 4).
-pub fn avx512bw() -> bool {
-    static AVX512: OnceLock<bool> = OnceLock::new();
-    *AVX512.get_or_init(detect_avx512bw)
-}
-
-#[cfg(target_arch = "x86_64")]
-fn detect_avx2() -> bool {
-    is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c")
+/// The AVX-512 VNNI kernels may run: [`level`] is at least [`Level::Avx512Vnni`].
+#[inline]
+pub fn avx512vnni() -> bool {
+    level() >= Level::Avx512Vnni
 }
 
 #[cfg(target_arch = "x86_64")]
-fn detect_avx512bw() -> bool {
-    avx2()
+fn detect() -> Level {
+    let avx2 = is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c");
+    let vnni = avx2
         && is_x86_feature_detected!("avx512f")
         && is_x86_feature_detected!("avx512bw")
         && is_x86_feature_detected!("avx512vl")
+        && is_x86_feature_detected!("avx512vnni");
+    match (avx2, vnni) {
+        (_, true) => Level::Avx512Vnni,
+        (true, false) => Level::Avx2,
+        _ => Level::Scalar,
+    }
 }
 
 #[cfg(not(target_arch = "x86_64"))]
-fn detect_avx2() -> bool {
-    false
+fn detect() -> Level {
+    Level::Scalar
 }
 
-#[cfg(not(target_arch = "x86_64"))]
-fn detect_avx512bw() -> bool {
-    false
-}
-
-/// The SIMD levels this CPU has, by name (`avx2`, `avx512bw`), for reports and benchmarks.
-pub fn levels() -> Vec<&'static str> {
-    [("avx2", avx2()), ("avx512bw", avx512bw())].into_iter().filter_map(|(n, on)| on.then_some(n)).collect()
+/// For reports and benchmarks: the level the kernels run at (`avx512vnni`, `avx2`, `scalar`),
+/// followed by `(cpu: L)` where `QFORGE_CPU` lowered it and `(QFORGE_CPU ignored)` where it
+/// named no level.
+pub fn levels() -> String {
+    let d = detected();
+    let mut s = d.process.name().to_string();
+    if d.process != d.cpu {
+        s += &format!(" (cpu: {}, capped by QFORGE_CPU)", d.cpu.name());
+    }
+    if d.bad_env {
+        s += " (QFORGE_CPU names no level: ignored)";
+    }
+    s
 }
 
 #[cfg(test)]
 mod tests {
+    use super::*;
+
     #[test]
-    fn avx512_implies_avx2() {
-        assert!(!super::avx512bw() || super::avx2());
-        assert_eq!(super::levels().contains(&"avx2"), super::avx2());
+    fn levels_are_ordered_and_named() {
+        for l in Level::ALL {
+            assert_eq!(Level::from_name(l.name()), Some(l));
+        }
+        assert!(Level::Scalar < Level::Avx2 && Level::Avx2 < Level::Avx512Vnni);
+        assert_eq!(Level::from_name("avx512"), None);
+    }
+
+    #[test]
+    fn the_thread_cap_lowers_and_restores() {
+        let before = level();
+        with_level(Level::Scalar, || {
+            assert_eq!(level(), Level::Scalar);
+            assert!(!avx2() && !avx512vnni());
+            // Nested: the inner cap, then the outer again.
+            with_level(Level::Avx2, || assert_eq!(level(), before.min(Level::Avx2)));
+            assert_eq!(level(), Level::Scalar);
+        });
+        assert_eq!(level(), before);
+        // A cap above the CPU gives the CPU's level.
+        with_level(Level::Avx512Vnni, || assert_eq!(level(), cpu_level()));
+        // Restored after a panic too.
+        let r = std::panic::catch_unwind(|| with_level(Level::Scalar, || panic!("inside")));
+        assert!(r.is_err());
+        assert_eq!(level(), before);
+    }
+
+    #[test]
+    fn vnni_implies_avx2() {
+        assert!(!avx512vnni() || avx2());
+        assert!(testable_levels().contains(&Level::Scalar));
+        assert!(testable_levels().contains(&cpu_level()));
     }
 }

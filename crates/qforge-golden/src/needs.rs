@@ -4,6 +4,8 @@
 //! - [`avx2`]: the AVX2 kernels' tests. On a CPU without AVX2, FMA and F16C they fail (an
 //!   untested kernel is not a pass) unless `QFORGE_ALLOW_NO_AVX2=1` asks to skip them; a
 //!   skipped test then says `SKIPPED` on stderr (shown with `--nocapture`).
+//! - [`simd_levels`]: every SIMD level the machine runs, from AVX2 up, for the tests that
+//!   force each kernel path in turn (`qforge_core::cpu::with_level`).
 //! - [`env_dir`]: data that is not committed (ggml cross-checks over large generated inputs).
 //!   Such tests are `#[ignore = "…"]` and fail, never pass, when run without their data.
 
@@ -16,7 +18,7 @@ pub const ALLOW_NO_AVX2: &str = "QFORGE_ALLOW_NO_AVX2";
 /// them it panics, unless [`ALLOW_NO_AVX2`] is set: then it reports the skip on stderr and
 /// returns `false` (the caller returns).
 pub fn avx2() -> bool {
-    if qforge_core::cpu::avx2() {
+    if qforge_core::cpu::cpu_level() >= qforge_core::cpu::Level::Avx2 {
         return true;
     }
     if std::env::var_os(ALLOW_NO_AVX2).is_some() {
@@ -47,4 +49,18 @@ pub fn env_usize(var: &str, default: usize) -> usize {
         Ok(v) => v.parse().unwrap_or_else(|e| panic!("{var}={v}: {e}")),
         Err(_) => default,
     }
+}
+
+/// The SIMD kernel levels this machine runs from AVX2 up (AVX2, and AVX-512 VNNI where the CPU
+/// has it), each to be forced in turn with `qforge_core::cpu::with_level` and compared with
+/// the portable reference; as [`avx2`], it panics on a CPU without AVX2 unless
+/// [`ALLOW_NO_AVX2`] is set (then it is empty). The levels tested are named on stderr.
+pub fn simd_levels() -> Vec<qforge_core::cpu::Level> {
+    if !avx2() {
+        return Vec::new();
+    }
+    let levels: Vec<_> =
+        qforge_core::cpu::testable_levels().into_iter().filter(|&l| l >= qforge_core::cpu::Level::Avx2).collect();
+    eprintln!("SIMD levels forced: {}", levels.iter().map(|l| l.name()).collect::<Vec<_>>().join(", "));
+    levels
 }

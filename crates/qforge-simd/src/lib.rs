@@ -12,7 +12,8 @@
 //!   32 bytes), shared by the kernels here and the grid I-quants' signs in `qforge-iq`.
 //! * [`barrier`]: optimization barriers for scalar code feeding the SIMD kernels.
 //! * [`Avx2`]: the proof that this CPU runs the AVX2 kernels (AVX2, FMA, F16C), which every
-//!   family's `#[target_feature]` code takes before it is called.
+//!   family's `#[target_feature]` code takes before it is called; [`Vnni`] the same for the
+//!   AVX-512 VNNI kernels ([`qforge_core::cpu::Level::Avx512Vnni`]).
 //!
 //! `unsafe` lives only in the x86-64 kernel module (`q8/avx2.rs`), the empty `asm!` of
 //! [`barrier`] and the unit test of `bytemask`, each block with its `SAFETY` comment.
@@ -37,5 +38,28 @@ impl Avx2 {
     #[inline]
     pub fn detect() -> Option<Avx2> {
         qforge_core::cpu::avx2().then_some(Avx2 { _private: () })
+    }
+}
+
+/// A token that exists only where the AVX-512 VNNI kernels may run
+/// ([`qforge_core::cpu::avx512vnni`]: AVX2, FMA, F16C and AVX-512 F / BW / VL / VNNI, and no
+/// cap below that level): a kernel holding one may call functions with
+/// `#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]`.
+#[derive(Clone, Copy, Debug)]
+pub struct Vnni {
+    _private: (),
+}
+
+impl Vnni {
+    /// The token, or `None` where the VNNI kernels may not run.
+    #[inline]
+    pub fn detect() -> Option<Vnni> {
+        qforge_core::cpu::avx512vnni().then_some(Vnni { _private: () })
+    }
+
+    /// The AVX2 token: the VNNI level includes AVX2.
+    #[inline]
+    pub fn avx2(self) -> Avx2 {
+        Avx2 { _private: () }
     }
 }

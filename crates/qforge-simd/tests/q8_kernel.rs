@@ -6,7 +6,8 @@
 //! length; short activation rows and padding blocks change nothing. (What the dot means —
 //! agreement with the dequantized f64 dot and with ggml — is checked in each family's tests.)
 //!
-//! These tests need AVX2, FMA and F16C. On an x86-64 CPU without them they fail (an untested
+//! Each check runs at every SIMD level the machine has (AVX2, and AVX-512 VNNI where present),
+//! forced in turn. These tests need AVX2, FMA and F16C. On an x86-64 CPU without them they fail (an untested
 //! kernel is not a pass) unless `QFORGE_ALLOW_NO_AVX2=1` says to skip them.
 #![cfg(target_arch = "x86_64")]
 
@@ -37,11 +38,16 @@ fn block<B: bytemuck::Pod>(rng: &mut Rng, halves: usize, raw: bool, extreme: boo
     bytemuck::pod_read_unaligned(&b)
 }
 
-/// `wh` / `ah`: the leading f16 fields of a weight / activation block.
+/// `wh` / `ah`: the leading f16 fields of a weight / activation block. Every SIMD level the
+/// machine has (AVX2; AVX-512 VNNI) is forced in turn.
 fn check<W: Q8Weight, A: Q8Act>(wh: usize, ah: usize, seed: u64) {
-    if !qforge_golden::needs::avx2() {
-        return;
+    let levels = qforge_golden::needs::simd_levels();
+    for level in levels {
+        qforge_core::cpu::with_level(level, || check_at::<W, A>(wh, ah, seed));
     }
+}
+
+fn check_at<W: Q8Weight, A: Q8Act>(wh: usize, ah: usize, seed: u64) {
     let mut rng = Rng::new(seed);
     for case in 0..800 {
         let nb = case % 41;

@@ -26,6 +26,12 @@
 //!   accumulator. Eight units' f16 scales are widened at once (`vcvtph2ps`): widened one by
 //!   one, the f16 load picks up a false dependency on an accumulator register.
 //!
+//! Where the CPU has AVX-512 VNNI ([`Vnni`]), the same body is compiled a second time
+//! (`rows_vnni`) with the unit products of `isum_vnni`: `vpdpbusd` sums four `u8 × i8`
+//! products into each `i32` lane exactly, one instruction for `vpmaddubsw` + `vpmaddwd`, and
+//! for the unsigned form it starts from the negated correction lanes, so `u·a − z·a` is one
+//! instruction too. Same lanes, same bits; the tests force both levels.
+//!
 //! The lanes and every f32 operation are the portable kernel's, in the same order, so both
 //! give the same bits. Several rows ([`vec_dot_rows`]) share each unit's unpacking, up to
 //! [`crate::rows::MAX_ROWS`] per pass, their accumulators in registers.
@@ -34,9 +40,9 @@
 use std::arch::x86_64::*;
 
 use super::{ACCS, BATCH, Codes, LANES, Q8Act, Q8Weight, QK8, Scale, Values, finish, supported};
-use crate::Avx2;
 use crate::bytemask::bytes_from_bits;
 use crate::rows::{RowKernel, by_rows};
+use crate::{Avx2, Vnni};
 
 /// [`super::vec_dot`] with AVX2, or `None` where the CPU lacks it.
 #[inline]
@@ -45,7 +51,7 @@ pub(super) fn vec_dot<W: Q8Weight, A: Q8Act>(w: &[W], a: &[A]) -> Option<f32> {
     let n = w.len().min(a.len() / W::UNITS);
     let (w, a) = (&w[..n], &a[..n * W::UNITS]);
     let sign = if no_min_acts::<W, A>(a) { SignTrick::Acts } else { SignTrick::for_weights(w) };
-    Some(Kernel { w, m: n * W::UNITS, sign, _avx2: avx2 }.rows([&a])[0])
+    Some(Kernel { w, m: n * W::UNITS, sign, _avx2: avx2, vnni: Vnni::detect() }.rows([&a])[0])
 }
 
 /// [`super::vec_dot_weight_rows`] with AVX2 (`w.len() == out.len() · n`, checked by the
@@ -58,21 +64,28 @@ pub(super) fn vec_dot_weight_rows<W: Q8Weight, A: Q8Act>(w: &[W], n: usize, a: &
     let n = n.max(1);
     let m = (a.len() / W::UNITS).min(n);
     let a = &a[..m * W::UNITS];
+    let vnni = Vnni::detect();
     if let Some(z) = const { offset_form::<W>() } {
         // SAFETY: the `Avx2` token proves AVX2 (all `offset_corrections` needs).
-        let pre = unsafe { offset_corrections(a, z) };
+        let pre = unsafe { offset_corrections(a, z, vnni.is_some()) };
         for (o, w) in out.iter_mut().zip(w.chunks_exact(n)) {
-            // SAFETY: the `Avx2` token proves AVX2, FMA and F16C; `W` has an unsigned form
-            // (`offset_form`) and `pre` is `a`'s corrections for its `z`, one batch per batch of
-            // `a` (the tail batch's zero padding included), as `OFFSET` requires.
-            *o = unsafe { rows_avx2::<W, A, 1, OFFSET>(&w[..m], [a], [&pre]) }[0];
+            // SAFETY: the `Avx2` token proves AVX2, FMA and F16C, and `vnni` (where `Some`)
+            // the VNNI features; `W` has an unsigned form (`offset_form`) and `pre` is `a`'s
+            // corrections for its `z` in the form the chosen kernel takes, one batch per batch
+            // of `a` (the tail batch's zero padding included), as `OFFSET` requires.
+            *o = unsafe {
+                match vnni {
+                    Some(_) => rows_vnni::<W, A, 1, OFFSET>(&w[..m], [a], [&pre]),
+                    None => rows_avx2::<W, A, 1, OFFSET>(&w[..m], [a], [&pre]),
+                }
+            }[0];
         }
         return true;
     }
     let sign = if no_min_acts::<W, A>(a) { SignTrick::Acts } else { SignTrick::Widen };
     for (o, w) in out.iter_mut().zip(w.chunks_exact(n)) {
         // A short activation row truncates every weight row.
-        *o = Kernel { w: &w[..m], m: m * W::UNITS, sign, _avx2: avx2 }.rows([&a])[0];
+        *o = Kernel { w: &w[..m], m: m * W::UNITS, sign, _avx2: avx2, vnni }.rows([&a])[0];
     }
     true
 }
@@ -128,12 +141,14 @@ const fn kernel_table<W: Q8Weight, const P: u8>() -> [i8; 16] {
 /// `vpmaddubsw(z, a)` of every activation unit of `a`, [`BATCH`] units per entry, the last
 /// entry filled up with zeros (what the tail's zero units give): the part of each unit's
 /// pair sums that the [`OFFSET`] products subtract, computed once per activation row and
-/// shared by all weight rows of a mat-vec call.
+/// shared by all weight rows of a mat-vec call. For the VNNI kernel (`vnni`), the negated
+/// `i32` lanes of the same products instead (`−Σ₄ z·a`, exact: `|·| ≤ 4·96·128`), which its
+/// `vpdpbusd` starts from.
 ///
 /// # Safety
 /// The CPU must have AVX2.
 #[target_feature(enable = "avx2")]
-unsafe fn offset_corrections<A: Q8Act>(a: &[A], z: u8) -> Vec<[__m256i; BATCH]> {
+unsafe fn offset_corrections<A: Q8Act>(a: &[A], z: u8, vnni: bool) -> Vec<[__m256i; BATCH]> {
     let zv = _mm256_set1_epi8(z as i8);
     let mut pre = vec![[_mm256_setzero_si256(); BATCH]; a.len().div_ceil(BATCH)];
     for (p, a) in pre.iter_mut().zip(a.chunks(BATCH)) {
@@ -141,6 +156,10 @@ unsafe fn offset_corrections<A: Q8Act>(a: &[A], z: u8) -> Vec<[__m256i; BATCH]> 
             // SAFETY: `qs()` is `&[i8; 32]`: the unaligned 32-byte load reads exactly the array.
             let av = unsafe { _mm256_loadu_si256(a.qs().as_ptr().cast()) };
             *p = _mm256_maddubs_epi16(zv, av);
+            if vnni {
+                let lanes = _mm256_madd_epi16(*p, _mm256_set1_epi16(1));
+                *p = _mm256_sub_epi32(_mm256_setzero_si256(), lanes);
+            }
         }
     }
     pre
@@ -201,17 +220,20 @@ pub(super) fn vec_dot_rows<W: Q8Weight, A: Q8Act>(w: &[W], a: &[&[A]], out: &mut
         }
         return true;
     }
-    by_rows(&Kernel { w, m: n * W::UNITS, sign: SignTrick::for_weights(w), _avx2: avx2 }, a, out);
+    let k = Kernel { w, m: n * W::UNITS, sign: SignTrick::for_weights(w), _avx2: avx2, vnni: Vnni::detect() };
+    by_rows(&k, a, out);
     true
 }
 
 /// The weight row, the activation blocks it pairs with (`m`), how 8-bit weights are
-/// multiplied (`sign`: true of every row the kernel is given), and the proof of AVX2.
+/// multiplied (`sign`: true of every row the kernel is given), the proof of AVX2 and, where
+/// the VNNI kernel may run, the proof of that.
 struct Kernel<'w, W> {
     w: &'w [W],
     m: usize,
     sign: SignTrick,
     _avx2: Avx2,
+    vnni: Option<Vnni>,
 }
 
 impl<'a, W: Q8Weight, A: Q8Act> RowKernel<&'a [A]> for Kernel<'_, W> {
@@ -219,13 +241,16 @@ impl<'a, W: Q8Weight, A: Q8Act> RowKernel<&'a [A]> for Kernel<'_, W> {
     fn rows<const R: usize>(&self, a: [&&'a [A]; R]) -> [f32; R] {
         let a = a.map(|a| &a[..self.m]);
         // SAFETY: `self` holds an `Avx2` token, which exists only where the CPU has AVX2, FMA
-        // and F16C, all the `#[target_feature]` function needs; `self.sign` holds for `w`
-        // and every row of `a` (its constructors check).
+        // and F16C, all `rows_avx2` needs, and a `Vnni` token where it has the VNNI features
+        // `rows_vnni` needs besides; `self.sign` holds for `w` and every row of `a` (its
+        // constructors check).
         unsafe {
-            match (W::VALUES, self.sign) {
-                (Values::Signed8, SignTrick::Widen) => rows_avx2::<W, A, R, WIDEN>(self.w, a, [&[]; R]),
-                (Values::Signed8, SignTrick::Acts) => rows_avx2::<W, A, R, ABS_W>(self.w, a, [&[]; R]),
-                _ => rows_avx2::<W, A, R, ABS_A>(self.w, a, [&[]; R]),
+            match (W::VALUES, self.sign, self.vnni) {
+                (Values::Signed8, SignTrick::Widen, _) => rows_avx2::<W, A, R, WIDEN>(self.w, a, [&[]; R]),
+                (Values::Signed8, SignTrick::Acts, None) => rows_avx2::<W, A, R, ABS_W>(self.w, a, [&[]; R]),
+                (Values::Signed8, SignTrick::Acts, Some(_)) => rows_vnni::<W, A, R, ABS_W>(self.w, a, [&[]; R]),
+                (_, _, None) => rows_avx2::<W, A, R, ABS_A>(self.w, a, [&[]; R]),
+                (_, _, Some(_)) => rows_vnni::<W, A, R, ABS_A>(self.w, a, [&[]; R]),
             }
         }
     }
@@ -243,13 +268,13 @@ const WIDEN: u8 = 2;
 /// sign work per weight row (mat-vec).
 const OFFSET: u8 = 3;
 
-/// `R` dots of the weight row `w` with the activation rows `a[r]` (each of exactly
-/// `w.len() · UNITS` blocks), every one as [`super::vec_dot_portable`] computes it; `P` is
-/// how [`isum`] multiplies (whatever it says of `w` and `a` must hold). `pre[r]`: for
-/// [`OFFSET`], row `r`'s [`offset_corrections`] (one entry per batch of its units, the tail
-/// batch included); unused (may be empty) otherwise.
-#[target_feature(enable = "avx2,fma,f16c")]
-fn rows_avx2<W: Q8Weight, A: Q8Act, const R: usize, const P: u8>(
+/// Defines a row kernel `$name` (the body below) compiled with `$features` and its unit
+/// products from `$isum`: one body for the AVX2 and the VNNI kernels.
+macro_rules! rows_kernel {
+    ($(#[$doc:meta])* $name:ident, $features:literal, $isum:ident) => {
+        $(#[$doc])*
+        #[target_feature(enable = $features)]
+        fn $name<W: Q8Weight, A: Q8Act, const R: usize, const P: u8>(
     w: &[W],
     a: [&[A]; R],
     pre: [&[[__m256i; BATCH]]; R],
@@ -330,7 +355,7 @@ fn rows_avx2<W: Q8Weight, A: Q8Act, const R: usize, const P: u8>(
                         Scale::Byte(t) | Scale::ByteHalves(t) => b.scale_bytes(u).map(|s| t[usize::from(s)]),
                     };
                     for r in 0..R {
-                        let lanes = _mm256_cvtepi32_ps(isum::<W, P>(wv, a[r][j].qs(), pk[r][j]));
+                        let lanes = _mm256_cvtepi32_ps($isum::<W, P>(wv, a[r][j].qs(), pk[r][j]));
                         let s = match W::SCALE {
                             Scale::F16 => _mm256_set1_ps(d[r][j]),
                             Scale::Byte(_) => _mm256_set1_ps(d[r][j] * sb[0]),
@@ -395,6 +420,25 @@ fn rows_avx2<W: Q8Weight, A: Q8Act, const R: usize, const P: u8>(
     }
     sums
 }
+    };
+}
+
+rows_kernel!(
+    /// `R` dots of the weight row `w` with the activation rows `a[r]` (each of exactly
+    /// `w.len() · UNITS` blocks), every one as [`super::vec_dot_portable`] computes it; `P` is
+    /// how [`isum`] multiplies (whatever it says of `w` and `a` must hold). `pre[r]`: for
+    /// [`OFFSET`], row `r`'s [`offset_corrections`] (one entry per batch of its units, the tail
+    /// batch included); unused (may be empty) otherwise.
+    rows_avx2,
+    "avx2,fma,f16c",
+    isum
+);
+rows_kernel!(
+    /// [`rows_avx2`] with the unit products of [`isum_vnni`] (`vpdpbusd`): the same lanes.
+    rows_vnni,
+    "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
+    isum_vnni
+);
 
 /// The f16 weight scale bits of each of 8 units (block `j / UNITS` for unit `j`), spelled out:
 /// LLVM then inserts them into one register.
@@ -452,16 +496,24 @@ fn act_pairs<A: Q8Act>(a: &[A; BATCH]) -> [[u32; 4]; 2] {
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 fn widen_pairs(p: [u32; 4]) -> __m256 {
-    // SAFETY: `p` is 4 u32, exactly 16 bytes, so the unaligned load reads only `p`.
-    _mm256_cvtph_ps(unsafe { _mm_loadu_si128(p.as_ptr().cast()) })
+    // As [`widen`]: two 64-bit words through general registers.
+    let w = |lo: u32, hi: u32| crate::barrier::opaque(u64::from(lo) | u64::from(hi) << 32) as i64;
+    _mm256_cvtph_ps(_mm_set_epi64x(w(p[2], p[3]), w(p[0], p[1])))
 }
 
 /// Eight f16 values (raw bits) widened to f32, exactly (`vcvtph2ps`).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 fn widen(h: [u16; BATCH]) -> __m256 {
-    // SAFETY: `h` is 8 u16, exactly 16 bytes, so the unaligned load reads only `h`.
-    _mm256_cvtph_ps(unsafe { _mm_loadu_si128(h.as_ptr().cast()) })
+    // Four values per 64-bit word in general registers, then `vmovq` + `vpinsrq`: built as a
+    // vector of eight `u16`, LLVM inserts each into an undefined register (`vpinsrw`), which
+    // picks up a false dependency on whatever that register last held, in the VNNI kernel
+    // the previous batch's scales: a chain through every batch.
+    let w = |q: &[u16]| {
+        let v = u64::from(q[0]) | u64::from(q[1]) << 16 | u64::from(q[2]) << 32 | u64::from(q[3]) << 48;
+        crate::barrier::opaque(v) as i64
+    };
+    _mm256_cvtph_ps(_mm_set_epi64x(w(&h[4..]), w(&h[..4])))
 }
 
 /// A unit's 32 weight values in one register, in element order.
@@ -559,6 +611,29 @@ fn isum<W: Q8Weight, const P: u8>(w: Unpacked, aq: &[i8; QK8], pre: __m256i) -> 
         _mm256_maddubs_epi16(_mm256_abs_epi8(av), _mm256_sign_epi8(w, av))
     };
     _mm256_madd_epi16(prod, _mm256_set1_epi16(1))
+}
+
+/// [`isum`] with `vpdpbusd` (unsigned × signed bytes, four products summed into each `i32`
+/// lane, exact: no intermediate `i16` as in `vpmaddubsw`), one instruction where [`isum`]
+/// takes two or three: the same exact lanes. For [`OFFSET`], `pre` is the unit's negated
+/// `i32` correction lanes, which the product starts from.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn isum_vnni<W: Q8Weight, const P: u8>(w: Unpacked, aq: &[i8; QK8], pre: __m256i) -> __m256i {
+    // SAFETY: `aq` is `&[i8; 32]`: the unaligned 32-byte load reads exactly the array.
+    let av = unsafe { _mm256_loadu_si256(aq.as_ptr().cast()) };
+    let (w, zero) = (w.0, _mm256_setzero_si256());
+    if W::VALUES == Values::Unsigned {
+        _mm256_dpbusd_epi32(zero, w, av)
+    } else if P == OFFSET {
+        _mm256_dpbusd_epi32(pre, w, av)
+    } else if P == ABS_W {
+        _mm256_dpbusd_epi32(zero, _mm256_abs_epi8(w), _mm256_sign_epi8(av, w))
+    } else if P == WIDEN {
+        isum::<W, P>(Unpacked(w), aq, pre)
+    } else {
+        _mm256_dpbusd_epi32(zero, _mm256_abs_epi8(av), _mm256_sign_epi8(w, av))
+    }
 }
 
 /// 16 bytes (of `i8` or `u8`).
