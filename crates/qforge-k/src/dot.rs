@@ -177,6 +177,14 @@ pub trait Q8KCodes: BlockFormat {
     /// chunks LLVM merged into 16-bit unpack / pack sequences: +4–13 % mat-vec on Zen 1;
     /// q2_k, q4_k, q5_k 3–10 % slower with it, q6_k and tq2_0 even).
     const FIELDS: Option<[[Field; 2]; 8]> = None;
+    /// A code-generation choice of the AVX2 / VNNI kernels, the same result either way: the
+    /// byte offset in the block of ggml's twelve bytes of eight 6-bit scales and mins
+    /// (q4_k, q5_k; followed by at least four more bytes of the block), which the kernels
+    /// then unpack with byte shuffles in vector registers; [`Self::scales`] must give the
+    /// same values (scale and min `j` of sub-block `j`, repeated over its two groups), which
+    /// the kernel tests check. `None`: the kernels take [`Self::scales`] (q4_k / q5_k's
+    /// scalar unpacking took a third of their mat-vec time through its latency).
+    const K4_SCALES: Option<usize> = None;
 
     /// The block's super-block scale `d` and min scale `dmin` (0 without mins), as stored.
     fn d_dmin(b: &Self::Block) -> [F16Le; 2];

@@ -131,6 +131,7 @@ macro_rules! k4_dot {
             const HAS_MINS: bool = true;
             const ZERO: u8 = 0;
             const SCALE_PICK_TABLE: bool = $pick_table;
+            const K4_SCALES: Option<usize> = Some(std::mem::offset_of!($block, scales));
 
             #[inline(always)]
             fn d_dmin(b: &$block) -> [F16Le; 2] {

@@ -92,13 +92,21 @@ pub fn codes_match_decode<F: Q8KCodes>(seed: u64) {
 }
 
 /// Rows of 0..=9 blocks against 1..=8 activation rows: the dispatched multi-row kernel, the
-/// dispatched one-row kernel, the format's `NativeDot` (and its mat-vec call on 1..=8 weight
-/// rows) all equal the portable kernel, bit for bit (finite and raw scales, extreme codes and activations, inconsistent `bsums`).
+/// dispatched one-row kernel, the format's `NativeDot` (and its mat-vec call on 1..=11 weight
+/// rows) all equal the portable kernel, bit for bit (finite and raw scales, extreme codes and
+/// activations, inconsistent `bsums`), at every SIMD level the machine has (AVX2, and
+/// AVX-512 VNNI where present), forced in turn.
 pub fn kernels_agree<F: Q8KCodes + NativeDot<Act = qforge_k::Q8K>>(seed: u64) {
     // Elsewhere than x86-64 the dispatched kernel is the portable one: nothing is skipped.
-    if cfg!(target_arch = "x86_64") && !qforge_golden::needs::avx2() {
-        return;
+    if !cfg!(target_arch = "x86_64") {
+        return kernels_agree_at::<F>(seed);
     }
+    for level in qforge_golden::needs::simd_levels() {
+        qforge_core::cpu::with_level(level, || kernels_agree_at::<F>(seed));
+    }
+}
+
+fn kernels_agree_at<F: Q8KCodes + NativeDot<Act = qforge_k::Q8K>>(seed: u64) {
     let mut rng = Rng::new(seed);
     let offsets = scale_offsets::<F>();
     for case in 0..1500 {
@@ -122,7 +130,8 @@ pub fn kernels_agree<F: Q8KCodes + NativeDot<Act = qforge_k::Q8K>>(seed: u64) {
             assert!(same(one, want[r]), "{name} case {case} row {r}: one-row {one:e} vs portable {:e}", want[r]);
             assert!(same(native[r], want[r]) && same(F::vec_dot(&w, a[r]), want[r]), "{name} case {case}: NativeDot");
         }
-        // The mat-vec call: `rows` weight rows (this one and random others) against `a[0]`.
+        // The mat-vec call: 1..=11 weight rows (this one and random others) against `a[0]`.
+        let rows = 1 + case % 11;
         let mut ws = w.clone();
         for _ in 1..rows {
             ws.extend((0..nb).map(|_| weight::<F>(&mut rng, offsets, raw, extreme)));
