@@ -130,6 +130,7 @@ pub trait BlockFormat: Send + Sync + 'static {
 
     /// Decode a row of blocks into `out` (`out.len()` logical elements, at most
     /// `blocks.len() * BLOCK_SIZE`). Override with a fast path; the default loops over blocks.
+    #[inline(always)]
     fn decode_row<O: Elem>(blocks: &[Self::Block], out: &mut [O]) {
         let bs = Self::DESC.block_size;
         let mut chunks = out.chunks_exact_mut(bs);

@@ -126,6 +126,51 @@ pub fn avx512vnni() -> bool {
     level() >= Level::Avx512Vnni
 }
 
+/// Runs `f` compiled for the highest [`level`] this thread may run: `f` is inlined into a
+/// function with that level's target features, so plain Rust inside it (a format's row
+/// decoder, say) is vectorized for AVX2 or AVX-512 where the CPU has them, with no
+/// `std::arch` code of its own. The results are the same on every level: Rust never contracts
+/// `a * b + c` into a fused multiply-add and every f32 operation is IEEE on each, so only
+/// speed differs. (`f` must be small enough to inline, or be marked `#[inline]`, for the
+/// features to reach its body; code it calls that does not inline runs as compiled.)
+#[inline(always)]
+#[allow(unsafe_code)]
+pub fn dispatch<R>(f: impl FnOnce() -> R) -> R {
+    #[cfg(target_arch = "x86_64")]
+    match level() {
+        // SAFETY: `level()` is at most what `detect` found on this CPU, which checked every
+        // feature the called function enables.
+        Level::Avx512Vnni => return unsafe { x86::run_avx512(f) },
+        // SAFETY: as above, AVX2, FMA and F16C were detected.
+        Level::Avx2 => return unsafe { x86::run_avx2(f) },
+        Level::Scalar => {}
+    }
+    f()
+}
+
+/// The target-feature trampolines of [`dispatch`].
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
+mod x86 {
+    /// `f()`, compiled with AVX2, FMA and F16C.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, FMA and F16C.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn run_avx2<R>(f: impl FnOnce() -> R) -> R {
+        f()
+    }
+
+    /// `f()`, compiled with AVX2, FMA, F16C and AVX-512 F / BW / VL / VNNI.
+    ///
+    /// # Safety
+    /// The CPU must have every one of those features ([`super::Level::Avx512Vnni`]).
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+    pub(super) unsafe fn run_avx512<R>(f: impl FnOnce() -> R) -> R {
+        f()
+    }
+}
+
 #[cfg(target_arch = "x86_64")]
 fn detect() -> Level {
     let avx2 = is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("f16c");

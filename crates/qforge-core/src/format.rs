@@ -542,10 +542,20 @@ impl<F: BlockFormat, D: DotKernel<F>> Format for Registered<F, D> {
 
     fn dequant_row(&self, row: &[u8], out: OutRow<'_>) -> Result<(), QuantError> {
         let blocks = self.blocks(row, out.len())?;
+        // Compiled for the CPU's SIMD level: the decoders are plain Rust, vectorized there.
         match out {
-            OutRow::F32(o) => F::decode_row::<f32>(blocks, o),
-            OutRow::F16(o) => F::decode_row::<f16>(blocks, o),
-            OutRow::Bf16(o) => F::decode_row::<bf16>(blocks, o),
+            OutRow::F32(o) => crate::cpu::dispatch(
+                #[inline(always)]
+                || F::decode_row::<f32>(blocks, o),
+            ),
+            OutRow::F16(o) => crate::cpu::dispatch(
+                #[inline(always)]
+                || F::decode_row::<f16>(blocks, o),
+            ),
+            OutRow::Bf16(o) => crate::cpu::dispatch(
+                #[inline(always)]
+                || F::decode_row::<bf16>(blocks, o),
+            ),
         }
         Ok(())
     }

@@ -91,7 +91,7 @@
 //! assert_eq!(h[3], f16::from_f32(2.0));
 //! # Ok::<(), Box<dyn std::error::Error>>(())
 //! ```
-#![forbid(unsafe_code)]
+#![deny(unsafe_code)]
 
 mod block;
 mod clayout;

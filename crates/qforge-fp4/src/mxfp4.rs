@@ -68,6 +68,7 @@ impl BlockFormat for Mxfp4 {
         }
     }
 
+    #[inline(always)]
     fn decode_row<O: Elem>(blocks: &[BlockMxfp4], out: &mut [O]) {
         for (b, dst) in blocks.iter().zip(out.chunks_mut(QK_MXFP4)) {
             Self::decode(b, dst);

@@ -93,6 +93,7 @@ impl BlockFormat for Nvfp4 {
         }
     }
 
+    #[inline(always)]
     fn decode_row<O: Elem>(blocks: &[BlockNvfp4], out: &mut [O]) {
         for (b, dst) in blocks.iter().zip(out.chunks_mut(QK_NVFP4)) {
             Self::decode(b, dst);

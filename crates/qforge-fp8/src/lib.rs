@@ -82,6 +82,7 @@ impl<K: Fp8Kind, const ROWS: usize> Fp8Format<K, ROWS> {
         if expected == actual { Ok(()) } else { Err(QuantError::ShapeMismatch { what, expected, actual }) }
     }
 
+    #[inline(always)]
     fn decode_into<O: Elem>(bytes: &[u8], scales: impl Iterator<Item = f32>, out: &mut [O]) {
         for ((q, o), s) in bytes.chunks(BLOCK).zip(out.chunks_mut(BLOCK)).zip(scales) {
             for (&c, o) in q.iter().zip(o) {
@@ -188,10 +189,20 @@ impl<K: Fp8Kind, const ROWS: usize> Format for Fp8Format<K, ROWS> {
             return Ok(());
         }
         let scales = grid::row_scales(aux, row, bytes.len(), ROWS)?;
+        // Compiled for the CPU's SIMD level (plain Rust, vectorized there).
         match out {
-            OutRow::F32(o) => Self::decode_into::<f32>(bytes, scales, o),
-            OutRow::F16(o) => Self::decode_into::<f16>(bytes, scales, o),
-            OutRow::Bf16(o) => Self::decode_into::<bf16>(bytes, scales, o),
+            OutRow::F32(o) => qforge_core::cpu::dispatch(
+                #[inline(always)]
+                || Self::decode_into::<f32>(bytes, scales, o),
+            ),
+            OutRow::F16(o) => qforge_core::cpu::dispatch(
+                #[inline(always)]
+                || Self::decode_into::<f16>(bytes, scales, o),
+            ),
+            OutRow::Bf16(o) => qforge_core::cpu::dispatch(
+                #[inline(always)]
+                || Self::decode_into::<bf16>(bytes, scales, o),
+            ),
         }
         Ok(())
     }

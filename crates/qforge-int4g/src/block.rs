@@ -212,6 +212,7 @@ impl<S: ScaleKind, const H: usize> BlockFormat for Int4g<S, H> {
         }
     }
 
+    #[inline(always)]
     fn decode_row<O: Elem>(blocks: &[Self::Block], out: &mut [O]) {
         for (b, dst) in blocks.iter().zip(out.chunks_mut(2 * H)) {
             Self::decode(b, dst);

@@ -112,6 +112,7 @@ fn to_codes(q: &[i32; QK], offset: i32) -> [u8; QK] {
     c
 }
 
+#[inline(always)]
 fn from_codes(c: &[u8; QK], offset: i32) -> [i32; QK] {
     let mut q = [0i32; QK];
     for (q, &v) in q.iter_mut().zip(c) {

@@ -130,6 +130,7 @@ const BATCH: usize = 8;
 
 /// Decode a row of blocks: f32 in place, other dtypes [`BATCH`] blocks at a time through a
 /// stack buffer; a trailing partial block keeps its real elements.
+#[inline(always)]
 pub(crate) fn decode_row<B: LegacyBlock, O: Elem>(blocks: &[B], out: &mut [O]) {
     if let OutRow::F32(o) = O::out_row(out) {
         let mut chunks = o.chunks_exact_mut(QK);

@@ -61,6 +61,7 @@ macro_rules! legacy_format {
                 codec::encode(x, weights, out)
             }
 
+            #[inline(always)]
             fn decode_row<O: Elem>(blocks: &[$block], out: &mut [O]) {
                 codec::decode_row(blocks, out)
             }
