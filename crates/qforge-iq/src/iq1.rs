@@ -11,7 +11,7 @@
 use crate::common::QK_K;
 use crate::lattice::{Lattice, levels_of};
 use crate::tables::{IQ1M_DELTA, IQ1S_DELTA, IQ1S_GRID};
-use crate::unpack::{KDot, no_gather, per32};
+use crate::unpack::{Acc, GridSigns, GridWords, SubBlock, SubBlocks, per32};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
@@ -423,9 +423,21 @@ impl BlockFormat for Iq1M {
 /// nibbles.
 #[inline(always)]
 fn iq1m_scales(b: &BlockIq1M) -> ([u16; 4], f32) {
-    let sc: [u16; 4] = std::array::from_fn(|i| u16::from_le_bytes([b.scales[2 * i], b.scales[2 * i + 1]]));
-    let bits = (sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000);
-    (sc, F16Le(bits.to_le_bytes()).get())
+    let sc = iq1m_words(b);
+    (sc, F16Le(iq1m_d_bits(&sc).to_le_bytes()).get())
+}
+
+/// iq1_m's four LE `u16` scale words.
+#[inline(always)]
+fn iq1m_words(b: &BlockIq1M) -> [u16; 4] {
+    let (w, _) = b.scales.as_chunks::<2>();
+    std::array::from_fn(|i| u16::from_le_bytes(w[i]))
+}
+
+/// The bits of iq1_m's f16 super-block scale, from the top nibbles of its scale words.
+#[inline(always)]
+fn iq1m_d_bits(sc: &[u16; 4]) -> u16 {
+    (sc[0] >> 12) | ((sc[1] >> 8) & 0x00f0) | ((sc[2] >> 4) & 0x0f00) | (sc[3] & 0xf000)
 }
 
 /// The odd scale `2s + 1` of iq1_m's 16-value sub-block `k`.
@@ -443,68 +455,82 @@ fn iq1m_group(b: &BlockIq1M, g: usize) -> (usize, bool) {
 }
 
 // ---- Native dots with q8_k (ggml's `ggml_vec_dot_iq1_*_q8_K`) -----------------------------
+//
+// Both are [`SubBlocks`]: their values are `8·g ± 1` ([`SubBlock::Shifted`]: ggml's `g + δ`,
+// `δ = ±IQ1S_DELTA`, times 8, and `D_MUL` = 1/8 takes the 8 back, exactly), so ggml's
+// `d·(Σ ls·Σ g·q8 + δ·Σ ls·bsums)` is `(d/8)·Σ ls·Σ (8g ± 1)·q8`, one exact integer per block
+// ([`Acc::Block`]: `sumf += (d·d_y)·isum`, `qforge_k::dot::q8k_vec_dot`'s order).
 
-/// `8·g ± 1` for the 8 grid values `g` (−1, 0, 1) of grid entry `idx`: the values of a group
-/// with its shift folded in (×8), as one 64-bit word: `8·g` per byte is `(g << 3) & 0xF8`,
-/// and the ±1 is added per byte without carries between bytes.
-#[inline(always)]
-fn shifted8(idx: usize, negative: bool) -> [i8; 8] {
-    const H: u64 = 0x8080_8080_8080_8080;
-    let x = (IQ1S_GRID[idx & 2047] << 3) & 0xF8F8_F8F8_F8F8_F8F8;
-    let y: u64 = if negative { u64::MAX } else { 0x0101_0101_0101_0101 };
-    let sum = ((x & !H) + (y & !H)) ^ ((x ^ y) & H);
-    bytemuck::cast(sum.to_le_bytes())
-}
+/// `8 · IQ1S_DELTA = 8 · IQ1M_DELTA = 1`: the shift is ±1 in the values times 8.
+const _: () = assert!(IQ1S_DELTA * 8.0 == 1.0 && IQ1M_DELTA * 8.0 == 1.0);
 
-/// iq1_s: `d·d_y · (Σ ls·Σ g·q8 + 1/8 · Σ ls·δ·(bsums))`, `ls = 2s + 1`, `δ = ±1` per 32
-/// values, the shift term from q8_k's 16-value sums as in ggml.
-impl KDot for Iq1S {
-    /// ggml's `d·(sumi + IQ1S_DELTA·sumi1)` is `(d·IQ1S_DELTA)·Σ ls·(8g ± 1)·q8`: the shift
-    /// folded into the values (exact: IQ1S_DELTA = 1/8).
+/// iq1_s: `ls = 2s + 1` per 32 values, one shift sign per 32 values.
+impl SubBlocks for Iq1S {
+    const D_MUL: f32 = IQ1S_DELTA;
+    const ACC: Acc = Acc::Block;
+
     #[inline(always)]
-    fn d(b: &BlockIq1S) -> f32 {
-        b.d.get() * IQ1S_DELTA
+    fn d_bits(b: &BlockIq1S) -> u16 {
+        b.d.bits()
     }
 
     #[inline(always)]
-    fn ints(b: &BlockIq1S, w: &mut [[i8; 8]; QK_K / 8]) -> [i16; QK_K / 16] {
-        const INV_DELTA: i8 = 8;
-        const { assert!(IQ1S_DELTA * INV_DELTA as f32 == 1.0) };
-        let (qh, _) = b.qh.as_chunks::<2>();
+    fn sub_block(b: &BlockIq1S, ib: usize) -> SubBlock<'_> {
+        let ib = ib & 7; // (in range anyway: lets LLVM drop the bounds checks)
+        let qh = iq1s_qh(b, ib);
         let (qs, _) = b.qs.as_chunks::<4>();
-        let mut ls = [0i16; QK_K / 32];
-        for (((w4, qs), qh), ls) in w.as_chunks_mut::<4>().0.iter_mut().zip(qs).zip(qh).zip(&mut ls) {
-            let qh = u16::from_le_bytes(*qh);
-            let negative = qh & 0x8000 != 0;
-            for (l, w8) in w4.iter_mut().enumerate() {
-                let idx = usize::from(qs[l]) | (usize::from(qh >> (3 * l)) & 7) << 8;
-                *w8 = shifted8(idx, negative);
-                no_gather();
-            }
-            *ls = 2 * ((qh >> 12) & 7) as i16 + 1;
-        }
-        per32(|k| ls[k])
+        let qs = qs[ib];
+        let grid: &'static [u64; 2048] = &IQ1S_GRID;
+        SubBlock::Shifted(
+            GridWords::W64(std::array::from_fn(|l| &grid[usize::from(qs[l]) | (usize::from(qh >> (3 * l)) & 7) << 8])),
+            GridSigns::Words(if qh & 0x8000 != 0 { 0x0F } else { 0 }),
+        )
+    }
+
+    #[inline(always)]
+    fn scales(b: &BlockIq1S) -> [i16; QK_K / 16] {
+        per32(|ib| 2 * ((iq1s_qh(b, ib) >> 12) & 7) as i16 + 1)
     }
 }
 
-/// iq1_m: `d·d_y·IQ1M_DELTA · Σ ls·Σ (8g ± 1)·q8`, `ls` the odd 3-bit scale per 16 values, the
-/// shift folded into the integer values (exact: IQ1M_DELTA = 1/8).
-impl KDot for Iq1M {
+/// iq1_s's `qh` word of sub-block `ib`.
+#[inline(always)]
+fn iq1s_qh(b: &BlockIq1S, ib: usize) -> u16 {
+    let (qh, _) = b.qh.as_chunks::<2>();
+    u16::from_le_bytes(qh[ib & 7])
+}
+
+/// iq1_m: `ls = 2s + 1` per 16 values, one shift sign per 8 values.
+impl SubBlocks for Iq1M {
+    const D_MUL: f32 = IQ1M_DELTA;
+    const ACC: Acc = Acc::Block;
+
     #[inline(always)]
-    fn d(b: &BlockIq1M) -> f32 {
-        iq1m_scales(b).1 * IQ1M_DELTA
+    fn d_bits(b: &BlockIq1M) -> u16 {
+        iq1m_d_bits(&iq1m_words(b))
     }
 
     #[inline(always)]
-    fn ints(b: &BlockIq1M, w: &mut [[i8; 8]; QK_K / 8]) -> [i16; QK_K / 16] {
-        const INV_DELTA: i8 = 8;
-        const { assert!(IQ1M_DELTA * INV_DELTA as f32 == 1.0) };
-        for (g, w8) in w.iter_mut().enumerate() {
-            let (idx, negative) = iq1m_group(b, g);
-            *w8 = shifted8(idx, negative);
-            no_gather();
-        }
-        let (sc, _) = iq1m_scales(b);
+    fn sub_block(b: &BlockIq1M, ib: usize) -> SubBlock<'_> {
+        let ib = ib & 7; // (in range anyway: lets LLVM drop the bounds checks)
+        // The nibbles of groups 4ib .. 4ib + 4: 3 high index bits, the shift's sign (bit 3).
+        let (qh, _) = b.qh.as_chunks::<2>();
+        let h = u16::from_le_bytes(qh[ib]);
+        let (qs, _) = b.qs.as_chunks::<4>();
+        let qs = qs[ib];
+        // The shifts' signs: bits 3, 7, 11, 15 of `h` moved to bits 12..16 by one
+        // multiplication (no carries: every partial product lands on its own bit).
+        let negative = (((u32::from(h) & 0x8888) * 0x249) >> 12) & 15;
+        let grid: &'static [u64; 2048] = &IQ1S_GRID;
+        SubBlock::Shifted(
+            GridWords::W64(std::array::from_fn(|l| &grid[usize::from(qs[l]) | (usize::from(h >> (4 * l)) & 7) << 8])),
+            GridSigns::Words(negative as u8),
+        )
+    }
+
+    #[inline(always)]
+    fn scales(b: &BlockIq1M) -> [i16; QK_K / 16] {
+        let sc = iq1m_words(b);
         std::array::from_fn(|k| iq1m_odd_scale(&sc, k) as i16)
     }
 }
@@ -512,14 +538,44 @@ impl KDot for Iq1M {
 #[cfg(test)]
 mod shifted_tests {
     use super::*;
+    use crate::unpack::{KDot, shifted_word};
+    use qforge_core::rand::Rng;
+
+    /// The dot's integers are the format: `d · scale · v` is the decoded value, exactly
+    /// (`d·ls` and `g ± 1/8` are short enough that both sides are exact products).
+    fn ints_decode<F: SubBlocks>(seed: u64) {
+        let mut rng = Rng::new(seed);
+        for _ in 0..2000 {
+            let b: F::Block = bytemuck::pod_read_unaligned(&rng.bytes(size_of::<F::Block>()));
+            let d = <F as KDot>::d(&b);
+            if !d.is_finite() {
+                continue;
+            }
+            let mut v = [[0i8; 8]; QK_K / 8];
+            let scales = <F as KDot>::ints(&b, &mut v);
+            let v: [i8; QK_K] = bytemuck::cast(v);
+            let mut x = [0f32; QK_K];
+            F::decode(&b, &mut x);
+            for k in 0..QK_K {
+                assert_eq!(x[k], d * f32::from(scales[k / 16]) * f32::from(v[k]), "{} value {k}", F::DESC.name);
+            }
+        }
+    }
 
     #[test]
-    fn shifted8_is_8g_plus_minus_1() {
-        for (idx, word) in IQ1S_GRID.iter().enumerate() {
+    fn ints_are_the_decoded_values() {
+        ints_decode::<Iq1S>(1);
+        ints_decode::<Iq1M>(2);
+    }
+
+    #[test]
+    fn shifted_word_is_8g_plus_minus_1() {
+        for word in IQ1S_GRID {
             let g = word.to_le_bytes().map(|v| v as i8);
-            for negative in [false, true] {
-                let d = if negative { -1 } else { 1 };
-                assert_eq!(shifted8(idx, negative), g.map(|v| 8 * v + d), "{idx} {negative}");
+            for m in [0, 0xFF, 0xFF00_FF00_0000_00FF] {
+                let want: [i8; 8] = std::array::from_fn(|j| 8 * g[j] + if m >> (8 * j) & 0xFF != 0 { -1 } else { 1 });
+                let got: [i8; 8] = shifted_word(word, m).to_le_bytes().map(|v| v as i8);
+                assert_eq!(got, want, "{word:#x} {m:#x}");
             }
         }
     }

@@ -1,5 +1,5 @@
 //! AVX2 kernel of the sub-block I-quants' dots with q8_k (iq2_xxs, iq2_xs, iq2_s, iq3_xxs,
-//! iq3_s, iq4_xs: [`SubBlocks`]), chosen at run time where the CPU has AVX2, FMA and F16C
+//! iq3_s, iq4_xs, iq1_s, iq1_m: [`SubBlocks`]), chosen at run time where the CPU has AVX2, FMA and F16C
 //! ([`qforge_core::cpu::avx2`]); everything else runs the portable reference,
 //! [`crate::dot::sub_block_vec_dot_portable`].
 //!
@@ -8,7 +8,8 @@
 //! `vmovq` / `vmovhpd`, 4-byte ones with `vmovd` / `vpinsrd`, never a gather; the signs as ±1
 //! bytes, looked up the same way or spread from sign bits with
 //! [`qforge_simd::bytemask::bytes_from_bits`]; iq4_xs: nibbles through `kvalues_iq4nl` with
-//! one `vpshufb`). For any activations (`EXACT`) the signs go on the grid values
+//! one `vpshufb`; iq1_s / iq1_m: the ternary grid entries made `8·g ± 1` with `vpsignb` of 8
+//! and `vpaddb` of their ±1 shifts, [`SubBlock::Shifted`]). For any activations (`EXACT`) the signs go on the grid values
 //! (`vpsignb`) and `maddubs(|a|, v·sgn(a))` gives 16 exact pair sums for every `i8` activation,
 //! -128 included (`|v| ≤ 127`, a pair is at most 2·128·127). The mat-vec kernel
 //! ([`vec_dot_weight_rows`]) checks its activation row once: without a -128 (what q8_k
@@ -20,6 +21,8 @@
 //! [`crate::dot::sub_block_lanes`]. Each block adds them to 8 f32 lanes with one FMA
 //! (`acc = fma(d·d_y, lanes, acc)`, no horizontal sum per block), the row ends with
 //! [`finish`]: the reference's operations in its order, so the same bits (the tests check it).
+//! iq1_s / iq1_m ([`Acc::Block`]) instead sum the lanes to the block's exact integer and add
+//! `(d·d_y)·isum` to one f32 sum, the order of `qforge-k`'s q8_k kernel, their reference.
 //!
 //! Several activation rows ([`vec_dot_rows`]) share each sub-block's values: up to
 //! [`MAX_ROWS`] rows per pass over the weight row.
@@ -38,7 +41,7 @@ use std::arch::x86_64::*;
 use crate::common::QK_K;
 use crate::dot::{LANES, finish};
 use crate::tables::KVALUES_IQ4NL;
-use crate::unpack::{GridSigns, GridWords, SubBlock, SubBlocks};
+use crate::unpack::{Acc, GridSigns, GridWords, SubBlock, SubBlocks};
 use qforge_k::BlockQ8K;
 use qforge_simd::Avx2;
 use qforge_simd::bytemask::bytes_from_bits;
@@ -145,6 +148,7 @@ fn rows_avx2<F: SubBlocks, const R: usize, const P: bool>(w: &[F::Block], a: [&[
     let table = _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()) });
     let low4 = _mm256_set1_epi8(0x0F);
     let ones = _mm256_set1_epi8(1);
+    let eight = _mm256_set1_epi8(8);
     // Within each 128-bit lane: the even `i16`s to the low 8 bytes, the odd ones to the high 8.
     #[rustfmt::skip]
     let split = _mm256_setr_epi8(
@@ -152,6 +156,7 @@ fn rows_avx2<F: SubBlocks, const R: usize, const P: bool>(w: &[F::Block], a: [&[
         0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
     );
     let mut facc = [_mm256_setzero_ps(); R];
+    let mut sumf = [0f32; R];
     for (i, b) in w.iter().enumerate() {
         // The 16 group scales as one register, once per block: the even groups' (the first
         // 16 values of each sub-block) in the low lane, the odd groups' in the high lane, so
@@ -166,19 +171,32 @@ fn rows_avx2<F: SubBlocks, const R: usize, const P: bool>(w: &[F::Block], a: [&[
         let mut pick = _mm256_set1_epi16(0x0100);
         let mut acc = [_mm256_setzero_si256(); R];
         for ib in 0..QK_K / 32 {
+            // The grid entries and the sign bytes (±1) loaded straight into a register each.
+            let load = |g, signs| {
+                let g = match g {
+                    GridWords::W64(w) => load_u64x4(w),
+                    GridWords::W32(w) => load_u32x8(w),
+                };
+                let s = match signs {
+                    GridSigns::Pm1(s) => load_u64x4(s),
+                    GridSigns::Bits(bits) => _mm256_or_si256(bytes_from_bits(bits), ones),
+                    GridSigns::Words(m) => {
+                        let s: &[i8; 32] = &WORDS_PM1[usize::from(m & 15)];
+                        // SAFETY: `s` is 32 bytes, exactly what the unaligned 32-byte load reads.
+                        unsafe { _mm256_loadu_si256(s.as_ptr().cast()) }
+                    }
+                };
+                (g, s)
+            };
             let v = match F::sub_block(b, ib) {
                 SubBlock::Grid(g, signs) => {
-                    // The grid entries and the sign bytes (±1) loaded straight into a
-                    // register each.
-                    let g = match g {
-                        GridWords::W64(w) => load_u64x4(w),
-                        GridWords::W32(w) => load_u32x8(w),
-                    };
-                    let s = match signs {
-                        GridSigns::Pm1(s) => load_u64x4(s),
-                        GridSigns::Bits(bits) => _mm256_or_si256(bytes_from_bits(bits), ones),
-                    };
+                    let (g, s) = load(g, signs);
                     if P == ACT_SIGNED { Values::GridSigns(g, s) } else { Values::Signed(_mm256_sign_epi8(g, s)) }
+                }
+                SubBlock::Shifted(g, shifts) => {
+                    // `8·g ± 1`: 8, 0 or -8 by the ternary entry, plus the ±1 shift.
+                    let (g, s) = load(g, shifts);
+                    Values::Signed(_mm256_add_epi8(_mm256_sign_epi8(eight, g), s))
                 }
                 SubBlock::Nibbles(q) => {
                     // SAFETY: `q` is 16 bytes, exactly what the unaligned 16-byte load reads.
@@ -206,9 +224,16 @@ fn rows_avx2<F: SubBlocks, const R: usize, const P: bool>(w: &[F::Block], a: [&[
         // `D_MUL · d`, as the reference: f16 widening is exact either way.
         let d = F::D_MUL * _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(F::d_bits(b)))));
         for r in 0..R {
-            let da = _mm256_set1_ps(d * a[r][i].d.get());
-            facc[r] = _mm256_fmadd_ps(da, _mm256_cvtepi32_ps(acc[r]), facc[r]);
+            let da = d * a[r][i].d.get();
+            match F::ACC {
+                Acc::Lanes => facc[r] = _mm256_fmadd_ps(_mm256_set1_ps(da), _mm256_cvtepi32_ps(acc[r]), facc[r]),
+                // Exact: `|isum| < 2^24` (values `|8g ± 1| ≤ 9`, scales ≤ 15), so the f32 is too.
+                Acc::Block => sumf[r] += da * hsum_i32(acc[r]) as f32,
+            }
         }
+    }
+    if F::ACC == Acc::Block {
+        return sumf;
     }
     let mut out = [0f32; R];
     for (o, v) in out.iter_mut().zip(facc) {
@@ -219,6 +244,34 @@ fn rows_avx2<F: SubBlocks, const R: usize, const P: bool>(w: &[F::Block], a: [&[
     }
     out
 }
+
+/// The sum of the 8 `i32` lanes (wrapping; exact for the block sums here).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn hsum_i32(v: __m256i) -> i32 {
+    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
+    let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
+    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01>(s));
+    _mm_cvtsi128_si32(s)
+}
+
+/// [`GridSigns::Words`] `m` as bytes: -1 in 8-byte word `l` where bit `l` of `m` is set, else
+/// +1 (one 32-byte load per sub-block).
+static WORDS_PM1: [[i8; 32]; 16] = {
+    let mut t = [[1i8; 32]; 16];
+    let mut m = 0;
+    while m < 16 {
+        let mut j = 0;
+        while j < 32 {
+            if m >> (j / 8) & 1 != 0 {
+                t[m][j] = -1;
+            }
+            j += 1;
+        }
+        m += 1;
+    }
+    t
+};
 
 /// Four table words as one register, word `l` in lane `l`: one 8-byte load each, straight
 /// into the vector register (`vmovq`, `vmovhpd`), no gather.

@@ -32,21 +32,39 @@ pub(crate) fn signed_word(grid: u64, m: u64) -> u64 {
     (grid ^ m).wrapping_add(m & 0x0101_0101_0101_0101)
 }
 
-/// A compiler-only barrier (no instruction) placed after each grid lookup of an `ints` loop.
-/// Without it LLVM's SLP vectorizer turns the 4–8 independent table loads of a sub-block
-/// into AVX2 / AVX-512 gathers, which are microcoded and were measured ~10x slower than the
-/// scalar loads they replace on the Ice Lake build VM (worse still under the "Downfall" /
-/// GDS microcode mitigation; docs/matmul.md, "Speed"). ggml's kernels load grid words with
-/// scalar loads too.
+/// `8·g ± 1` for the 8 ternary values `g` (bytes -1, 0, 1) of `grid`, -1 where the byte mask
+/// `m` is 0xFF, +1 where it is 0, as one 64-bit word operation: `8·g` per byte is
+/// `(g << 3) & 0xF8`, and the ±1 (0x01 or 0xFF) is added per byte without carries between
+/// bytes (the top bits summed apart).
 #[inline(always)]
-pub(crate) fn no_gather() {
-    std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
+pub(crate) fn shifted_word(grid: u64, m: u64) -> u64 {
+    const H: u64 = 0x8080_8080_8080_8080;
+    let x = (grid << 3) & 0xF8F8_F8F8_F8F8_F8F8;
+    let y = m | 0x0101_0101_0101_0101;
+    ((x & !H) + (y & !H)) ^ ((x ^ y) & H)
 }
 
-/// [`no_gather`] for one loaded grid word, without the fence's cost: the value passes through
-/// an opaque (empty) register barrier, so LLVM cannot merge the loads of a sub-block into a
-/// gather, yet keeps everything else in registers (a fence forces locals to the stack, which
-/// cost the AVX2 kernel a third of its speed). Other targets use the fence.
+/// How a kernel adds up a block's exact integer lanes in f32: the reference's operations in
+/// its order, which fix the result's bits.
+#[derive(Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Acc {
+    /// In 8 lanes, `acc[j] = fma(d·d_y, lane[j], acc[j])`, the row ending with
+    /// `dot::finish` (`dot::sub_block_vec_dot_portable`).
+    Lanes,
+    /// One exact integer per block, the sum of its lanes, and one f32 sum:
+    /// `sumf += (d·d_y)·isum` (`qforge_k::dot::q8k_vec_dot`'s order: iq1_s, iq1_m).
+    Block,
+}
+
+/// Each grid word an `ints` loop loads passes through this barrier. Without it LLVM's SLP
+/// vectorizer turns the 4–8 independent table loads of a sub-block into AVX2 / AVX-512
+/// gathers, which are microcoded and were measured ~10x slower than the scalar loads they
+/// replace on the Ice Lake build VM (worse still under the "Downfall" / GDS microcode
+/// mitigation; docs/matmul.md, "Speed"). ggml's kernels load grid words with scalar loads
+/// too. On x86-64 the value passes through an opaque (empty) register barrier, so LLVM cannot
+/// merge the loads of a sub-block into a gather, yet keeps everything else in registers (a
+/// compiler fence forces locals to the stack, which cost the AVX2 kernel a third of its
+/// speed). Other targets use the fence (no instruction).
 #[inline(always)]
 pub(crate) fn no_gather_word(x: u64) -> u64 {
     #[cfg(target_arch = "x86_64")]
@@ -55,7 +73,7 @@ pub(crate) fn no_gather_word(x: u64) -> u64 {
     }
     #[cfg(not(target_arch = "x86_64"))]
     {
-        no_gather();
+        std::sync::atomic::compiler_fence(std::sync::atomic::Ordering::SeqCst);
         x
     }
 }
@@ -118,6 +136,10 @@ pub(crate) enum SubBlock<'a> {
     /// and which of them are negated. Entries are references into the grid tables, so that
     /// the AVX2 kernel loads them straight into vector registers.
     Grid(GridWords, GridSigns),
+    /// iq1_s / iq1_m: the ternary grid entries (bytes -1, 0, 1) and which of the values take
+    /// the shift -1 rather than +1 (always whole 8-value words, [`GridSigns::Words`]): the
+    /// values `8·g ± 1`, ggml's `g ± 1/8` times 8 (`D_MUL = 1/8` takes it back, exactly).
+    Shifted(GridWords, GridSigns),
     /// 16 bytes of 4-bit indices into `kvalues_iq4nl`, low nibbles values 0..16, high
     /// nibbles 16..32 (iq4_xs).
     Nibbles(&'a [u8; 16]),
@@ -155,6 +177,9 @@ pub(crate) enum GridSigns {
     /// One bit per value, LSB first: bit `j` of byte `l` negates value `8l + j` (iq2_s,
     /// iq3_s).
     Bits([u8; 4]),
+    /// One bit per 8-value word: bit `l` negates all of values `8l .. 8l + 8` (iq1_s / iq1_m's
+    /// shifts).
+    Words(u8),
 }
 
 impl GridSigns {
@@ -164,6 +189,7 @@ impl GridSigns {
         match self {
             GridSigns::Pm1(s) => mask_of_pm1(*s[l & 3]),
             GridSigns::Bits(b) => SIGN_MASK[usize::from(b[l & 3])],
+            GridSigns::Words(m) => 0u64.wrapping_sub(u64::from(m >> (l & 3) & 1)),
         }
     }
 
@@ -182,6 +208,8 @@ impl GridSigns {
 pub(crate) trait SubBlocks: BlockFormat {
     /// ggml's final constant (`0.125` for iq2, `0.25` for iq3_xxs, else 1): a power of two.
     const D_MUL: f32 = 1.0;
+    /// How the block's lanes are added up in f32.
+    const ACC: Acc = Acc::Lanes;
     /// The raw bits of the block's f16 scale: [`KDot::d`] is `D_MUL · d` (the AVX2 kernel
     /// widens it with `vcvtph2ps`, without the run-time CPU check of a portable f16).
     fn d_bits(b: &Self::Block) -> u16;
@@ -203,6 +231,7 @@ impl<F: SubBlocks> KDot for F {
         for (ib, w4) in w4.iter_mut().enumerate() {
             *w4 = match F::sub_block(b, ib) {
                 SubBlock::Grid(g, s) => std::array::from_fn(|l| bytes_i8(signed_word(g.word(l), s.mask(l)))),
+                SubBlock::Shifted(g, s) => std::array::from_fn(|l| bytes_i8(shifted_word(g.word(l), s.mask(l)))),
                 SubBlock::Nibbles(q) => bytemuck::cast(nibble_lut::<16, 32>(q, &KVALUES_IQ4NL)),
             };
         }

@@ -1,8 +1,10 @@
 //! The AVX2 sub-block kernel against the reference, bit for bit, on this CPU: random blocks of
 //! every format (raw bytes: every code, grid index, sign and scale; NaN / Inf f16 scales too)
-//! against q8_k rows with edge activations (-128, 127), for rows of 0..=9 blocks and 1..=9
-//! activation rows. The reference is written out here from [`KDot::ints`] (its lanes in
-//! `i64`, so that an overflow would show), and checked against the crate's portable kernel.
+//! against q8_k rows with edge activations (-128, 127), for rows of 0..=9 blocks and 1..=11
+//! activation rows. The reference is written out here from [`KDot::ints`] (its lanes, or
+//! iq1_s / iq1_m's block sums, in `i64`, so that an overflow would show), and checked
+//! against the crate's portable kernel (for iq1_s / iq1_m `qforge-k`'s q8_k kernel, which
+//! they ran before they had this one).
 //!
 //! These tests need AVX2, FMA and F16C. On an x86-64 CPU without them they fail (an untested
 //! kernel is not a pass) unless `QFORGE_ALLOW_NO_AVX2=1` says to skip them.
@@ -10,14 +12,27 @@
 use super::*;
 use crate::dot::sub_block_vec_dot_portable;
 use crate::unpack::KDot;
-use crate::{Iq2S, Iq2Xs, Iq2Xxs, Iq3S, Iq3Xxs, Iq4Xs};
+use crate::{Iq1M, Iq1S, Iq2S, Iq2Xs, Iq2Xxs, Iq3S, Iq3Xxs, Iq4Xs};
 use qforge_core::NativeDot;
 use qforge_core::rand::Rng;
 
 /// The reference: lane `j` of a block = Σ over sub-blocks `ib` of `scale[2ib + j/4]` times
 /// the four products of values `32ib + 4j ..`, exact; `acc[j] = fma(d·d_y, lane, acc[j])`;
 /// the lanes summed as `((0+4) + (2+6)) + ((1+5) + (3+7))`.
+/// [`Acc::Block`] (iq1_s, iq1_m): per block the exact `isum = Σ_k scale[k/16]·v[k]·q8[k]` and
+/// `sumf += (d·d_y)·isum`, `qforge-k`'s order.
 fn reference<F: SubBlocks>(w: &[F::Block], a: &[BlockQ8K]) -> f32 {
+    if F::ACC == Acc::Block {
+        let mut sumf = 0f32;
+        for (b, a) in w.iter().zip(a) {
+            let mut v = [[0i8; 8]; QK_K / 8];
+            let scales = <F as KDot>::ints(b, &mut v);
+            let v: [i8; QK_K] = bytemuck::cast(v);
+            let isum: i64 = (0..QK_K).map(|k| i64::from(scales[k / 16]) * i64::from(v[k]) * i64::from(a.qs[k])).sum();
+            sumf += (<F as KDot>::d(b) * a.d.get()) * i32::try_from(isum).expect("an i32") as f32;
+        }
+        return sumf;
+    }
     let mut acc = [0f32; 8];
     for (b, a) in w.iter().zip(a) {
         let mut v = [[0i8; 8]; QK_K / 8];
@@ -39,7 +54,22 @@ fn same(x: f32, y: f32) -> bool {
     x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan())
 }
 
-fn check<F: SubBlocks + NativeDot<Act = qforge_k::Q8K>>(seed: u64) {
+/// Writes the f16 scale bits `d` into the block's bytes `b`: the first two bytes, or iq1_m's
+/// four top nibbles of its scale words (bytes 48..56).
+fn set_d<F: SubBlocks>(b: &mut [u8], d: u16) {
+    if F::DESC.name == "iq1_m" {
+        for i in 0..4 {
+            let byte = &mut b[49 + 2 * i];
+            *byte = (*byte & 0x0F) | ((d >> (4 * i) & 0xF) as u8) << 4;
+        }
+        let block: F::Block = bytemuck::pod_read_unaligned(b);
+        assert_eq!(F::d_bits(&block), d);
+    } else {
+        b[..2].copy_from_slice(&d.to_le_bytes());
+    }
+}
+
+fn check<F: SubBlocks + qforge_k::dot::Q8KDot + NativeDot<Act = qforge_k::Q8K>>(seed: u64) {
     let mut rng = Rng::new(seed);
     for case in 0..400 {
         let nb = case % 10;
@@ -49,12 +79,12 @@ fn check<F: SubBlocks + NativeDot<Act = qforge_k::Q8K>>(seed: u64) {
                 let mut b = rng.bytes(size_of::<F::Block>());
                 if !raw {
                     let v = ((rng.next_u64() % 2001) as f32 - 1000.0) * 2f32.powi((rng.next_u64() % 16) as i32 - 20);
-                    b[..2].copy_from_slice(&half::f16::from_f32(v).to_le_bytes());
+                    set_d::<F>(&mut b, half::f16::from_f32(v).to_bits());
                 }
                 bytemuck::pod_read_unaligned(&b)
             })
             .collect();
-        let m = 1 + case % 9;
+        let m = 1 + case % 11;
         let a: Vec<Vec<BlockQ8K>> = (0..m)
             .map(|r| {
                 (0..nb)
@@ -116,4 +146,6 @@ fn avx2_equals_reference() {
     check::<Iq3Xxs>(4);
     check::<Iq3S>(5);
     check::<Iq4Xs>(6);
+    check::<Iq1S>(7);
+    check::<Iq1M>(8);
 }
