@@ -24,30 +24,42 @@ impl Cuda {
         self.cached_kernels(&self.a8, name, a8_kernel_names(name))
     }
 
-    /// The kernels `names` of the registered format `name`'s module, from `cache` or loaded
-    /// (with the module) on first use; `MissingKernels` for an empty list.
+    /// The kernels `names` of the registered format `name`'s own module, from `cache` or
+    /// loaded (with the module) on first use; `MissingKernels` for an empty list.
     pub(crate) fn cached_kernels(
         &self,
         cache: &Mutex<HashMap<&'static str, Arc<Vec<CudaFunction>>>>,
         name: &'static str,
         names: Vec<String>,
     ) -> Result<Arc<Vec<CudaFunction>>, CudaError> {
+        let ptx = MODULES.iter().find(|(f, _)| *f == name).map(|(_, p)| *p);
+        self.cached_module_kernels(cache, name, name, ptx, names, "load PTX module")
+    }
+
+    /// The kernels `names` of the deflated module `ptx`, cached under `key`, loaded on first
+    /// use; `MissingKernels(name)` for no module or an empty list. `what` names the module
+    /// load in a driver error.
+    pub(crate) fn cached_module_kernels<K: Copy + Eq + std::hash::Hash>(
+        &self,
+        cache: &Mutex<HashMap<K, Arc<Vec<CudaFunction>>>>,
+        key: K,
+        name: &'static str,
+        ptx: Option<&'static [u8]>,
+        names: Vec<String>,
+        what: &'static str,
+    ) -> Result<Arc<Vec<CudaFunction>>, CudaError> {
         let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(k) = cache.get(name) {
+        if let Some(k) = cache.get(&key) {
             return Ok(k.clone());
         }
-        let ptx = MODULES.iter().find(|(f, _)| *f == name).map(|(_, p)| *p);
         let (Some(ptx), false) = (ptx, names.is_empty()) else { return Err(CudaError::MissingKernels(name)) };
-        let module = self
-            .context()
-            .load_module(cudarc::nvrtc::Ptx::from_src(inflate(ptx)?))
-            .map_err(driver("load PTX module"))?;
+        let module = self.context().load_module(cudarc::nvrtc::Ptx::from_src(inflate(ptx)?)).map_err(driver(what))?;
         let fs = names
             .iter()
             .map(|n| module.load_function(n).map_err(driver("load kernel")))
             .collect::<Result<Vec<_>, _>>()?;
         let k = Arc::new(fs);
-        cache.insert(name, k.clone());
+        cache.insert(key, k.clone());
         Ok(k)
     }
 

@@ -7,7 +7,7 @@
 
 use crate::CudaError;
 use crate::codegen::{FP8_TILE, fp8_gemm, fp8_kernel_name, fp8_kernel_names, sm89_kernel_names};
-use crate::gemm::{check_operands, dtype_index, out_len, tile_grid};
+use crate::gemm::{check_operands, dtype_index, new_output, out_len, tile_grid};
 use crate::runtime::{Cuda, DeviceBuffer, DeviceQuantTensor, MODULES, SM89_PTX, alloc_err, dim, driver, inflate};
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, CudaView, DeviceRepr, LaunchConfig, PushKernelArg};
 use qforge_core::{DType, QuantError};
@@ -44,33 +44,20 @@ impl Cuda {
     /// `[quantizer, gemm]` of body `body` for the registered format `name`, loading the module
     /// that holds them on first use.
     fn fp8_kernels(&self, name: &'static str, body: Fp8Body) -> Result<Arc<Vec<CudaFunction>>, CudaError> {
-        let mut cache = self.fp8.lock().unwrap_or_else(|p| p.into_inner());
-        if let Some(k) = cache.get(&(name, body)) {
-            return Ok(k.clone());
-        }
-        let (ptx, names) = match body {
+        let (ptx, names, what) = match body {
             Fp8Body::Mma => {
                 let all = sm89_kernel_names();
                 let gemm = fp8_kernel_name(name, "mma");
                 if !all.contains(&gemm) {
                     return Err(CudaError::MissingKernels(name));
                 }
-                (Some(SM89_PTX), vec![all[0].clone(), gemm])
+                (Some(SM89_PTX), vec![all[0].clone(), gemm], "load PTX module (sm_89)")
             }
-            Fp8Body::F16 => (MODULES.iter().find(|(f, _)| *f == name).map(|(_, p)| *p), fp8_kernel_names(name)),
+            Fp8Body::F16 => {
+                (MODULES.iter().find(|(f, _)| *f == name).map(|(_, p)| *p), fp8_kernel_names(name), "load PTX module")
+            }
         };
-        let (Some(ptx), 2) = (ptx, names.len()) else { return Err(CudaError::MissingKernels(name)) };
-        let module = self
-            .context()
-            .load_module(cudarc::nvrtc::Ptx::from_src(inflate(ptx)?))
-            .map_err(driver(if body == Fp8Body::Mma { "load PTX module (sm_89)" } else { "load PTX module" }))?;
-        let fs = names
-            .iter()
-            .map(|n| module.load_function(n).map_err(driver("load kernel")))
-            .collect::<Result<Vec<_>, _>>()?;
-        let k = Arc::new(fs);
-        cache.insert((name, body), k.clone());
-        Ok(k)
+        self.cached_module_kernels(&self.fp8, (name, body), name, ptx, names, what)
     }
 
     /// `y = x · Wᵀ` in FP8 block-scaled arithmetic (the CPU's `--act-quant fp8-1x128`): `x`
@@ -86,15 +73,7 @@ impl Cuda {
         stream: &Arc<CudaStream>,
     ) -> Result<DeviceBuffer, CudaError> {
         let body = self.fp8_body()?;
-        let len = out_len(m, w)?;
-        // SAFETY: the GEMM writes every one of the m × N elements (the epilogue covers the
-        // whole output, predicated only at its edges) before anything reads them.
-        let mut y = unsafe { DeviceBuffer::uninit(stream, len, out)? };
-        match &mut y {
-            DeviceBuffer::F32(s) => self.gemm_fp8_into(w, x, m, s, out, body, stream)?,
-            DeviceBuffer::F16(s) | DeviceBuffer::Bf16(s) => self.gemm_fp8_into(w, x, m, s, out, body, stream)?,
-        }
-        Ok(y)
+        new_output!(stream, out_len(m, w)?, out, |s| self.gemm_fp8_into(w, x, m, s, out, body, stream))
     }
 
     /// [`Cuda::gemm_fp8`] into a caller-owned `y` (m × N elements of `out`: f32, or u16 bit
