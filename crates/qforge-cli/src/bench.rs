@@ -132,14 +132,16 @@ pub fn bench(a: BenchArgs<'_>) -> CliResult<()> {
             "threads": threads, "runs": runs, "seconds": secs, "rows": m,
             "dtype": (a.op == "dequant").then_some(a.dtype), "act_quant": (m > 0).then_some(a.act_quant),
             "elements_per_s": elems, "bytes_per_s": bytes, "quantized_bytes": qbytes,
+            "simd": qforge_core::cpu::levels(),
         });
         println!("{v}");
     } else {
         println!(
-            "{} {}{} cpu threads={threads} n={n}: {:.3} ms/run, {:.3} Gelem/s, {:.3} GB/s ({runs} runs)",
+            "{} {}{} cpu ({}) threads={threads} n={n}: {:.3} ms/run, {:.3} Gelem/s, {:.3} GB/s ({runs} runs)",
             f.desc().name,
             a.op,
             if a.op == "dequant" { format!(" to {}", a.dtype) } else { String::new() },
+            qforge_core::cpu::levels(),
             secs * 1e3,
             elems / 1e9,
             bytes / 1e9

@@ -15,6 +15,9 @@
 //! steps after it are the portable ones in the same order: the same bits. Each weight group
 //! is unpacked once for up to [`qforge_simd::rows::MAX_ROWS`] activation rows (mat-mul).
 //!
+//! Where the CPU has AVX-512 VNNI the same body runs with `vpdpbusd` for `Σ a·w` (one
+//! instruction for `vpmaddubsw` + `vpmaddwd` + `vpaddd`): the same exact lanes.
+//!
 //! The only `unsafe` of the crate's kernels lives here: 16-byte unaligned loads inside
 //! slices whose lengths were checked, and the calls into `#[target_feature]` functions with
 //! an [`Avx2`] token.
@@ -25,8 +28,8 @@ use std::arch::x86_64::*;
 use crate::block::BlockInt4g;
 use crate::dot::Int8Row;
 use crate::scale::ScaleKind;
-use qforge_simd::Avx2;
 use qforge_simd::rows::{RowKernel, by_rows};
+use qforge_simd::{Avx2, Vnni};
 
 /// Every `out[i]` = the dot with `rows[i]` (lengths already validated), with AVX2; `false`
 /// (nothing written) where the CPU lacks it.
@@ -38,22 +41,29 @@ pub(crate) fn dot_rows<S: ScaleKind, const H: usize>(
     let Some(avx2) = Avx2::detect() else {
         return false;
     };
-    by_rows(&Kernel { w, _avx2: avx2 }, rows, out);
+    by_rows(&Kernel { w, _avx2: avx2, vnni: Vnni::detect() }, rows, out);
     true
 }
 
-/// The weight row and the proof of AVX2.
+/// The weight row, the proof of AVX2 and, where the VNNI kernel may run, of that.
 struct Kernel<'w, S: ScaleKind, const H: usize> {
     w: &'w [BlockInt4g<S, H>],
     _avx2: Avx2,
+    vnni: Option<Vnni>,
 }
 
 impl<'a, S: ScaleKind, const H: usize> RowKernel<Int8Row<'a>> for Kernel<'_, S, H> {
     #[inline]
     fn rows<const R: usize>(&self, a: [&Int8Row<'a>; R]) -> [f32; R] {
         // SAFETY: `self` holds an `Avx2` token, which exists only where the CPU has AVX2, FMA
-        // and F16C, all the `#[target_feature]` function needs.
-        unsafe { rows_avx2(self.w, a) }
+        // and F16C, all `rows_avx2` needs, and a `Vnni` token where it also has the VNNI
+        // features `rows_vnni` needs.
+        unsafe {
+            match self.vnni {
+                Some(_) => rows_vnni(self.w, a),
+                None => rows_avx2(self.w, a),
+            }
+        }
     }
 }
 
@@ -84,41 +94,68 @@ fn load16(a: &[i8], at: usize) -> __m128i {
     unsafe { _mm_loadu_si128(s.as_ptr().cast()) }
 }
 
-/// The dot of the weight row with `R` activation rows, each result the portable kernel's.
-#[target_feature(enable = "avx2,fma,f16c")]
-fn rows_avx2<S: ScaleKind, const H: usize, const R: usize>(w: &[BlockInt4g<S, H>], a: [&Int8Row<'_>; R]) -> [f32; R] {
-    const { assert!(H >= 16 && H.is_multiple_of(16)) };
-    let (nib, ones, flip, zero) =
-        (_mm256_set1_epi8(0x0F), _mm256_set1_epi16(1), _mm256_set1_epi8(0x80u8 as i8), _mm256_setzero_si256());
-    let mut acc = [0f32; R];
-    for (g, b) in w.iter().enumerate() {
-        let base = g * 2 * H;
-        let mut sw = zero;
-        let mut qq = [zero; R];
-        let mut sa = [zero; R];
-        for j in (0..H).step_by(16) {
-            let q: &[u8; 16] = b.qs[j..j + 16].try_into().unwrap_or(&[8; 16]);
-            // SAFETY: `q` is exactly 16 bytes: the unaligned load reads only it.
-            let q = unsafe { _mm_loadu_si128(q.as_ptr().cast()) };
-            let wv = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(q), q), nib);
-            sw = _mm256_add_epi64(sw, _mm256_sad_epu8(wv, zero));
-            for r in 0..R {
-                let av = _mm256_set_m128i(load16(a[r].q, base + H + j), load16(a[r].q, base + j));
-                qq[r] = _mm256_add_epi32(qq[r], _mm256_madd_epi16(_mm256_maddubs_epi16(wv, av), ones));
-                sa[r] = _mm256_add_epi64(sa[r], _mm256_sad_epu8(_mm256_xor_si256(av, flip), zero));
+/// Defines a row kernel `$name`: the dot of the weight row with `R` activation rows, each
+/// result the portable kernel's, compiled with `$features`, `Σ a·w` accumulated by `$isum`.
+/// One body for the AVX2 and the VNNI kernels.
+macro_rules! rows_kernel {
+    ($name:ident, $features:literal, $isum:ident) => {
+        #[target_feature(enable = $features)]
+        fn $name<S: ScaleKind, const H: usize, const R: usize>(
+            w: &[BlockInt4g<S, H>],
+            a: [&Int8Row<'_>; R],
+        ) -> [f32; R] {
+            const { assert!(H >= 16 && H.is_multiple_of(16)) };
+            let (nib, ones, flip, zero) =
+                (_mm256_set1_epi8(0x0F), _mm256_set1_epi16(1), _mm256_set1_epi8(0x80u8 as i8), _mm256_setzero_si256());
+            let mut acc = [0f32; R];
+            for (g, b) in w.iter().enumerate() {
+                let base = g * 2 * H;
+                let mut sw = zero;
+                let mut qq = [zero; R];
+                let mut sa = [zero; R];
+                for j in (0..H).step_by(16) {
+                    let q: &[u8; 16] = b.qs[j..j + 16].try_into().unwrap_or(&[8; 16]);
+                    // SAFETY: `q` is exactly 16 bytes: the unaligned load reads only it.
+                    let q = unsafe { _mm_loadu_si128(q.as_ptr().cast()) };
+                    let wv = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(q), q), nib);
+                    sw = _mm256_add_epi64(sw, _mm256_sad_epu8(wv, zero));
+                    for r in 0..R {
+                        let av = _mm256_set_m128i(load16(a[r].q, base + H + j), load16(a[r].q, base + j));
+                        qq[r] = $isum(qq[r], wv, av, ones);
+                        sa[r] = _mm256_add_epi64(sa[r], _mm256_sad_epu8(_mm256_xor_si256(av, flip), zero));
+                    }
+                }
+                let sw = hsum_u64(sw);
+                let d = S::decode(b.d);
+                let n = 2 * H as i64;
+                for r in 0..R {
+                    let zp = i64::from(a[r].zp);
+                    let suma = hsum_u64(sa[r]) - 128 * n;
+                    let isum = i64::from(hsum_i32(qq[r])) - zp * sw - 8 * suma + 8 * zp * n;
+                    acc[r] += isum as i32 as f32 * d;
+                }
             }
+            std::array::from_fn(|r| acc[r] * a[r].scale)
         }
-        let sw = hsum_u64(sw);
-        let d = S::decode(b.d);
-        let n = 2 * H as i64;
-        for r in 0..R {
-            let zp = i64::from(a[r].zp);
-            let suma = hsum_u64(sa[r]) - 128 * n;
-            let isum = i64::from(hsum_i32(qq[r])) - zp * sw - 8 * suma + 8 * zp * n;
-            acc[r] += isum as i32 as f32 * d;
-        }
-    }
-    std::array::from_fn(|r| acc[r] * a[r].scale)
+    };
+}
+
+rows_kernel!(rows_avx2, "avx2,fma,f16c", isum_avx2);
+rows_kernel!(rows_vnni, "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", isum_vnni);
+
+/// `acc + Σ₄ w·a` per `i32` lane: `vpmaddubsw` (pairs ≤ 2·15·128, no saturation), `vpmaddwd`
+/// with ones, `vpaddd`.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn isum_avx2(acc: __m256i, w: __m256i, a: __m256i, ones: __m256i) -> __m256i {
+    _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), ones))
+}
+
+/// [`isum_avx2`] as one `vpdpbusd` (four `u8 × i8` products summed exactly into each lane).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn isum_vnni(acc: __m256i, w: __m256i, a: __m256i, _ones: __m256i) -> __m256i {
+    _mm256_dpbusd_epi32(acc, w, a)
 }
 
 #[cfg(test)]
@@ -130,9 +167,17 @@ mod tests {
 
     /// Random groups (every code, scales of every magnitude) against activation rows with
     /// every zero point extreme and `-128` / `127` runs: AVX2 and portable give the same bits
-    /// for 1..=9 rows (every chunking by 4).
+    /// for 1..=9 rows (every chunking by 4), at every SIMD level the machine has (AVX2; AVX-512
+    /// VNNI), forced in turn.
     fn same_bits<S: ScaleKind, const H: usize>(seed: u64) {
-        assert!(qforge_core::cpu::avx2(), "this test needs AVX2 (and runs on every x86-64 CI machine)");
+        let levels = qforge_golden::needs::simd_levels();
+        assert!(!levels.is_empty(), "this test needs AVX2 (and runs on every x86-64 CI machine)");
+        for level in levels {
+            qforge_core::cpu::with_level(level, || same_bits_at::<S, H>(seed));
+        }
+    }
+
+    fn same_bits_at<S: ScaleKind, const H: usize>(seed: u64) {
         let mut rng = Rng::new(seed);
         for case in 0..60 {
             let nb = 1 + case % 5;
