@@ -20,7 +20,9 @@
 //! scaled pair sums and the zero code's `bsums` term. `vpdpwssd` adds both `i16` products
 //! of a lane to the accumulator modulo `2^32`, exactly what `vpmaddwd` then `vpaddd` give
 //! (the one case `vpmaddwd` wraps, `2·(−2^15)^2`, wraps the same), so the lanes and the bits
-//! are the same at both levels.
+//! are the same at both levels. Formats with unit scales (tq1_0, tq2_0) sum their blocks in
+//! `i16` lanes, which `vpdpwssd` does not shorten: they run the AVX2 build at both levels
+//! (where LLVM vectorizes their unpacking with AVX-512 it made tq1_0 30–50 % slower).
 
 use std::arch::x86_64::*;
 
@@ -52,8 +54,8 @@ pub(crate) fn codes_dot_weight_rows<F: Q8KCodes>(w: &[F::Block], n: usize, a: &[
     // `weight_rows_vnni` needs besides.
     unsafe {
         match Vnni::detect() {
-            Some(_) => weight_rows_vnni::<F>(w, n, a, out),
-            None => weight_rows_avx2::<F>(w, n, a, out),
+            Some(_) if !F::UNIT_SCALES => weight_rows_vnni::<F>(w, n, a, out),
+            _ => weight_rows_avx2::<F>(w, n, a, out),
         }
     }
     true
@@ -75,8 +77,8 @@ impl<'a, F: Q8KCodes> RowKernel<&'a [BlockQ8K]> for Kernel<'_, F> {
         // `rows_vnni` needs besides.
         unsafe {
             match self.vnni {
-                Some(_) => rows_vnni::<F, R>(self.w, a),
-                None => rows_avx2::<F, R>(self.w, a),
+                Some(_) if !F::UNIT_SCALES => rows_vnni::<F, R>(self.w, a),
+                _ => rows_avx2::<F, R>(self.w, a),
             }
         }
     }
@@ -285,7 +287,10 @@ unsafe fn unpacked<F: Q8KCodes>(q: [__m256i; 8], eo: __m256i, off: __m256i, mins
                 *v = _mm256_shuffle_epi8(eo, _mm256_set1_epi16(i16::from_le_bytes([2 * c, 2 * c + 1])));
             }
         }
-        let dm = _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(dm[0]) | i32::from(dm[1]) << 16));
+        // The two f16 through a general register (`vmovd`): for a constant `dmin` LLVM
+        // would otherwise `vpinsrw` `d` into an undefined register, a false dependency.
+        let dm = qforge_simd::barrier::opaque(u64::from(dm[0]) | u64::from(dm[1]) << 16);
+        let dm = _mm_cvtph_ps(_mm_cvtsi32_si128(dm as i32));
         Unpacked { q, sc, off, mins, dm: [_mm_cvtss_f32(dm), _mm_cvtss_f32(_mm_movehdup_ps(dm))] }
     }
 }
