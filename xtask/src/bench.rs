@@ -137,7 +137,11 @@ pub fn run(a: &Args<'_>) -> Result<bool> {
     let flags = rustflags(native);
     if !json {
         let how = if flags.is_empty() { "a plain release build".to_string() } else { format!("RUSTFLAGS='{flags}'") };
-        println!("qforge: {} ({how}); ggml: PyPI ggml-py (built with the host's native flags)", qforge.display());
+        println!(
+            "qforge: {} ({how}; kernels: {}); ggml: PyPI ggml-py (built with the host's native flags)",
+            qforge.display(),
+            qforge_core::cpu::levels()
+        );
     }
     let py = python()?;
     let names: Vec<String> = match formats {
