@@ -233,14 +233,14 @@ impl<K: Fp8Kind, const ROWS: usize> Format for Fp8Format<K, ROWS> {
     }
 }
 
-/// The whole row: [`row_dot_portable`], compiled for AVX2 where the CPU has it (the same
-/// operations in the same order, 8 lanes per instruction instead of 4: the same bits).
+/// The whole row: [`row_dot_portable`], compiled for the CPU's SIMD level
+/// ([`qforge_core::cpu::dispatch`]: 8 lanes per instruction with AVX2, 16 with AVX-512; the
+/// same operations in the same order, so the same bits).
 fn row_dot<K: Fp8Kind>(w: &[u8], a: &[u8], w_scales: impl Iterator<Item = f32>, a_scales: &[f32]) -> f32 {
-    #[cfg(target_arch = "x86_64")]
-    if qforge_core::cpu::avx2() {
-        return simd::row_dot_avx2::<K>(w, a, w_scales, a_scales);
-    }
-    row_dot_portable::<K>(w, a, w_scales, a_scales)
+    qforge_core::cpu::dispatch(
+        #[inline(always)]
+        || row_dot_portable::<K>(w, a, w_scales, a_scales),
+    )
 }
 
 /// `acc += block_dot(w, a) · s_w · s_a` per 128-element block, in block order.
@@ -253,61 +253,37 @@ fn row_dot_portable<K: Fp8Kind>(w: &[u8], a: &[u8], w_scales: impl Iterator<Item
     acc
 }
 
-#[cfg(target_arch = "x86_64")]
-mod simd {
-    //! The fp8 dot compiled for AVX2 (LLVM vectorizes the portable code 8 lanes wide).
-    #![allow(unsafe_code)]
-    use super::{Fp8Kind, row_dot_portable};
+#[cfg(test)]
+mod level_tests {
+    use super::*;
+    use qforge_core::rand::Rng;
 
-    /// [`row_dot_portable`] compiled with AVX2; call only where `cpu::avx2()` holds.
-    pub(super) fn row_dot_avx2<K: Fp8Kind>(
-        w: &[u8],
-        a: &[u8],
-        w_scales: impl Iterator<Item = f32>,
-        a_scales: &[f32],
-    ) -> f32 {
-        assert!(qforge_core::cpu::avx2(), "the caller checks for AVX2");
-        // SAFETY: the assertion above checked at run time (cached `is_x86_feature_detected!`)
-        // that this CPU has AVX2, FMA and F16C, all the `#[target_feature]` function needs.
-        unsafe { inner::<K>(w, a, w_scales, a_scales) }
-    }
-
-    #[target_feature(enable = "avx2,fma,f16c")]
-    fn inner<K: Fp8Kind>(w: &[u8], a: &[u8], w_scales: impl Iterator<Item = f32>, a_scales: &[f32]) -> f32 {
-        row_dot_portable::<K>(w, a, w_scales, a_scales)
-    }
-
-    #[cfg(test)]
-    mod tests {
-        use super::*;
-        use crate::{E4m3, E5m2};
-        use qforge_core::rand::Rng;
-
-        /// Rows of every length 0..=300 (partial last blocks) with every code, NaN and
-        /// infinity codes included: the AVX2 build gives the portable bits (or both NaN).
-        fn same_bits<K: Fp8Kind>(seed: u64) {
-            let mut rng = Rng::new(seed);
-            for len in 0..=300usize {
-                let nb = len.div_ceil(crate::BLOCK);
-                let w: Vec<u8> =
-                    (0..len).map(|_| rng.next_u64() as u8 & if len % 3 == 0 { 0xFF } else { 0xF7 }).collect();
-                let a: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8 & 0xF7).collect();
-                let ws: Vec<f32> = (0..nb).map(|i| 0.25 + i as f32).collect();
-                let as_: Vec<f32> = (0..nb).map(|i| 1.5 - i as f32 / 7.0).collect();
-                let want = row_dot_portable::<K>(&w, &a, ws.iter().copied(), &as_);
-                let got = row_dot_avx2::<K>(&w, &a, ws.iter().copied(), &as_);
+    /// Rows of every length 0..=300 (partial last blocks) with every code, NaN and infinity
+    /// codes included: every SIMD level the machine has gives the portable bits (or both NaN).
+    fn same_bits<K: Fp8Kind>(seed: u64) {
+        let mut rng = Rng::new(seed);
+        for len in 0..=300usize {
+            let nb = len.div_ceil(crate::BLOCK);
+            let w: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8 & if len % 3 == 0 { 0xFF } else { 0xF7 }).collect();
+            let a: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8 & 0xF7).collect();
+            let ws: Vec<f32> = (0..nb).map(|i| 0.25 + i as f32).collect();
+            let as_: Vec<f32> = (0..nb).map(|i| 1.5 - i as f32 / 7.0).collect();
+            let want = row_dot_portable::<K>(&w, &a, ws.iter().copied(), &as_);
+            for level in qforge_core::cpu::testable_levels() {
+                let got = qforge_core::cpu::with_level(level, || row_dot::<K>(&w, &a, ws.iter().copied(), &as_));
                 assert!(
                     got.to_bits() == want.to_bits() || (got.is_nan() && want.is_nan()),
-                    "len {len}: {got:e} vs {want:e}"
+                    "len {len} at {}: {got:e} vs {want:e}",
+                    level.name()
                 );
             }
         }
+    }
 
-        #[test]
-        fn avx2_equals_portable() {
-            same_bits::<E4m3>(1);
-            same_bits::<E5m2>(2);
-        }
+    #[test]
+    fn every_level_equals_portable() {
+        same_bits::<E4m3>(1);
+        same_bits::<E5m2>(2);
     }
 }
 
@@ -320,16 +296,28 @@ const LANES: usize = 16;
 /// gather, or no vectorization at all).
 #[inline(always)]
 fn block_dot<K: Fp8Kind>(w: &[u8], a: &[u8]) -> f32 {
-    let mut lanes = [0f32; LANES];
-    let (wc, wt) = w.as_chunks::<LANES>();
-    let (ac, at) = a.as_chunks::<LANES>();
-    for (w, a) in wc.iter().zip(ac) {
+    #[inline(always)]
+    fn step<K: Fp8Kind>(lanes: &mut [f32; LANES], w: &[u8; LANES], a: &[u8; LANES]) {
         for l in 0..LANES {
             lanes[l] += decode::<K>(w[l]) * decode::<E4m3>(a[l]);
         }
     }
-    for (l, (&w, &a)) in wt.iter().zip(at).enumerate() {
-        lanes[l] += decode::<K>(w) * decode::<E4m3>(a);
+    let mut lanes = [0f32; LANES];
+    let (wc, wt) = w.as_chunks::<LANES>();
+    let (ac, at) = a.as_chunks::<LANES>();
+    for (w, a) in wc.iter().zip(ac) {
+        step::<K>(&mut lanes, w, a);
+    }
+    if !wt.is_empty() {
+        // The tail as a whole step with zero codes after it: their products are +0, and
+        // adding +0 leaves every lane as it was (a lane is never -0: it starts at +0 and
+        // x + y is -0 only for x = y = -0). One code path keeps the lanes in registers (a
+        // lane indexed by the tail's position kept them in memory: a store and reload per
+        // step, half the speed with AVX-512).
+        let (mut wp, mut ap) = ([0u8; LANES], [0u8; LANES]);
+        wp[..wt.len()].copy_from_slice(wt);
+        ap[..at.len().min(wt.len())].copy_from_slice(&at[..at.len().min(wt.len())]);
+        step::<K>(&mut lanes, &wp, &ap);
     }
     let mut s = 0f32;
     for v in lanes {
