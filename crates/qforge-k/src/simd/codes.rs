@@ -287,10 +287,7 @@ unsafe fn unpacked<F: Q8KCodes>(q: [__m256i; 8], eo: __m256i, off: __m256i, mins
                 *v = _mm256_shuffle_epi8(eo, _mm256_set1_epi16(i16::from_le_bytes([2 * c, 2 * c + 1])));
             }
         }
-        // The two f16 through a general register (`vmovd`): for a constant `dmin` LLVM
-        // would otherwise `vpinsrw` `d` into an undefined register, a false dependency.
-        let dm = qforge_simd::barrier::opaque(u64::from(dm[0]) | u64::from(dm[1]) << 16);
-        let dm = _mm_cvtph_ps(_mm_cvtsi32_si128(dm as i32));
+        let dm = _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(dm[0]) | i32::from(dm[1]) << 16));
         Unpacked { q, sc, off, mins, dm: [_mm_cvtss_f32(dm), _mm_cvtss_f32(_mm_movehdup_ps(dm))] }
     }
 }
