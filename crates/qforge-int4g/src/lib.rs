@@ -82,6 +82,29 @@ impl<S: ScaleKind, const H: usize> Format for Int4gFormat<S, H> {
     fn dot_row(&self, bytes: &[u8], row: usize, aux: &[u8], act: ActRow<'_>) -> Option<Result<f32, QuantError>> {
         self.0.dot_row(bytes, row, aux, act)
     }
+    // The multi-row entries forwarded too: without them the trait's defaults loop over
+    // `dot_row`, and mat-mul / mat-vec lose the kernel's shared weight unpacking.
+    fn dot_rows(
+        &self,
+        bytes: &[u8],
+        row: usize,
+        aux: &[u8],
+        acts: &[ActRow<'_>],
+        out: &mut [f32],
+    ) -> Option<Result<(), QuantError>> {
+        self.0.dot_rows(bytes, row, aux, acts, out)
+    }
+    fn dot_weight_rows(
+        &self,
+        bytes: &[u8],
+        row_bytes: usize,
+        row0: usize,
+        aux: &[u8],
+        act: ActRow<'_>,
+        out: &mut [f32],
+    ) -> Option<Result<(), QuantError>> {
+        self.0.dot_weight_rows(bytes, row_bytes, row0, aux, act, out)
+    }
 }
 
 /// The variant for `(group, scale dtype)`, or a typed error naming the valid group sizes.
