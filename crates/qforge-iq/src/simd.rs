@@ -43,16 +43,16 @@ use crate::dot::{LANES, finish};
 use crate::tables::KVALUES_IQ4NL;
 use crate::unpack::{Acc, GridSigns, GridWords, SubBlock, SubBlocks};
 use qforge_k::BlockQ8K;
-use qforge_simd::Avx2;
 use qforge_simd::bytemask::bytes_from_bits;
 use qforge_simd::rows::{RowKernel, by_rows};
+use qforge_simd::{Avx2, Vnni};
 
 /// The dot of a weight row with a q8_k row with AVX2, or `None` where the CPU lacks it.
 #[inline]
 pub(crate) fn vec_dot<F: SubBlocks>(w: &[F::Block], a: &[BlockQ8K]) -> Option<f32> {
     let avx2 = Avx2::detect()?;
     let n = w.len().min(a.len());
-    let k = Kernel::<F> { w: &w[..n], _avx2: avx2 };
+    let k = Kernel::<F> { w: &w[..n], _avx2: avx2, vnni: Vnni::detect() };
     Some(RowKernel::<&[BlockQ8K]>::rows::<1>(&k, [&a])[0])
 }
 
@@ -70,12 +70,19 @@ pub(crate) fn vec_dot_weight_rows<F: SubBlocks>(w: &[F::Block], a: &[BlockQ8K], 
     let m = n.min(a.len());
     let a = &a[..m];
     let signed_acts = !a.iter().any(|b| has_min(&b.qs));
+    let vnni = Vnni::detect();
     for (j, o) in out.iter_mut().enumerate() {
         let w = &w[j * n..j * n + m];
-        // SAFETY: `_avx2` proves AVX2, FMA and F16C, all the `#[target_feature]` function
-        // needs; `ACT_SIGNED` runs only where no activation of `a` is -128 (just checked).
+        // SAFETY: `_avx2` proves AVX2, FMA and F16C, all `rows_avx2` needs, and `vnni` (where
+        // `Some`) the VNNI features `rows_vnni` needs besides; `ACT_SIGNED` runs only where
+        // no activation of `a` is -128 (just checked).
         *o = unsafe {
-            if signed_acts { rows_avx2::<F, 1, ACT_SIGNED>(w, [a]) } else { rows_avx2::<F, 1, EXACT>(w, [a]) }
+            match (vnni, signed_acts) {
+                (Some(_), true) => rows_vnni::<F, 1, ACT_SIGNED>(w, [a]),
+                (Some(_), false) => rows_vnni::<F, 1, EXACT>(w, [a]),
+                (None, true) => rows_avx2::<F, 1, ACT_SIGNED>(w, [a]),
+                (None, false) => rows_avx2::<F, 1, EXACT>(w, [a]),
+            }
         }[0];
     }
     true
@@ -101,14 +108,16 @@ pub(crate) fn vec_dot_rows<F: SubBlocks>(w: &[F::Block], a: &[&[BlockQ8K]], out:
         }
         return true;
     }
-    by_rows(&Kernel::<F> { w, _avx2: avx2 }, a, out);
+    by_rows(&Kernel::<F> { w, _avx2: avx2, vnni: Vnni::detect() }, a, out);
     true
 }
 
-/// The weight row and the proof of AVX2; rows of exactly `w.len()` blocks.
+/// The weight row, the proof of AVX2 and, where the VNNI kernel may run, of that; rows of
+/// exactly `w.len()` blocks.
 struct Kernel<'w, F: SubBlocks> {
     w: &'w [F::Block],
     _avx2: Avx2,
+    vnni: Option<Vnni>,
 }
 
 impl<'a, F: SubBlocks> RowKernel<&'a [BlockQ8K]> for Kernel<'_, F> {
@@ -117,8 +126,14 @@ impl<'a, F: SubBlocks> RowKernel<&'a [BlockQ8K]> for Kernel<'_, F> {
         let n = self.w.len();
         let rows = a.map(|a| &a[..n]);
         // SAFETY: `self` holds an `Avx2` token, which exists only where the CPU has AVX2, FMA
-        // and F16C, all the `#[target_feature]` function needs; `EXACT` holds for any rows.
-        unsafe { rows_avx2::<F, R, EXACT>(self.w, rows) }
+        // and F16C, all `rows_avx2` needs, and a `Vnni` token where it also has the VNNI
+        // features of `rows_vnni`; `EXACT` holds for any rows.
+        unsafe {
+            match self.vnni {
+                Some(_) => rows_vnni::<F, R, EXACT>(self.w, rows),
+                None => rows_avx2::<F, R, EXACT>(self.w, rows),
+            }
+        }
     }
 }
 
@@ -139,11 +154,13 @@ enum Values {
     GridSigns(__m256i, __m256i),
 }
 
-/// `R` dots of the weight row `w` with the q8_k rows `a[r]` (each exactly `w.len()` blocks).
-/// With `P` = [`ACT_SIGNED`], no activation quant of `a` may be -128 (the caller checks: the
-/// result would be wrong there).
-#[target_feature(enable = "avx2,fma,f16c")]
-fn rows_avx2<F: SubBlocks, const R: usize, const P: bool>(w: &[F::Block], a: [&[BlockQ8K]; R]) -> [f32; R] {
+/// Defines a row kernel `$name` (the body below) compiled with `$features`, its scaled pair
+/// sums added into the lanes by `$acc`: one body for the AVX2 and the VNNI kernels.
+macro_rules! rows_kernel {
+    ($(#[$doc:meta])* $name:ident, $features:literal, $acc:ident) => {
+        $(#[$doc])*
+        #[target_feature(enable = $features)]
+        fn $name<F: SubBlocks, const R: usize, const P: bool>(w: &[F::Block], a: [&[BlockQ8K]; R]) -> [f32; R] {
     // SAFETY: `KVALUES_IQ4NL` is 16 bytes, exactly what the unaligned 16-byte load reads.
     let table = _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()) });
     let low4 = _mm256_set1_epi8(0x0F);
@@ -218,7 +235,7 @@ fn rows_avx2<F: SubBlocks, const R: usize, const P: bool>(w: &[F::Block], a: [&[
                     Values::Signed(v) => _mm256_maddubs_epi16(_mm256_abs_epi8(av), _mm256_sign_epi8(v, av)),
                     Values::GridSigns(g, s) => _mm256_maddubs_epi16(g, _mm256_sign_epi8(av, s)),
                 };
-                acc[r] = _mm256_add_epi32(acc[r], _mm256_madd_epi16(p, s));
+                acc[r] = $acc(acc[r], p, s);
             }
         }
         // `D_MUL · d`, as the reference: f16 widening is exact either way.
@@ -243,6 +260,38 @@ fn rows_avx2<F: SubBlocks, const R: usize, const P: bool>(w: &[F::Block], a: [&[
         *o = finish(&lanes);
     }
     out
+}
+    };
+}
+
+rows_kernel!(
+    /// `R` dots of the weight row `w` with the q8_k rows `a[r]` (each exactly `w.len()` blocks).
+    /// With `P` = [`ACT_SIGNED`], no activation quant of `a` may be -128 (the caller checks: the
+    /// result would be wrong there).
+    rows_avx2,
+    "avx2,fma,f16c",
+    acc_avx2
+);
+rows_kernel!(
+    /// [`rows_avx2`] with `vpdpwssd` for the scaled pair sums ([`acc_vnni`]): the same lanes.
+    rows_vnni,
+    "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
+    acc_vnni
+);
+
+/// `acc + Σ₂ p·s` per `i32` lane (`vpmaddwd`, `vpaddd`): the pair sums `p` times the group
+/// scales `s`, wrapping like the reference's `i32` lanes (exact for real blocks).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn acc_avx2(acc: __m256i, p: __m256i, s: __m256i) -> __m256i {
+    _mm256_add_epi32(acc, _mm256_madd_epi16(p, s))
+}
+
+/// [`acc_avx2`] as one `vpdpwssd` (the same exact products and sums, no saturation).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+fn acc_vnni(acc: __m256i, p: __m256i, s: __m256i) -> __m256i {
+    _mm256_dpwssd_epi32(acc, p, s)
 }
 
 /// The sum of the 8 `i32` lanes (wrapping; exact for the block sums here).

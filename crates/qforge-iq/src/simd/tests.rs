@@ -69,6 +69,22 @@ fn set_d<F: SubBlocks>(b: &mut [u8], d: u16) {
     }
 }
 
+/// The kernel of the thread's SIMD level (`rows_vnni` where the VNNI level is on, else
+/// `rows_avx2`), called directly with `P`; the caller has checked AVX2 (and, for
+/// `ACT_SIGNED`, that no quant of `a` is -128).
+fn forced<F: SubBlocks, const P: bool>(w: &[F::Block], a: &[BlockQ8K]) -> f32 {
+    assert!(qforge_core::cpu::avx2());
+    // SAFETY: AVX2, FMA and F16C were just checked, and `Vnni::detect` checks the VNNI
+    // features; the caller guarantees `P`'s condition on `a`.
+    let [v] = unsafe {
+        match qforge_simd::Vnni::detect() {
+            Some(_) => rows_vnni::<F, 1, P>(w, [a]),
+            None => rows_avx2::<F, 1, P>(w, [a]),
+        }
+    };
+    v
+}
+
 fn check<F: SubBlocks + qforge_k::dot::Q8KDot + NativeDot<Act = qforge_k::Q8K>>(seed: u64) {
     let mut rng = Rng::new(seed);
     for case in 0..400 {
@@ -103,14 +119,13 @@ fn check<F: SubBlocks + qforge_k::dot::Q8KDot + NativeDot<Act = qforge_k::Q8K>>(
             .collect();
         let want: Vec<f32> = a.iter().map(|a| reference::<F>(&w, a)).collect();
         for (r, a) in a.iter().enumerate() {
-            // SAFETY: `qforge_golden::needs::avx2()` returned true, so AVX2, FMA and F16C are present.
-            let got = unsafe { rows_avx2::<F, 1, EXACT>(&w, [a]) }[0];
+            let got = forced::<F, EXACT>(&w, a);
             assert!(same(got, want[r]), "case {case} ({nb} blocks) row {r}: avx2 {got:e}, reference {:e}", want[r]);
             // The activation-signed kernel, forced, on the row without its -128s.
             let a127: Vec<BlockQ8K> = a.iter().map(|b| BlockQ8K { qs: b.qs.map(|q| q.max(-127)), ..*b }).collect();
             let want127 = reference::<F>(&w, &a127);
-            // SAFETY: as above; no quant of `a127` is -128, as `ACT_SIGNED` requires.
-            let got = unsafe { rows_avx2::<F, 1, ACT_SIGNED>(&w, [&a127]) }[0];
+            // No quant of `a127` is -128, as `ACT_SIGNED` requires.
+            let got = forced::<F, ACT_SIGNED>(&w, &a127);
             assert!(same(got, want127), "case {case} row {r}: activation-signed {got:e}, reference {want127:e}");
             // The mat-vec entry: a few weight rows against the row, with and without -128s.
             let k = 1 + case % 3;
@@ -135,17 +150,19 @@ fn check<F: SubBlocks + qforge_k::dot::Q8KDot + NativeDot<Act = qforge_k::Q8K>>(
     }
 }
 
+/// Every SIMD level the machine has (AVX2; AVX-512 VNNI), forced in turn.
 #[test]
 fn avx2_equals_reference() {
-    if !qforge_golden::needs::avx2() {
-        return;
+    for level in qforge_golden::needs::simd_levels() {
+        qforge_core::cpu::with_level(level, || {
+            check::<Iq2Xxs>(1);
+            check::<Iq2Xs>(2);
+            check::<Iq2S>(3);
+            check::<Iq3Xxs>(4);
+            check::<Iq3S>(5);
+            check::<Iq4Xs>(6);
+            check::<Iq1S>(7);
+            check::<Iq1M>(8);
+        });
     }
-    check::<Iq2Xxs>(1);
-    check::<Iq2Xs>(2);
-    check::<Iq2S>(3);
-    check::<Iq3Xxs>(4);
-    check::<Iq3S>(5);
-    check::<Iq4Xs>(6);
-    check::<Iq1S>(7);
-    check::<Iq1M>(8);
 }
