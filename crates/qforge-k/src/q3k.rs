@@ -58,6 +58,7 @@ const CHUNK_FIELDS: [[Field; 2]; 8] =
 impl Q8KCodes for Q3K {
     const HAS_MINS: bool = false;
     const ZERO: u8 = ZERO as u8;
+    const SCALE_PICK_TABLE_VNNI: bool = true;
 
     #[inline(always)]
     fn d_dmin(b: &BlockQ3K) -> [F16Le; 2] {

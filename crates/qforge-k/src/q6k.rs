@@ -79,6 +79,7 @@ fn pack(codes: &[u8; QK_K], b: &mut BlockQ6K) {
 impl Q8KCodes for Q6K {
     const HAS_MINS: bool = false;
     const ZERO: u8 = ZERO as u8;
+    const SCALE_PICK_TABLE_VNNI: bool = true;
 
     #[inline(always)]
     fn d_dmin(b: &BlockQ6K) -> [F16Le; 2] {
