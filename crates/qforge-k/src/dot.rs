@@ -168,9 +168,9 @@ pub trait Q8KCodes: BlockFormat {
     /// cheaper 128-bit ones). Set where it measured faster (q2_k, q4_k: +11 % mat-vec on
     /// Zen 1; q5_k −8 %, q6_k −4 %, q3_k even).
     const SCALE_PICK_TABLE: bool = false;
-    /// [`Self::SCALE_PICK_TABLE`] for the AVX-512 VNNI build of the kernel (the same result
-    /// either way). Set where it measured faster there (Zen 4: q3_k +5 %, q6_k +1.5 %;
-    /// q5_k −6 %).
+    /// [`Self::SCALE_PICK_TABLE`] for the AVX-512 VNNI build's one-row (mat-vec) kernel (the
+    /// same result either way). Set where it measured faster there (Zen 4: q3_k +5 %, q6_k
+    /// +2 %; q5_k −6 %); with several rows (mat-mul) the table was slower (q6_k −8 %).
     const SCALE_PICK_TABLE_VNNI: bool = Self::SCALE_PICK_TABLE;
     /// A code-generation choice of the AVX2 kernel, the same result either way: the codes of
     /// chunk `c` as bit fields of the block's bytes (`FIELDS[c]`, OR-ed, see [`Field`]),

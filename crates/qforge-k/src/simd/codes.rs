@@ -102,6 +102,9 @@ fn $weight_rows<F: Q8KCodes>(w: &[F::Block], n: usize, a: &[BlockQ8K], out: &mut
 /// inlined.
 #[target_feature(enable = $features)]
 fn $rows<F: Q8KCodes, const R: usize>(w: &[F::Block], a: [&[BlockQ8K]; R]) -> [f32; R] {
+    // How `unpack` broadcasts the chunks' scales (see `Q8KCodes::SCALE_PICK_TABLE`): the
+    // VNNI build's choice for mat-vec only (with several rows the table measured slower).
+    let table = if $vnni && R == 1 { F::SCALE_PICK_TABLE_VNNI } else { F::SCALE_PICK_TABLE };
     let mut acc = [[_mm256_setzero_ps(); 2]; R];
     // Zero-code formats: blocks in pairs, the pair's two exact totals into lanes 0 and 1.
     let mut tot = [_mm_setzero_ps(); R];
@@ -112,7 +115,7 @@ fn $rows<F: Q8KCodes, const R: usize>(w: &[F::Block], a: [&[BlockQ8K]; R]) -> [f
         ($i:expr, $k:expr, $lanes:ident, $x:ident) => {{
             let i: usize = $i;
             // SAFETY: this function has AVX2, FMA and F16C enabled.
-            let u = unsafe { unpack::<F, $vnni>(&w[i]) };
+            let u = unsafe { unpack::<F>(&w[i], table) };
             for r in 0..R {
                 let a = &a[r][i];
                 // SAFETY: as above.
@@ -229,7 +232,7 @@ struct Unpacked {
 /// (and inlines it: `#[inline(always)]` is not allowed on a `#[target_feature]` function,
 /// and without it the vectors would go through memory).
 #[inline(always)]
-unsafe fn unpack<F: Q8KCodes, const VNNI: bool>(b: &F::Block) -> Unpacked {
+unsafe fn unpack<F: Q8KCodes>(b: &F::Block, table: bool) -> Unpacked {
     let q = match F::FIELDS {
         // SAFETY: the caller guarantees AVX2.
         Some(fields) => unsafe { fields_avx2::<F>(b, &fields) },
@@ -245,7 +248,7 @@ unsafe fn unpack<F: Q8KCodes, const VNNI: bool>(b: &F::Block) -> Unpacked {
         // SAFETY: the caller guarantees AVX2, FMA and F16C.
         let (sc, mins) = unsafe { k4_scales(s) };
         // SAFETY: as above.
-        return unsafe { unpacked::<F, VNNI>(q, sc, _mm256_setzero_si256(), mins, dm) };
+        return unsafe { unpacked(q, sc, _mm256_setzero_si256(), mins, dm, table) };
     }
     let (sc, mins) = F::scales(b);
     let sc = bytemuck::cast::<[i8; GROUPS], [u8; 16]>(sc);
@@ -259,7 +262,7 @@ unsafe fn unpack<F: Q8KCodes, const VNNI: bool>(b: &F::Block) -> Unpacked {
         let split = _mm_setr_epi8(0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15);
         let eo = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc, split));
         let mins = _mm256_cvtepu8_epi16(_mm_loadu_si128(mins.as_ptr().cast()));
-        unpacked::<F, VNNI>(q, eo, off, mins, dm)
+        unpacked(q, eo, off, mins, dm, table)
     }
 }
 
@@ -269,18 +272,12 @@ unsafe fn unpack<F: Q8KCodes, const VNNI: bool>(b: &F::Block) -> Unpacked {
 /// # Safety
 /// As [`unpack`]: AVX2, FMA and F16C.
 #[inline(always)]
-unsafe fn unpacked<F: Q8KCodes, const VNNI: bool>(
-    q: [__m256i; 8],
-    eo: __m256i,
-    off: __m256i,
-    mins: __m256i,
-    dm: [u16; 2],
-) -> Unpacked {
+unsafe fn unpacked(q: [__m256i; 8], eo: __m256i, off: __m256i, mins: __m256i, dm: [u16; 2], table: bool) -> Unpacked {
     // SAFETY: the caller guarantees AVX2, FMA and F16C; the loads read exactly their arrays.
     unsafe {
         // Chunk c: `i16` c of each lane, broadcast over that lane.
         let mut sc = [eo; 8];
-        if (!VNNI && F::SCALE_PICK_TABLE) || (VNNI && F::SCALE_PICK_TABLE_VNNI) {
+        if table {
             // One `vpshufb` each, its control read from memory (behind `black_box`: with
             // constant controls LLVM turns each into `vpshuflw` / `vpshufhw` + `vpshufd`).
             let pick = std::hint::black_box(&PICK_SCALE);
