@@ -131,8 +131,10 @@ pub fn avx512vnni() -> bool {
 /// decoder, say) is vectorized for AVX2 or AVX-512 where the CPU has them, with no
 /// `std::arch` code of its own. The results are the same on every level: Rust never contracts
 /// `a * b + c` into a fused multiply-add and every f32 operation is IEEE on each, so only
-/// speed differs. (`f` must be small enough to inline, or be marked `#[inline]`, for the
-/// features to reach its body; code it calls that does not inline runs as compiled.)
+/// speed differs. The features reach only code that is inlined into the trampoline: mark the
+/// closure `#[inline(always)]` and the functions it calls `#[inline(always)]` down to the
+/// loop (`#[inline]` was not enough for the row decoders: LLVM kept them out of line and
+/// they ran as SSE2); code that stays out of line runs as compiled, correct but no faster.
 #[inline(always)]
 #[allow(unsafe_code)]
 pub fn dispatch<R>(f: impl FnOnce() -> R) -> R {

@@ -83,7 +83,11 @@ impl<S: ScaleKind, const H: usize> Format for Int4gFormat<S, H> {
         self.0.dot_row(bytes, row, aux, act)
     }
     // The multi-row entries forwarded too: without them the trait's defaults loop over
-    // `dot_row`, and mat-mul / mat-vec lose the kernel's shared weight unpacking.
+    // `dot_row`, and mat-mul / mat-vec lose the kernel's shared weight unpacking. Not
+    // forwarded, on purpose: `c_block` (a group layout has no fixed C struct: the device
+    // code reads `layout`). The other queries `Registered` answers from the block format's
+    // constants (`ggml_uses_importance`, `cuda_codes32`, `stored_sum_rel_error`) keep the
+    // trait's defaults, which int4g's constants equal (`wrapper_answers_as_registered`).
     fn dot_rows(
         &self,
         bytes: &[u8],
@@ -148,6 +152,21 @@ pub static FORMATS: &[&dyn Format] = &[&INT4G];
 mod tests {
     use super::*;
     use qforge_core::Role;
+
+    /// The wrapper answers every query `Registered` specializes as `Registered` does (but
+    /// `c_block`, see the `Format` impl), so that no format-level behaviour silently falls
+    /// back to a trait default because a method was not forwarded.
+    #[test]
+    fn wrapper_answers_as_registered() {
+        let inner: Registered<Int4g<F16Scale, 64>, A8W4Dot> = Registered::NEW;
+        let (w, r): (&dyn Format, &dyn Format) = (&INT4G, &inner);
+        assert_eq!(w.ggml_uses_importance(), r.ggml_uses_importance());
+        assert_eq!(w.cuda_codes32(), r.cuda_codes32());
+        assert_eq!(w.stored_sum_rel_error().to_bits(), r.stored_sum_rel_error().to_bits());
+        assert_eq!(w.native_act(), r.native_act());
+        assert_eq!(w.row_bytes(300).unwrap(), r.row_bytes(300).unwrap());
+        assert!(w.c_block().is_empty(), "a group layout has no fixed C struct");
+    }
 
     #[test]
     fn descriptor_and_variants() {
