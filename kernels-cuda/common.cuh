@@ -28,11 +28,30 @@
 #endif
 
 // ---- little-endian loads at any alignment (blocks are byte arrays, alignment 1) ----------
-QF_HD uint32_t qf_load_u16(const uint8_t* p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
-QF_HD int32_t qf_load_i16(const uint8_t* p) { return (int32_t)(int16_t)qf_load_u16(p); }
-QF_HD uint32_t qf_load_u32(const uint8_t* p) {
+// On the device a load reads the one or two aligned 32-bit words that hold its bytes (never a
+// byte beyond them) and shifts them into place: a 4-byte value of an 18-byte q4_0 block is
+// one or two word loads instead of four byte loads, which bound the mat-vec and dequant
+// kernels on an H200 (first GPU run, 2026-11-26). Same bits as the byte-wise host path.
+#ifdef __CUDA_ARCH__
+__device__ __forceinline__ uint32_t qf_load_u32(const uint8_t* p) {
+    const uint32_t off = (uint32_t)(uintptr_t)p & 3u;
+    const uint32_t* a = reinterpret_cast<const uint32_t*>(p - off);
+    const uint32_t lo = a[0];
+    return off == 0 ? lo : __funnelshift_r(lo, a[1], 8 * off);
+}
+__device__ __forceinline__ uint32_t qf_load_u16(const uint8_t* p) {
+    const uint32_t off = (uint32_t)(uintptr_t)p & 3u;
+    const uint32_t* a = reinterpret_cast<const uint32_t*>(p - off);
+    const uint32_t lo = a[0];
+    return (off < 3 ? lo >> 8 * off : __funnelshift_r(lo, a[1], 24)) & 0xffffu;
+}
+#else
+inline uint32_t qf_load_u16(const uint8_t* p) { return (uint32_t)p[0] | (uint32_t)p[1] << 8; }
+inline uint32_t qf_load_u32(const uint8_t* p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
+#endif
+QF_HD int32_t qf_load_i16(const uint8_t* p) { return (int32_t)(int16_t)qf_load_u16(p); }
 QF_HD int32_t qf_load_i32(const uint8_t* p) { return (int32_t)qf_load_u32(p); }
 // Four int8 values as the packed operand of qf_dp4a.
 QF_HD int32_t qf_load_i8x4(const int8_t* p) { return qf_load_i32((const uint8_t*)p); }
@@ -56,8 +75,17 @@ QF_HD uint32_t qf_f32_to_bits(float f) {
 #endif
 }
 
-// IEEE half -> f32, exact (subnormals, ±Inf; NaN stays NaN).
+// IEEE half -> f32, exact (subnormals, ±Inf; NaN stays NaN, payload kept). On the device
+// every finite or infinite value takes the hardware conversion (exact: f32 holds every f16);
+// NaN takes the integer path, which keeps the payload as the host does.
 QF_HD float qf_half_to_f32(uint32_t h) {
+#ifdef __CUDA_ARCH__
+    if ((h & 0x7c00u) != 0x7c00u || (h & 0x3ffu) == 0) {
+        float f;
+        asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((unsigned short)h));
+        return f;
+    }
+#endif
     const uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ffu;
     if (exp == 0x1f) return qf_bits_to_f32(sign | 0x7f800000u | man << 13);
     if (exp == 0) {
@@ -72,7 +100,17 @@ QF_HD float qf_load_bf16(const uint8_t* p) { return qf_bits_to_f32(qf_load_u16(p
 QF_HD float qf_load_f32(const uint8_t* p) { return qf_bits_to_f32(qf_load_u32(p)); }
 
 // f32 -> f16 / bf16 bits, round to nearest even, exactly as Rust's `half` (2.x) converts.
+// On the device every non-NaN value takes the hardware conversion (cvt.rn: round to nearest
+// even, overflow to ±Inf, subnormals kept, the same rule); NaN keeps the integer path, whose
+// payload the hardware's canonical NaN would not.
 QF_HD uint16_t qf_f32_to_f16_bits(float f) {
+#ifdef __CUDA_ARCH__
+    if (f == f) {
+        unsigned short h;
+        asm("cvt.rn.f16.f32 %0, %1;" : "=h"(h) : "f"(f));
+        return h;
+    }
+#endif
     const uint32_t x = qf_f32_to_bits(f);
     const uint32_t sign = x & 0x80000000u, exp = x & 0x7f800000u, man = x & 0x007fffffu;
     const uint32_t hsign = sign >> 16;

@@ -86,6 +86,55 @@ struct qf_out_bf16 {
 
 #include "gemm.cuh"
 
+// q = a / d, r = a % d (a, d ≥ 0): 32-bit division where both fit, which on the device is a
+// few instructions against a 64-bit division's ~70 (every dequant work item does one).
+QF_HD void qf_divmod(long long a, long long d, long long& q, long long& r) {
+    if (((unsigned long long)a | (unsigned long long)d) <= 0xffffffffull) {
+        const uint32_t q32 = (uint32_t)a / (uint32_t)d;
+        q = q32;
+        r = (long long)((uint32_t)a - q32 * (uint32_t)d);
+    } else {
+        q = a / d;
+        r = a % d;
+    }
+}
+
+// Writes a decoded chunk: on the device, 16-byte stores where `dst` is 16-byte aligned and
+// the chunk is whole 16-byte words (a warp's work items are consecutive chunks, so the warp's
+// stores coalesce into whole sectors; element stores 2 or 4 bytes apart did not); element by
+// element otherwise.
+template <class T, int N>
+QF_HD void qf_store_chunk(T* dst, const T (&v)[N]) {
+#ifdef __CUDA_ARCH__
+    static_assert(sizeof(T) == 2 || sizeof(T) == 4, "f32 or 16-bit outputs");
+    constexpr int BYTES = N * (int)sizeof(T);
+    if constexpr (BYTES % 16 == 0) {
+        if (((uintptr_t)dst & 15u) == 0) {
+            constexpr int PER_WORD = 4 / (int)sizeof(T);
+            uint32_t w[BYTES / 4];
+#pragma unroll
+            for (int i = 0; i < BYTES / 4; ++i) {
+                if constexpr (PER_WORD == 1) {
+                    w[i] = qf_f32_to_bits(v[i]);
+                } else {
+                    w[i] = (uint32_t)v[2 * i] | (uint32_t)v[2 * i + 1] << 16;
+                }
+            }
+            // NVVM splits a uint4 assignment into four 4-byte stores here, so the vector store
+            // is written out (dst is a kernel's global output: its generic address is global).
+#pragma unroll
+            for (int i = 0; i < BYTES / 16; ++i)
+                asm volatile("st.global.v4.b32 [%0], {%1, %2, %3, %4};" ::"l"(dst + i * (16 / (int)sizeof(T))),
+                             "r"(w[4 * i]), "r"(w[4 * i + 1]), "r"(w[4 * i + 2]), "r"(w[4 * i + 3])
+                             : "memory");
+            return;
+        }
+    }
+#endif
+#pragma unroll
+    for (int j = 0; j < N; ++j) dst[j] = v[j];
+}
+
 // Work items of a rows × cols tensor (rows padded to whole blocks, as GGUF stores them).
 template <class F>
 QF_HD long long qf_dequant_items(long long rows, long long cols) {
@@ -102,15 +151,18 @@ QF_HD void qf_dequant_item(const uint8_t* src, const uint8_t* grid, typename O::
     const long long nb = L::blocks_per_row(cols);
     const long long bi = t / CPB;  // block index over the whole tensor: row·nb + block
     const int chunk = (int)(t % CPB);
-    const long long row = bi / nb, b = bi % nb;
+    long long row, b;
+    qf_divmod(bi, nb, row, b);
     const long long col0 = b * F::BLOCK + (long long)chunk * F::CHUNK;
     float v[F::CHUNK];
     typename F::block tmp;
     L::decode(L::at(src, row, cols, b, &tmp, chunk * F::CHUNK, F::CHUNK), chunk, L::scale(grid, row, cols, b), v);
     typename O::T* out = dst + row * cols + col0;
     if (col0 + F::CHUNK <= cols) {
+        typename O::T o[F::CHUNK];
 #pragma unroll
-        for (int j = 0; j < F::CHUNK; ++j) out[j] = O::conv(v[j]);
+        for (int j = 0; j < F::CHUNK; ++j) o[j] = O::conv(v[j]);
+        qf_store_chunk(out, o);
     } else {
         for (int j = 0; j < F::CHUNK && col0 + j < cols; ++j) out[j] = O::conv(v[j]);
     }
@@ -146,7 +198,7 @@ QF_HD void qf_quantize_q8_1_item(const float* x, qf_block_q8_1* out, long long k
 // W is n rows of whole blocks (k padded); act is m rows of nblocks = k_padded/32 q8_1 blocks.
 // acc[r] += the dots of W's row `row` with activation row r over the 32-element sub-blocks
 // first, first + stride, … (a warp's lane on the device; all of them on the host).
-template <class F>
+template <class F, int UNROLL = 1>
 QF_HD void qf_matvec_part(const uint8_t* w, const uint8_t* grid, const qf_block_q8_1* act, long long k, int m,
                           long long row, int first, int stride, float* acc) {
     static_assert(F::BLOCK % 32 == 0, "dot_q8_1 works on 32-element sub-blocks");
@@ -164,6 +216,11 @@ QF_HD void qf_matvec_part(const uint8_t* w, const uint8_t* grid, const qf_block_
         }
     } else {
         const typename F::block* blocks = reinterpret_cast<const typename F::block*>(w) + row * L::blocks_per_row(k);
+        // UNROLL > 1 (the M = 1 kernel): a lane's loads of several sub-blocks are in flight
+        // together (K = 4096 is 4 sub-blocks per lane); one block at a time the loop was
+        // latency-bound. Larger M has M activation rows of independent work per block (and
+        // unrolling all eight kernels would add 60 % to the PTX).
+#pragma unroll UNROLL
         for (long long s = first; s < subs; s += stride) {
             const typename F::block* blk = blocks + s / SPB;
             for (int r = 0; r < m; ++r) acc[r] += F::dot_q8_1(blk, (int)(s % SPB), act + r * subs + s);
@@ -194,7 +251,7 @@ __device__ __forceinline__ void qf_matvec_kernel(const uint8_t* __restrict__ w, 
     float acc[M];
 #pragma unroll
     for (int r = 0; r < M; ++r) acc[r] = 0.0f;
-    qf_matvec_part<F>(w, grid, act, k, M, row, lane, 32, acc);
+    qf_matvec_part<F, M == 1 ? 4 : 1>(w, grid, act, k, M, row, lane, 32, acc);
 #pragma unroll
     for (int r = 0; r < M; ++r) {
         float v = acc[r];
@@ -230,6 +287,11 @@ __device__ __forceinline__ void qf_matvec_kernel(const uint8_t* __restrict__ w, 
             QF_MATVEC_CASE(F, 5) QF_MATVEC_CASE(F, 6) QF_MATVEC_CASE(F, 7) QF_MATVEC_CASE(F, 8)     \
             default: break;                                                                         \
         }                                                                                           \
+    }                                                                                               \
+    extern "C" __global__ void qforge_matvec1_##NAME(const uint8_t* w, const uint8_t* grid,          \
+                                                     const qf_block_q8_1* act, float* y, long long n, \
+                                                     long long k, int) {                           \
+        qf_matvec_kernel<F, 1>(w, grid, act, y, n, k);                                              \
     }                                                                                               \
     extern "C" __global__ void qforge_quantize_q8_1(const float* x, qf_block_q8_1* out, long long k, \
                                                     long long nblocks, long long m) {               \

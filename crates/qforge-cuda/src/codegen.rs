@@ -17,13 +17,17 @@ pub const NVCC_PTX_FLAGS: &[&str] = &["--gpu-architecture=sm_80", "--ptx", "-fma
 pub const NVCC_HOST_FLAGS: &[&str] =
     &["--gpu-architecture=sm_80", "-c", "-fmad=false", "-std=c++17", "-Xcompiler", "-ffp-contract=off,-fPIC,-O2"];
 
-/// The kernels module of a format, in the order the runtime expects them.
-pub fn kernel_names(format: &str) -> [String; 5] {
+/// The kernels module of a format, in the order the runtime expects them: dequant to f32,
+/// f16, bf16; the mat-vec for M = 2..=8 (any M in 1..=8) and its M = 1 kernel of its own
+/// (token generation: without the larger M's accumulators it needs fewer registers, so more
+/// warps fit on a multiprocessor); the q8_1 activation quantizer.
+pub fn kernel_names(format: &str) -> [String; 6] {
     [
         format!("qforge_dequant_{format}_f32"),
         format!("qforge_dequant_{format}_f16"),
         format!("qforge_dequant_{format}_bf16"),
         format!("qforge_matvec_{format}"),
+        format!("qforge_matvec1_{format}"),
         "qforge_quantize_q8_1".to_string(),
     ]
 }

@@ -43,6 +43,8 @@ pub(crate) fn alloc_err(bytes: usize) -> impl Fn(DriverError) -> CudaError {
 pub(crate) struct Kernels {
     dequant: [CudaFunction; 3],
     matvec: CudaFunction,
+    /// The M = 1 mat-vec (fewer registers than `matvec`'s M = 8 case needs).
+    matvec1: CudaFunction,
     quantize_q8_1: CudaFunction,
     /// The fused GEMM per instance (`codegen::FUSED_GEMM_TILES`), by tensor-core input type
     /// (f16, bf16); the output type is an argument.
@@ -219,6 +221,11 @@ pub fn module_ptx(format: &str) -> Option<Result<String, CudaError>> {
     MODULES.iter().find(|(f, _)| *f == format).map(|(_, z)| inflate(z))
 }
 
+/// The PTX text of the util module (`codegen::UTIL_KERNELS`) as this build embeds it.
+pub fn util_ptx() -> Result<String, CudaError> {
+    inflate(UTIL_PTX)
+}
+
 /// The PTX text of an embedded (deflated) module.
 pub(crate) fn inflate(z: &[u8]) -> Result<String, CudaError> {
     let bytes = miniz_oxide::inflate::decompress_to_vec(z)
@@ -315,7 +322,7 @@ impl Cuda {
         let ptx = MODULES.iter().find(|(f, _)| *f == name).map(|(_, p)| *p).ok_or(CudaError::MissingKernels(name))?;
         let module =
             self.ctx.load_module(cudarc::nvrtc::Ptx::from_src(inflate(ptx)?)).map_err(driver("load PTX module"))?;
-        let [f32k, f16k, bf16k, matvec, quantize] = crate::codegen::kernel_names(name);
+        let [f32k, f16k, bf16k, matvec, matvec1, quantize] = crate::codegen::kernel_names(name);
         let load = |n: &str| module.load_function(n).map_err(driver("load kernel"));
         let names = crate::codegen::gemm_kernel_names(name);
         let gemm =
@@ -323,6 +330,7 @@ impl Cuda {
         let k = Arc::new(Kernels {
             dequant: [load(&f32k)?, load(&f16k)?, load(&bf16k)?],
             matvec: load(&matvec)?,
+            matvec1: load(&matvec1)?,
             quantize_q8_1: load(&quantize)?,
             gemm,
         });
@@ -566,7 +574,7 @@ impl Cuda {
         // into `scratch` (at least that size, checked; device allocations are 256-byte aligned).
         unsafe { q.launch(launch_1d(mi * nbi, MATVEC_THREADS)) }.map_err(driver("launch quantize_q8_1"))?;
         let m32 = m as i32;
-        let mut mv = stream.launch_builder(&kern.matvec);
+        let mut mv = stream.launch_builder(if m == 1 { &kern.matvec1 } else { &kern.matvec });
         let grid = w.data.slice(w.rows_len..);
         mv.arg(&w.data).arg(&grid).arg(&*scratch).arg(y).arg(&ni).arg(&ki).arg(&m32);
         // SAFETY: one warp per weight row (n rows of whole blocks in w.data, or of k elements
