@@ -62,6 +62,13 @@ struct BlasCall {
     ldc: i32,
 }
 
+/// Whether libcublas loads on this machine (the dequant + cuBLAS path is available).
+pub(crate) fn cublas_present() -> bool {
+    // SAFETY: tries to dlopen libcublas by cudarc's candidate names and drops the handle;
+    // loading the library runs only its own initializers.
+    unsafe { sys::is_culib_present() }
+}
+
 impl Cuda {
     /// The cached cuBLAS handle, bound to `stream`, passed to `f`.
     fn with_blas<R>(
@@ -72,10 +79,8 @@ impl Cuda {
         let mut slot =
             self.blas.lock().map_err(|_| CudaError::Driver { op: "cuBLAS handle", msg: "poisoned".into() })?;
         if slot.is_none() {
-            // SAFETY: tries to dlopen libcublas by cudarc's candidate names and drops the
-            // handle; loading the library runs only its own initializers. Checked first
-            // because cudarc panics on a missing library.
-            if !unsafe { sys::is_culib_present() } {
+            // Checked first because cudarc panics on a missing library.
+            if !cublas_present() {
                 return Err(CudaError::MissingLibrary {
                     lib: "cuBLAS",
                     hint: "libcublas.so.13 (or .so) on the library path, e.g. from the nvidia-cublas wheel",

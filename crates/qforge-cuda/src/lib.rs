@@ -50,6 +50,10 @@ mod blas;
 #[cfg(feature = "cuda")]
 pub use blas::{DEQUANT_WORKSPACE_BYTES, row_chunks};
 #[cfg(feature = "cuda")]
+mod choose;
+#[cfg(feature = "cuda")]
+pub use choose::{FUSED_OVER_DEQUANT, GemmPath, choose_gemm_path};
+#[cfg(feature = "cuda")]
 #[allow(unsafe_code)] // launches the GEMM kernels (FFI through cudarc)
 mod gemm;
 #[cfg(feature = "cuda")]

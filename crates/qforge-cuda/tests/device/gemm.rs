@@ -90,6 +90,27 @@ fn dequant_cublas_every_format_every_type_in_row_chunks() {
 
 #[test]
 #[ignore = "needs a CUDA GPU"]
+fn gemm_auto_is_the_path_it_chooses() {
+    // gemm_auto gives the chosen path's bits, at an M of each measured range.
+    let gpu = device();
+    let s = gpu.default_stream();
+    let f = qforge_formats::get("q4_0").unwrap();
+    let (n, k) = (130, 288);
+    let t = qforge_cpu::quantize(f, Shape::new([n, k]).unwrap(), &qforge_golden::signal(n * k, 5), None).unwrap();
+    let w = gpu.upload(&t, &s).unwrap();
+    for m in [1, 17, 600] {
+        let x = s.clone_htod(&qforge_golden::signal(m * k, 6 + m as u64)).unwrap();
+        let auto = gpu.gemm_auto(&w, &x.slice(..), m, DType::F16, DType::F32, &s).unwrap().to_host_bytes(&s).unwrap();
+        let chosen = match gpu.gemm_path(m) {
+            qforge_cuda::GemmPath::Fused => gpu.gemm(&w, &x.slice(..), m, DType::F16, DType::F32, &s),
+            qforge_cuda::GemmPath::DequantCublas => gpu.gemm_dequant(&w, &x.slice(..), m, DType::F16, DType::F32, &s),
+        };
+        assert_eq!(auto, chosen.unwrap().to_host_bytes(&s).unwrap(), "m = {m}");
+    }
+}
+
+#[test]
+#[ignore = "needs a CUDA GPU"]
 fn dense_cublas_matches_dequant_cublas_bit_for_bit() {
     // Same dequantized f16 weights, same cuBLAS call: the dense entry point (the benchmarks'
     // ceiling) and the dequant path with one chunk give the same bits.
