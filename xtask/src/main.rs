@@ -100,8 +100,9 @@ enum Cmd {
         #[arg(long)]
         seconds: Option<u64>,
     },
-    /// Check a folder of PTX modules: every expected module parses (and assembles, with ptxas).
-    KitCheckPtx { dir: std::path::PathBuf },
+    /// Check the PTX modules this binary embeds (or a folder of `.ptx.z` files): every
+    /// expected module parses (and assembles, with ptxas).
+    KitCheckPtx { dir: Option<std::path::PathBuf> },
 }
 
 fn main() -> ExitCode {
@@ -118,7 +119,7 @@ fn main() -> ExitCode {
         Cmd::GpuKit { out } => gpu::kit::build(out),
         Cmd::GpuBench { formats, out } => gpu_bench(formats.as_deref(), out.as_deref()),
         Cmd::GpuReport { dir, kit, seconds } => gpu::report::run(&dir, kit.as_deref(), seconds),
-        Cmd::KitCheckPtx { dir } => gpu::kit::check_ptx(&dir),
+        Cmd::KitCheckPtx { dir } => gpu::kit::check_ptx(dir.as_deref()),
     };
     match result {
         Ok(true) => ExitCode::SUCCESS,

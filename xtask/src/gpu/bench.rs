@@ -25,7 +25,7 @@
 //! quantized data (a deterministic pseudo-gaussian tensor quantized on the CPU, its 1024 rows
 //! repeated to the size measured), never zeros.
 
-use super::{BenchReport, CastRow, CopyJson, DenseRow, DequantRow, DeviceJson, GemmRow, MatvecRow};
+use super::{BenchReport, CastRow, CopyJson, DenseRow, DequantRow, DeviceJson, GemmRow, Int8Gemm, MatvecRow};
 use anyhow::{Context, Result, anyhow};
 use qforge_core::rand::pseudo_gaussian as data;
 use qforge_core::{DType, Format, Layout, QuantTensor, Role, Shape};
@@ -275,6 +275,7 @@ impl Ctx<'_> {
                     }
                     Ok(())
                 })? / per;
+                let int8 = self.int8_gemm(&ws, &x, m, &mut y)?;
                 let flop = 2.0 * (m * n * k) as f64;
                 r.gemm.push(GemmRow {
                     format: f.desc().name.into(),
@@ -284,10 +285,51 @@ impl Ctx<'_> {
                     fused_ms,
                     dequant_cublas_ms,
                     fused_tflops: flop / (fused_ms * 1e-3) / 1e12,
+                    int8,
                 });
             }
         }
         Ok(())
+    }
+
+    /// The format's integer tensor-core GEMM, if it has one: the native q8 activations
+    /// (`gemm_q8`), int8-dyn (`gemm_a8`) or FP8 1 × 128 (`gemm_fp8`), activation quantization
+    /// on the GPU included; per call, like the fused f16 GEMM.
+    fn int8_gemm(
+        &self,
+        ws: &[qforge_cuda::DeviceQuantTensor],
+        x: &CudaSlice<f32>,
+        m: usize,
+        y: &mut CudaSlice<f32>,
+    ) -> Result<Option<Int8Gemm>> {
+        let (gpu, s) = (self.gpu, &self.s);
+        let Some(w0) = ws.first() else { return Ok(None) };
+        let fp8 = gpu.fp8_body()?;
+        let call = |path: &str, w: &qforge_cuda::DeviceQuantTensor, y: &mut CudaSlice<f32>| match path {
+            "q8" => gpu.gemm_q8_into(w, &x.slice(..), m, y, DType::F32, s),
+            "int8-dyn" => gpu.gemm_a8_into(w, &x.slice(..), m, y, DType::F32, s),
+            _ => gpu.gemm_fp8_into(w, &x.slice(..), m, y, DType::F32, fp8, s),
+        };
+        let unsupported = |e: &qforge_cuda::CudaError| {
+            matches!(e, qforge_cuda::CudaError::Quant(qforge_core::QuantError::Unsupported { .. }))
+        };
+        for path in ["q8", "int8-dyn", "fp8-1x128"] {
+            if path == "q8" && !Cuda::has_gemm_q8(w0) {
+                continue;
+            }
+            match call(path, w0, y) {
+                Err(e) if unsupported(&e) => continue,
+                r => r?,
+            }
+            let ms = time_ms_n(s, 1, GEMM_REPS, || {
+                for w in ws {
+                    call(path, w, y)?;
+                }
+                Ok(())
+            })? / ws.len() as f64;
+            return Ok(Some(Int8Gemm { path: path.into(), ms }));
+        }
+        Ok(None)
     }
 
     /// cuBLAS on unquantized f16 weights (the values of the most precise block weight format
@@ -330,6 +372,10 @@ impl Ctx<'_> {
         }
         Ok(())
     }
+}
+
+fn write_json(r: &BenchReport, p: &Path) -> Result<()> {
+    std::fs::write(p, serde_json::to_string_pretty(r)?).with_context(|| format!("writing {}", p.display()))
 }
 
 /// Runs every benchmark on device 0; writes the JSON to `out` (or stdout) and a table to
@@ -391,12 +437,16 @@ pub fn run(formats: Option<&str>, out: Option<&Path>) -> Result<bool> {
                 r.errors.push(format!("{}: {e:#}", d.name));
             }
         }
+        // The figures so far, after every format: a run stopped by its time limit still
+        // leaves everything it measured.
+        if let Some(p) = out {
+            write_json(&r, p)?;
+        }
     }
     let failed = r.errors.iter().any(|e| !e.contains("no graph timing"));
-    let text = serde_json::to_string_pretty(&r)?;
     match out {
-        Some(p) => std::fs::write(p, text).with_context(|| format!("writing {}", p.display()))?,
-        None => println!("{text}"),
+        Some(p) => write_json(&r, p)?,
+        None => println!("{}", serde_json::to_string_pretty(&r)?),
     }
     eprint!("{}", super::report::bench_markdown(&r));
     Ok(!failed)

@@ -108,6 +108,26 @@ pub struct GemmRow {
     pub dequant_cublas_ms: f64,
     /// 2·M·N·K / fused_ms.
     pub fused_tflops: f64,
+    /// The format's integer tensor-core GEMM (its activations quantized on the GPU), if it
+    /// has one.
+    #[serde(default)]
+    pub int8: Option<Int8Gemm>,
+}
+
+impl GemmRow {
+    /// The faster of the format's fused GEMMs (f16 tensor cores, or its integer one): what
+    /// the targets compare.
+    pub fn best_fused_ms(&self) -> f64 {
+        self.int8.as_ref().map_or(self.fused_ms, |i| i.ms.min(self.fused_ms))
+    }
+}
+
+/// An integer tensor-core GEMM: which activation quantization (`q8`: the format's native q8
+/// blocks, `int8-dyn`, `fp8-1x128`) and its time per call.
+#[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
+pub struct Int8Gemm {
+    pub path: String,
+    pub ms: f64,
 }
 
 /// The ceiling: cuBLAS on unquantized f16 weights, same shape (`cublasGemmEx`, f32 out).

@@ -56,6 +56,26 @@ pub struct Report {
     pub matrix: Option<serde_json::Value>,
     pub targets: Vec<Target>,
     pub bench: Option<BenchReport>,
+    /// The peers' GEMM times from `torch_ref.py` (cuBLAS f16 / bf16, cuBLASLt FP8), if it ran.
+    pub torch: Option<serde_json::Value>,
+}
+
+/// FP8 target (issue 13): qforge's FP8 block-scaled GEMM against cuBLASLt FP8
+/// (`torch._scaled_mm`) on the same shape, time ratio.
+pub const FP8_VS_CUBLASLT_TARGET: f64 = 0.8;
+
+/// (case, torch FP8 ms / qforge FP8 ms) for every GEMM row with an FP8 time that the peer
+/// measured too.
+fn fp8_vs_torch<'a>(b: &'a BenchReport, torch: &'a serde_json::Value) -> impl Iterator<Item = (String, f64)> + 'a {
+    let rows = torch.get("rows").and_then(serde_json::Value::as_array).cloned().unwrap_or_default();
+    b.gemm.iter().filter_map(move |g| {
+        let i = g.int8.as_ref().filter(|i| i.path == "fp8-1x128")?;
+        let t = rows.iter().find(|r| {
+            let u = |k: &str| r.get(k).and_then(serde_json::Value::as_u64);
+            (u("n"), u("k"), u("m")) == (Some(g.n as u64), Some(g.k as u64), Some(g.m as u64))
+        })?;
+        Some((gemm_case(g), t.get("fp8_ms")?.as_f64()? / i.ms))
+    })
 }
 
 /// The rows of steps.tsv (`name<TAB>rc<TAB>ms<TAB>log`).
@@ -125,9 +145,9 @@ pub fn targets(b: &BenchReport) -> Vec<Target> {
             "direct f16 dequant vs f32 dequant + cast, speedup",
         ),
         worst(
-            b.gemm.iter().map(|g| (gemm_case(g), g.dequant_cublas_ms / g.fused_ms)),
+            b.gemm.iter().map(|g| (gemm_case(g), g.dequant_cublas_ms / g.best_fused_ms())),
             GEMM_VS_DEQUANT_TARGET,
-            "fused GEMM vs its dequant + cuBLAS, every M, speedup",
+            "fused GEMM (the faster of f16 and int8 / fp8) vs its dequant + cuBLAS, every M, speedup",
         ),
         worst(
             gemm_vs_dense(b, |g| g.m <= 16 && four_bit(&g.format)),
@@ -158,7 +178,7 @@ fn gemm_vs_dense<'a>(
 ) -> impl Iterator<Item = (String, f64)> + 'a {
     b.gemm.iter().filter(move |g| keep(g)).filter_map(|g| {
         let d = b.gemm_dense.iter().find(|d| (d.n, d.k, d.m) == (g.n, g.k, g.m))?;
-        Some((gemm_case(g), d.ms / g.fused_ms))
+        Some((gemm_case(g), d.ms / g.best_fused_ms()))
     })
 }
 
@@ -260,16 +280,16 @@ fn gemm_markdown(b: &BenchReport) -> String {
     let mut s = String::from(
         "\n### GEMM (prompt processing; f16 inputs, f32 output; time ratios, > 1: the fused GEMM is faster)\n\n",
     );
-    s += "| format | N×K | M | fused ms | fused TFLOP/s | vs dequant + cuBLAS | vs cuBLAS f16 (unquantized) |\n";
-    s += "|---|---|---|---|---|---|---|\n";
+    s += "| format | N×K | M | fused ms | fused TFLOP/s | vs dequant + cuBLAS | vs cuBLAS f16 (unquantized) | int8 / fp8 tensor cores: path, ms, vs dequant + cuBLAS |\n";
+    s += "|---|---|---|---|---|---|---|---|\n";
     for d in &b.gemm_dense {
-        let _ = writeln!(s, "| f16 (cuBLAS) | {}×{} | {} | {:.3} | {:.1} | - | 1 |", d.n, d.k, d.m, d.ms, d.tflops);
+        let _ = writeln!(s, "| f16 (cuBLAS) | {}×{} | {} | {:.3} | {:.1} | - | 1 | - |", d.n, d.k, d.m, d.ms, d.tflops);
     }
     for g in &b.gemm {
         let dense = b.gemm_dense.iter().find(|d| (d.n, d.k, d.m) == (g.n, g.k, g.m));
         let _ = writeln!(
             s,
-            "| {} | {}×{} | {} | {:.3} | {:.1} | {:.2}× | {} |",
+            "| {} | {}×{} | {} | {:.3} | {:.1} | {:.2}× | {} | {} |",
             g.format,
             g.n,
             g.k,
@@ -277,7 +297,13 @@ fn gemm_markdown(b: &BenchReport) -> String {
             g.fused_ms,
             g.fused_tflops,
             g.dequant_cublas_ms / g.fused_ms,
-            dense.map_or("-".into(), |d| format!("{:.2}×", d.ms / g.fused_ms))
+            dense.map_or("-".into(), |d| format!("{:.2}×", d.ms / g.fused_ms)),
+            g.int8.as_ref().map_or("-".into(), |i| format!(
+                "{} {:.3} ms, {:.2}×",
+                i.path,
+                i.ms,
+                g.dequant_cublas_ms / i.ms
+            ))
         );
     }
     s
@@ -333,6 +359,16 @@ pub fn gather(dir: &Path, kit: Option<&Path>, seconds: Option<u64>) -> Report {
             failures.extend(b.errors.iter().filter(|e| !e.contains("no graph timing")).map(|e| format!("bench: {e}")))
         }
     }
+    let torch: Option<serde_json::Value> =
+        read(dir, "torch.json").and_then(|t| serde_json::from_str::<serde_json::Value>(&t).ok());
+    let mut targets = bench.as_ref().map(targets).unwrap_or_default();
+    if let (Some(b), Some(t)) = (&bench, &torch) {
+        targets.push(worst(
+            fp8_vs_torch(b, t),
+            FP8_VS_CUBLASLT_TARGET,
+            "FP8 block-scaled GEMM vs cuBLASLt FP8 (torch._scaled_mm), speedup",
+        ));
+    }
     let kit_lines = kit
         .and_then(|k| std::fs::read_to_string(k.join("kit.txt")).ok())
         .map(|t| t.lines().filter_map(|l| l.strip_prefix("# ")).map(str::to_string).collect())
@@ -347,8 +383,9 @@ pub fn gather(dir: &Path, kit: Option<&Path>, seconds: Option<u64>) -> Report {
         steps,
         tests,
         matrix: summary,
-        targets: bench.as_ref().map(targets).unwrap_or_default(),
+        targets,
         bench,
+        torch,
     }
 }
 
@@ -390,6 +427,41 @@ pub fn markdown(r: &Report) -> String {
     if let Some(b) = &r.bench {
         s += "\n";
         s += &bench_markdown(b);
+    }
+    if let Some(t) = &r.torch {
+        s += &torch_markdown(t);
+    }
+    s
+}
+
+/// The peers' table from `torch_ref.py`'s JSON.
+fn torch_markdown(t: &serde_json::Value) -> String {
+    let str_of = |v: Option<&serde_json::Value>| v.and_then(serde_json::Value::as_str).unwrap_or("?").to_string();
+    let mut s = format!(
+        "\n### Peers: PyTorch {} on {} (cuBLAS f16 / bf16 out, cuBLASLt FP8 bf16 out)\n\n",
+        str_of(t.get("torch")),
+        str_of(t.get("device"))
+    );
+    s += "| N×K | M | f16 ms | bf16 ms | FP8 ms | FP8 scaling |\n|---|---|---|---|---|---|\n";
+    let ms = |r: &serde_json::Value, k: &str| {
+        r.get(k).and_then(serde_json::Value::as_f64).map_or("-".into(), |v| format!("{v:.3}"))
+    };
+    for r in t.get("rows").and_then(serde_json::Value::as_array).into_iter().flatten() {
+        let u = |k: &str| r.get(k).and_then(serde_json::Value::as_u64).unwrap_or(0);
+        let _ = writeln!(
+            s,
+            "| {}×{} | {} | {} | {} | {} | {} |",
+            u("n"),
+            u("k"),
+            u("m"),
+            ms(r, "f16_ms"),
+            ms(r, "bf16_ms"),
+            ms(r, "fp8_ms"),
+            str_of(r.get("fp8_scaling"))
+        );
+    }
+    for e in t.get("fp8_unavailable_scalings").and_then(serde_json::Value::as_array).into_iter().flatten() {
+        let _ = writeln!(s, "- not available here: {}", e.as_str().unwrap_or("?"));
     }
     s
 }

@@ -61,6 +61,7 @@ fn bench() -> BenchReport {
             fused_ms,
             dequant_cublas_ms,
             fused_tflops: 1.0,
+            int8: None,
         });
     }
     b
