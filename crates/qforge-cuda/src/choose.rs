@@ -25,7 +25,7 @@ pub enum GemmPath {
 /// (M, the best dequant + cuBLAS ÷ fused time ratio over every format measured at that M),
 /// ascending M: NVIDIA H200, 2026-11-26, the kit's `gpu-bench` (N × K = 4096², 14336 × 4096,
 /// 4096 × 14336; the fused f16 GEMM or the format's int8 / FP8 one, whichever was faster).
-/// Below 1 everywhere: dequant + cuBLAS was 2.4–4.8× faster than the best fused kernel.
+/// Below 1 everywhere: dequant + cuBLAS was 2.3–4.8× faster than the best fused kernel.
 pub const FUSED_OVER_DEQUANT: &[(usize, f64)] =
     &[(16, 0.43), (64, 0.41), (128, 0.24), (512, 0.30), (2048, 0.21), (8192, 0.21)];
 
