@@ -150,6 +150,27 @@ pub fn dispatch<R>(f: impl FnOnce() -> R) -> R {
     f()
 }
 
+/// `dst[i] = f16::from_f32(src[i])` (round to nearest even, NaN stays NaN with its top payload
+/// bits), `dst.len() == src.len()`: F16C's `vcvtps2ph` eight at a time where [`avx2`] allows
+/// it, else the branch-free [`crate::round::f32_to_f16_bits`]. The same bits either way
+/// (qforge-cpu's conversion tests hold both against `half`). A decoder that builds a batch of
+/// blocks in f32 and stores it through [`crate::Elem::from_f32_slice`] reaches this.
+#[inline]
+#[allow(unsafe_code)]
+pub fn f32_to_f16_slice(src: &[f32], dst: &mut [crate::f16]) {
+    assert_eq!(src.len(), dst.len(), "one output per input");
+    #[cfg(target_arch = "x86_64")]
+    if avx2() {
+        // SAFETY: `avx2()` says the CPU has AVX2, FMA and F16C (`detect`), all the
+        // `#[target_feature]` function enables.
+        unsafe { x86::to_f16_f16c(src, dst) };
+        return;
+    }
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = crate::f16::from_bits(crate::round::f32_to_f16_bits(*s));
+    }
+}
+
 /// The target-feature trampolines of [`dispatch`].
 #[cfg(target_arch = "x86_64")]
 #[allow(unsafe_code)]
@@ -170,6 +191,29 @@ mod x86 {
     #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
     pub(super) unsafe fn run_avx512<R>(f: impl FnOnce() -> R) -> R {
         f()
+    }
+
+    /// [`super::f32_to_f16_slice`] with `vcvtps2ph` (round to nearest even), eight values at
+    /// a time; the tail through the branch-free formula.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, FMA and F16C; `src.len() == dst.len()`.
+    #[target_feature(enable = "avx2,fma,f16c")]
+    pub(super) unsafe fn to_f16_f16c(src: &[f32], dst: &mut [crate::f16]) {
+        use std::arch::x86_64::{_MM_FROUND_TO_NEAREST_INT, _mm_storeu_si128, _mm256_cvtps_ph, _mm256_loadu_ps};
+        let (sc, st) = src.as_chunks::<8>();
+        let (dc, dt) = dst.as_chunks_mut::<8>();
+        for (s, d) in sc.iter().zip(dc) {
+            // SAFETY: `s` is exactly 8 f32 (32 bytes) and `d` exactly 8 f16 (16 bytes): the
+            // unaligned load and store stay inside them.
+            unsafe {
+                let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(_mm256_loadu_ps(s.as_ptr()));
+                _mm_storeu_si128(d.as_mut_ptr().cast(), h);
+            }
+        }
+        for (d, s) in dt.iter_mut().zip(st) {
+            *d = crate::f16::from_bits(crate::round::f32_to_f16_bits(*s));
+        }
     }
 }
 
@@ -211,6 +255,23 @@ pub fn levels() -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn f16_slices_convert_as_half_at_every_level() {
+        // Random bit patterns (NaNs with payloads, infinities, subnormals) plus the halfway
+        // and overflow cases, in a length with a tail past the 8-wide chunks.
+        let mut rng = crate::rand::Rng::new(11);
+        let mut src: Vec<f32> = (0..4099).map(|_| f32::from_bits(rng.next_u64() as u32)).collect();
+        src.extend([65504.0, 65519.0, 65520.0, -65520.0, 1.0 + f32::powi(2.0, -11), f32::from_bits(0x7F80_0001)]);
+        src.extend((0..64u32).map(|i| f32::from_bits(0x3380_0000 + (i << 11)))); // around the subnormals
+        for level in testable_levels() {
+            let mut dst = vec![crate::f16::ZERO; src.len()];
+            with_level(level, || f32_to_f16_slice(&src, &mut dst));
+            for (s, d) in src.iter().zip(&dst) {
+                assert_eq!(d.to_bits(), crate::f16::from_f32(*s).to_bits(), "{level:?}: f16 of {:#010x}", s.to_bits());
+            }
+        }
+    }
 
     #[test]
     fn levels_are_ordered_and_named() {

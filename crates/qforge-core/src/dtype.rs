@@ -104,9 +104,9 @@ impl Elem for f16 {
     }
     #[inline(always)]
     fn from_f32_slice(src: &[f32], dst: &mut [Self]) {
-        for (d, &s) in dst.iter_mut().zip(src) {
-            *d = Self::from_f32(s);
-        }
+        // F16C where the CPU has it: LLVM does not turn the branch-free rounding into
+        // `vcvtps2ph`, and the plain loop ran at a fifth of its speed.
+        crate::cpu::f32_to_f16_slice(src, dst);
     }
     #[inline(always)]
     fn from_f32(v: f32) -> Self {

@@ -62,48 +62,18 @@ fn to_bf16_portable(src: &[f32], dst: &mut [bf16]) {
 }
 
 fn to_f16(src: &[f32], dst: &mut [f16]) {
-    assert_eq!(src.len(), dst.len(), "one output per input");
-    #[cfg(target_arch = "x86_64")]
-    if qforge_core::cpu::avx2() {
-        // SAFETY: `avx2()` checked at run time that the CPU has F16C and AVX2, all the
-        // `#[target_feature]` function needs.
-        unsafe { x86::to_f16_f16c(src, dst) };
-        return;
-    }
-    for (d, s) in dst.iter_mut().zip(src) {
-        *d = f16::from_bits(qforge_core::round::f32_to_f16_bits(*s));
-    }
+    // F16C where the CPU has it (`qforge_core::cpu`, shared with the decoders' batches).
+    qforge_core::cpu::f32_to_f16_slice(src, dst);
 }
 
 #[cfg(target_arch = "x86_64")]
 mod x86 {
-    use super::{bf16, f16, to_bf16_portable};
-    use std::arch::x86_64::{_MM_FROUND_TO_NEAREST_INT, _mm_storeu_si128, _mm256_cvtps_ph, _mm256_loadu_ps};
+    use super::{bf16, to_bf16_portable};
 
     /// [`to_bf16_portable`] compiled for AVX2 (LLVM vectorizes the branch-free formula).
     #[target_feature(enable = "avx2,fma,f16c")]
     pub(super) fn to_bf16_avx2(src: &[f32], dst: &mut [bf16]) {
         to_bf16_portable(src, dst);
-    }
-
-    /// `vcvtps2ph` with round-to-nearest-even, eight values at a time; the tail one by one
-    /// with `f16::from_f32` (the same instruction, through `half`).
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) fn to_f16_f16c(src: &[f32], dst: &mut [f16]) {
-        let (sc, st) = src.as_chunks::<8>();
-        let (dc, dt) = dst.as_chunks_mut::<8>();
-        for (s, d) in sc.iter().zip(dc) {
-            // SAFETY: `s` is exactly 8 f32 (32 bytes) and `d` exactly 8 f16 (16 bytes): the
-            // unaligned load and store stay inside them.
-            unsafe {
-                let v = _mm256_loadu_ps(s.as_ptr());
-                let h = _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v);
-                _mm_storeu_si128(d.as_mut_ptr().cast(), h);
-            }
-        }
-        for (d, s) in dt.iter_mut().zip(st) {
-            *d = f16::from_f32(*s);
-        }
     }
 }
 
