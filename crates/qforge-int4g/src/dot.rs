@@ -50,6 +50,30 @@ impl<S: ScaleKind, const H: usize> DotKernel<Int4g<S, H>> for A8W4Dot {
         }
         Some(Ok(()))
     }
+
+    fn dot_weight_rows(
+        w: &[BlockInt4g<S, H>],
+        n: usize,
+        act: ActRow<'_>,
+        out: &mut [f32],
+    ) -> Option<Result<(), QuantError>> {
+        // One validation and one pass over the activation's group sums for all the rows.
+        let row = match int8_row(n * 2 * H, act)? {
+            Ok(r) => r,
+            Err(e) => return Some(Err(e)),
+        };
+        #[cfg(target_arch = "x86_64")]
+        if crate::simd::dot_weight_rows(w, n, &row, out) {
+            return Some(Ok(()));
+        }
+        if n == 0 {
+            out.fill(dot_portable::<S, H>(&[], &row));
+        }
+        for (o, wr) in out.iter_mut().zip(w.chunks_exact(n.max(1))) {
+            *o = dot_portable(wr, &row);
+        }
+        Some(Ok(()))
+    }
 }
 
 /// One validated int8 activation row: `x ≈ scale · (q − zp)`.

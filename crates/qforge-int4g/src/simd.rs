@@ -143,6 +143,74 @@ macro_rules! rows_kernel {
 rows_kernel!(rows_avx2, "avx2,fma,f16c", isum_avx2);
 rows_kernel!(rows_vnni, "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", isum_vnni);
 
+/// Mat-vec: `out[i]` = the dot of weight row `i` (groups `i·n .. (i+1)·n` of `w`) with `a`
+/// (length already validated: `n` groups), with AVX2; `false` (nothing written) where the CPU
+/// lacks it. The activation's group sums `Σ a` are computed once here for every weight row:
+/// the row kernel computes them per weight row (three horizontal sums per group, one of them
+/// the activation's).
+pub(crate) fn dot_weight_rows<S: ScaleKind, const H: usize>(
+    w: &[BlockInt4g<S, H>],
+    n: usize,
+    a: &Int8Row<'_>,
+    out: &mut [f32],
+) -> bool {
+    let Some(_avx2) = Avx2::detect() else {
+        return false;
+    };
+    if n == 0 {
+        // No groups: the portable kernel's empty sum times the scale.
+        out.fill(0f32 * a.scale);
+        return true;
+    }
+    let suma: Vec<i64> = a.q.chunks_exact(2 * H).map(|g| g.iter().map(|&v| i64::from(v)).sum()).collect();
+    let vnni = Vnni::detect();
+    for (o, wr) in out.iter_mut().zip(w.chunks_exact(n)) {
+        // SAFETY: `_avx2` exists only where the CPU has AVX2, FMA and F16C, all `matvec_avx2`
+        // needs, and `vnni` is `Some` only where it also has the VNNI features `matvec_vnni`
+        // needs.
+        *o = unsafe {
+            match vnni {
+                Some(_) => matvec_vnni(wr, a, &suma),
+                None => matvec_avx2(wr, a, &suma),
+            }
+        };
+    }
+    true
+}
+
+/// Defines a mat-vec row kernel `$name`: [`rows_kernel`]'s body for one activation row whose
+/// group sums `suma[g] = Σ a` are given, compiled with `$features`.
+macro_rules! matvec_kernel {
+    ($name:ident, $features:literal, $isum:ident) => {
+        #[target_feature(enable = $features)]
+        fn $name<S: ScaleKind, const H: usize>(w: &[BlockInt4g<S, H>], a: &Int8Row<'_>, suma: &[i64]) -> f32 {
+            const { assert!(H >= 16 && H.is_multiple_of(16)) };
+            let (nib, ones, zero) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi16(1), _mm256_setzero_si256());
+            let (n, zp) = (2 * H as i64, i64::from(a.zp));
+            let mut acc = 0f32;
+            for ((g, b), &sa) in w.iter().enumerate().zip(suma) {
+                let base = g * 2 * H;
+                let (mut sw, mut qq) = (zero, zero);
+                for j in (0..H).step_by(16) {
+                    let q: &[u8; 16] = b.qs[j..j + 16].try_into().unwrap_or(&[8; 16]);
+                    // SAFETY: `q` is exactly 16 bytes: the unaligned load reads only it.
+                    let q = unsafe { _mm_loadu_si128(q.as_ptr().cast()) };
+                    let wv = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(q), q), nib);
+                    sw = _mm256_add_epi64(sw, _mm256_sad_epu8(wv, zero));
+                    let av = _mm256_set_m128i(load16(a.q, base + H + j), load16(a.q, base + j));
+                    qq = $isum(qq, wv, av, ones);
+                }
+                let isum = i64::from(hsum_i32(qq)) - zp * hsum_u64(sw) - 8 * sa + 8 * zp * n;
+                acc += isum as i32 as f32 * S::decode(b.d);
+            }
+            acc * a.scale
+        }
+    };
+}
+
+matvec_kernel!(matvec_avx2, "avx2,fma,f16c", isum_avx2);
+matvec_kernel!(matvec_vnni, "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", isum_vnni);
+
 /// `acc + Σ₄ w·a` per `i32` lane: `vpmaddubsw` (pairs ≤ 2·15·128, no saturation), `vpmaddwd`
 /// with ones, `vpaddd`.
 #[target_feature(enable = "avx2,fma,f16c")]
@@ -211,6 +279,17 @@ mod tests {
             for (r, (got, row)) in out.iter().zip(&rows).enumerate() {
                 let want = dot_portable(&w, row);
                 assert_eq!(got.to_bits(), want.to_bits(), "case {case} row {r}: {got:e} vs {want:e}");
+            }
+            // Mat-vec: the groups as `nw` weight rows of `nb / nw` groups each, against the first
+            // activation row cut to one weight row's length.
+            let nw = if nb % 2 == 0 { 2 } else { 1 };
+            let per = nb / nw;
+            let a0 = Int8Row { q: &qs[0][..per * 2 * H], scale: rows[0].scale, zp: rows[0].zp };
+            let mut mv = vec![f32::NAN; nw];
+            assert!(dot_weight_rows(&w, per, &a0, &mut mv));
+            for (i, got) in mv.iter().enumerate() {
+                let want = dot_portable(&w[i * per..(i + 1) * per], &a0);
+                assert_eq!(got.to_bits(), want.to_bits(), "case {case} mat-vec row {i}: {got:e} vs {want:e}");
             }
         }
     }
