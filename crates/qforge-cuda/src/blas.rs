@@ -62,11 +62,13 @@ struct BlasCall {
     ldc: i32,
 }
 
-/// Whether libcublas loads on this machine (the dequant + cuBLAS path is available).
+/// Whether libcublas loads on this machine (the dequant + cuBLAS path is available): probed
+/// once per process (a dlopen of the candidate names), not on every GEMM that asks.
 pub(crate) fn cublas_present() -> bool {
+    static PRESENT: std::sync::OnceLock<bool> = std::sync::OnceLock::new();
     // SAFETY: tries to dlopen libcublas by cudarc's candidate names and drops the handle;
     // loading the library runs only its own initializers.
-    unsafe { sys::is_culib_present() }
+    *PRESENT.get_or_init(|| unsafe { sys::is_culib_present() })
 }
 
 impl Cuda {

@@ -62,14 +62,16 @@ impl<S: ScaleKind, const H: usize> DotKernel<Int4g<S, H>> for A8W4Dot {
             Ok(r) => r,
             Err(e) => return Some(Err(e)),
         };
+        if n == 0 {
+            // No groups: every row is the portable kernel's empty sum.
+            out.fill(dot_portable::<S, H>(&[], &row));
+            return Some(Ok(()));
+        }
         #[cfg(target_arch = "x86_64")]
         if crate::simd::dot_weight_rows(w, n, &row, out) {
             return Some(Ok(()));
         }
-        if n == 0 {
-            out.fill(dot_portable::<S, H>(&[], &row));
-        }
-        for (o, wr) in out.iter_mut().zip(w.chunks_exact(n.max(1))) {
+        for (o, wr) in out.iter_mut().zip(w.chunks_exact(n)) {
             *o = dot_portable(wr, &row);
         }
         Some(Ok(()))

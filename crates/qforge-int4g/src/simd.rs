@@ -60,8 +60,8 @@ impl<'a, S: ScaleKind, const H: usize> RowKernel<Int8Row<'a>> for Kernel<'_, S, 
         // features `rows_vnni` needs.
         unsafe {
             match self.vnni {
-                Some(_) => rows_vnni(self.w, a),
-                None => rows_avx2(self.w, a),
+                Some(_) => rows_vnni::<S, H, R, false>(self.w, a, &[]),
+                None => rows_avx2::<S, H, R, false>(self.w, a, &[]),
             }
         }
     }
@@ -96,15 +96,19 @@ fn load16(a: &[i8], at: usize) -> __m128i {
 
 /// Defines a row kernel `$name`: the dot of the weight row with `R` activation rows, each
 /// result the portable kernel's, compiled with `$features`, `Σ a·w` accumulated by `$isum`.
-/// One body for the AVX2 and the VNNI kernels.
+/// One body for the AVX2 and the VNNI kernels, and for mat-vec: with `PRE` the one activation
+/// row's group sums `Σ a` come in `sums` (computed once for every weight row) instead of being
+/// summed here per weight row.
 macro_rules! rows_kernel {
     ($name:ident, $features:literal, $isum:ident) => {
         #[target_feature(enable = $features)]
-        fn $name<S: ScaleKind, const H: usize, const R: usize>(
+        fn $name<S: ScaleKind, const H: usize, const R: usize, const PRE: bool>(
             w: &[BlockInt4g<S, H>],
             a: [&Int8Row<'_>; R],
+            sums: &[i64],
         ) -> [f32; R] {
             const { assert!(H >= 16 && H.is_multiple_of(16)) };
+            const { assert!(!PRE || R == 1, "given group sums belong to one activation row") };
             let (nib, ones, flip, zero) =
                 (_mm256_set1_epi8(0x0F), _mm256_set1_epi16(1), _mm256_set1_epi8(0x80u8 as i8), _mm256_setzero_si256());
             let mut acc = [0f32; R];
@@ -122,7 +126,9 @@ macro_rules! rows_kernel {
                     for r in 0..R {
                         let av = _mm256_set_m128i(load16(a[r].q, base + H + j), load16(a[r].q, base + j));
                         qq[r] = $isum(qq[r], wv, av, ones);
-                        sa[r] = _mm256_add_epi64(sa[r], _mm256_sad_epu8(_mm256_xor_si256(av, flip), zero));
+                        if !PRE {
+                            sa[r] = _mm256_add_epi64(sa[r], _mm256_sad_epu8(_mm256_xor_si256(av, flip), zero));
+                        }
                     }
                 }
                 let sw = hsum_u64(sw);
@@ -130,7 +136,7 @@ macro_rules! rows_kernel {
                 let n = 2 * H as i64;
                 for r in 0..R {
                     let zp = i64::from(a[r].zp);
-                    let suma = hsum_u64(sa[r]) - 128 * n;
+                    let suma = if PRE { sums[g] } else { hsum_u64(sa[r]) - 128 * n };
                     let isum = i64::from(hsum_i32(qq[r])) - zp * sw - 8 * suma + 8 * zp * n;
                     acc[r] += isum as i32 as f32 * d;
                 }
@@ -143,8 +149,8 @@ macro_rules! rows_kernel {
 rows_kernel!(rows_avx2, "avx2,fma,f16c", isum_avx2);
 rows_kernel!(rows_vnni, "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", isum_vnni);
 
-/// Mat-vec: `out[i]` = the dot of weight row `i` (groups `i·n .. (i+1)·n` of `w`) with `a`
-/// (length already validated: `n` groups), with AVX2; `false` (nothing written) where the CPU
+/// Mat-vec: `out[i]` = the dot of weight row `i` (groups `i·n .. (i+1)·n` of `w`, `n ≥ 1`)
+/// with `a` (length already validated: `n` groups), with AVX2; `false` (nothing written) where the CPU
 /// lacks it. The activation's group sums `Σ a` are computed once here for every weight row:
 /// the row kernel computes them per weight row (three horizontal sums per group, one of them
 /// the activation's).
@@ -157,59 +163,22 @@ pub(crate) fn dot_weight_rows<S: ScaleKind, const H: usize>(
     let Some(_avx2) = Avx2::detect() else {
         return false;
     };
-    if n == 0 {
-        // No groups: the portable kernel's empty sum times the scale.
-        out.fill(0f32 * a.scale);
-        return true;
-    }
     let suma: Vec<i64> = a.q.chunks_exact(2 * H).map(|g| g.iter().map(|&v| i64::from(v)).sum()).collect();
     let vnni = Vnni::detect();
     for (o, wr) in out.iter_mut().zip(w.chunks_exact(n)) {
-        // SAFETY: `_avx2` exists only where the CPU has AVX2, FMA and F16C, all `matvec_avx2`
-        // needs, and `vnni` is `Some` only where it also has the VNNI features `matvec_vnni`
+        // SAFETY: `_avx2` exists only where the CPU has AVX2, FMA and F16C, all `rows_avx2`
+        // needs, and `vnni` is `Some` only where it also has the VNNI features `rows_vnni`
         // needs.
-        *o = unsafe {
+        let [v] = unsafe {
             match vnni {
-                Some(_) => matvec_vnni(wr, a, &suma),
-                None => matvec_avx2(wr, a, &suma),
+                Some(_) => rows_vnni::<S, H, 1, true>(wr, [a], &suma),
+                None => rows_avx2::<S, H, 1, true>(wr, [a], &suma),
             }
         };
+        *o = v;
     }
     true
 }
-
-/// Defines a mat-vec row kernel `$name`: [`rows_kernel`]'s body for one activation row whose
-/// group sums `suma[g] = Σ a` are given, compiled with `$features`.
-macro_rules! matvec_kernel {
-    ($name:ident, $features:literal, $isum:ident) => {
-        #[target_feature(enable = $features)]
-        fn $name<S: ScaleKind, const H: usize>(w: &[BlockInt4g<S, H>], a: &Int8Row<'_>, suma: &[i64]) -> f32 {
-            const { assert!(H >= 16 && H.is_multiple_of(16)) };
-            let (nib, ones, zero) = (_mm256_set1_epi8(0x0F), _mm256_set1_epi16(1), _mm256_setzero_si256());
-            let (n, zp) = (2 * H as i64, i64::from(a.zp));
-            let mut acc = 0f32;
-            for ((g, b), &sa) in w.iter().enumerate().zip(suma) {
-                let base = g * 2 * H;
-                let (mut sw, mut qq) = (zero, zero);
-                for j in (0..H).step_by(16) {
-                    let q: &[u8; 16] = b.qs[j..j + 16].try_into().unwrap_or(&[8; 16]);
-                    // SAFETY: `q` is exactly 16 bytes: the unaligned load reads only it.
-                    let q = unsafe { _mm_loadu_si128(q.as_ptr().cast()) };
-                    let wv = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(q), q), nib);
-                    sw = _mm256_add_epi64(sw, _mm256_sad_epu8(wv, zero));
-                    let av = _mm256_set_m128i(load16(a.q, base + H + j), load16(a.q, base + j));
-                    qq = $isum(qq, wv, av, ones);
-                }
-                let isum = i64::from(hsum_i32(qq)) - zp * hsum_u64(sw) - 8 * sa + 8 * zp * n;
-                acc += isum as i32 as f32 * S::decode(b.d);
-            }
-            acc * a.scale
-        }
-    };
-}
-
-matvec_kernel!(matvec_avx2, "avx2,fma,f16c", isum_avx2);
-matvec_kernel!(matvec_vnni, "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", isum_vnni);
 
 /// `acc + Σ₄ w·a` per `i32` lane: `vpmaddubsw` (pairs ≤ 2·15·128, no saturation), `vpmaddwd`
 /// with ones, `vpaddd`.

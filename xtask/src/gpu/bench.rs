@@ -310,26 +310,25 @@ impl Ctx<'_> {
             "int8-dyn" => gpu.gemm_a8_into(w, &x.slice(..), m, y, DType::F32, s),
             _ => gpu.gemm_fp8_into(w, &x.slice(..), m, y, DType::F32, fp8, s),
         };
-        let unsupported = |e: &qforge_cuda::CudaError| {
-            matches!(e, qforge_cuda::CudaError::Quant(qforge_core::QuantError::Unsupported { .. }))
+        // Which one, by the predicates the runtime and the CLI use (`qforge matmul --device
+        // cuda` picks its GEMM the same way).
+        let f = w0.format();
+        let path = if Cuda::has_gemm_q8(w0) {
+            "q8"
+        } else if qforge_cuda::codegen::a8_group_args(f).is_ok() {
+            "int8-dyn"
+        } else if qforge_cuda::codegen::fp8_gemm(f.desc()).is_some() {
+            "fp8-1x128"
+        } else {
+            return Ok(None);
         };
-        for path in ["q8", "int8-dyn", "fp8-1x128"] {
-            if path == "q8" && !Cuda::has_gemm_q8(w0) {
-                continue;
+        let ms = time_ms_n(s, 1, GEMM_REPS, || {
+            for w in ws {
+                call(path, w, y)?;
             }
-            match call(path, w0, y) {
-                Err(e) if unsupported(&e) => continue,
-                r => r?,
-            }
-            let ms = time_ms_n(s, 1, GEMM_REPS, || {
-                for w in ws {
-                    call(path, w, y)?;
-                }
-                Ok(())
-            })? / ws.len() as f64;
-            return Ok(Some(Int8Gemm { path: path.into(), ms }));
-        }
-        Ok(None)
+            Ok(())
+        })? / ws.len() as f64;
+        Ok(Some(Int8Gemm { path: path.into(), ms }))
     }
 
     /// cuBLAS on unquantized f16 weights (the values of the most precise block weight format
