@@ -111,6 +111,10 @@ macro_rules! lowbit_format {
             fn vec_dot_rows(w: &[$block], a: &[&[BlockQ8_0]], out: &mut [f32]) {
                 qforge_simd::q8::vec_dot_rows(w, a, out)
             }
+
+            fn vec_dot_weight_rows(w: &[$block], a: &[BlockQ8_0], out: &mut [f32]) {
+                qforge_simd::q8::vec_dot_weight_rows(w, a, out)
+            }
         }
     };
 }

@@ -16,7 +16,8 @@
 //!   AVX-512 VNNI kernels ([`qforge_core::cpu::Level::Avx512Vnni`]).
 //!
 //! `unsafe` lives only in the x86-64 kernel module (`q8/avx2.rs`), the empty `asm!` of
-//! [`barrier`] and the unit test of `bytemask`, each block with its `SAFETY` comment.
+//! [`barrier`] and `bytemask` (the AVX-512 form of its byte select), each block with its
+//! `SAFETY` comment.
 #![deny(unsafe_code)]
 
 pub mod barrier;

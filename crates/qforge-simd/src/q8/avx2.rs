@@ -40,7 +40,7 @@
 use std::arch::x86_64::*;
 
 use super::{ACCS, BATCH, Codes, LANES, Q8Act, Q8Weight, QK8, Scale, Values, finish, supported};
-use crate::bytemask::bytes_from_bits;
+use crate::bytemask::select_bytes;
 use crate::rows::{RowKernel, by_rows};
 use crate::{Avx2, Vnni};
 
@@ -66,7 +66,7 @@ pub(super) fn vec_dot_weight_rows<W: Q8Weight, A: Q8Act>(w: &[W], n: usize, a: &
     let a = &a[..m * W::UNITS];
     let vnni = Vnni::detect();
     if let Some(z) = const { offset_form::<W>() } {
-        // SAFETY: the `Avx2` token proves AVX2 (all `offset_corrections` needs).
+        // SAFETY: the `Avx2` token proves AVX2 and F16C (all `offset_corrections` needs).
         let pre = unsafe { offset_corrections(a, z, vnni.is_some()) };
         for (o, w) in out.iter_mut().zip(w.chunks_exact(n)) {
             // SAFETY: the `Avx2` token proves AVX2, FMA and F16C, and `vnni` (where `Some`)
@@ -138,29 +138,42 @@ const fn kernel_table<W: Q8Weight, const P: u8>() -> [i8; 16] {
     t
 }
 
-/// `vpmaddubsw(z, a)` of every activation unit of `a`, [`BATCH`] units per entry, the last
-/// entry filled up with zeros (what the tail's zero units give): the part of each unit's
-/// pair sums that the [`OFFSET`] products subtract, computed once per activation row and
-/// shared by all weight rows of a mat-vec call. For the VNNI kernel (`vnni`), the negated
-/// `i32` lanes of the same products instead (`−Σ₄ z·a`, exact: `|·| ≤ 4·96·128`), which its
-/// `vpdpbusd` starts from.
+/// What a mat-vec call computes once per batch of activation units and shares with every
+/// weight row ([`OFFSET`] only): the units' offset corrections and f32 scales.
+#[derive(Clone, Copy)]
+struct PreBatch {
+    /// `vpmaddubsw(z, a)` of each unit: the part of its pair sums that the [`OFFSET`]
+    /// products subtract. For the VNNI kernel, the negated `i32` lanes of the same products
+    /// instead (`−Σ₄ z·a`, exact: `|·| ≤ 4·96·128`), which its `vpdpbusd` starts from.
+    corr: [__m256i; BATCH],
+    /// The units' scales `d_a`, widened from f16 (exact).
+    d: __m256,
+}
+
+/// [`PreBatch`] of every batch of [`BATCH`] activation units of `a`, the last one filled up
+/// with zero units (what the tail's zero units give: corrections 0, scales +0): computed
+/// once per activation row and shared by all weight rows of a mat-vec call.
 ///
 /// # Safety
-/// The CPU must have AVX2.
-#[target_feature(enable = "avx2")]
-unsafe fn offset_corrections<A: Q8Act>(a: &[A], z: u8, vnni: bool) -> Vec<[__m256i; BATCH]> {
+/// The CPU must have AVX2 and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+unsafe fn offset_corrections<A: Q8Act>(a: &[A], z: u8, vnni: bool) -> Vec<PreBatch> {
     let zv = _mm256_set1_epi8(z as i8);
-    let mut pre = vec![[_mm256_setzero_si256(); BATCH]; a.len().div_ceil(BATCH)];
+    let zero = PreBatch { corr: [_mm256_setzero_si256(); BATCH], d: _mm256_setzero_ps() };
+    let mut pre = vec![zero; a.len().div_ceil(BATCH)];
     for (p, a) in pre.iter_mut().zip(a.chunks(BATCH)) {
-        for (p, a) in p.iter_mut().zip(a) {
+        let mut bits = [0u16; BATCH];
+        for ((c, b), a) in p.corr.iter_mut().zip(&mut bits).zip(a) {
             // SAFETY: `qs()` is `&[i8; 32]`: the unaligned 32-byte load reads exactly the array.
             let av = unsafe { _mm256_loadu_si256(a.qs().as_ptr().cast()) };
-            *p = _mm256_maddubs_epi16(zv, av);
+            *c = _mm256_maddubs_epi16(zv, av);
             if vnni {
-                let lanes = _mm256_madd_epi16(*p, _mm256_set1_epi16(1));
-                *p = _mm256_sub_epi32(_mm256_setzero_si256(), lanes);
+                let lanes = _mm256_madd_epi16(*c, _mm256_set1_epi16(1));
+                *c = _mm256_sub_epi32(_mm256_setzero_si256(), lanes);
             }
+            *b = a.d_bits();
         }
+        p.d = widen(bits);
     }
     pre
 }
@@ -271,13 +284,13 @@ const OFFSET: u8 = 3;
 /// Defines a row kernel `$name` (the body below) compiled with `$features` and its unit
 /// products from `$isum`: one body for the AVX2 and the VNNI kernels.
 macro_rules! rows_kernel {
-    ($(#[$doc:meta])* $name:ident, $features:literal, $isum:ident) => {
+    ($(#[$doc:meta])* $name:ident, $features:literal, $isum:ident, $mask:literal) => {
         $(#[$doc])*
         #[target_feature(enable = $features)]
         fn $name<W: Q8Weight, A: Q8Act, const R: usize, const P: u8>(
     w: &[W],
     a: [&[A]; R],
-    pre: [&[[__m256i; BATCH]]; R],
+    pre: [&[PreBatch]; R],
 ) -> [f32; R] {
     const { assert!(supported::<W>() && BATCH == 8 && ACCS == 2 && LANES == 8 && R >= 1) };
     // (`OFFSET` is instantiated for every `W` but only called where `offset_form` is `Some`.)
@@ -305,7 +318,7 @@ macro_rules! rows_kernel {
             let mut pk = [&zero_pre; R];
             if P == OFFSET {
                 for (p, pre) in pk.iter_mut().zip(&pre) {
-                    *p = &pre[$k];
+                    *p = &pre[$k].corr;
                 }
             }
             // Per row and unit: `d_a·d_w` (f16 weight scales), else `d_a` alone.
@@ -333,8 +346,8 @@ macro_rules! rows_kernel {
                     Scale::F16 => Some(widen(unit_d_bits(w))),
                     _ => None,
                 };
-                for (d, a) in d.iter_mut().zip(a) {
-                    let ad = widen(act_d_bits(a));
+                for ((d, a), pre) in d.iter_mut().zip(a).zip(&pre) {
+                    let ad = if P == OFFSET { pre[$k].d } else { widen(act_d_bits(a)) };
                     let v = match wd {
                         Some(wd) => _mm256_mul_ps(wd, ad),
                         None => ad,
@@ -349,7 +362,9 @@ macro_rules! rows_kernel {
                 for h in 0..ACCS {
                     let j = ACCS * p + h;
                     let (b, u) = (&w[j / W::UNITS], j % W::UNITS);
-                    let wv = unpack::<W, P>(b.codes(u), table);
+                    // SAFETY: `$mask` is true only in `rows_vnni`, whose features include
+                    // AVX-512 F / BW / VL.
+                    let wv = unsafe { unpack::<W, P, $mask>(b.codes(u), table) };
                     let sb = match W::SCALE {
                         Scale::F16 => [0.0; 2],
                         Scale::Byte(t) | Scale::ByteHalves(t) => b.scale_bytes(u).map(|s| t[usize::from(s)]),
@@ -431,13 +446,15 @@ rows_kernel!(
     /// batch included); unused (may be empty) otherwise.
     rows_avx2,
     "avx2,fma,f16c",
-    isum
+    isum,
+    false
 );
 rows_kernel!(
     /// [`rows_avx2`] with the unit products of [`isum_vnni`] (`vpdpbusd`): the same lanes.
     rows_vnni,
     "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
-    isum_vnni
+    isum_vnni,
+    true
 );
 
 /// The f16 weight scale bits of each of 8 units (block `j / UNITS` for unit `j`), spelled out:
@@ -521,10 +538,17 @@ fn widen(h: [u16; BATCH]) -> __m256 {
 struct Unpacked(__m256i);
 
 /// A unit's 32 values in element order; for the [`OFFSET`] products `P` their unsigned form
-/// ([`offset_form`]: offset codes as they are, `table` the shifted one).
+/// ([`offset_form`]: offset codes as they are, `table` the shifted one). With `MASK`, bits
+/// become bytes through AVX-512 mask registers ([`select_bytes`]).
+///
+/// # Safety
+/// With `MASK`, the CPU must have AVX-512 F / BW / VL (the caller's features include them).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn unpack<W: Q8Weight, const P: u8>(codes: Codes<'_>, table: __m256i) -> Unpacked {
+unsafe fn unpack<W: Q8Weight, const P: u8, const MASK: bool>(codes: Codes<'_>, table: __m256i) -> Unpacked {
+    let zero = _mm256_setzero_si256();
+    // SAFETY: AVX2 by this function's features; AVX-512 F / BW / VL with `MASK` by its contract.
+    let select = |bits: &[u8; 4], z, o| unsafe { select_bytes::<MASK>(*bits, z, o) };
     let nib = _mm256_set1_epi8(0x0F);
     let c = match codes {
         // SAFETY: `q` is `&[i8; 32]`: the unaligned 32-byte load reads exactly the array.
@@ -535,7 +559,7 @@ fn unpack<W: Q8Weight, const P: u8>(codes: Codes<'_>, table: __m256i) -> Unpacke
             let low = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(q), q), nib);
             match qh {
                 None => low,
-                Some(h) => _mm256_or_si256(low, _mm256_and_si256(bytes_from_bits(h), _mm256_set1_epi8(0x10))),
+                Some(h) => _mm256_or_si256(low, select(&h, zero, _mm256_set1_epi8(0x10))),
             }
         }
         Codes::Nibbles16(q) => {
@@ -546,14 +570,12 @@ fn unpack<W: Q8Weight, const P: u8>(codes: Codes<'_>, table: __m256i) -> Unpacke
             _mm256_and_si256(_mm256_set_m128i(_mm_unpackhi_epi64(lo, hi), _mm_unpacklo_epi64(lo, hi)), nib)
         }
         Codes::Bits1(b) => {
-            let set = bytes_from_bits(*b);
             if let Values::Table(_) = W::VALUES {
-                // Two values: `t[0] ^ (set & (t[0] ^ t[1]))`, no table lookup.
+                // Two values, selected by the bit: no table lookup.
                 let t = const { kernel_table::<W, P>() };
-                let v = _mm256_and_si256(set, _mm256_set1_epi8(t[0] ^ t[1]));
-                return Unpacked(_mm256_xor_si256(v, _mm256_set1_epi8(t[0])));
+                return Unpacked(select(b, _mm256_set1_epi8(t[0]), _mm256_set1_epi8(t[1])));
             }
-            _mm256_and_si256(set, _mm256_set1_epi8(1))
+            select(b, zero, _mm256_set1_epi8(1))
         }
         Codes::Bits2(b) => {
             // 32-bit lane p of each half: the half's 4 bytes shifted by 2p, so its byte k
