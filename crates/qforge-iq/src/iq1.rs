@@ -11,7 +11,7 @@
 use crate::common::QK_K;
 use crate::lattice::{Lattice, levels_of};
 use crate::tables::{IQ1M_DELTA, IQ1S_DELTA, IQ1S_GRID};
-use crate::unpack::{Acc, GridSigns, GridWords, SubBlock, SubBlocks, per32};
+use crate::unpack::{Acc, GridSigns, GridWords, SubBlock, SubBlocks, no_gather_word, per32};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
@@ -474,15 +474,22 @@ impl SubBlocks for Iq1S {
         b.d.bits()
     }
 
+    /// Index `4ib + l`: byte `qs[4ib + l]` and bits `3l .. 3l + 3` of `qh[ib]` above it,
+    /// four indices per 64-bit word ([`spread_bytes`], [`spread_triples`]).
     #[inline(always)]
-    fn sub_block(b: &BlockIq1S, ib: usize) -> SubBlock<'_> {
+    fn grid_indices(b: &BlockIq1S) -> [u16; QK_K / 8] {
+        let (qs, _) = b.qs.as_chunks::<4>();
+        let words: [u64; QK_K / 32] =
+            std::array::from_fn(|ib| spread_bytes(qs[ib]) | spread_triples(u64::from(iq1s_qh(b, ib))) << 8);
+        bytemuck::cast(words)
+    }
+
+    #[inline(always)]
+    fn sub_block<'a>(b: &'a BlockIq1S, idx: &[u16; QK_K / 8], ib: usize) -> SubBlock<'a> {
         let ib = ib & 7; // (in range anyway: lets LLVM drop the bounds checks)
         let qh = iq1s_qh(b, ib);
-        let (qs, _) = b.qs.as_chunks::<4>();
-        let qs = qs[ib];
-        let grid: &'static [u64; 2048] = &IQ1S_GRID;
         SubBlock::Shifted(
-            GridWords::W64(std::array::from_fn(|l| &grid[usize::from(qs[l]) | (usize::from(qh >> (3 * l)) & 7) << 8])),
+            GridWords::W64(std::array::from_fn(|l| grid_word(idx[4 * ib + l]))),
             GridSigns::Words(if qh & 0x8000 != 0 { 0x0F } else { 0 }),
         )
     }
@@ -491,6 +498,41 @@ impl SubBlocks for Iq1S {
     fn scales(b: &BlockIq1S) -> [i16; QK_K / 16] {
         per32(|ib| 2 * ((iq1s_qh(b, ib) >> 12) & 7) as i16 + 1)
     }
+}
+
+/// Byte `l` of `b` in 16-bit lane `l` of the word.
+#[inline(always)]
+fn spread_bytes(b: [u8; 4]) -> u64 {
+    let x = u64::from(u32::from_le_bytes(b));
+    let x = (x | x << 16) & 0x0000_FFFF_0000_FFFF;
+    (x | x << 8) & 0x00FF_00FF_00FF_00FF
+}
+
+/// Bits `3l .. 3l + 3` of `h` in 16-bit lane `l` (`l` in `0..4`): one multiplication puts a
+/// copy of the low 12 bits at bit `13l`, so triple `l` of copy `l` lands at `16l`; the copies
+/// do not overlap (no carries) and the mask keeps only those triples.
+#[inline(always)]
+fn spread_triples(h: u64) -> u64 {
+    ((h & 0xFFF) * (1 | 1 << 13 | 1 << 26 | 1 << 39)) & 0x0007_0007_0007_0007
+}
+
+/// The low 3 bits of nibble `l` of the 16-bit `h` in 16-bit lane `l`: the even nibbles'
+/// triples (bits 0, 8) and the odd ones' (bits 4, 12) each moved by one multiplication whose
+/// two copies do not overlap (no carries), as [`spread_triples`].
+#[inline(always)]
+fn spread_nibble_triples(h: u64) -> u64 {
+    let even = ((h & 0x0707) * (1 | 1 << 24)) & 0x0000_0007_0000_0007;
+    let odd = ((h & 0x7070) * (1 << 12 | 1 << 36)) & 0x0007_0000_0007_0000;
+    even | odd
+}
+
+/// The iq1 grid entry of index `i` (11 bits). The index passes through a general register
+/// ([`no_gather_word`]): computed in vector registers, LLVM would otherwise load the entries
+/// of a sub-block with a (microcoded, slow) gather.
+#[inline(always)]
+fn grid_word(i: u16) -> &'static u64 {
+    let grid: &'static [u64; 2048] = &IQ1S_GRID;
+    &grid[no_gather_word(u64::from(i)) as usize & 2047]
 }
 
 /// iq1_s's `qh` word of sub-block `ib`.
@@ -510,20 +552,30 @@ impl SubBlocks for Iq1M {
         iq1m_d_bits(&iq1m_words(b))
     }
 
+    /// Index `4ib + l`: byte `qs[4ib + l]` and the low 3 bits of nibble `l` of `qh` word
+    /// `ib` above it, four indices per 64-bit word ([`spread_bytes`], [`spread_nibble_triples`]).
     #[inline(always)]
-    fn sub_block(b: &BlockIq1M, ib: usize) -> SubBlock<'_> {
+    fn grid_indices(b: &BlockIq1M) -> [u16; QK_K / 8] {
+        let (qs, _) = b.qs.as_chunks::<4>();
+        let (qh, _) = b.qh.as_chunks::<2>();
+        let words: [u64; QK_K / 32] = std::array::from_fn(|ib| {
+            let h = u64::from(u16::from_le_bytes(qh[ib]));
+            spread_bytes(qs[ib]) | spread_nibble_triples(h) << 8
+        });
+        bytemuck::cast(words)
+    }
+
+    #[inline(always)]
+    fn sub_block<'a>(b: &'a BlockIq1M, idx: &[u16; QK_K / 8], ib: usize) -> SubBlock<'a> {
         let ib = ib & 7; // (in range anyway: lets LLVM drop the bounds checks)
         // The nibbles of groups 4ib .. 4ib + 4: 3 high index bits, the shift's sign (bit 3).
         let (qh, _) = b.qh.as_chunks::<2>();
         let h = u16::from_le_bytes(qh[ib]);
-        let (qs, _) = b.qs.as_chunks::<4>();
-        let qs = qs[ib];
         // The shifts' signs: bits 3, 7, 11, 15 of `h` moved to bits 12..16 by one
         // multiplication (no carries: every partial product lands on its own bit).
         let negative = (((u32::from(h) & 0x8888) * 0x249) >> 12) & 15;
-        let grid: &'static [u64; 2048] = &IQ1S_GRID;
         SubBlock::Shifted(
-            GridWords::W64(std::array::from_fn(|l| &grid[usize::from(qs[l]) | (usize::from(h >> (4 * l)) & 7) << 8])),
+            GridWords::W64(std::array::from_fn(|l| grid_word(idx[4 * ib + l]))),
             GridSigns::Words(negative as u8),
         )
     }
@@ -559,6 +611,19 @@ mod shifted_tests {
             for k in 0..QK_K {
                 assert_eq!(x[k], d * f32::from(scales[k / 16]) * f32::from(v[k]), "{} value {k}", F::DESC.name);
             }
+        }
+    }
+
+    #[test]
+    fn spreads_put_each_field_in_its_lane() {
+        let mut rng = Rng::new(9);
+        for _ in 0..1000 {
+            let b: [u8; 4] = rng.bytes(4).try_into().unwrap();
+            let h = u64::from(u16::from_le_bytes(rng.bytes(2).try_into().unwrap()));
+            let lanes = |w: u64| -> [u64; 4] { std::array::from_fn(|l| (w >> (16 * l)) & 0xFFFF) };
+            assert_eq!(lanes(spread_bytes(b)), b.map(u64::from));
+            assert_eq!(lanes(spread_triples(h)), std::array::from_fn(|l| (h >> (3 * l)) & 7));
+            assert_eq!(lanes(spread_nibble_triples(h)), std::array::from_fn(|l| (h >> (4 * l)) & 7));
         }
     }
 

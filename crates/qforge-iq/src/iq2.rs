@@ -301,7 +301,7 @@ impl SubBlocks for Iq2Xxs {
     }
 
     #[inline(always)]
-    fn sub_block(b: &BlockIq2Xxs, ib: usize) -> SubBlock<'_> {
+    fn sub_block<'a>(b: &'a BlockIq2Xxs, _idx: &[u16; QK_K / 8], ib: usize) -> SubBlock<'a> {
         let ib = ib & 7; // (in range anyway: lets LLVM drop the bounds checks)
         let (aux0, aux1) = (u32_at(&b.qs, 8 * ib), u32_at(&b.qs, 8 * ib + 4));
         let grid: &'static [u64; 256] = &IQ2XXS_GRID;
@@ -326,7 +326,7 @@ impl SubBlocks for Iq2Xs {
     }
 
     #[inline(always)]
-    fn sub_block(b: &BlockIq2Xs, ib: usize) -> SubBlock<'_> {
+    fn sub_block<'a>(b: &'a BlockIq2Xs, _idx: &[u16; QK_K / 8], ib: usize) -> SubBlock<'a> {
         let ib = ib & 7; // (in range anyway: lets LLVM drop the bounds checks)
         // The sub-block's four 16-bit codes as one load (byte by byte, LLVM loaded each byte
         // on its own: 8 loads and their merging per sub-block).
@@ -355,7 +355,7 @@ impl SubBlocks for Iq2S {
     }
 
     #[inline(always)]
-    fn sub_block(b: &BlockIq2S, ib: usize) -> SubBlock<'_> {
+    fn sub_block<'a>(b: &'a BlockIq2S, _idx: &[u16; QK_K / 8], ib: usize) -> SubBlock<'a> {
         let ib = ib & 7; // (in range anyway: lets LLVM drop the bounds checks)
         let (codes, signs) = b.qs.split_at(QK_K / 8);
         let qh = usize::from(b.qh[ib]);

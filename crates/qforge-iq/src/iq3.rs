@@ -208,7 +208,7 @@ impl SubBlocks for Iq3Xxs {
     }
 
     #[inline(always)]
-    fn sub_block(b: &BlockIq3Xxs, ib: usize) -> SubBlock<'_> {
+    fn sub_block<'a>(b: &'a BlockIq3Xxs, _idx: &[u16; QK_K / 8], ib: usize) -> SubBlock<'a> {
         let ib = ib & 7; // (in range anyway: lets LLVM drop the bounds checks)
         let (codes, aux) = b.qs.split_at(QK_K / 4);
         let q = &codes[8 * ib..8 * ib + 8];
@@ -236,7 +236,7 @@ impl SubBlocks for Iq3S {
     }
 
     #[inline(always)]
-    fn sub_block(b: &BlockIq3S, ib: usize) -> SubBlock<'_> {
+    fn sub_block<'a>(b: &'a BlockIq3S, _idx: &[u16; QK_K / 8], ib: usize) -> SubBlock<'a> {
         let ib = ib & 7; // (in range anyway: lets LLVM drop the bounds checks)
         let q = &b.qs[8 * ib..8 * ib + 8];
         let qh = usize::from(b.qh[ib]);

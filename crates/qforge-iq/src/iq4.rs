@@ -212,7 +212,7 @@ impl SubBlocks for Iq4Xs {
     }
 
     #[inline(always)]
-    fn sub_block(b: &BlockIq4Xs, ib: usize) -> SubBlock<'_> {
+    fn sub_block<'a>(b: &'a BlockIq4Xs, _idx: &[u16; QK_K / 8], ib: usize) -> SubBlock<'a> {
         let qs: &[[u8; 16]; QK_K / 32] = bytemuck::cast_ref(&b.qs);
         SubBlock::Nibbles(&qs[ib & 7])
     }

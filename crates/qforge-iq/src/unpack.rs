@@ -213,8 +213,16 @@ pub(crate) trait SubBlocks: BlockFormat {
     /// The raw bits of the block's f16 scale: [`KDot::d`] is `D_MUL · d` (the AVX2 kernel
     /// widens it with `vcvtph2ps`, without the run-time CPU check of a portable f16).
     fn d_bits(b: &Self::Block) -> u16;
-    /// The values of sub-block `ib` (`0..8`).
-    fn sub_block(b: &Self::Block, ib: usize) -> SubBlock<'_>;
+    /// The block's 32 grid indices (one per 8 values) where a format spreads them over
+    /// several fields (iq1_s, iq1_m, iq2_s: a byte and a few high bits): all 32 at once, in
+    /// straight-line code that LLVM vectorizes, instead of a shift, mask and OR per index in
+    /// the sub-block loop. [`SubBlocks::sub_block`] reads them; unused zeros elsewhere.
+    #[inline(always)]
+    fn grid_indices(_b: &Self::Block) -> [u16; QK_K / 8] {
+        [0; QK_K / 8]
+    }
+    /// The values of sub-block `ib` (`0..8`); `idx` is the block's [`SubBlocks::grid_indices`].
+    fn sub_block<'a>(b: &'a Self::Block, idx: &[u16; QK_K / 8], ib: usize) -> SubBlock<'a>;
     /// The integer scale of each 16-value group (`|value · scale| < 2^15`).
     fn scales(b: &Self::Block) -> [i16; QK_K / 16];
 }
@@ -228,8 +236,9 @@ impl<F: SubBlocks> KDot for F {
     #[inline(always)]
     fn ints(b: &Self::Block, w: &mut [[i8; 8]; QK_K / 8]) -> [i16; QK_K / 16] {
         let (w4, _) = w.as_chunks_mut::<4>();
+        let idx = F::grid_indices(b);
         for (ib, w4) in w4.iter_mut().enumerate() {
-            *w4 = match F::sub_block(b, ib) {
+            *w4 = match F::sub_block(b, &idx, ib) {
                 SubBlock::Grid(g, s) => std::array::from_fn(|l| bytes_i8(signed_word(g.word(l), s.mask(l)))),
                 SubBlock::Shifted(g, s) => std::array::from_fn(|l| bytes_i8(shifted_word(g.word(l), s.mask(l)))),
                 SubBlock::Nibbles(q) => bytemuck::cast(nibble_lut::<16, 32>(q, &KVALUES_IQ4NL)),
