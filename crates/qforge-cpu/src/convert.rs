@@ -1,15 +1,12 @@
 //! f32 → f16 / bf16 conversion of whole slices, each value exactly as `f16::from_f32` /
-//! `bf16::from_f32` (round to nearest even; NaN stays NaN), eight lanes at a time with
-//! F16C / AVX2 where the CPU has them ([`qforge_core::cpu::avx2`]).
+//! `bf16::from_f32` (round to nearest even; NaN stays NaN), vectorized for the CPU's SIMD
+//! level ([`qforge_core::cpu::f32_to_f16_slice`]; bf16 through [`qforge_core::cpu::dispatch`]).
 //!
 //! Dequantizing to f16 / bf16 decodes a row to an f32 scratch row with the format's f32 fast
 //! path, then converts it here: a format's f16 / bf16 output is then as fast as its f32
 //! output, with no per-format work, and bit-identical to converting each f32 value (every
 //! format's `decode` is defined as its f32 value rounded to the output dtype).
 //!
-//! The only `unsafe` of the crate lives here: the intrinsics' loads and stores, each within
-//! its slices, and the calls into `#[target_feature]` functions after the run-time check.
-#![allow(unsafe_code)]
 
 use qforge_core::{OutRow, QuantError, bf16, f16};
 use rayon::prelude::*;
@@ -44,14 +41,12 @@ pub(crate) fn from_f32(src: &[f32], dst: OutRow<'_>) {
 
 fn to_bf16(src: &[f32], dst: &mut [bf16]) {
     assert_eq!(src.len(), dst.len(), "one output per input");
-    #[cfg(target_arch = "x86_64")]
-    if qforge_core::cpu::avx2() {
-        // SAFETY: `avx2()` checked at run time that the CPU has AVX2 (and FMA, F16C), all
-        // the `#[target_feature]` function needs.
-        unsafe { x86::to_bf16_avx2(src, dst) };
-        return;
-    }
-    to_bf16_portable(src, dst);
+    // The branch-free formula compiled for the CPU's level: LLVM vectorizes it, 16 lanes
+    // with AVX-512 (the packing to 16 bits one `vpmovdw`), 8 with AVX2.
+    qforge_core::cpu::dispatch(
+        #[inline(always)]
+        || to_bf16_portable(src, dst),
+    );
 }
 
 #[inline(always)]
@@ -64,17 +59,6 @@ fn to_bf16_portable(src: &[f32], dst: &mut [bf16]) {
 fn to_f16(src: &[f32], dst: &mut [f16]) {
     // F16C where the CPU has it (`qforge_core::cpu`, shared with the decoders' batches).
     qforge_core::cpu::f32_to_f16_slice(src, dst);
-}
-
-#[cfg(target_arch = "x86_64")]
-mod x86 {
-    use super::{bf16, to_bf16_portable};
-
-    /// [`to_bf16_portable`] compiled for AVX2 (LLVM vectorizes the branch-free formula).
-    #[target_feature(enable = "avx2,fma,f16c")]
-    pub(super) fn to_bf16_avx2(src: &[f32], dst: &mut [bf16]) {
-        to_bf16_portable(src, dst);
-    }
 }
 
 #[cfg(test)]
@@ -116,10 +100,17 @@ mod tests {
         v
     }
 
+    /// At every SIMD level the machine runs (scalar, AVX2, AVX-512), forced in turn.
     #[test]
     fn slices_convert_exactly_as_half_does() {
+        for level in qforge_core::cpu::testable_levels() {
+            qforge_core::cpu::with_level(level, convert_every_length);
+        }
+    }
+
+    fn convert_every_length() {
         let src = values();
-        for len in [0, 1, 7, 8, 9, 15, 16, 17, src.len()] {
+        for len in [0, 1, 7, 8, 9, 15, 16, 17, 31, 33, src.len()] {
             let s = &src[src.len() - len..];
             let mut h = vec![f16::ZERO; len];
             let mut b = vec![bf16::ZERO; len];

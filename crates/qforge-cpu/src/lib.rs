@@ -5,8 +5,8 @@
 //!
 //! The per-row work goes through [`qforge_core::Format`], i.e. the format crate's
 //! `decode_row` / `encode_row`: that is where a format's SIMD fast path plugs in, without
-//! any change here. f16 / bf16 output is the format's f32 row converted with F16C / AVX2
-//! (`convert`): as fast as f32, and bit-identical to rounding each f32 value.
+//! any change here. f16 / bf16 output is the format's f32 row converted at the CPU's SIMD level
+//! (`convert`), bit-identical to rounding each f32 value.
 //!
 //! # Example
 //!
@@ -39,6 +39,7 @@
 //! assert!((yq[0] - y[0]).abs() < 0.01 * scale);
 //! # Ok::<(), qforge_core::QuantError>(())
 //! ```
+#![forbid(unsafe_code)]
 
 mod act;
 mod convert;
