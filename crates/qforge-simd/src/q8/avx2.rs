@@ -4,9 +4,11 @@
 //! Per 32-element unit, as ggml's AVX2 kernels do:
 //!
 //! * the codes become one register of 32 bytes: nibbles split with a shift and an AND (the
-//!   5th bit spread from `qh` with ggml's `bytes_from_bits_32`), nvfp4's 8-byte halves
-//!   interleaved back into element order, 1-bit codes through `bytes_from_bits`, 2-bit codes
-//!   with one variable shift per 32-bit lane and a byte shuffle into element order;
+//!   5th bit spread from `qh`), nvfp4's 8-byte halves interleaved back into element order,
+//!   1-bit codes selecting one of two bytes, 2-bit codes with one variable shift per 32-bit
+//!   lane and a byte shuffle into element order. Bits become bytes with
+//!   [`select_bytes`]: ggml's `bytes_from_bits_32` on AVX2, a mask register (`kmovd` +
+//!   `vpblendmb`) in the VNNI kernel;
 //! * codes become values with a subtraction ([`Values::Offset`]) or one `vpshufb` of the
 //!   table ([`Values::Table`]);
 //! * against the activations: unsigned codes multiply them directly with `vpmaddubsw`;
@@ -21,7 +23,8 @@
 //! * mat-vec ([`vec_dot_weight_rows`]) of formats whose values are `u − z` with small unsigned
 //!   `u` ([`offset_form`]: q4_0, q5_0, q1_0, q2_0, mxfp4, nvfp4) skips the sign trick:
 //!   `vpmaddubsw(u, a) − vpmaddubsw(z, a)`, the second term once per activation row
-//!   ([`OFFSET`]), the same exact pair sums;
+//!   ([`OFFSET`]), the same exact pair sums, with the activation scales widened there too
+//!   (`PreBatch`);
 //! * the lanes go to f32 (exact) and are fused-multiply-added with the unit's scale into its
 //!   accumulator. Eight units' f16 scales are widened at once (`vcvtph2ps`): widened one by
 //!   one, the f16 load picks up a false dependency on an accumulator register.
