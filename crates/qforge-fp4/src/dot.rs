@@ -13,9 +13,8 @@ use crate::e2m1::E2M1_X2;
 use crate::mxfp4::{BlockMxfp4, Mxfp4};
 use crate::nvfp4::{BlockNvfp4, Nvfp4};
 use crate::scale::{E8M0_HALF, UE4M3_HALF};
-use qforge_core::NativeDot;
-use qforge_legacy::{BlockQ8_0, Q8_0};
-use qforge_simd::q8::{Codes, Q8Weight, Scale, Values, vec_dot, vec_dot_rows, vec_dot_weight_rows};
+use qforge_legacy::Q8_0;
+use qforge_simd::q8::{Codes, Q8Weight, Scale, Values};
 
 /// ggml's `ggml_vec_dot_mxfp4_q8_0`: `Σ_b (d_y · 2^(e-128)) · Σ E2M1_X2[q]·q8`.
 impl Q8Weight for BlockMxfp4 {
@@ -54,25 +53,5 @@ impl Q8Weight for BlockNvfp4 {
     }
 }
 
-/// Both formats' native dots: the shared q8_0 kernel.
-macro_rules! q8_native_dot {
-    ($($fmt:ty),*) => {$(
-        impl NativeDot for $fmt {
-            type Act = Q8_0;
-
-            fn vec_dot(w: &[<Self as qforge_core::BlockFormat>::Block], a: &[BlockQ8_0]) -> f32 {
-                vec_dot(w, a)
-            }
-
-            fn vec_dot_rows(w: &[<Self as qforge_core::BlockFormat>::Block], a: &[&[BlockQ8_0]], out: &mut [f32]) {
-                vec_dot_rows(w, a, out)
-            }
-
-            fn vec_dot_weight_rows(w: &[<Self as qforge_core::BlockFormat>::Block], a: &[BlockQ8_0], out: &mut [f32]) {
-                vec_dot_weight_rows(w, a, out)
-            }
-        }
-    )*};
-}
-
-q8_native_dot!(Mxfp4, Nvfp4);
+// Both formats' native dots: the shared q8_0 kernel.
+qforge_simd::q8_native_dot!(Mxfp4 => Q8_0, Nvfp4 => Q8_0);

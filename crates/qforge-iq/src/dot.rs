@@ -29,8 +29,8 @@ use crate::unpack::{Acc, KDot, SubBlocks};
 use qforge_core::NativeDot;
 use qforge_k::dot::{GroupScales, Q8KDot, q8k_vec_dot};
 use qforge_k::{BlockQ8K, Q8K};
-use qforge_legacy::{BlockQ8_0, Q8_0};
-use qforge_simd::q8::{Codes, Q8Weight, Scale, Values, vec_dot, vec_dot_rows, vec_dot_weight_rows};
+use qforge_legacy::Q8_0;
+use qforge_simd::q8::{Codes, Q8Weight, Scale, Values};
 
 macro_rules! q8k_native_dot {
     ($($fmt:ty),*) => {$(
@@ -147,7 +147,7 @@ macro_rules! sub_block_dot {
 sub_block_dot!(Iq2Xxs, Iq2Xs, Iq2S, Iq3Xxs, Iq3S, Iq4Xs, Iq1S, Iq1M);
 
 /// iq4_nl is a nibble-table format against q8_0: `qforge-simd`'s shared kernel
-/// ([`vec_dot`], AVX2 where the CPU has it) computes ggml's `ggml_vec_dot_iq4_nl_q8_0`,
+/// ([`qforge_simd::q8::vec_dot`], AVX2 where the CPU has it) computes ggml's `ggml_vec_dot_iq4_nl_q8_0`,
 /// `Σ_b (d_y · d_x) · Σ kvalues_iq4nl[q]·q8`, with the exact integer sums kept in 8 lanes and
 /// accumulated in f32 lanes as ggml's AVX2 kernel does.
 impl Q8Weight for BlockIq4Nl {
@@ -166,18 +166,5 @@ impl Q8Weight for BlockIq4Nl {
     }
 }
 
-impl NativeDot for Iq4Nl {
-    type Act = Q8_0;
-
-    fn vec_dot(w: &[BlockIq4Nl], a: &[BlockQ8_0]) -> f32 {
-        vec_dot(w, a)
-    }
-
-    fn vec_dot_rows(w: &[BlockIq4Nl], a: &[&[BlockQ8_0]], out: &mut [f32]) {
-        vec_dot_rows(w, a, out)
-    }
-
-    fn vec_dot_weight_rows(w: &[BlockIq4Nl], a: &[BlockQ8_0], out: &mut [f32]) {
-        vec_dot_weight_rows(w, a, out)
-    }
-}
+// The shared q8_0 kernel.
+qforge_simd::q8_native_dot!(Iq4Nl => Q8_0);

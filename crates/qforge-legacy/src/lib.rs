@@ -24,7 +24,7 @@ mod simd;
 
 pub use block::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1, QK};
 
-use qforge_core::{BlockFormat, CudaDeviceCode, Elem, Format, FormatDesc, GgmlDot, NativeDot, Registered, Role};
+use qforge_core::{BlockFormat, CudaDeviceCode, Elem, Format, FormatDesc, GgmlDot, Registered, Role};
 
 /// The family's CUDA device code (one traits struct per format; see `kernels-cuda/README.md`).
 const CUDA_HEADER: &str = include_str!("../cuda/legacy.cuh");
@@ -71,21 +71,7 @@ macro_rules! legacy_format {
             }
         }
 
-        impl NativeDot for $fmt {
-            type Act = $act;
-
-            fn vec_dot(w: &[$block], a: &[<$act as BlockFormat>::Block]) -> f32 {
-                qforge_simd::q8::vec_dot(w, a)
-            }
-
-            fn vec_dot_rows(w: &[$block], a: &[&[<$act as BlockFormat>::Block]], out: &mut [f32]) {
-                qforge_simd::q8::vec_dot_rows(w, a, out)
-            }
-
-            fn vec_dot_weight_rows(w: &[$block], a: &[<$act as BlockFormat>::Block], out: &mut [f32]) {
-                qforge_simd::q8::vec_dot_weight_rows(w, a, out)
-            }
-        }
+        qforge_simd::q8_native_dot!($fmt => $act);
     };
 }
 
@@ -162,7 +148,7 @@ mod tests {
     /// `DESC.dot_type` names the `NativeDot::Act` format (the registry relies on the name).
     #[test]
     fn dot_type_names_the_activation_format() {
-        fn check<F: NativeDot>() {
+        fn check<F: qforge_core::NativeDot>() {
             assert_eq!(F::DESC.dot_type, Some(F::Act::DESC.name), "{}", F::DESC.name);
         }
         check::<Q4_0>();

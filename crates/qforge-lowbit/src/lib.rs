@@ -18,7 +18,7 @@
 //! their mean magnitude); padded positions get the code nearest 0 (q1_0: `+d`, ggml's code
 //! for a zero).
 //!
-//! Dot products: both implement [`NativeDot`] against `qforge-legacy`'s q8_0 (ggml's
+//! Dot products: both implement [`NativeDot`](qforge_core::NativeDot) against `qforge-legacy`'s q8_0 (ggml's
 //! `vec_dot_type`), as ggml's `ggml_vec_dot_q1_0_q8_0` / `ggml_vec_dot_q2_0_q8_0`, through
 //! `qforge-simd`'s shared q8_0 kernel (AVX2 where the CPU has it).
 //!
@@ -35,8 +35,8 @@ pub use spec::{Q1_0, Q2_0, QS_BYTES};
 
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
-use qforge_core::{BlockFormat, CudaDeviceCode, Elem, Format, FormatDesc, GgmlDot, NativeDot, Registered, Role};
-use qforge_legacy::{BlockQ8_0, Q8_0};
+use qforge_core::{BlockFormat, CudaDeviceCode, Elem, Format, FormatDesc, GgmlDot, Registered, Role};
+use qforge_legacy::Q8_0;
 use qforge_simd::q8::{Codes, Q8Weight, Scale, Values};
 
 /// The family's CUDA device code (`cuda/lowbit.cuh`: one traits struct per format, see
@@ -101,21 +101,7 @@ macro_rules! lowbit_format {
             }
         }
 
-        impl NativeDot for $fmt {
-            type Act = Q8_0;
-
-            fn vec_dot(w: &[$block], a: &[BlockQ8_0]) -> f32 {
-                qforge_simd::q8::vec_dot(w, a)
-            }
-
-            fn vec_dot_rows(w: &[$block], a: &[&[BlockQ8_0]], out: &mut [f32]) {
-                qforge_simd::q8::vec_dot_rows(w, a, out)
-            }
-
-            fn vec_dot_weight_rows(w: &[$block], a: &[BlockQ8_0], out: &mut [f32]) {
-                qforge_simd::q8::vec_dot_weight_rows(w, a, out)
-            }
-        }
+        qforge_simd::q8_native_dot!($fmt => Q8_0);
     };
 }
 

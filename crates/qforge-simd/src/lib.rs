@@ -21,6 +21,46 @@
 #![deny(unsafe_code)]
 
 pub mod barrier;
+
+#[doc(hidden)]
+pub use qforge_core as __core;
+
+/// `impl NativeDot for $fmt` with activation format `$act` on the shared q8 kernel
+/// ([`q8::vec_dot`], [`q8::vec_dot_rows`], [`q8::vec_dot_weight_rows`]): every entry forwarded,
+/// so that no format on this kernel can leave one to the trait's slower default (q1_0 / q2_0
+/// once ran their mat-vec row by row because `vec_dot_weight_rows` was not forwarded).
+/// `$fmt`'s block must implement [`q8::Q8Weight`] and `$act`'s [`q8::Q8Act`].
+#[macro_export]
+macro_rules! q8_native_dot {
+    ($($fmt:ty => $act:ty),* $(,)?) => {$(
+        impl $crate::__core::NativeDot for $fmt {
+            type Act = $act;
+
+            fn vec_dot(
+                w: &[<Self as $crate::__core::BlockFormat>::Block],
+                a: &[<$act as $crate::__core::BlockFormat>::Block],
+            ) -> f32 {
+                $crate::q8::vec_dot(w, a)
+            }
+
+            fn vec_dot_rows(
+                w: &[<Self as $crate::__core::BlockFormat>::Block],
+                a: &[&[<$act as $crate::__core::BlockFormat>::Block]],
+                out: &mut [f32],
+            ) {
+                $crate::q8::vec_dot_rows(w, a, out)
+            }
+
+            fn vec_dot_weight_rows(
+                w: &[<Self as $crate::__core::BlockFormat>::Block],
+                a: &[<$act as $crate::__core::BlockFormat>::Block],
+                out: &mut [f32],
+            ) {
+                $crate::q8::vec_dot_weight_rows(w, a, out)
+            }
+        }
+    )*};
+}
 #[cfg(target_arch = "x86_64")]
 pub mod bytemask;
 pub mod lut;
