@@ -6,17 +6,16 @@
 //! table value, ...; they all fit an `i8`) and the integer scale of each 16 values (ggml's
 //! sub-block scales are integers, so only the f32 rounding order differs from ggml).
 //!
-//! * The sub-block formats (iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq4_xs: [`SubBlocks`]
-//!   with [`Acc::Lanes`]) keep [`LANES`] exact `i32` lanes per block, as ggml's AVX2 kernels do: lane `j` holds,
+//! * The sub-block formats (iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq4_xs, iq1_s, iq1_m:
+//!   [`SubBlocks`]) keep [`LANES`] exact `i32` lanes per block, as ggml's AVX2 kernels do: lane `j` holds,
 //!   over the 8 sub-blocks `ib`, `scale[2ib + j/4] · Σ_{e<4} v[32ib+4j+e]·q8[32ib+4j+e]`
 //!   (`vpmaddubsw` then `vpmaddwd` with the scales), and each block adds
 //!   `acc[j] = fma(d·d_y, lane[j], acc[j])`; the row's result is [`finish`]. Every lane is a
 //!   partial sum of the dot's own terms. [`sub_block_vec_dot_portable`] is the reference, the
 //!   AVX2 kernel (`simd.rs`) gives the same bits.
-//! * iq1_s / iq1_m are sub-block formats too (values `8g ± 1`), whose lanes are added up as
-//!   `qforge-k`'s shared q8_k kernel does ([`Acc::Block`]): the block's exact scaled integer
-//!   sum, times the f32 block factors once per block, one f32 sum. Their reference is that
-//!   kernel ([`q8k_vec_dot`]), the AVX2 kernel gives the same bits.
+//!   iq1_s / iq1_m's values are `8g ± 1` (ggml's `g ± 1/8`, times 8). Until 2026-11-27 their
+//!   lanes were summed to one integer per block and added to one f32 sum, `qforge-k`'s q8_k
+//!   kernel's order: the horizontal sum per block cost their mat-vec 10 %.
 //! * iq4_nl: `qforge-simd`'s q8_0 kernel.
 
 use crate::common::QK_K;
@@ -25,33 +24,11 @@ use crate::iq2::{Iq2S, Iq2Xs, Iq2Xxs};
 use crate::iq3::{Iq3S, Iq3Xxs};
 use crate::iq4::{BlockIq4Nl, Iq4Nl, Iq4Xs};
 use crate::tables::KVALUES_IQ4NL;
-use crate::unpack::{Acc, KDot, SubBlocks};
+use crate::unpack::{KDot, SubBlocks};
 use qforge_core::NativeDot;
-use qforge_k::dot::{GroupScales, Q8KDot, q8k_vec_dot};
 use qforge_k::{BlockQ8K, Q8K};
 use qforge_legacy::Q8_0;
 use qforge_simd::q8::{Codes, Q8Weight, Scale, Values};
-
-macro_rules! q8k_native_dot {
-    ($($fmt:ty),*) => {$(
-        impl Q8KDot for $fmt {
-            const HAS_MINS: bool = false;
-            #[inline(always)]
-            fn d_dmin(b: &Self::Block) -> (f32, f32) {
-                (<Self as KDot>::d(b), 0.0)
-            }
-            #[inline(always)]
-            fn unpack(b: &Self::Block, q: &mut [i8; QK_K]) -> GroupScales {
-                let scales = <Self as KDot>::ints(b, bytemuck::cast_mut(q));
-                GroupScales { scales, mins: [0; QK_K / 16] }
-            }
-        }
-    )*};
-}
-
-// `qforge-k`'s q8_k kernel reads the same integers: the reference of the [`Acc::Block`]
-// formats (iq1_s, iq1_m).
-q8k_native_dot!(Iq2Xxs, Iq2Xs, Iq2S, Iq3Xxs, Iq3S, Iq4Xs, Iq1S, Iq1M);
 
 /// Integer lanes per block (and f32 lanes per accumulator) of the sub-block formats' dot.
 pub(crate) const LANES: usize = 8;
@@ -83,13 +60,9 @@ pub(crate) fn finish(acc: &[f32; LANES]) -> f32 {
 }
 
 /// The reference dot of a [`SubBlocks`] row with a q8_k row (extra blocks on either side are
-/// ignored). [`Acc::Lanes`]: per block its exact lanes ([`sub_block_lanes`]),
-/// `acc[j] = fma(d·d_y, lane[j], acc[j])`, then [`finish`]. [`Acc::Block`]: `qforge-k`'s
-/// kernel, per block the exact `isum = Σ_g scale[g]·Σ v·q8` and `sumf += (d·d_y)·isum`.
-pub(crate) fn sub_block_vec_dot_portable<F: SubBlocks + Q8KDot>(w: &[F::Block], a: &[BlockQ8K]) -> f32 {
-    if F::ACC == Acc::Block {
-        return q8k_vec_dot::<F>(w, a);
-    }
+/// ignored): per block its exact lanes ([`sub_block_lanes`]),
+/// `acc[j] = fma(d·d_y, lane[j], acc[j])`, then [`finish`].
+pub(crate) fn sub_block_vec_dot_portable<F: SubBlocks>(w: &[F::Block], a: &[BlockQ8K]) -> f32 {
     let mut acc = [0f32; LANES];
     for (b, a) in w.iter().zip(a) {
         let lanes = sub_block_lanes::<F>(b, a);

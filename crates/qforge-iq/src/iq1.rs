@@ -11,7 +11,7 @@
 use crate::common::QK_K;
 use crate::lattice::{Lattice, levels_of};
 use crate::tables::{IQ1M_DELTA, IQ1S_DELTA, IQ1S_GRID};
-use crate::unpack::{Acc, GridSigns, GridWords, SubBlock, SubBlocks, no_gather_word, per32};
+use crate::unpack::{GridSigns, GridWords, SubBlock, SubBlocks, no_gather_word, per32};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
@@ -458,8 +458,8 @@ fn iq1m_group(b: &BlockIq1M, g: usize) -> (usize, bool) {
 //
 // Both are [`SubBlocks`]: their values are `8·g ± 1` ([`SubBlock::Shifted`]: ggml's `g + δ`,
 // `δ = ±IQ1S_DELTA`, times 8, and `D_MUL` = 1/8 takes the 8 back, exactly), so ggml's
-// `d·(Σ ls·Σ g·q8 + δ·Σ ls·bsums)` is `(d/8)·Σ ls·Σ (8g ± 1)·q8`, one exact integer per block
-// ([`Acc::Block`]: `sumf += (d·d_y)·isum`, `qforge_k::dot::q8k_vec_dot`'s order).
+// `d·(Σ ls·Σ g·q8 + δ·Σ ls·bsums)` is `(d/8)·Σ ls·Σ (8g ± 1)·q8`, in exact integer lanes
+// added up in f32 as every sub-block format's are (`dot::sub_block_vec_dot_portable`).
 
 /// `8 · IQ1S_DELTA = 8 · IQ1M_DELTA = 1`: the shift is ±1 in the values times 8.
 const _: () = assert!(IQ1S_DELTA * 8.0 == 1.0 && IQ1M_DELTA * 8.0 == 1.0);
@@ -467,7 +467,8 @@ const _: () = assert!(IQ1S_DELTA * 8.0 == 1.0 && IQ1M_DELTA * 8.0 == 1.0);
 /// iq1_s: `ls = 2s + 1` per 32 values, one shift sign per 32 values.
 impl SubBlocks for Iq1S {
     const D_MUL: f32 = IQ1S_DELTA;
-    const ACC: Acc = Acc::Block;
+    /// The block's 32 grid indices.
+    type Pre = [u16; QK_K / 8];
 
     #[inline(always)]
     fn d_bits(b: &BlockIq1S) -> u16 {
@@ -477,7 +478,7 @@ impl SubBlocks for Iq1S {
     /// Index `4ib + l`: byte `qs[4ib + l]` and bits `3l .. 3l + 3` of `qh[ib]` above it,
     /// four indices per 64-bit word ([`spread_bytes`], [`spread_triples`]).
     #[inline(always)]
-    fn grid_indices(b: &BlockIq1S) -> [u16; QK_K / 8] {
+    fn prepare(b: &BlockIq1S) -> [u16; QK_K / 8] {
         let (qs, _) = b.qs.as_chunks::<4>();
         let words: [u64; QK_K / 32] =
             std::array::from_fn(|ib| spread_bytes(qs[ib]) | spread_triples(u64::from(iq1s_qh(b, ib))) << 8);
@@ -485,7 +486,7 @@ impl SubBlocks for Iq1S {
     }
 
     #[inline(always)]
-    fn sub_block<'a>(b: &'a BlockIq1S, idx: &[u16; QK_K / 8], ib: usize) -> SubBlock<'a> {
+    fn sub_block<'a>(b: &'a BlockIq1S, idx: &Self::Pre, ib: usize) -> SubBlock<'a> {
         let ib = ib & 7; // (in range anyway: lets LLVM drop the bounds checks)
         let qh = iq1s_qh(b, ib);
         SubBlock::Shifted(
@@ -545,7 +546,8 @@ fn iq1s_qh(b: &BlockIq1S, ib: usize) -> u16 {
 /// iq1_m: `ls = 2s + 1` per 16 values, one shift sign per 8 values.
 impl SubBlocks for Iq1M {
     const D_MUL: f32 = IQ1M_DELTA;
-    const ACC: Acc = Acc::Block;
+    /// The block's 32 grid indices.
+    type Pre = [u16; QK_K / 8];
 
     #[inline(always)]
     fn d_bits(b: &BlockIq1M) -> u16 {
@@ -555,7 +557,7 @@ impl SubBlocks for Iq1M {
     /// Index `4ib + l`: byte `qs[4ib + l]` and the low 3 bits of nibble `l` of `qh` word
     /// `ib` above it, four indices per 64-bit word ([`spread_bytes`], [`spread_nibble_triples`]).
     #[inline(always)]
-    fn grid_indices(b: &BlockIq1M) -> [u16; QK_K / 8] {
+    fn prepare(b: &BlockIq1M) -> [u16; QK_K / 8] {
         let (qs, _) = b.qs.as_chunks::<4>();
         let (qh, _) = b.qh.as_chunks::<2>();
         let words: [u64; QK_K / 32] = std::array::from_fn(|ib| {
@@ -566,7 +568,7 @@ impl SubBlocks for Iq1M {
     }
 
     #[inline(always)]
-    fn sub_block<'a>(b: &'a BlockIq1M, idx: &[u16; QK_K / 8], ib: usize) -> SubBlock<'a> {
+    fn sub_block<'a>(b: &'a BlockIq1M, idx: &Self::Pre, ib: usize) -> SubBlock<'a> {
         let ib = ib & 7; // (in range anyway: lets LLVM drop the bounds checks)
         // The nibbles of groups 4ib .. 4ib + 4: 3 high index bits, the shift's sign (bit 3).
         let (qh, _) = b.qh.as_chunks::<2>();

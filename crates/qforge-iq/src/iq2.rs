@@ -6,7 +6,7 @@ use crate::common::QK_K;
 use crate::lattice::{Lattice, levels_of};
 use crate::search::{GridSearch, Refine, Signs, Start, block_weights, scale_code, search_sub_blocks};
 use crate::tables::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, KMASK_IQ2XS, KSIGNS_IQ2XS};
-use crate::unpack::{GridSigns, GridWords, SubBlock, SubBlocks, per32};
+use crate::unpack::{GridSigns, GridWords, SubBlock, SubBlocks, no_gather_word, per32};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
@@ -286,6 +286,17 @@ impl BlockFormat for Iq2S {
 // multiplied by the odd scale `2s + 1`, summed per block in i32, scaled by `d·d_y` in f32, and
 // the row's sum by 1/8 at the end.
 
+/// `KSIGNS_IQ2XS[c >> 9]`, computed: the 7 sign bits of the code and, as the eighth, their
+/// parity (ggml's sign codes have an even number of negated values).
+#[inline(always)]
+fn ksigns_byte(c: u16) -> u8 {
+    let s = c >> 9;
+    let p = s ^ (s >> 4);
+    let p = p ^ (p >> 2);
+    let p = p ^ (p >> 1);
+    (s | (p & 1) << 7) as u8
+}
+
 /// `2·nibble + 1` for the sub-block scales of iq2_xs / iq2_s (one nibble per 16 values).
 #[inline(always)]
 fn odd_nibble16(scales: &[u8; 8], k: usize) -> i32 {
@@ -293,6 +304,7 @@ fn odd_nibble16(scales: &[u8; 8], k: usize) -> i32 {
 }
 
 impl SubBlocks for Iq2Xxs {
+    type Pre = ();
     const D_MUL: f32 = 0.125;
 
     #[inline(always)]
@@ -301,7 +313,7 @@ impl SubBlocks for Iq2Xxs {
     }
 
     #[inline(always)]
-    fn sub_block<'a>(b: &'a BlockIq2Xxs, _idx: &[u16; QK_K / 8], ib: usize) -> SubBlock<'a> {
+    fn sub_block<'a>(b: &'a BlockIq2Xxs, _pre: &(), ib: usize) -> SubBlock<'a> {
         let ib = ib & 7; // (in range anyway: lets LLVM drop the bounds checks)
         let (aux0, aux1) = (u32_at(&b.qs, 8 * ib), u32_at(&b.qs, 8 * ib + 4));
         let grid: &'static [u64; 256] = &IQ2XXS_GRID;
@@ -319,24 +331,42 @@ impl SubBlocks for Iq2Xxs {
 
 impl SubBlocks for Iq2Xs {
     const D_MUL: f32 = 0.125;
+    /// The 32 grid indices and the 32 sign bytes (`KSIGNS_IQ2XS` of the 7-bit codes).
+    type Pre = ([u16; QK_K / 8], [u8; QK_K / 8]);
 
     #[inline(always)]
     fn d_bits(b: &BlockIq2Xs) -> u16 {
         b.d.bits()
     }
 
+    /// The codes' low 9 bits, and their top 7 bits made sign bytes by computing
+    /// `KSIGNS_IQ2XS` ([`ksigns_byte`]) rather than looking each up: for all 32 codes at
+    /// once, in 16-bit lanes that LLVM vectorizes (as ggml's AVX2 kernel computes them).
     #[inline(always)]
-    fn sub_block<'a>(b: &'a BlockIq2Xs, _idx: &[u16; QK_K / 8], ib: usize) -> SubBlock<'a> {
+    fn prepare(b: &BlockIq2Xs) -> Self::Pre {
+        // (Plain loops: `array::map` was an out-of-line call here.)
+        let (codes, _) = b.qs.as_chunks::<2>();
+        let (mut idx, mut signs) = ([0u16; QK_K / 8], [0u8; QK_K / 8]);
+        for ((i, s), c) in idx.iter_mut().zip(&mut signs).zip(codes) {
+            let c = u16::from_le_bytes(*c);
+            *i = c & 511;
+            *s = ksigns_byte(c);
+        }
+        (idx, signs)
+    }
+
+    #[inline(always)]
+    fn sub_block<'a>(_b: &'a BlockIq2Xs, pre: &Self::Pre, ib: usize) -> SubBlock<'a> {
         let ib = ib & 7; // (in range anyway: lets LLVM drop the bounds checks)
-        // The sub-block's four 16-bit codes as one load (byte by byte, LLVM loaded each byte
-        // on its own: 8 loads and their merging per sub-block).
-        let (codes, _) = b.qs.as_chunks::<8>();
-        let x = u64::from_le_bytes(codes[ib]);
-        let q = |l: usize| (x >> (16 * (l & 3))) as u16;
+        let (idx, signs) = pre;
         let grid: &'static [u64; 512] = &IQ2XS_GRID;
         SubBlock::Grid(
-            GridWords::W64(std::array::from_fn(|l| &grid[(q(l) & 511) as usize])),
-            GridSigns::ksigns(|l| (q(l) >> 9) as usize),
+            GridWords::W64(std::array::from_fn(|l| {
+                // The index passes through a general register: computed in vector registers,
+                // LLVM would otherwise load the entries with a (microcoded, slow) gather.
+                &grid[no_gather_word(u64::from(idx[4 * ib + l])) as usize & 511]
+            })),
+            GridSigns::Bits(signs[4 * ib..4 * ib + 4].try_into().expect("4 sign bytes")),
         )
     }
 
@@ -347,6 +377,7 @@ impl SubBlocks for Iq2Xs {
 }
 
 impl SubBlocks for Iq2S {
+    type Pre = ();
     const D_MUL: f32 = 0.125;
 
     #[inline(always)]
@@ -355,7 +386,7 @@ impl SubBlocks for Iq2S {
     }
 
     #[inline(always)]
-    fn sub_block<'a>(b: &'a BlockIq2S, _idx: &[u16; QK_K / 8], ib: usize) -> SubBlock<'a> {
+    fn sub_block<'a>(b: &'a BlockIq2S, _pre: &(), ib: usize) -> SubBlock<'a> {
         let ib = ib & 7; // (in range anyway: lets LLVM drop the bounds checks)
         let (codes, signs) = b.qs.split_at(QK_K / 8);
         let qh = usize::from(b.qh[ib]);
@@ -371,5 +402,20 @@ impl SubBlocks for Iq2S {
     #[inline(always)]
     fn scales(b: &BlockIq2S) -> [i16; QK_K / 16] {
         std::array::from_fn(|k| odd_nibble16(&b.scales, k) as i16)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The computed sign bytes are ggml's table, whatever the index bits below them.
+    #[test]
+    fn ksigns_byte_is_the_table() {
+        for code in 0..128u16 {
+            for idx in [0u16, 1, 255, 256, 511] {
+                assert_eq!(ksigns_byte(code << 9 | idx), KSIGNS_IQ2XS[usize::from(code)], "code {code}");
+            }
+        }
     }
 }

@@ -200,6 +200,7 @@ impl BlockFormat for Iq3S {
 // values `d·(2s + 1) · g · sign`; the odd scales multiply exact per-32 integer sums.
 
 impl SubBlocks for Iq3Xxs {
+    type Pre = ();
     const D_MUL: f32 = 0.25;
 
     #[inline(always)]
@@ -208,7 +209,7 @@ impl SubBlocks for Iq3Xxs {
     }
 
     #[inline(always)]
-    fn sub_block<'a>(b: &'a BlockIq3Xxs, _idx: &[u16; QK_K / 8], ib: usize) -> SubBlock<'a> {
+    fn sub_block<'a>(b: &'a BlockIq3Xxs, _pre: &(), ib: usize) -> SubBlock<'a> {
         let ib = ib & 7; // (in range anyway: lets LLVM drop the bounds checks)
         let (codes, aux) = b.qs.split_at(QK_K / 4);
         let q = &codes[8 * ib..8 * ib + 8];
@@ -230,13 +231,14 @@ impl SubBlocks for Iq3Xxs {
 }
 
 impl SubBlocks for Iq3S {
+    type Pre = ();
     #[inline(always)]
     fn d_bits(b: &BlockIq3S) -> u16 {
         b.d.bits()
     }
 
     #[inline(always)]
-    fn sub_block<'a>(b: &'a BlockIq3S, _idx: &[u16; QK_K / 8], ib: usize) -> SubBlock<'a> {
+    fn sub_block<'a>(b: &'a BlockIq3S, _pre: &(), ib: usize) -> SubBlock<'a> {
         let ib = ib & 7; // (in range anyway: lets LLVM drop the bounds checks)
         let q = &b.qs[8 * ib..8 * ib + 8];
         let qh = usize::from(b.qh[ib]);

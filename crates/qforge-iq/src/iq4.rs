@@ -206,13 +206,14 @@ fn xs_scale(b: &BlockIq4Xs, ib: usize) -> i32 {
 /// the sub-block scales are integers, so the block's sums are taken exactly in integer lanes
 /// and scaled once per block (as ggml's SIMD kernels do; `dot::sub_block_lanes`).
 impl SubBlocks for Iq4Xs {
+    type Pre = ();
     #[inline(always)]
     fn d_bits(b: &BlockIq4Xs) -> u16 {
         b.d.bits()
     }
 
     #[inline(always)]
-    fn sub_block<'a>(b: &'a BlockIq4Xs, _idx: &[u16; QK_K / 8], ib: usize) -> SubBlock<'a> {
+    fn sub_block<'a>(b: &'a BlockIq4Xs, _pre: &(), ib: usize) -> SubBlock<'a> {
         let qs: &[[u8; 16]; QK_K / 32] = bytemuck::cast_ref(&b.qs);
         SubBlock::Nibbles(&qs[ib & 7])
     }

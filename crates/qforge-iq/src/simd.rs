@@ -21,8 +21,6 @@
 //! [`crate::dot::sub_block_lanes`]. Each block adds them to 8 f32 lanes with one FMA
 //! (`acc = fma(d·d_y, lanes, acc)`, no horizontal sum per block), the row ends with
 //! [`finish`]: the reference's operations in its order, so the same bits (the tests check it).
-//! iq1_s / iq1_m ([`Acc::Block`]) instead sum the lanes to the block's exact integer and add
-//! `(d·d_y)·isum` to one f32 sum, the order of `qforge-k`'s q8_k kernel, their reference.
 //!
 //! Several activation rows ([`vec_dot_rows`]) share each sub-block's values: up to
 //! [`MAX_ROWS`] rows per pass over the weight row.
@@ -41,7 +39,7 @@ use std::arch::x86_64::*;
 use crate::common::QK_K;
 use crate::dot::{LANES, finish};
 use crate::tables::KVALUES_IQ4NL;
-use crate::unpack::{Acc, GridSigns, GridWords, SubBlock, SubBlocks};
+use crate::unpack::{GridSigns, GridWords, SubBlock, SubBlocks};
 use qforge_k::BlockQ8K;
 use qforge_simd::bytemask::bytes_from_bits;
 use qforge_simd::rows::{RowKernel, by_rows};
@@ -173,16 +171,18 @@ macro_rules! rows_kernel {
         0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
     );
     let mut facc = [_mm256_setzero_ps(); R];
-    let mut sumf = [0f32; R];
-    // The grid indices of the next block, computed one block ahead: read right after the
-    // vector store that writes them, the indices wait for the store (no forwarding from a
-    // 512-bit store to 16-bit loads on Zen 4), which cost more than computing them saved.
-    let mut next_idx = w.first().map(F::grid_indices).unwrap_or([0; QK_K / 8]);
+    // The next block's `SubBlocks::Pre` (grid indices), computed one block ahead: read right
+    // after the vector store that writes them, the indices wait for the store (no forwarding
+    // from a 512-bit store to 16-bit loads on Zen 4), which cost more than computing them saved.
+    // Two slots, block `i` reading slot `i % 2` while the next block's go to the other: a
+    // copy of the next block's into the current one would be a vector store just before the
+    // narrow loads, the same wait.
+    let mut pres = [w.first().map(F::prepare).unwrap_or_default(); 2];
     for (i, b) in w.iter().enumerate() {
-        let idx = next_idx;
         if let Some(nb) = w.get(i + 1) {
-            next_idx = F::grid_indices(nb);
+            pres[(i + 1) & 1] = F::prepare(nb);
         }
+        let pre = &pres[i & 1];
         // The 16 group scales as one register, once per block: the even groups' (the first
         // 16 values of each sub-block) in the low lane, the odd groups' in the high lane, so
         // that one `vpshufb` per sub-block picks its pair (ggml's `scales16` of iq2_s). LLVM
@@ -213,7 +213,7 @@ macro_rules! rows_kernel {
                 };
                 (g, s)
             };
-            let v = match F::sub_block(b, &idx, ib) {
+            let v = match F::sub_block(b, pre, ib) {
                 SubBlock::Grid(g, signs) => {
                     let (g, s) = load(g, signs);
                     if P == ACT_SIGNED { Values::GridSigns(g, s) } else { Values::Signed(_mm256_sign_epi8(g, s)) }
@@ -250,15 +250,8 @@ macro_rules! rows_kernel {
         let d = F::D_MUL * _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(F::d_bits(b)))));
         for r in 0..R {
             let da = d * a[r][i].d.get();
-            match F::ACC {
-                Acc::Lanes => facc[r] = _mm256_fmadd_ps(_mm256_set1_ps(da), _mm256_cvtepi32_ps(acc[r]), facc[r]),
-                // Exact: `|isum| < 2^24` (values `|8g ± 1| ≤ 9`, scales ≤ 15), so the f32 is too.
-                Acc::Block => sumf[r] += da * hsum_i32(acc[r]) as f32,
-            }
+            facc[r] = _mm256_fmadd_ps(_mm256_set1_ps(da), _mm256_cvtepi32_ps(acc[r]), facc[r]);
         }
-    }
-    if F::ACC == Acc::Block {
-        return sumf;
     }
     let mut out = [0f32; R];
     for (o, v) in out.iter_mut().zip(facc) {
@@ -300,16 +293,6 @@ fn acc_avx2(acc: __m256i, p: __m256i, s: __m256i) -> __m256i {
 #[inline]
 fn acc_vnni(acc: __m256i, p: __m256i, s: __m256i) -> __m256i {
     _mm256_dpwssd_epi32(acc, p, s)
-}
-
-/// The sum of the 8 `i32` lanes (wrapping; exact for the block sums here).
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-fn hsum_i32(v: __m256i) -> i32 {
-    let s = _mm_add_epi32(_mm256_castsi256_si128(v), _mm256_extracti128_si256::<1>(v));
-    let s = _mm_add_epi32(s, _mm_unpackhi_epi64(s, s));
-    let s = _mm_add_epi32(s, _mm_shuffle_epi32::<0b01>(s));
-    _mm_cvtsi128_si32(s)
 }
 
 /// [`GridSigns::Words`] `m` as bytes: -1 in 8-byte word `l` where bit `l` of `m` is set, else

@@ -44,18 +44,6 @@ pub(crate) fn shifted_word(grid: u64, m: u64) -> u64 {
     ((x & !H) + (y & !H)) ^ ((x ^ y) & H)
 }
 
-/// How a kernel adds up a block's exact integer lanes in f32: the reference's operations in
-/// its order, which fix the result's bits.
-#[derive(Clone, Copy, PartialEq, Eq)]
-pub(crate) enum Acc {
-    /// In 8 lanes, `acc[j] = fma(d·d_y, lane[j], acc[j])`, the row ending with
-    /// `dot::finish` (`dot::sub_block_vec_dot_portable`).
-    Lanes,
-    /// One exact integer per block, the sum of its lanes, and one f32 sum:
-    /// `sumf += (d·d_y)·isum` (`qforge_k::dot::q8k_vec_dot`'s order: iq1_s, iq1_m).
-    Block,
-}
-
 /// Each grid word an `ints` loop loads passes through this barrier. Without it LLVM's SLP
 /// vectorizer turns the 4–8 independent table loads of a sub-block into AVX2 / AVX-512
 /// gathers, which are microcoded and were measured ~10x slower than the scalar loads they
@@ -117,9 +105,8 @@ fn mask_of_pm1(s: u64) -> u64 {
 
 /// A 256-value I-quant as integers: its values and the integer scale of each 16-value group,
 /// so that the block's exact integer sum is `Σ_g scale[g]·Σ_{i in g} v[i]·q8[i]`, and the
-/// f32 factor `d` it is multiplied by (with `d_y`). iq1_s / iq1_m run `qforge-k`'s shared
-/// kernel on it (`qforge_k::dot::q8k_vec_dot`); the [`SubBlocks`] formats' reference dot
-/// (`dot::sub_block_vec_dot_portable`) reads it too.
+/// f32 factor `d` it is multiplied by (with `d_y`): what the reference dot
+/// (`dot::sub_block_vec_dot_portable`) reads.
 pub(crate) trait KDot: BlockFormat {
     /// The block's f32 factor: its scale times ggml's final constant (`0.125f * sumf` for
     /// iq2, `0.25f` for iq3_xxs, ...; powers of two, so folding them in is exact).
@@ -208,21 +195,22 @@ impl GridSigns {
 pub(crate) trait SubBlocks: BlockFormat {
     /// ggml's final constant (`0.125` for iq2, `0.25` for iq3_xxs, else 1): a power of two.
     const D_MUL: f32 = 1.0;
-    /// How the block's lanes are added up in f32.
-    const ACC: Acc = Acc::Lanes;
     /// The raw bits of the block's f16 scale: [`KDot::d`] is `D_MUL · d` (the AVX2 kernel
     /// widens it with `vcvtph2ps`, without the run-time CPU check of a portable f16).
     fn d_bits(b: &Self::Block) -> u16;
-    /// The block's 32 grid indices (one per 8 values) where a format spreads them over
-    /// several fields (iq1_s, iq1_m, iq2_s: a byte and a few high bits): all 32 at once, in
-    /// straight-line code that LLVM vectorizes, instead of a shift, mask and OR per index in
-    /// the sub-block loop. [`SubBlocks::sub_block`] reads them; unused zeros elsewhere.
+    /// What a format computes for a whole block before its sub-blocks are read (`()` for
+    /// most): iq1_s / iq1_m's 32 grid indices, spread over a byte and a few high bits, and
+    /// iq2_xs's indices and full sign bytes, all 32 at once in straight-line code that LLVM
+    /// vectorizes, instead of a shift, mask and OR per index in the sub-block loop. The AVX2
+    /// kernel computes it one block ahead.
+    type Pre: Copy + Default;
+    /// The block's [`SubBlocks::Pre`].
     #[inline(always)]
-    fn grid_indices(_b: &Self::Block) -> [u16; QK_K / 8] {
-        [0; QK_K / 8]
+    fn prepare(_b: &Self::Block) -> Self::Pre {
+        Self::Pre::default()
     }
-    /// The values of sub-block `ib` (`0..8`); `idx` is the block's [`SubBlocks::grid_indices`].
-    fn sub_block<'a>(b: &'a Self::Block, idx: &[u16; QK_K / 8], ib: usize) -> SubBlock<'a>;
+    /// The values of sub-block `ib` (`0..8`); `pre` is the block's [`SubBlocks::prepare`].
+    fn sub_block<'a>(b: &'a Self::Block, pre: &Self::Pre, ib: usize) -> SubBlock<'a>;
     /// The integer scale of each 16-value group (`|value · scale| < 2^15`).
     fn scales(b: &Self::Block) -> [i16; QK_K / 16];
 }
@@ -236,9 +224,9 @@ impl<F: SubBlocks> KDot for F {
     #[inline(always)]
     fn ints(b: &Self::Block, w: &mut [[i8; 8]; QK_K / 8]) -> [i16; QK_K / 16] {
         let (w4, _) = w.as_chunks_mut::<4>();
-        let idx = F::grid_indices(b);
+        let pre = F::prepare(b);
         for (ib, w4) in w4.iter_mut().enumerate() {
-            *w4 = match F::sub_block(b, &idx, ib) {
+            *w4 = match F::sub_block(b, &pre, ib) {
                 SubBlock::Grid(g, s) => std::array::from_fn(|l| bytes_i8(signed_word(g.word(l), s.mask(l)))),
                 SubBlock::Shifted(g, s) => std::array::from_fn(|l| bytes_i8(shifted_word(g.word(l), s.mask(l)))),
                 SubBlock::Nibbles(q) => bytemuck::cast(nibble_lut::<16, 32>(q, &KVALUES_IQ4NL)),

@@ -1,10 +1,8 @@
 //! The AVX2 sub-block kernel against the reference, bit for bit, on this CPU: random blocks of
 //! every format (raw bytes: every code, grid index, sign and scale; NaN / Inf f16 scales too)
 //! against q8_k rows with edge activations (-128, 127), for rows of 0..=9 blocks and 1..=11
-//! activation rows. The reference is written out here from [`KDot::ints`] (its lanes, or
-//! iq1_s / iq1_m's block sums, in `i64`, so that an overflow would show), and checked
-//! against the crate's portable kernel (for iq1_s / iq1_m `qforge-k`'s q8_k kernel, which
-//! they ran before they had this one).
+//! activation rows. The reference is written out here from [`KDot::ints`] (its lanes in
+//! `i64`, so that an overflow would show), and checked against the crate's portable kernel.
 //!
 //! These tests need AVX2, FMA and F16C. On an x86-64 CPU without them they fail (an untested
 //! kernel is not a pass) unless `QFORGE_ALLOW_NO_AVX2=1` says to skip them.
@@ -19,20 +17,7 @@ use qforge_core::rand::Rng;
 /// The reference: lane `j` of a block = Σ over sub-blocks `ib` of `scale[2ib + j/4]` times
 /// the four products of values `32ib + 4j ..`, exact; `acc[j] = fma(d·d_y, lane, acc[j])`;
 /// the lanes summed as `((0+4) + (2+6)) + ((1+5) + (3+7))`.
-/// [`Acc::Block`] (iq1_s, iq1_m): per block the exact `isum = Σ_k scale[k/16]·v[k]·q8[k]` and
-/// `sumf += (d·d_y)·isum`, `qforge-k`'s order.
 fn reference<F: SubBlocks>(w: &[F::Block], a: &[BlockQ8K]) -> f32 {
-    if F::ACC == Acc::Block {
-        let mut sumf = 0f32;
-        for (b, a) in w.iter().zip(a) {
-            let mut v = [[0i8; 8]; QK_K / 8];
-            let scales = <F as KDot>::ints(b, &mut v);
-            let v: [i8; QK_K] = bytemuck::cast(v);
-            let isum: i64 = (0..QK_K).map(|k| i64::from(scales[k / 16]) * i64::from(v[k]) * i64::from(a.qs[k])).sum();
-            sumf += (<F as KDot>::d(b) * a.d.get()) * i32::try_from(isum).expect("an i32") as f32;
-        }
-        return sumf;
-    }
     let mut acc = [0f32; 8];
     for (b, a) in w.iter().zip(a) {
         let mut v = [[0i8; 8]; QK_K / 8];
@@ -85,7 +70,7 @@ fn forced<F: SubBlocks, const P: bool>(w: &[F::Block], a: &[BlockQ8K]) -> f32 {
     v
 }
 
-fn check<F: SubBlocks + qforge_k::dot::Q8KDot + NativeDot<Act = qforge_k::Q8K>>(seed: u64) {
+fn check<F: SubBlocks + NativeDot<Act = qforge_k::Q8K>>(seed: u64) {
     let mut rng = Rng::new(seed);
     for case in 0..400 {
         let nb = case % 10;
