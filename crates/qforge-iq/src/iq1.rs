@@ -11,7 +11,7 @@
 use crate::common::QK_K;
 use crate::lattice::{Lattice, levels_of};
 use crate::tables::{IQ1M_DELTA, IQ1S_DELTA, IQ1S_GRID};
-use crate::unpack::{GridSigns, GridWords, SubBlock, SubBlocks, no_gather_word, per32};
+use crate::unpack::{GridSigns, GridWords, SubBlock, SubBlocks, no_gather_word, per32, spread_bytes};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
@@ -499,14 +499,6 @@ impl SubBlocks for Iq1S {
     fn scales(b: &BlockIq1S) -> [i16; QK_K / 16] {
         per32(|ib| 2 * ((iq1s_qh(b, ib) >> 12) & 7) as i16 + 1)
     }
-}
-
-/// Byte `l` of `b` in 16-bit lane `l` of the word.
-#[inline(always)]
-fn spread_bytes(b: [u8; 4]) -> u64 {
-    let x = u64::from(u32::from_le_bytes(b));
-    let x = (x | x << 16) & 0x0000_FFFF_0000_FFFF;
-    (x | x << 8) & 0x00FF_00FF_00FF_00FF
 }
 
 /// Bits `3l .. 3l + 3` of `h` in 16-bit lane `l` (`l` in `0..4`): one multiplication puts a

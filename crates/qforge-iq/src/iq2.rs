@@ -6,7 +6,7 @@ use crate::common::QK_K;
 use crate::lattice::{Lattice, levels_of};
 use crate::search::{GridSearch, Refine, Signs, Start, block_weights, scale_code, search_sub_blocks};
 use crate::tables::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, KMASK_IQ2XS, KSIGNS_IQ2XS};
-use crate::unpack::{GridSigns, GridWords, SubBlock, SubBlocks, no_gather_word, per32};
+use crate::unpack::{GridSigns, GridWords, SubBlock, SubBlocks, ksigns_byte, no_gather_word, per32, spread_bytes};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
@@ -286,17 +286,6 @@ impl BlockFormat for Iq2S {
 // multiplied by the odd scale `2s + 1`, summed per block in i32, scaled by `d·d_y` in f32, and
 // the row's sum by 1/8 at the end.
 
-/// `KSIGNS_IQ2XS[c >> 9]`, computed: the 7 sign bits of the code and, as the eighth, their
-/// parity (ggml's sign codes have an even number of negated values).
-#[inline(always)]
-fn ksigns_byte(c: u16) -> u8 {
-    let s = c >> 9;
-    let p = s ^ (s >> 4);
-    let p = p ^ (p >> 2);
-    let p = p ^ (p >> 1);
-    (s | (p & 1) << 7) as u8
-}
-
 /// `2·nibble + 1` for the sub-block scales of iq2_xs / iq2_s (one nibble per 16 values).
 #[inline(always)]
 fn odd_nibble16(scales: &[u8; 8], k: usize) -> i32 {
@@ -304,6 +293,8 @@ fn odd_nibble16(scales: &[u8; 8], k: usize) -> i32 {
 }
 
 impl SubBlocks for Iq2Xxs {
+    // The sign bytes computed for the block ahead ([`ksigns_of_words`], as iq3_xxs) measured
+    // 16.2 -> 11.8 Gel/s here: the 7-bit codes come out of one word with a shift each.
     type Pre = ();
     const D_MUL: f32 = 0.125;
 
@@ -350,7 +341,7 @@ impl SubBlocks for Iq2Xs {
         for ((i, s), c) in idx.iter_mut().zip(&mut signs).zip(codes) {
             let c = u16::from_le_bytes(*c);
             *i = c & 511;
-            *s = ksigns_byte(c);
+            *s = ksigns_byte(u32::from(c >> 9));
         }
         (idx, signs)
     }
@@ -377,7 +368,8 @@ impl SubBlocks for Iq2Xs {
 }
 
 impl SubBlocks for Iq2S {
-    type Pre = ();
+    /// The 32 grid indices.
+    type Pre = [u16; QK_K / 8];
     const D_MUL: f32 = 0.125;
 
     #[inline(always)]
@@ -385,16 +377,26 @@ impl SubBlocks for Iq2S {
         b.d.bits()
     }
 
+    /// Index `4ib + l`: byte `qs[4ib + l]` and bits `2l, 2l + 1` of `qh[ib]` above it.
     #[inline(always)]
-    fn sub_block<'a>(b: &'a BlockIq2S, _pre: &(), ib: usize) -> SubBlock<'a> {
+    fn prepare(b: &BlockIq2S) -> Self::Pre {
+        let (qs, _) = b.qs.as_chunks::<4>();
+        let words: [u64; QK_K / 32] = std::array::from_fn(|ib| {
+            // Bits `2l, 2l + 1` of `qh` to 16-bit lane `l`: one multiplication puts a copy of
+            // the byte at bit `14l`, apart from the others (no carries).
+            let h = (u64::from(b.qh[ib]) * (1 | 1 << 14 | 1 << 28 | 1 << 42)) & 0x0003_0003_0003_0003;
+            spread_bytes(qs[ib]) | h << 8
+        });
+        bytemuck::cast(words)
+    }
+
+    #[inline(always)]
+    fn sub_block<'a>(b: &'a BlockIq2S, idx: &Self::Pre, ib: usize) -> SubBlock<'a> {
         let ib = ib & 7; // (in range anyway: lets LLVM drop the bounds checks)
-        let (codes, signs) = b.qs.split_at(QK_K / 8);
-        let qh = usize::from(b.qh[ib]);
+        let signs = &b.qs[QK_K / 8..];
         let grid: &'static [u64; 1024] = &IQ2S_GRID;
         SubBlock::Grid(
-            GridWords::W64(std::array::from_fn(|l| {
-                &grid[usize::from(codes[4 * ib + l]) | ((qh << (8 - 2 * l)) & 0x300)]
-            })),
+            GridWords::W64(std::array::from_fn(|l| &grid[no_gather_word(u64::from(idx[4 * ib + l])) as usize & 1023])),
             GridSigns::Bits(signs[4 * ib..4 * ib + 4].try_into().expect("4 sign bytes")),
         )
     }
@@ -409,13 +411,17 @@ impl SubBlocks for Iq2S {
 mod tests {
     use super::*;
 
-    /// The computed sign bytes are ggml's table, whatever the index bits below them.
+    /// iq2_xs's sign bytes, computed, are ggml's table, whatever the index bits below them.
     #[test]
-    fn ksigns_byte_is_the_table() {
+    fn iq2xs_sign_bytes_are_the_table() {
+        let mut b = BlockIq2Xs::zeroed();
         for code in 0..128u16 {
-            for idx in [0u16, 1, 255, 256, 511] {
-                assert_eq!(ksigns_byte(code << 9 | idx), KSIGNS_IQ2XS[usize::from(code)], "code {code}");
+            for (k, idx) in [0u16, 1, 255, 256, 511].into_iter().enumerate() {
+                b.qs[2 * k..2 * k + 2].copy_from_slice(&(code << 9 | idx).to_le_bytes());
             }
+            let (idx, signs) = Iq2Xs::prepare(&b);
+            assert_eq!(idx[..5], [0, 1, 255, 256, 511]);
+            assert!(signs[..5].iter().all(|&s| s == KSIGNS_IQ2XS[usize::from(code)]), "code {code}");
         }
     }
 }

@@ -44,6 +44,14 @@ pub(crate) fn shifted_word(grid: u64, m: u64) -> u64 {
     ((x & !H) + (y & !H)) ^ ((x ^ y) & H)
 }
 
+/// Byte `l` of `b` in 16-bit lane `l` of the word.
+#[inline(always)]
+pub(crate) fn spread_bytes(b: [u8; 4]) -> u64 {
+    let x = u64::from(u32::from_le_bytes(b));
+    let x = (x | x << 16) & 0x0000_FFFF_0000_FFFF;
+    (x | x << 8) & 0x00FF_00FF_00FF_00FF
+}
+
 /// Each grid word an `ints` loop loads passes through this barrier. Without it LLVM's SLP
 /// vectorizer turns the 4–8 independent table loads of a sub-block into AVX2 / AVX-512
 /// gathers, which are microcoded and were measured ~10x slower than the scalar loads they
@@ -95,6 +103,31 @@ pub(crate) static KSIGNS_PM1: [u64; 128] = {
     }
     t
 };
+
+/// `KSIGNS_IQ2XS[s & 127]`, computed: the 7 sign bits of the code and, as the eighth, their
+/// parity (ggml's sign codes negate an even number of values). Straight-line code, which
+/// LLVM vectorizes over a block's codes.
+#[inline(always)]
+pub(crate) fn ksigns_byte(s: u32) -> u8 {
+    let s = s & 127;
+    let p = s ^ (s >> 4);
+    let p = p ^ (p >> 2);
+    let p = p ^ (p >> 1);
+    (s | (p & 1) << 7) as u8
+}
+
+/// The 32 sign bytes of a block whose sign codes are packed four per 32-bit word, 7 bits
+/// apart (iq2_xxs, iq3_xxs): byte `4ib + l` is [`ksigns_byte`] of bits `7l ..` of `words[ib]`.
+#[inline(always)]
+pub(crate) fn ksigns_of_words(words: [u32; QK_K / 32]) -> [u8; QK_K / 8] {
+    let mut out = [0u8; QK_K / 8];
+    for (o, w) in out.as_chunks_mut::<4>().0.iter_mut().zip(words) {
+        for (l, o) in o.iter_mut().enumerate() {
+            *o = ksigns_byte(w >> (7 * l));
+        }
+    }
+    out
+}
 
 /// The byte mask (0xFF where negated, else 0) of a word of ±1 sign bytes: each byte's top bit
 /// spread over the byte.
@@ -273,6 +306,15 @@ mod tests {
             let want: [i8; 8] = std::array::from_fn(|j| if signs >> j & 1 != 0 { -1 } else { 1 });
             assert_eq!(bytes_i8(KSIGNS_PM1[i]), want, "code {i}");
             assert_eq!(mask_of_pm1(KSIGNS_PM1[i]), SIGN_MASK[usize::from(signs)], "code {i}");
+            assert_eq!(ksigns_byte(i as u32 | 0xFFFF_FF80), signs, "code {i}");
+        }
+        // Four codes per word, 7 bits apart, the top 4 bits (a scale) ignored.
+        let words: [u32; 8] = std::array::from_fn(|ib| {
+            0xF000_0000 | (0..4).map(|l| ((ib * 4 + l) as u32 * 37 % 128) << (7 * l)).sum::<u32>()
+        });
+        let bytes = ksigns_of_words(words);
+        for (k, b) in bytes.into_iter().enumerate() {
+            assert_eq!(b, KSIGNS_IQ2XS[k * 37 % 128], "byte {k}");
         }
     }
 }
