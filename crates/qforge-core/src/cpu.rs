@@ -52,6 +52,9 @@ impl Level {
 struct Detected {
     /// The highest level the CPU runs.
     cpu: Level,
+    /// The CPU has AVX-512 DQ and BF16 besides [`Level::Avx512Vnni`] (`vcvtneps2bf16`,
+    /// `vfpclassps`: Sapphire Rapids, Zen 4; not Ice Lake).
+    bf16: bool,
     /// The level after the process cap.
     process: Level,
     /// `QFORGE_CPU` was set to something that names no level.
@@ -68,7 +71,7 @@ fn detected() -> Detected {
             Some(Some(c)) => cpu.min(c),
             _ => cpu,
         };
-        Detected { cpu, process, bad_env: matches!(cap, Some(None)) }
+        Detected { cpu, process, bf16: detect_bf16(cpu), bad_env: matches!(cap, Some(None)) }
     })
 }
 
@@ -179,6 +182,37 @@ pub fn f32_to_f16_slice(src: &[f32], dst: &mut [crate::f16]) {
     }
 }
 
+/// `dst[i] = bf16::from_f32(src[i])` (round to nearest even, NaN stays NaN with its top
+/// payload bits and the quiet bit set), `dst.len() == src.len()`: `vcvtneps2bf16` sixteen at a
+/// time where [`avx512vnni`] allows it and the CPU has AVX-512 BF16, else the branch-free
+/// [`crate::round::f32_to_bf16_bits`] compiled for the level ([`dispatch`]). The same bits
+/// either way (qforge-cpu's conversion tests hold every level against `half`).
+#[inline]
+#[allow(unsafe_code)]
+pub fn f32_to_bf16_slice(src: &[f32], dst: &mut [crate::bf16]) {
+    assert_eq!(src.len(), dst.len(), "one output per input");
+    #[cfg(target_arch = "x86_64")]
+    if avx512vnni() && detected().bf16 {
+        // SAFETY: `avx512vnni()` says the CPU has AVX2, FMA, F16C and AVX-512 F / BW / VL /
+        // VNNI, and `detected().bf16` AVX-512 DQ and BF16 (`detect_bf16`): every feature the
+        // `#[target_feature]` function enables.
+        unsafe { x86::to_bf16_avx512(src, dst) };
+        return;
+    }
+    dispatch(
+        #[inline(always)]
+        || bf16_formula(src, dst),
+    );
+}
+
+/// [`crate::round::f32_to_bf16_bits`] of each value: a loop LLVM vectorizes.
+#[inline(always)]
+fn bf16_formula(src: &[f32], dst: &mut [crate::bf16]) {
+    for (d, s) in dst.iter_mut().zip(src) {
+        *d = crate::bf16::from_bits(crate::round::f32_to_bf16_bits(*s));
+    }
+}
+
 /// The target-feature trampolines of [`dispatch`].
 #[cfg(target_arch = "x86_64")]
 #[allow(unsafe_code)]
@@ -245,6 +279,37 @@ mod x86 {
         // SAFETY: the caller's contract includes `to_f16_f16c`'s; the tails have equal lengths.
         unsafe { to_f16_f16c(st, dt) };
     }
+
+    /// [`super::f32_to_bf16_slice`] with `vcvtneps2bf16`, sixteen values at a time. The
+    /// instruction rounds as the formula does (to nearest even; NaN: the top half with the
+    /// quiet bit set) but flushes subnormal inputs to zero: a chunk holding one (`vfpclassps`)
+    /// goes through the formula instead, as does the tail.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, FMA, F16C and AVX-512 F / BW / VL / DQ / BF16.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")]
+    pub(super) unsafe fn to_bf16_avx512(src: &[f32], dst: &mut [crate::bf16]) {
+        use std::arch::x86_64::{
+            __m256bh, __m256i, _mm256_storeu_si256, _mm512_cvtneps_pbh, _mm512_fpclass_ps_mask, _mm512_loadu_ps,
+        };
+        /// `vfpclassps` category: subnormal.
+        const SUBNORMAL: i32 = 0x20;
+        let (sc, st) = src.as_chunks::<16>();
+        let (dc, dt) = dst.as_chunks_mut::<16>();
+        for (s, d) in sc.iter().zip(dc) {
+            // SAFETY: `s` is exactly 16 f32 (64 bytes), the unaligned load reads only it.
+            let x = unsafe { _mm512_loadu_ps(s.as_ptr()) };
+            if _mm512_fpclass_ps_mask::<SUBNORMAL>(x) != 0 {
+                super::bf16_formula(s, d);
+                continue;
+            }
+            let h = _mm512_cvtneps_pbh(x);
+            // SAFETY: `d` is exactly 16 bf16 (32 bytes), the unaligned store writes only it;
+            // `__m256bh` and `__m256i` are both 32 bytes of plain bits.
+            unsafe { _mm256_storeu_si256(d.as_mut_ptr().cast(), std::mem::transmute::<__m256bh, __m256i>(h)) };
+        }
+        super::bf16_formula(st, dt);
+    }
 }
 
 #[cfg(target_arch = "x86_64")]
@@ -265,6 +330,19 @@ fn detect() -> Level {
 #[cfg(not(target_arch = "x86_64"))]
 fn detect() -> Level {
     Level::Scalar
+}
+
+/// Whether the CPU has AVX-512 DQ and BF16 on top of `cpu` = [`Level::Avx512Vnni`].
+fn detect_bf16(cpu: Level) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        cpu == Level::Avx512Vnni && is_x86_feature_detected!("avx512dq") && is_x86_feature_detected!("avx512bf16")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = cpu;
+        false
+    }
 }
 
 /// For reports and benchmarks: the level the kernels run at (`avx512vnni`, `avx2`, `scalar`),

@@ -128,9 +128,8 @@ impl Elem for bf16 {
     }
     #[inline(always)]
     fn from_f32_slice(src: &[f32], dst: &mut [Self]) {
-        for (d, &s) in dst.iter_mut().zip(src) {
-            *d = Self::from_f32(s);
-        }
+        // `vcvtneps2bf16` where the CPU has AVX-512 BF16, else the formula for the level.
+        crate::cpu::f32_to_bf16_slice(src, dst);
     }
     #[inline(always)]
     fn from_f32(v: f32) -> Self {

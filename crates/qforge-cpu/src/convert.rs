@@ -1,6 +1,6 @@
 //! f32 → f16 / bf16 conversion of whole slices, each value exactly as `f16::from_f32` /
 //! `bf16::from_f32` (round to nearest even; NaN stays NaN), vectorized for the CPU's SIMD
-//! level ([`qforge_core::cpu::f32_to_f16_slice`]; bf16 through [`qforge_core::cpu::dispatch`]).
+//! level ([`qforge_core::cpu::f32_to_f16_slice`], [`qforge_core::cpu::f32_to_bf16_slice`]).
 //!
 //! Dequantizing to f16 / bf16 decodes a row to an f32 scratch row with the format's f32 fast
 //! path, then converts it here: a format's f16 / bf16 output is then as fast as its f32
@@ -40,16 +40,12 @@ pub(crate) fn from_f32(src: &[f32], dst: OutRow<'_>) {
 }
 
 fn to_bf16(src: &[f32], dst: &mut [bf16]) {
-    assert_eq!(src.len(), dst.len(), "one output per input");
-    // The branch-free formula compiled for the CPU's level: LLVM vectorizes it, 16 lanes
-    // with AVX-512 (the packing to 16 bits one `vpmovdw`), 8 with AVX2.
-    qforge_core::cpu::dispatch(
-        #[inline(always)]
-        || to_bf16_portable(src, dst),
-    );
+    // `vcvtneps2bf16` where the CPU has AVX-512 BF16, else the branch-free formula compiled
+    // for the CPU's level (`qforge_core::cpu`).
+    qforge_core::cpu::f32_to_bf16_slice(src, dst);
 }
 
-#[inline(always)]
+#[cfg(test)]
 fn to_bf16_portable(src: &[f32], dst: &mut [bf16]) {
     for (d, s) in dst.iter_mut().zip(src) {
         *d = bf16::from_bits(qforge_core::round::f32_to_bf16_bits(*s));
@@ -93,6 +89,15 @@ mod tests {
             1.0 + 3.0 * f32::powi(2.0, -8),
             f32::from_bits(0x7F7F_FFFF),
             f32::from_bits(0x7F7F_8000),
+            // Subnormals, which `vcvtneps2bf16` would flush: the smallest, one rounding up to
+            // the smallest bf16 subnormal, halfway cases, the largest, negative ones.
+            f32::from_bits(0x0000_0001),
+            f32::from_bits(0x0000_8000),
+            f32::from_bits(0x0001_8000),
+            f32::from_bits(0x0000_7FFF),
+            f32::from_bits(0x007F_FFFF),
+            f32::from_bits(0x807F_8000),
+            f32::from_bits(0x8000_0001),
         ]);
         for i in 0..1000u32 {
             v.push(f32::from_bits(0x3F80_0000 + (i << 12)));

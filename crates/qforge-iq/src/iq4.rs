@@ -23,6 +23,8 @@ fn emit32<O: Elem>(dst: &mut [O], dl: f32, qs: &[u8]) {
 
 /// ggml's per-32 search of `quantize_row_iq4_nl_impl` (with `ntry = 7`): the scale `d` of
 /// `x ~ d * kvalues[l]` with the best weighted fit, or 0 for a sub-block of (near) zeros.
+/// The first fit and the 15 tries are independent: they run side by side, one per lane
+/// ([`fits`]), each lane summing in ggml's order, so the bits are ggml's.
 fn sub_block_scale(xb: &[f32], w: &[f32]) -> f32 {
     const NTRY: i32 = 7;
     let v0 = KVALUES_IQ4NL[0] as f32;
@@ -30,27 +32,72 @@ fn sub_block_scale(xb: &[f32], w: &[f32]) -> f32 {
     if amax < GROUP_MAX_EPS {
         return 0.0;
     }
-    let fit = |id: f32| {
-        let (mut sumqx, mut sumq2) = (0.0f32, 0.0f32);
-        for (&x, &wj) in xb.iter().zip(w) {
-            let q = KVALUES_IQ4NL[best_index_int8(&KVALUES_IQ4NL, id * x)] as f32;
-            sumqx += wj * q * x;
-            sumq2 += wj * q * q;
-        }
-        (sumqx, sumq2)
-    };
-    let d = -max / v0;
-    let (sumqx, sumq2) = fit(1.0 / d);
-    let mut d = if sumq2 > 0.0 { sumqx / sumq2 } else { 0.0 };
-    let mut best = d * sumqx;
-    for itry in -NTRY..=NTRY {
-        let (sumqx, sumq2) = fit((itry + KVALUES_IQ4NL[0] as i32) as f32 / max);
+    let mut ids = [0.0f32; FITS];
+    ids[0] = 1.0 / (-max / v0);
+    for (id, itry) in ids[1..].iter_mut().zip(-NTRY..=NTRY) {
+        *id = (itry + KVALUES_IQ4NL[0] as i32) as f32 / max;
+    }
+    let (sumqx, sumq2) = qforge_core::cpu::dispatch(
+        #[inline(always)]
+        || fits(xb, w, &ids),
+    );
+    let mut d = if sumq2[0] > 0.0 { sumqx[0] / sumq2[0] } else { 0.0 };
+    let mut best = d * sumqx[0];
+    for (&sumqx, &sumq2) in sumqx[1..].iter().zip(&sumq2[1..]) {
         if sumq2 > 0.0 && sumqx * sumqx > best * sumq2 {
             d = sumqx / sumq2;
             best = d * sumqx;
         }
     }
     d
+}
+
+/// The fits of [`sub_block_scale`]: the first and the `2·7 + 1` tries.
+const FITS: usize = 16;
+
+/// `(Σ w·q·x, Σ w·q·q)` for each inverse scale `ids[t]`, `q` the table value nearest `id·x`
+/// ([`nearest_kvalue`]), summed over the values in order: lane `t` is ggml's loop for its
+/// scale, and the lanes vectorize (branch-free; the search ran ~16 binary searches with
+/// unpredictable branches per value).
+#[inline(always)]
+fn fits(xb: &[f32], w: &[f32], ids: &[f32; FITS]) -> ([f32; FITS], [f32; FITS]) {
+    let (mut sumqx, mut sumq2) = ([0.0f32; FITS], [0.0f32; FITS]);
+    for (&x, &wj) in xb.iter().zip(w) {
+        for ((sqx, sq2), &id) in sumqx.iter_mut().zip(&mut sumq2).zip(ids) {
+            let q = nearest_kvalue(id * x);
+            *sqx += wj * q * x;
+            *sq2 += wj * q * q;
+        }
+    }
+    (sumqx, sumq2)
+}
+
+/// `kvalues_iq4nl` as f32.
+const KV: [f32; 16] = {
+    let mut t = [0.0f32; 16];
+    let mut k = 0;
+    while k < 16 {
+        t[k] = KVALUES_IQ4NL[k] as f32;
+        k += 1;
+    }
+    t
+};
+
+/// `KVALUES_IQ4NL[best_index_int8(v)]` without branches: `lower` the largest entry `≤ v`
+/// (the first if none), `upper` the next (the last if none), each built from the table's
+/// steps (small integers: exact), then ggml's `v - lower < upper - v`. Below the table that
+/// picks `lower` = the first entry, above it both are the last: ggml's two early returns.
+#[inline(always)]
+fn nearest_kvalue(v: f32) -> f32 {
+    let (mut lower, mut upper) = (KV[0], KV[1]);
+    for k in 1..16 {
+        let step = KV[k] - KV[k - 1];
+        lower += if v >= KV[k] { step } else { 0.0 };
+        if k >= 2 {
+            upper += if v >= KV[k - 1] { step } else { 0.0 };
+        }
+    }
+    if v - lower < upper - v { lower } else { upper }
 }
 
 /// Packs codes `L` (one per value, 32 per sub-block) into nibbles: byte `j` of sub-block
@@ -221,5 +268,34 @@ impl SubBlocks for Iq4Xs {
     #[inline(always)]
     fn scales(b: &BlockIq4Xs) -> [i16; QK_K / 16] {
         per32(|ib| xs_scale(b, ib) as i16)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::common::best_index_int8;
+    use qforge_core::rand::Rng;
+
+    /// The branch-free nearest entry is ggml's binary search: on every entry, every midpoint
+    /// (the ties), their neighbours one ulp away, beyond both ends and at random.
+    #[test]
+    fn nearest_kvalue_is_best_index_int8() {
+        let mut vs: Vec<f32> = vec![-1e30, -200.0, 200.0, 1e30, 0.0, -0.0];
+        for k in 0..16 {
+            vs.push(KV[k]);
+            if k < 15 {
+                vs.push((KV[k] + KV[k + 1]) / 2.0);
+            }
+        }
+        for v in vs.clone() {
+            vs.extend([v.next_up(), v.next_down()]);
+        }
+        let mut rng = Rng::new(3);
+        vs.extend((0..100_000).map(|_| ((rng.next_u64() % 1_000_000) as f32 / 1_000_000.0 - 0.5) * 300.0));
+        for v in vs {
+            let want = KV[best_index_int8(&KVALUES_IQ4NL, v)];
+            assert_eq!(nearest_kvalue(v).to_bits(), want.to_bits(), "v = {v:e}");
+        }
     }
 }
