@@ -231,11 +231,12 @@ pub(crate) trait SubBlocks: BlockFormat {
     /// The raw bits of the block's f16 scale: [`KDot::d`] is `D_MUL · d` (the AVX2 kernel
     /// widens it with `vcvtph2ps`, without the run-time CPU check of a portable f16).
     fn d_bits(b: &Self::Block) -> u16;
-    /// What a format computes for a whole block before its sub-blocks are read (`()` for
-    /// most): iq1_s / iq1_m's 32 grid indices, spread over a byte and a few high bits, and
-    /// iq2_xs's indices and full sign bytes, all 32 at once in straight-line code that LLVM
-    /// vectorizes, instead of a shift, mask and OR per index in the sub-block loop. The AVX2
-    /// kernel computes it one block ahead.
+    /// What a format computes for a whole block before its sub-blocks are read (`()` where
+    /// that did not pay): the 32 grid indices of iq1_s / iq1_m / iq2_s, spread over a byte
+    /// and a few high bits, iq2_xs's indices and sign bytes, iq3_xxs's sign bytes; all 32 at
+    /// once in straight-line code that LLVM vectorizes, instead of shifts, masks and table
+    /// loads per value in the sub-block loop. The AVX2 kernel computes it one block ahead,
+    /// into the other of two slots (docs/formats/iq.md).
     type Pre: Copy + Default;
     /// The block's [`SubBlocks::Pre`].
     #[inline(always)]
