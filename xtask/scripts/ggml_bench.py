@@ -4,6 +4,7 @@
     python3 xtask/scripts/ggml_bench.py FORMAT OP N      # prints one JSON object
     python3 xtask/scripts/ggml_bench.py FORMAT matvec N,K 1 [THREADS]
     python3 xtask/scripts/ggml_bench.py FORMAT matmul N,K M [THREADS]
+    python3 xtask/scripts/ggml_bench.py --features       # the x86 features ggml's CPU code was built with
 
 OPs `matvec` / `matmul` time ggml's real mat-vec / mat-mul: a graph `ggml_mul_mat(W[FORMAT,
 K x N], x[f32, K x M])` computed by the CPU backend (`ggml_backend_cpu_init`,
@@ -109,7 +110,23 @@ def mul_mat(fmt, op, shape, m, threads):
                       "quantized_bytes": wbytes, "runs": runs}))
 
 
+def features():
+    """The instruction sets ggml-py's CPU backend was compiled for (`ggml_cpu_has_*`)."""
+    import ggml
+
+    cpu = ctypes.CDLL(os.path.join(os.path.dirname(ggml.__file__), "lib", "libggml-cpu.so"))
+    out = {}
+    for name in ("avx2", "fma", "f16c", "avx_vnni", "avx512", "avx512_vbmi", "avx512_vnni", "avx512_bf16"):
+        f = getattr(cpu, f"ggml_cpu_has_{name}", None)
+        if f is not None:
+            f.restype = ctypes.c_int
+            out[name] = bool(f())
+    print(json.dumps(out))
+
+
 def main():
+    if sys.argv[1] == "--features":
+        return features()
     fmt, op = sys.argv[1], sys.argv[2]
     if not has_type(fmt):
         print(json.dumps({"format": fmt, "op": op, "error": "ggml-py's library does not define this type"}))

@@ -31,16 +31,73 @@ fn root() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..")
 }
 
-/// A Python that can `import ggml`: the system one, or `.venv/` (created on demand).
-fn python() -> Result<PathBuf> {
+/// Which kernels both sides run (`--cpu`).
+#[derive(Clone, Copy, PartialEq, Eq, Debug)]
+pub enum Cpu {
+    /// The best this CPU has: qforge's run-time pick, ggml-py built with the host's native flags.
+    Native,
+    /// AVX2 + FMA + F16C + BMI2 only, on any x86-64 machine that has them: qforge capped by
+    /// `QFORGE_CPU=avx2`, ggml-py built from source with `GGML_NATIVE=OFF` and exactly those
+    /// flags (into `.venv-avx2/`). The AVX2-machine table, measured on an AVX-512 machine.
+    Avx2,
+}
+
+impl Cpu {
+    pub fn parse(s: &str) -> Result<Cpu> {
+        match s.trim() {
+            "native" => Ok(Cpu::Native),
+            "avx2" => Ok(Cpu::Avx2),
+            _ => bail!("--cpu '{s}': expected native or avx2"),
+        }
+    }
+
+    /// `QFORGE_CPU` for the qforge processes (None: qforge's own pick).
+    fn qforge_cap(self) -> Option<&'static str> {
+        match self {
+            Cpu::Native => None,
+            Cpu::Avx2 => Some("avx2"),
+        }
+    }
+
+    /// The git-ignored virtual environment holding this level's ggml-py.
+    fn venv(self) -> PathBuf {
+        root().join(match self {
+            Cpu::Native => ".venv",
+            Cpu::Avx2 => ".venv-avx2",
+        })
+    }
+
+    /// How ggml-py is installed: from its source distribution either way (PyPI has no
+    /// wheel), with `CMAKE_ARGS` fixing the instruction sets for `Avx2`. `--no-cache-dir`:
+    /// pip would otherwise reuse a wheel it built earlier with other flags.
+    fn pip_install(self, pip: &Path) -> Command {
+        let mut c = Command::new(pip);
+        c.args(["install", "-q", "ggml-py==0.10.1", "numpy"]);
+        if self == Cpu::Avx2 {
+            c.args(["--no-cache-dir", "--no-binary", "ggml-py"]);
+            c.env(
+                "CMAKE_ARGS",
+                "-DGGML_NATIVE=OFF -DGGML_AVX=ON -DGGML_AVX2=ON -DGGML_FMA=ON -DGGML_F16C=ON -DGGML_BMI2=ON \
+                 -DGGML_AVX_VNNI=OFF -DGGML_AVX512=OFF -DGGML_AVX512_VBMI=OFF -DGGML_AVX512_VNNI=OFF \
+                 -DGGML_AVX512_BF16=OFF",
+            );
+        }
+        c
+    }
+}
+
+/// A Python that can `import ggml`: for `--cpu native` the system one or `.venv/`, for
+/// `--cpu avx2` `.venv-avx2/` (each created on demand). An AVX2 ggml that reports AVX-512
+/// (an environment built some other way) is refused rather than measured.
+fn python(cpu: Cpu) -> Result<PathBuf> {
     let ok = |py: &Path| {
         Command::new(py).args(["-c", "import ggml, numpy"]).output().map(|o| o.status.success()).unwrap_or(false)
     };
     let sys = PathBuf::from("python3");
-    if ok(&sys) {
+    if cpu == Cpu::Native && ok(&sys) {
         return Ok(sys);
     }
-    let venv = root().join(".venv");
+    let venv = cpu.venv();
     let py = venv.join("bin/python3");
     if !ok(&py) {
         eprintln!("xtask: installing ggml-py==0.10.1 and numpy into {} (git-ignored)", venv.display());
@@ -48,12 +105,17 @@ fn python() -> Result<PathBuf> {
         if !st.success() {
             bail!("could not create {}", venv.display());
         }
-        let st = Command::new(venv.join("bin/pip"))
-            .args(["install", "-q", "ggml-py==0.10.1", "numpy"])
-            .status()
-            .context("pip install ggml-py")?;
+        let st = cpu.pip_install(&venv.join("bin/pip")).status().context("pip install ggml-py")?;
         if !st.success() || !ok(&py) {
             bail!("could not install ggml-py into {}", venv.display());
+        }
+    }
+    if cpu == Cpu::Avx2 {
+        let mut c = Command::new(&py);
+        c.arg(root().join("xtask/scripts/ggml_bench.py")).arg("--features");
+        let f = json_of(c)?;
+        if f["avx512"].as_bool() != Some(false) || f["avx2"].as_bool() != Some(true) {
+            bail!("{}: its ggml reports {f}, not an AVX2-only build; delete the folder to rebuild it", venv.display());
         }
     }
     Ok(py)
@@ -66,6 +128,17 @@ fn json_of(mut cmd: Command) -> Result<serde_json::Value> {
     }
     let line = String::from_utf8_lossy(&out.stdout);
     serde_json::from_str(line.trim()).with_context(|| format!("parsing output of {cmd:?}: {line}"))
+}
+
+/// A `qforge` command running at `cpu`'s kernel level (the caller's `QFORGE_CPU` never leaks
+/// into a native run).
+fn qforge_cmd(qforge: &Path, cpu: Cpu) -> Command {
+    let mut c = Command::new(qforge);
+    match cpu.qforge_cap() {
+        Some(level) => c.env("QFORGE_CPU", level),
+        None => c.env_remove("QFORGE_CPU"),
+    };
+    c
 }
 
 /// The extra rustc flags of the `--native` build.
@@ -128,22 +201,31 @@ pub struct Args<'a> {
     /// Mat-mul activation rows (one table row per M).
     pub rows: &'a [usize],
     pub native: bool,
+    /// Which kernels both sides run.
+    pub cpu: Cpu,
     pub json: bool,
 }
 
 pub fn run(a: &Args<'_>) -> Result<bool> {
-    let Args { formats, n, ops, shape, rows: mrows, native, json } = *a;
+    let Args { formats, n, ops, shape, rows: mrows, native, cpu, json } = *a;
     let qforge = build_cli(native)?;
     let flags = rustflags(native);
     if !json {
         let how = if flags.is_empty() { "a plain release build".to_string() } else { format!("RUSTFLAGS='{flags}'") };
-        println!(
-            "qforge: {} ({how}; kernels: {}); ggml: PyPI ggml-py (built with the host's native flags)",
-            qforge.display(),
-            qforge_core::cpu::levels()
-        );
+        match cpu {
+            Cpu::Native => println!(
+                "qforge: {} ({how}; kernels: {}); ggml: PyPI ggml-py (built with the host's native flags)",
+                qforge.display(),
+                qforge_core::cpu::levels()
+            ),
+            Cpu::Avx2 => println!(
+                "qforge: {} ({how}; QFORGE_CPU=avx2); ggml: PyPI ggml-py built with AVX2+FMA+F16C+BMI2 only ({})",
+                qforge.display(),
+                cpu.venv().display()
+            ),
+        }
     }
-    let py = python()?;
+    let py = python(cpu)?;
     let names: Vec<String> = match formats {
         Some(list) => list.split(',').map(|s| s.trim().to_ascii_lowercase()).collect(),
         None => qforge_formats::registry().iter().map(|f| f.desc().name.to_string()).collect(),
@@ -167,7 +249,7 @@ pub fn run(a: &Args<'_>) -> Result<bool> {
     for name in &names {
         for &op in &elementwise {
             let q = |threads: usize| {
-                let mut c = Command::new(&qforge);
+                let mut c = qforge_cmd(&qforge, cpu);
                 c.args(["bench", "--format", name, "--op", op, "--n", &n.to_string(), "--json"]);
                 c.args(["--threads", &threads.to_string()]);
                 json_of(c)
@@ -206,7 +288,7 @@ pub fn run(a: &Args<'_>) -> Result<bool> {
             }
         }
     }
-    let tools = Tools { qforge: &qforge, py: &py, cores, json };
+    let tools = Tools { qforge: &qforge, py: &py, cpu, cores, json };
     if ops.contains(&"matvec") {
         mul_mat_rows(&tools, &names, shape, 1, &mut rows)?;
     }
@@ -216,7 +298,8 @@ pub fn run(a: &Args<'_>) -> Result<bool> {
         }
     }
     if json {
-        let v = serde_json::json!({ "qforge_rustflags": flags, "results": rows });
+        let cpu = format!("{cpu:?}").to_ascii_lowercase();
+        let v = serde_json::json!({ "qforge_rustflags": flags, "cpu": cpu, "results": rows });
         println!("{}", serde_json::to_string_pretty(&v)?);
     }
     Ok(true)
@@ -226,6 +309,7 @@ pub fn run(a: &Args<'_>) -> Result<bool> {
 struct Tools<'a> {
     qforge: &'a Path,
     py: &'a Path,
+    cpu: Cpu,
     cores: usize,
     json: bool,
 }
@@ -261,7 +345,7 @@ fn mul_mat_rows(
     }
     for name in names {
         let q = |threads: usize| {
-            let mut c = Command::new(t.qforge);
+            let mut c = qforge_cmd(t.qforge, t.cpu);
             c.args(["bench", "--format", name, "--op", op, "--act-quant", "native", "--shape", &shape, "--json"]);
             c.args(["--rows", &m.to_string(), "--threads", &threads.to_string()]);
             json_of(c)
