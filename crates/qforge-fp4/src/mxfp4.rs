@@ -44,6 +44,7 @@ impl BlockFormat for Mxfp4 {
     const GGML_USES_IMPORTANCE: bool = false;
 
     /// ggml's `dequantize_row_mxfp4`: `x = E2M1_X2[code] · 2^(e - 128)`.
+    #[inline(always)]
     fn decode<O: Elem>(b: &BlockMxfp4, out: &mut [O]) {
         decode_group(&b.qs, e8m0_to_f32_half(b.e), out);
     }

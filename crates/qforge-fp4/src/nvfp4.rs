@@ -61,6 +61,7 @@ impl BlockFormat for Nvfp4 {
     const GGML_USES_IMPORTANCE: bool = false;
 
     /// ggml's `dequantize_row_nvfp4`: `x = E2M1_X2[code] · ue4m3(d[s]) / 2`.
+    #[inline(always)]
     fn decode<O: Elem>(b: &BlockNvfp4, out: &mut [O]) {
         let half = QK_NVFP4_SUB / 2;
         for ((s, dst), qs) in out.chunks_mut(QK_NVFP4_SUB).enumerate().zip(b.qs.chunks_exact(half)) {

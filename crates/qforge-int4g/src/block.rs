@@ -190,6 +190,7 @@ impl<S: ScaleKind, const H: usize> BlockFormat for Int4g<S, H> {
 
     /// `w = q · scale`, the product in f32, then `O::from_f32`. Writes `out.len()` (at most
     /// `2·H`) values, so a partial last group needs no scratch buffer.
+    #[inline(always)]
     fn decode<O: Elem>(b: &Self::Block, out: &mut [O]) {
         let s = S::decode(b.d);
         let n = out.len().min(2 * H);

@@ -172,6 +172,7 @@ impl BlockFormat for Iq1S {
         cuda: crate::device_code("qf_iq1_s"),
     };
 
+    #[inline(always)]
     fn decode<O: Elem>(b: &BlockIq1S, out: &mut [O]) {
         let d = b.d.get();
         for ((sub, qh), qs) in out.chunks_exact_mut(32).zip(b.qh.chunks_exact(2)).zip(b.qs.chunks_exact(4)) {
@@ -293,6 +294,7 @@ impl BlockFormat for Iq1M {
         cuda: crate::device_code("qf_iq1_m"),
     };
 
+    #[inline(always)]
     fn decode<O: Elem>(b: &BlockIq1M, out: &mut [O]) {
         let (sc, d) = iq1m_scales(b);
         for (g, dst) in out.chunks_exact_mut(8).enumerate().take(QK_K / 8) {

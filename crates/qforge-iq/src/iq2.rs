@@ -164,6 +164,7 @@ impl BlockFormat for Iq2Xs {
         cuda: crate::device_code("qf_iq2_xs"),
     };
 
+    #[inline(always)]
     fn decode<O: Elem>(b: &BlockIq2Xs, out: &mut [O]) {
         let d = b.d.get();
         let mut it = groups8(out);

@@ -14,6 +14,16 @@ use qforge_ggml_search::{GROUP_MAX_EPS, NoImatrix, nearest_int, padded, search_w
 /// nibbles) to `dst` (32 elements).
 #[inline(always)]
 fn emit32<O: Elem>(dst: &mut [O], dl: f32, qs: &[u8]) {
+    // Whole sub-blocks as fixed-size code LLVM vectorizes (codes looked up as bytes, widened,
+    // multiplied): the same product per element as the loop below.
+    if let (Ok(q), 32) = (<&[u8; 16]>::try_from(qs), dst.len()) {
+        let codes: [i8; 32] = qforge_simd::lut::nibble_lut(q, &KVALUES_IQ4NL);
+        let mut y = [0f32; 32];
+        for (y, k) in y.iter_mut().zip(codes) {
+            *y = dl * f32::from(k);
+        }
+        return O::from_f32_slice(&y, dst);
+    }
     let (lo, hi) = dst.split_at_mut(16.min(dst.len()));
     for ((l, h), &q) in lo.iter_mut().zip(hi.iter_mut()).zip(qs) {
         *l = O::from_f32(dl * KVALUES_IQ4NL[(q & 0xf) as usize] as f32);
@@ -149,6 +159,7 @@ impl BlockFormat for Iq4Nl {
         cuda: crate::device_code("qf_iq4_nl"),
     };
 
+    #[inline(always)]
     fn decode<O: Elem>(b: &BlockIq4Nl, out: &mut [O]) {
         if let Some(dst) = out.chunks_exact_mut(32).next() {
             emit32(dst, b.d.get(), &b.qs);
@@ -200,6 +211,7 @@ impl BlockFormat for Iq4Xs {
         cuda: crate::device_code("qf_iq4_xs"),
     };
 
+    #[inline(always)]
     fn decode<O: Elem>(b: &BlockIq4Xs, out: &mut [O]) {
         let d = b.d.get();
         for (ib, dst) in out.chunks_exact_mut(32).enumerate().take(QK_K / 32) {
