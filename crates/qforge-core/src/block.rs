@@ -122,6 +122,12 @@ pub trait BlockFormat: Send + Sync + 'static {
 
     /// Reference decode of one block into `out` (`out.len() == DESC.block_size`). Each value
     /// is computed in f32 exactly as ggml's `to_float`, then converted with `O::from_f32`.
+    ///
+    /// Mark it (and what it calls) `#[inline(always)]`: rows are decoded inside
+    /// [`crate::cpu::dispatch`], which compiles for the CPU's SIMD level only the code
+    /// inlined into it; an out-of-line `decode` runs the baseline (SSE2) build. (The grid
+    /// I-quants iq2_xxs, iq2_s and iq3_* are the measured exceptions: inlined, LLVM's
+    /// AVX-512 build of their grid lookups was slower.)
     fn decode<O: Elem>(block: &Self::Block, out: &mut [O]);
 
     /// Reference encode of one block from finite `x` (`1 <= x.len() <= DESC.block_size`),
