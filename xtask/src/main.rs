@@ -3,7 +3,7 @@
 //! * `test-matrix [--device cpu|cuda|all] [--json]`: every registered format × device × op,
 //!   each cell checked against its reference (ggml golden vectors where ggml defines the
 //!   format); exits non-zero on any `fail` or `missing` cell.
-//! * `bench [--formats a,b] [--op dequant,quantize,matvec,matmul|all] [--n N] [--shape N,K] [--rows M,..] [--native] [--cpu native|avx2] [--json]`:
+//! * `bench [--formats a,b] [--op dequant,quantize,matvec,matmul|all] [--n N] [--shape N,K] [--rows M,..] [--native] [--cpu native|avx2] [--rounds N] [--json]`:
 //!   qforge's CPU quantize / dequantize / mat-vec throughput next to ggml's (PyPI ggml-py),
 //!   measured in the same run, as ratios.
 //! * `setup-cuda`: installs the CUDA 13.0 compiler from PyPI into `.cuda/` (idempotent).
@@ -64,6 +64,10 @@ enum Cmd {
         /// QFORGE_CPU=avx2 against a ggml-py built with AVX2 only, in .venv-avx2/).
         #[arg(long, default_value = "native")]
         cpu: String,
+        /// Rounds of measurements per row, alternating sides; each cell keeps its best rate
+        /// (steadier figures on a shared machine, N times the time).
+        #[arg(long, default_value_t = 1)]
+        rounds: usize,
         #[arg(long)]
         json: bool,
     },
@@ -112,12 +116,22 @@ enum Cmd {
 fn main() -> ExitCode {
     let result = match Cli::parse().cmd {
         Cmd::TestMatrix { device, json } => matrix::run(&device, json),
-        Cmd::Bench { formats, n, op, shape, rows, native, cpu, json } => (|| {
+        Cmd::Bench { formats, n, op, shape, rows, native, cpu, rounds, json } => (|| {
             let ops = bench::parse_ops(&op)?;
             let shape = bench::parse_shape(&shape)?;
             let rows = bench::parse_rows(&rows)?;
             let cpu = bench::Cpu::parse(&cpu)?;
-            let args = bench::Args { formats: formats.as_deref(), n, ops: &ops, shape, rows: &rows, native, cpu, json };
+            let args = bench::Args {
+                formats: formats.as_deref(),
+                n,
+                ops: &ops,
+                shape,
+                rows: &rows,
+                native,
+                cpu,
+                rounds,
+                json,
+            };
             bench::run(&args)
         })(),
         Cmd::SetupCuda => setup_cuda::run(),

@@ -125,9 +125,12 @@ pub trait BlockFormat: Send + Sync + 'static {
     ///
     /// Mark it (and what it calls) `#[inline(always)]`: rows are decoded inside
     /// [`crate::cpu::dispatch`], which compiles for the CPU's SIMD level only the code
-    /// inlined into it; an out-of-line `decode` runs the baseline (SSE2) build. (The grid
-    /// I-quants iq2_xxs, iq2_s and iq3_* are the measured exceptions: inlined, LLVM's
-    /// AVX-512 build of their grid lookups was slower.)
+    /// inlined into it; an out-of-line `decode` runs the baseline (SSE2) build. Every
+    /// level's build must give the same bits, NaN signs included (qforge-cpu's
+    /// `row_decode_is_the_same_at_every_simd_level`): a product whose NaN sign the compiler
+    /// may choose (Rust leaves it unspecified) can differ between builds; q1_0 / q2_0 stay
+    /// out of line for that, and the grid I-quants iq2_xxs, iq2_s and iq3_* because LLVM's
+    /// AVX-512 build of their grid lookups was slower.
     fn decode<O: Elem>(block: &Self::Block, out: &mut [O]);
 
     /// Reference encode of one block from finite `x` (`1 <= x.len() <= DESC.block_size`),

@@ -92,7 +92,6 @@ macro_rules! lowbit_format {
             /// ggml's `quantize_q1_0` / `quantize_q2_0` call the reference with or without weights.
             const GGML_USES_IMPORTANCE: bool = false;
 
-            #[inline(always)]
             fn decode<O: Elem>(b: &$block, out: &mut [O]) {
                 codec::decode::<Self, O>(b.d, &b.qs, out)
             }
