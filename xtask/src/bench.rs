@@ -210,6 +210,16 @@ pub struct Args<'a> {
 
 pub fn run(a: &Args<'_>) -> Result<bool> {
     let Args { formats, n, ops, shape, rows: mrows, native, cpu, rounds, json } = *a;
+    if cpu == Cpu::Avx2 {
+        if native {
+            // `-C target-cpu=native` lets LLVM use AVX-512 anywhere in the build, which no
+            // AVX2 machine runs: the two options contradict each other.
+            bail!("--native builds qforge for this CPU's AVX-512; it cannot be measured as --cpu avx2");
+        }
+        if qforge_core::cpu::cpu_level() < qforge_core::cpu::Level::Avx2 {
+            bail!("--cpu avx2: this CPU lacks AVX2 / FMA / F16C (kernels: {})", qforge_core::cpu::levels());
+        }
+    }
     let qforge = build_cli(native)?;
     let flags = rustflags(native);
     if !json {

@@ -93,12 +93,7 @@ pub(crate) fn decode_group<O: Elem>(qs: &[u8], d: f32, out: &mut [O]) {
 /// [`decode_group`] of a whole group of `N = 2·H` elements (`out.len() == N`).
 #[inline(always)]
 fn decode_whole<const H: usize, const N: usize, O: Elem>(qs: &[u8; H], d: f32, out: &mut [O]) {
-    let codes: [i8; N] = qforge_simd::lut::nibble_lut(qs, &E2M1_X2);
-    let mut y = [0f32; N];
-    for (y, k) in y.iter_mut().zip(codes) {
-        *y = f32::from(k) * d;
-    }
-    O::from_f32_slice(&y, out);
+    O::from_f32_slice(&qforge_simd::lut::nibble_values::<H, N>(qs, &E2M1_X2, d), out);
 }
 
 /// Encodes a group of `2 · qs.len()` elements with scale `d` (the inverse of

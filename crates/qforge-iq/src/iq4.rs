@@ -17,12 +17,8 @@ fn emit32<O: Elem>(dst: &mut [O], dl: f32, qs: &[u8]) {
     // Whole sub-blocks as fixed-size code LLVM vectorizes (codes looked up as bytes, widened,
     // multiplied): the same product per element as the loop below.
     if let (Ok(q), 32) = (<&[u8; 16]>::try_from(qs), dst.len()) {
-        let codes: [i8; 32] = qforge_simd::lut::nibble_lut(q, &KVALUES_IQ4NL);
-        let mut y = [0f32; 32];
-        for (y, k) in y.iter_mut().zip(codes) {
-            *y = dl * f32::from(k);
-        }
-        return O::from_f32_slice(&y, dst);
+        // (`k · dl` is `dl · k`: IEEE multiplication commutes exactly.)
+        return O::from_f32_slice(&qforge_simd::lut::nibble_values::<16, 32>(q, &KVALUES_IQ4NL, dl), dst);
     }
     let (lo, hi) = dst.split_at_mut(16.min(dst.len()));
     for ((l, h), &q) in lo.iter_mut().zip(hi.iter_mut()).zip(qs) {

@@ -27,6 +27,19 @@ pub fn nibble_lut<const H: usize, const N: usize>(qs: &[u8; H], table: &[i8; 16]
     lut16(table, &both)
 }
 
+/// `table[code] · d` in f32 for the `N = 2·H` codes of [`nibble_lut`] (one product per
+/// element, `f32::from(table[code]) * d`): fixed-size code LLVM vectorizes, shared by the
+/// decoders of the nibble-table formats (iq4_nl / iq4_xs, mxfp4 / nvfp4).
+#[inline(always)]
+pub fn nibble_values<const H: usize, const N: usize>(qs: &[u8; H], table: &[i8; 16], d: f32) -> [f32; N] {
+    let codes: [i8; N] = nibble_lut(qs, table);
+    let mut y = [0f32; N];
+    for (y, k) in y.iter_mut().zip(codes) {
+        *y = f32::from(k) * d;
+    }
+    y
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -38,6 +51,16 @@ mod tests {
         let q: [u8; 64] = std::array::from_fn(|i| (i * 37 + 11) as u8);
         for (g, c) in lut16(&T, &q).iter().zip(q) {
             assert_eq!(*g, T[usize::from(c & 15)]);
+        }
+    }
+
+    #[test]
+    fn nibble_values_scale_each_looked_up_code() {
+        let q: [u8; 8] = std::array::from_fn(|i| (i * 29 + 3) as u8);
+        let v: [f32; 16] = nibble_values(&q, &T, 0.375);
+        for j in 0..8 {
+            assert_eq!(v[j].to_bits(), (f32::from(T[usize::from(q[j] & 15)]) * 0.375).to_bits());
+            assert_eq!(v[j + 8].to_bits(), (f32::from(T[usize::from(q[j] >> 4)]) * 0.375).to_bits());
         }
     }
 
