@@ -13,6 +13,8 @@
 // FUSED_GEMM_TILES (qforge-cuda's codegen writes a `typedef … qf_gemm_cfg_<name>` for each).
 template <int BM_, int BN_, int BK_, int WM_, int WN_, int STAGES_>
 struct qf_gemm_cfg {
+    static constexpr bool SKINNY = false;
+    static constexpr int MIN_BLOCKS = 1;  // __launch_bounds__' minimum CTAs per multiprocessor
     static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_, STAGES = STAGES_;
     static constexpr int NW = WM * WN, NTH = 32 * NW;
     static constexpr int WTM = BM / WM, WTN = BN / WN;  // one warp's tile
@@ -39,10 +41,14 @@ QF_HD void qf_gemm_krange(long long K, int splits, int z, long long* kb, long lo
 // rather than a template parameter: only the epilogue differs, and one kernel per type would
 // triple every module's PTX.
 QF_HD int qf_gemm_out_bytes(int out) { return out == 0 ? 4 : 2; }
+// The 16-bit outputs' rounding is one out-of-line function on the device: inlined at each of
+// an epilogue's accumulators it was most of a GEMM kernel's PTX.
+static __host__ __device__ __noinline__ uint16_t qf_gemm_round16(int out, float v) {
+    return out == 1 ? qf_out_f16::conv(v) : qf_out_bf16::conv(v);
+}
 QF_HD void qf_gemm_store(void* y, int out, long long i, float v) {
     if (out == 0) static_cast<float*>(y)[i] = qf_out_f32::conv(v);
-    else if (out == 1) static_cast<uint16_t*>(y)[i] = qf_out_f16::conv(v);
-    else static_cast<uint16_t*>(y)[i] = qf_out_bf16::conv(v);
+    else static_cast<uint16_t*>(y)[i] = qf_gemm_round16(out, v);
 }
 
 // Epilogue of a CTA tile at (m0, n0) of y (elements of type `out`): every lane writes its f32
@@ -70,9 +76,9 @@ QF_HD void qf_gemm_epilogue(qf_frag_c (*acc)[C::MT][C::NT][QF_LANE_SLOTS], void*
 // CTA rounds its stage to T in As, decodes the weights straight into Ws (the decode reads
 // the blocks in global memory), and the warps load their fragments with ldmatrix.
 template <class F, class T, class C>
-QF_HD void qf_gemm_tile(const float* x, const uint8_t* w, const uint8_t* grid, void* y, int out, long long M,
-                        long long N, long long K, long long kb, long long ke, long long tm, long long tn, float* Xs,
-                        uint16_t* As, uint16_t* Ws) {
+QF_HD void qf_gemm_tile_mma(const float* x, const uint8_t* w, const uint8_t* grid, void* y, int out, long long M,
+                            long long N, long long K, long long kb, long long ke, long long tm, long long tn,
+                            float* Xs, uint16_t* As, uint16_t* Ws) {
     typedef qf_layout<F> L;
     static_assert(C::BK % F::CHUNK == 0, "a k-step holds whole decode chunks");
     constexpr int CPK = C::BK / F::CHUNK;  // decode chunks per weight row and k-step
@@ -164,6 +170,21 @@ QF_HD void qf_gemm_tile(const float* x, const uint8_t* w, const uint8_t* grid, v
     qf_gemm_epilogue<C>(acc, y, out, M, N, m0, n0);
 }
 
+#include "gemm_skinny.cuh"
+
+// One CTA of instance C: the skinny body (gemm_skinny.cuh, the activations in As) or the
+// tiled one above.
+template <class F, class T, class C>
+QF_HD void qf_gemm_tile(const float* x, const uint8_t* w, const uint8_t* grid, void* y, int out, long long M,
+                        long long N, long long K, long long kb, long long ke, long long tm, long long tn, float* Xs,
+                        uint16_t* As, uint16_t* Ws) {
+    if constexpr (C::SKINNY) {
+        qf_gemms_tile<F, T, C>(x, w, grid, y, out, M, N, K, kb, ke, tm, tn, As);
+    } else {
+        qf_gemm_tile_mma<F, T, C>(x, w, grid, y, out, M, N, K, kb, ke, tm, tn, Xs, As, Ws);
+    }
+}
+
 #ifdef __CUDACC__
 // Grid: (ceil(N / BN), ceil(M / BM), splits); block: C::NTH threads. With splits > 1, split z
 // writes its partial sums to y + z·M·N (the runtime passes an f32 workspace and reduces it).
@@ -171,19 +192,26 @@ template <class F, class T, class C>
 __device__ __forceinline__ void qf_gemm_kernel(const float* __restrict__ x, const uint8_t* __restrict__ w,
                                                const uint8_t* __restrict__ grid, void* __restrict__ y, long long M,
                                                long long N, long long K, int splits, int out) {
-    __shared__ __align__(16) float Xs[C::SMEM_X];
-    __shared__ __align__(16) uint16_t As[C::SMEM_A];
-    __shared__ __align__(16) uint16_t Ws[C::SMEM_W];
     long long kb, ke;
     qf_gemm_krange<C>(K, splits, blockIdx.z, &kb, &ke);
     char* yz = static_cast<char*>(y) + (long long)blockIdx.z * M * N * qf_gemm_out_bytes(out);
-    qf_gemm_tile<F, T, C>(x, w, grid, yz, out, M, N, K, kb, ke, blockIdx.y, blockIdx.x, Xs, As, Ws);
+    if constexpr (C::SKINNY) {
+        // C::SMEM_BYTES of dynamic shared memory (the launch asks for them; above 48 KiB the
+        // runtime raises the kernel's limit first).
+        extern __shared__ __align__(16) uint16_t qf_gemms_smem[];
+        qf_gemms_tile<F, T, C>(x, w, grid, yz, out, M, N, K, kb, ke, blockIdx.y, blockIdx.x, qf_gemms_smem);
+    } else {
+        __shared__ __align__(16) float Xs[C::SMEM_X];
+        __shared__ __align__(16) uint16_t As[C::SMEM_A];
+        __shared__ __align__(16) uint16_t Ws[C::SMEM_W];
+        qf_gemm_tile_mma<F, T, C>(x, w, grid, yz, out, M, N, K, kb, ke, blockIdx.y, blockIdx.x, Xs, As, Ws);
+    }
 }
 
 // qforge_gemm_<format>_<mma>_<tile>: one kernel instance; qforge-cuda's codegen writes one
 // line per (tile of FUSED_GEMM_TILES, mma) with CFG = qf_gemm_cfg_<tile>.
 #define QF_GEMM_KERNEL(F, NAME, MNAME, MMA, CNAME)                                                      \
-    extern "C" __global__ void __launch_bounds__(qf_gemm_cfg_##CNAME::NTH)                              \
+    extern "C" __global__ void __launch_bounds__(qf_gemm_cfg_##CNAME::NTH, qf_gemm_cfg_##CNAME::MIN_BLOCKS) \
         qforge_gemm_##NAME##_##MNAME##_##CNAME(const float* x, const uint8_t* w, const uint8_t* grid,    \
                                                void* y, long long M, long long N, long long K,          \
                                                int splits, int out) {                                   \

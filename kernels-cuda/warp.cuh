@@ -66,6 +66,16 @@ QF_HD uint32_t qf_ld_pair(const uint16_t* p) {
 #endif
 }
 
+// Stores v as two 16-bit values at p (4-byte aligned), the low half at p[0].
+QF_HD void qf_st_pair(uint16_t* p, uint32_t v) {
+#ifdef __CUDA_ARCH__
+    *reinterpret_cast<uint32_t*>(p) = v;
+#else
+    p[0] = (uint16_t)v;
+    p[1] = (uint16_t)(v >> 16);
+#endif
+}
+
 // ---- mma.sync m16n8k16, f16 / bf16 inputs, f32 accumulators ------------------------------
 // One lane's fragments: A (16×16, row-major) four .b32 registers of two 16-bit values each,
 // B (16×8, "col": k contiguous per n) two registers, C / D (16×8) four f32.
@@ -108,16 +118,37 @@ QF_HD void qf_for_acc(int wid, int lane, Fn&& f) {
                 f(i, j, e, wm * C::WTM + i * 16 + qf_frag_c_row(lane, e), wn * C::WTN + j * 8 + qf_frag_c_col(lane, e));
 }
 
+// pack2(lo, hi): the two values rounded as conv does, lo in the low half: one `cvt.rn.*x2.f32`
+// on the device, where a NaN becomes the canonical NaN (what the mma makes of a NaN does not
+// depend on its payload, so fragments need no more than that).
 struct qf_mma_f16 {
     static constexpr bool BF16 = false;
     // The 16-bit pattern of an f32 value, round to nearest even.
     QF_HD static uint16_t conv(float v) { return qf_f32_to_f16_bits(v); }
     QF_HD static float widen(uint32_t h) { return qf_half_to_f32(h); }
+    QF_HD static uint32_t pack2(float lo, float hi) {
+#ifdef __CUDA_ARCH__
+        uint32_t r;
+        asm("cvt.rn.f16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+        return r;
+#else
+        return (uint32_t)conv(lo) | (uint32_t)conv(hi) << 16;
+#endif
+    }
 };
 struct qf_mma_bf16 {
     static constexpr bool BF16 = true;
     QF_HD static uint16_t conv(float v) { return qf_f32_to_bf16_bits(v); }
     QF_HD static float widen(uint32_t h) { return qf_bits_to_f32(h << 16); }
+    QF_HD static uint32_t pack2(float lo, float hi) {
+#ifdef __CUDA_ARCH__
+        uint32_t r;
+        asm("cvt.rn.bf16x2.f32 %0, %1, %2;" : "=r"(r) : "f"(hi), "f"(lo));
+        return r;
+#else
+        return (uint32_t)conv(lo) | (uint32_t)conv(hi) << 16;
+#endif
+    }
 };
 
 // D = A·B + C for the warp: d, a, b each hold QF_LANE_SLOTS lanes' fragments (the calling
@@ -272,6 +303,31 @@ QF_HD void qf_cp_async4(void* smem_dst, const void* gsrc, bool valid) {
     uint32_t* d = static_cast<uint32_t*>(smem_dst);
     *d = 0xffffffffu;
     qf_host_async_state().copies.push_back({d, v});
+#endif
+}
+
+// The 16-byte copy (both addresses 16-byte aligned): `bytes` (0..16) read from gsrc, the
+// rest of the 16 zero-filled.
+QF_HD void qf_cp_async16(void* smem_dst, const void* gsrc, int bytes) {
+#ifdef __CUDA_ARCH__
+    const unsigned dst = (unsigned)__cvta_generic_to_shared(smem_dst);
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(dst), "l"(gsrc), "r"(bytes));
+#else
+    // (The source's alignment is the caller's offset from the device allocation, which a host
+    // buffer's address does not show.)
+    if ((reinterpret_cast<uintptr_t>(smem_dst) & 15) != 0) {
+        fprintf(stderr, "qf_cp_async16: destination %p is not 16-byte aligned\n", smem_dst);
+        abort();
+    }
+    uint8_t v[16] = {0};
+    memcpy(v, gsrc, bytes < 0 ? 0 : bytes > 16 ? 16 : bytes);
+    uint32_t* d = static_cast<uint32_t*>(smem_dst);
+    for (int i = 0; i < 4; ++i) {
+        uint32_t word;
+        memcpy(&word, v + 4 * i, 4);
+        d[i] = 0xffffffffu;
+        qf_host_async_state().copies.push_back({d + i, word});
+    }
 #endif
 }
 

@@ -105,7 +105,7 @@ mod cuda {
             .unwrap_or_else(|e| panic!("running {}: {e}", tk.nvcc.display()));
         assert!(status.success(), "nvcc failed on {} ({status})", src.display());
         let text = std::fs::read_to_string(&ptx).unwrap_or_else(|e| panic!("reading {}: {e}", ptx.display()));
-        if let Some(line) = text.lines().find(|l| l.starts_with(".extern")) {
+        if let Some(line) = codegen::unresolved_extern(&text) {
             panic!("{}: unresolved `{line}`", ptx.display());
         }
         deflate(&ptx);
@@ -231,7 +231,7 @@ mod cuda {
         // would only fail when the driver loads the module: refuse it here.
         for ptx in ptx_files {
             let text = std::fs::read_to_string(&ptx).unwrap_or_else(|e| panic!("reading {}: {e}", ptx.display()));
-            if let Some(line) = text.lines().find(|l| l.starts_with(".extern")) {
+            if let Some(line) = codegen::unresolved_extern(&text) {
                 panic!("{}: unresolved `{line}`: a table is guarded off for this format", ptx.display());
             }
         }

@@ -101,6 +101,8 @@ echo "cuBLAS from: $( (ldconfig -p 2>/dev/null | grep -m1 -o '/[^ ]*libcublas\.s
 
 # The tests and the matrix check results and time nothing, so they run side by side (the GPU
 # machine has the cores; a lent GPU is short of minutes); the benchmarks run alone after them.
+# QF_SKIP_TESTS=1: benchmarks only (a run on a short lease, after one that ran the tests).
+if [ -z "${QF_SKIP_TESTS:-}" ]; then
 echo "== CUDA tests (GPU-only tests included) and the test matrix's CUDA cells, side by side"
 while read -r kind path; do
   [ "$kind" = test ] || continue
@@ -110,14 +112,21 @@ done < "$KIT/kit.txt"
 step "test-matrix --device cuda" "$T_MATRIX" "matrix.log" \
   sh -c "'$KIT/bin/xtask' test-matrix --device cuda --json > '$OUT/matrix.json'" &
 wait
+fi
 
 echo "== GPU benchmarks"
-# QF_BENCH_FORMATS=a,b (optional): measure only these formats (a short run on a short lease).
+# QF_BENCH_FORMATS=a,b, QF_BENCH_OPS=gemm,… and QF_BENCH_GEMM_M=1,16,… (optional): measure
+# only these formats, benchmark groups (dequant, matvec, gemm) and GEMM rows: a short run on
+# a short lease.
 step "gpu-bench" "$T_BENCH" "bench.log" "$KIT/bin/xtask" gpu-bench --out "$OUT/bench.json" \
-  ${QF_BENCH_FORMATS:+--formats "$QF_BENCH_FORMATS"}
+  ${QF_BENCH_FORMATS:+--formats "$QF_BENCH_FORMATS"} ${QF_BENCH_OPS:+--ops "$QF_BENCH_OPS"} \
+  ${QF_BENCH_GEMM_M:+--gemm-m "$QF_BENCH_GEMM_M"}
 
-echo "== the peers on this device (PyTorch: cuBLAS f16 / bf16, cuBLASLt FP8)"
-step "torch reference" "${QF_T_TORCH:-120}" "torch.log" python3 "$KIT/torch_ref.py" "$OUT/torch.json"
+# QF_SKIP_TORCH=1: leave the PyTorch peers out (their figures from an earlier run still hold).
+if [ -z "${QF_SKIP_TORCH:-}" ]; then
+  echo "== the peers on this device (PyTorch: cuBLAS f16 / bf16, cuBLASLt FP8)"
+  step "torch reference" "${QF_T_TORCH:-120}" "torch.log" python3 "$KIT/torch_ref.py" "$OUT/torch.json"
+fi
 
 echo "== report"
 "$KIT/bin/xtask" gpu-report --dir "$OUT" --kit "$KIT" --seconds "$(( $(date +%s) - started ))"

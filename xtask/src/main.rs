@@ -93,6 +93,14 @@ enum Cmd {
         /// Comma-separated format names (default: every format with device code).
         #[arg(long)]
         formats: Option<String>,
+        /// Comma-separated benchmark groups: dequant, matvec, gemm (default: all).
+        #[arg(long)]
+        ops: Option<String>,
+        /// Comma-separated activation rows for the GEMM benchmarks, every format and shape
+        /// (default: 16, 64, 128, 512, 2048, 8192 for the first format of each family, 16, 512,
+        /// 2048 for the others).
+        #[arg(long)]
+        gemm_m: Option<String>,
         /// Write the JSON here instead of stdout.
         #[arg(long)]
         out: Option<std::path::PathBuf>,
@@ -137,7 +145,9 @@ fn main() -> ExitCode {
         Cmd::SetupCuda => setup_cuda::run(),
         Cmd::BuildKernels { json, jobs } => build_kernels::run(json, jobs),
         Cmd::GpuKit { out } => gpu::kit::build(out),
-        Cmd::GpuBench { formats, out } => gpu_bench(formats.as_deref(), out.as_deref()),
+        Cmd::GpuBench { formats, ops, gemm_m, out } => {
+            gpu_bench(formats.as_deref(), ops.as_deref(), gemm_m.as_deref(), out.as_deref())
+        }
         Cmd::GpuReport { dir, kit, seconds } => gpu::report::run(&dir, kit.as_deref(), seconds),
         Cmd::KitCheckPtx { dir } => gpu::kit::check_ptx(dir.as_deref()),
     };
@@ -152,11 +162,16 @@ fn main() -> ExitCode {
 }
 
 #[cfg(feature = "cuda")]
-fn gpu_bench(formats: Option<&str>, out: Option<&std::path::Path>) -> anyhow::Result<bool> {
-    gpu::bench::run(formats, out)
+fn gpu_bench(
+    formats: Option<&str>,
+    ops: Option<&str>,
+    gemm_m: Option<&str>,
+    out: Option<&std::path::Path>,
+) -> anyhow::Result<bool> {
+    gpu::bench::run(formats, ops, gemm_m, out)
 }
 
 #[cfg(not(feature = "cuda"))]
-fn gpu_bench(_: Option<&str>, _: Option<&std::path::Path>) -> anyhow::Result<bool> {
+fn gpu_bench(_: Option<&str>, _: Option<&str>, _: Option<&str>, _: Option<&std::path::Path>) -> anyhow::Result<bool> {
     anyhow::bail!("xtask built without its `cuda` feature: gpu-bench runs from the GPU kit (cargo xtask gpu-kit)")
 }

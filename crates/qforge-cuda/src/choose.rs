@@ -2,10 +2,10 @@
 //! Wᵀ` with f16 / bf16 tensor-core inputs and f32 accumulation: the format's fused kernel
 //! ([`Cuda::gemm`]) and dequantization + cuBLAS ([`Cuda::gemm_dequant`]).
 //!
-//! The choice is data, not a guess: [`FUSED_OVER_DEQUANT`] holds, per measured M, the best
-//! ratio (dequant + cuBLAS time ÷ fused time) any format reached on the device the GPU kit last
-//! ran on. Where that ratio is above 1 the fused kernel is chosen; a new kit run that makes a
-//! fused kernel faster updates the table from its `gpu-report.md`.
+//! The choice is data, not a guess: [`FUSED_OVER_DEQUANT`] holds, per measured M, the worst
+//! ratio (dequant + cuBLAS time ÷ fused time) over the formats and shapes measured on the
+//! device the GPU kit last ran on. Where that ratio is above 1 the fused kernel is chosen; a
+//! new kit run that makes a fused kernel faster updates the table from its `gpu-report.md`.
 
 use crate::CudaError;
 use crate::runtime::{Cuda, DeviceBuffer, DeviceQuantTensor};
@@ -22,27 +22,37 @@ pub enum GemmPath {
     DequantCublas,
 }
 
-/// (M, the best dequant + cuBLAS ÷ fused time ratio over every format measured at that M),
-/// ascending M: NVIDIA H200, 2026-11-26, the kit's `gpu-bench` (N × K = 4096², 14336 × 4096,
-/// 4096 × 14336; the fused f16 GEMM or the format's int8 / FP8 one, whichever was faster).
-/// Below 1 everywhere: dequant + cuBLAS was 2.3–4.8× faster than the best fused kernel.
+/// (M, the smallest dequant + cuBLAS ÷ fused time ratio over the formats and shapes measured
+/// at that M), ascending M: NVIDIA H200, 2026-11-27, the kit's `gpu-bench` (q4_0, q8_0, q4_k,
+/// q6_k, iq2_xxs, iq4_xs, tq1_0, mxfp4, int4g, fp8_e4m3; N × K = 4096², 14336 × 4096,
+/// 4096 × 14336 for six of them, 4096² for the others; the fused f16 GEMM or the format's
+/// int8 / FP8 one, whichever was faster). The skinny instances beat dequant + cuBLAS at
+/// M = 16 for every one (1.13–1.80×), not yet at M = 64 (0.57–0.99×); the tiled ones lose
+/// from M = 128 up.
 pub const FUSED_OVER_DEQUANT: &[(usize, f64)] =
-    &[(16, 0.43), (64, 0.41), (128, 0.24), (512, 0.30), (2048, 0.21), (8192, 0.21)];
+    &[(16, 1.13), (64, 0.57), (128, 0.14), (512, 0.11), (2048, 0.05), (8192, 0.04)];
 
-/// The path for `m` activation rows: the fused kernel where the measured ratio at the
-/// nearest measured M at or below `m` (the first for smaller `m`) is above 1, or where
-/// cuBLAS is not available; dequant + cuBLAS otherwise.
+/// The measured ratio that decides `m`: the one measured at `m`; below the first measured M
+/// the first, above the last the last; between two measured M the smaller of the two (no
+/// measurement says the fused kernel wins there unless both of its neighbours do).
+fn ratio_at(m: usize) -> f64 {
+    let t = FUSED_OVER_DEQUANT;
+    match t.iter().position(|(at, _)| *at >= m) {
+        None => t.last().map_or(0.0, |e| e.1),
+        Some(0) => t[0].1,
+        Some(i) if t[i].0 == m => t[i].1,
+        Some(i) => t[i - 1].1.min(t[i].1),
+    }
+}
+
+/// The path for `m` activation rows: the fused kernel where the measured ratio that decides
+/// `m` ([`FUSED_OVER_DEQUANT`]) is above 1, or where cuBLAS is not available; dequant +
+/// cuBLAS otherwise.
 pub fn choose_gemm_path(m: usize, cublas: bool) -> GemmPath {
     if !cublas {
         return GemmPath::Fused;
     }
-    let ratio = FUSED_OVER_DEQUANT
-        .iter()
-        .rev()
-        .find(|(at, _)| *at <= m)
-        .or(FUSED_OVER_DEQUANT.first())
-        .map_or(0.0, |(_, r)| *r);
-    if ratio > 1.0 { GemmPath::Fused } else { GemmPath::DequantCublas }
+    if ratio_at(m) > 1.0 { GemmPath::Fused } else { GemmPath::DequantCublas }
 }
 
 impl Cuda {
@@ -83,12 +93,18 @@ mod tests {
         assert!(FUSED_OVER_DEQUANT.windows(2).all(|w| w[0].0 < w[1].0), "ascending M");
         for m in [1, 16, 17, 100, 512, 4096, 1 << 20] {
             assert_eq!(choose_gemm_path(m, false), GemmPath::Fused, "m = {m}");
-            let at = FUSED_OVER_DEQUANT.iter().rev().find(|(a, _)| *a <= m).unwrap_or(&FUSED_OVER_DEQUANT[0]);
-            let want = if at.1 > 1.0 { GemmPath::Fused } else { GemmPath::DequantCublas };
-            assert_eq!(choose_gemm_path(m, true), want, "m = {m}");
         }
-        // The H200 measurements: dequant + cuBLAS at every M.
-        assert_eq!(choose_gemm_path(16, true), GemmPath::DequantCublas);
-        assert_eq!(choose_gemm_path(8192, true), GemmPath::DequantCublas);
+        // At a measured M its own ratio, between two the smaller, outside the nearest.
+        assert_eq!(ratio_at(16), FUSED_OVER_DEQUANT[0].1);
+        assert_eq!(ratio_at(1), FUSED_OVER_DEQUANT[0].1);
+        assert_eq!(ratio_at(40), FUSED_OVER_DEQUANT[0].1.min(FUSED_OVER_DEQUANT[1].1));
+        assert_eq!(ratio_at(1 << 20), FUSED_OVER_DEQUANT.last().unwrap().1);
+        // The H200 measurements: the skinny fused GEMM up to M = 16, dequant + cuBLAS above.
+        for m in [1, 8, 16] {
+            assert_eq!(choose_gemm_path(m, true), GemmPath::Fused, "m = {m}");
+        }
+        for m in [17, 64, 100, 8192] {
+            assert_eq!(choose_gemm_path(m, true), GemmPath::DequantCublas, "m = {m}");
+        }
     }
 }

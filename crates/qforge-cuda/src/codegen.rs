@@ -36,10 +36,18 @@ pub fn kernel_names(format: &str) -> [String; 6] {
 /// [`qforge_tiling::select_fused`] returns. Each becomes a `qf_gemm_cfg_<name>` typedef and
 /// six kernels per format ([`gemm_kernel_name`]); nothing here lists tiles by hand.
 pub use qforge_tiling::{FUSED_GEMM_TILES, FusedTile};
+/// The skinny instances' M limit and split rule (for callers that time an instance directly).
+#[allow(unused_imports)] // the build script includes this file and reads only the tables
+pub use qforge_tiling::{SKINNY_MAX_M, skinny_split};
 
 /// The C++ type of an instance (`qf_gemm_cfg<bm, bn, bk, wm, wn, stages>` in
-/// `kernels-cuda/gemm.cuh`).
+/// `kernels-cuda/gemm.cuh`, or a skinny one's `qf_gemms_cfg<bm, bn, bk, wn, row bytes>` in
+/// `kernels-cuda/gemm_skinny.cuh`).
 pub fn gemm_cfg_cpp(t: &FusedTile) -> String {
+    if t.skinny {
+        let seg = qforge_tiling::SKINNY_ROW_BYTES;
+        return format!("qf_gemms_cfg<{}, {}, {}, {}, {seg}>", t.bm, t.bn, t.bk, t.wn);
+    }
     format!("qf_gemm_cfg<{}, {}, {}, {}, {}, {}>", t.bm, t.bn, t.bk, t.wm, t.wn, t.stages)
 }
 
@@ -89,6 +97,13 @@ pub fn module_kernel_names(format: &str) -> Vec<String> {
         .chain(q8_kernel_names(format))
         .chain(fp8_kernel_names(format))
         .collect()
+}
+
+/// The first unresolved symbol of a PTX module (`.extern` other than `.extern .shared`, the
+/// declaration of a kernel's dynamic shared memory): a table or function the module uses and
+/// does not define.
+pub fn unresolved_extern(ptx: &str) -> Option<&str> {
+    ptx.lines().find(|l| l.starts_with(".extern") && !l.starts_with(".extern .shared"))
 }
 
 /// The module of kernels that belong to no format, a plain file in `kernels-cuda/`.
@@ -297,5 +312,15 @@ mod tests {
             }
         }
         assert!(h.contains("struct qf_q4_0_block { uint8_t d[2]; uint8_t qs[16]; };"), "{h}");
+    }
+
+    /// A kernel's dynamic shared memory is declared `.extern .shared`: not an unresolved
+    /// symbol; any other `.extern` (a guarded-off table) is.
+    #[test]
+    fn dynamic_shared_memory_is_no_unresolved_extern() {
+        let ok = ".version 9.0\n.extern .shared .align 16 .b8 qf_gemms_smem[];\n.visible .entry k()\n{\n}\n";
+        assert_eq!(unresolved_extern(ok), None);
+        let bad = ".version 9.0\n.extern .global .align 8 .b8 qf_tab_iq2xxs_grid[2048];\n";
+        assert_eq!(unresolved_extern(bad), Some(".extern .global .align 8 .b8 qf_tab_iq2xxs_grid[2048];"));
     }
 }

@@ -142,8 +142,11 @@ impl Cuda {
         }
         drop(sync);
         let kern = self.kernels(w.format())?;
+        // The skinny instances' shared memory is dynamic (their limit raised when the module was
+        // loaded); the tiled ones' is static.
+        let smem = if t.skinny { t.smem_bytes() as u32 } else { 0 };
         let cfg =
-            LaunchConfig { grid_dim: (gx, gy, splits as u32), block_dim: (t.threads(), 1, 1), shared_mem_bytes: 0 };
+            LaunchConfig { grid_dim: (gx, gy, splits as u32), block_dim: (t.threads(), 1, 1), shared_mem_bytes: smem };
         let (m64, n64, k64, s32) = (dim(m)?, dim(n)?, dim(k)?, splits as i32);
         let grid = w.data().slice(w.rows_len()..);
         if splits == 1 {

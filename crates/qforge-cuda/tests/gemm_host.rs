@@ -15,7 +15,7 @@ use qforge_core::{DType, Format, QuantTensor, Shape};
 use qforge_cuda::host;
 
 mod support;
-use support::gemm_ref::{Gemm, instance, odd_shapes, other_types, split_k};
+use support::gemm_ref::{Gemm, instance, multi_cta, odd_shapes, other_types, split_k};
 
 fn host_gemm(h: &'static host::HostFns) -> impl Fn(&QuantTensor<'_>, &[f32], usize, DType, DType) -> Vec<u8> {
     move |w, x, m, mma, out| h.gemm(w, x, m, mma, out).unwrap()
@@ -101,6 +101,38 @@ fn every_instance_every_format_edge_shapes() {
                                 host::reduce_splits(&parts, splits, out)
                             };
                             instance(f, &gemm, splits);
+                        }
+                    }
+                }
+            });
+        }
+    });
+}
+
+/// The skinny instances (small M: weights decoded straight into the mma's A fragments) on
+/// grids of several CTAs along N and M, whole and with K cut into 4 ranges: every format.
+#[test]
+fn skinny_instances_every_format_multi_cta_shapes() {
+    let fs = formats();
+    let skinny: Vec<usize> = (0..qforge_cuda::codegen::FUSED_GEMM_TILES.len())
+        .filter(|&i| qforge_cuda::codegen::FUSED_GEMM_TILES[i].skinny)
+        .collect();
+    assert!(!skinny.is_empty());
+    std::thread::scope(|s| {
+        for chunk in fs.chunks(fs.len().div_ceil(2)) {
+            let skinny = &skinny;
+            s.spawn(move || {
+                for &(f, h) in chunk {
+                    for &tile in skinny {
+                        for splits in [1, 4] {
+                            let gemm = move |w: &QuantTensor<'_>, x: &[f32], m: usize, mma: DType, out: DType| {
+                                if splits == 1 {
+                                    return h.gemm_on(tile, w, x, m, mma, out, 1).unwrap();
+                                }
+                                let parts = h.gemm_tile_partials(tile, w, x, m, mma, splits).unwrap();
+                                host::reduce_splits(&parts, splits, out)
+                            };
+                            multi_cta(f, &gemm, splits);
                         }
                     }
                 }

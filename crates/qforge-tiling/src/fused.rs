@@ -22,6 +22,11 @@ pub struct FusedTile {
     pub wn: u32,
     /// `cp.async` pipeline depth: k-steps of activations in flight in shared memory.
     pub stages: u32,
+    /// The skinny kernel (`qf_gemms_tile`, small M): `bm` activation rows (tokens) and `bn`
+    /// weight rows per CTA with the product computed transposed (weights as the mma's A,
+    /// decoded straight into fragments in registers, never through shared memory), the
+    /// activations of `bk` K elements at a time in shared memory; `wm` is 1, `stages` 1.
+    pub skinny: bool,
 }
 
 /// Bytes of one staged activation (the kernel copies the f32 activations as they are with
@@ -44,13 +49,22 @@ impl FusedTile {
 
     /// The instance's name, part of its kernels' entry points: `64x64x32_w2x2_s3`.
     pub fn name(&self) -> String {
-        format!("{}x{}x{}_w{}x{}_s{}", self.bm, self.bn, self.bk, self.wm, self.wn, self.stages)
+        if self.skinny {
+            format!("skinny{}x{}x{}_w{}", self.bm, self.bn, self.bk, self.wn)
+        } else {
+            format!("{}x{}x{}_w{}x{}_s{}", self.bm, self.bn, self.bk, self.wm, self.wn, self.stages)
+        }
     }
 
     /// Shared memory of one CTA, bytes: `stages` k-steps of f32 activations, and one k-step
     /// of f16 / bf16 activations and decoded weights, rows padded by [`FUSED_ROW_PAD`].
+    /// The skinny kernel (dynamic shared memory): `bm` × `bk` activations as f16 / bf16 and
+    /// [`SKINNY_ROW_BYTES`] of raw weight bytes per weight row.
     pub const fn smem_bytes(&self) -> u64 {
         let (bm, bn, bk) = (self.bm as u64, self.bn as u64, self.bk as u64);
+        if self.skinny {
+            return bm * bk * 2 + bn * SKINNY_ROW_BYTES;
+        }
         self.stages as u64 * bm * bk * FUSED_ACT_STAGE_BYTES + (bm + bn) * (bk + FUSED_ROW_PAD as u64) * 2
     }
 
@@ -74,16 +88,38 @@ impl FusedTile {
 
 /// Every kernel instance of the fused GEMM, the first the general one (the host checks run
 /// every shape on it). Kept small: each entry is two kernels per format (f16 and bf16
-/// tensor-core inputs; the output type is an argument) in every module's PTX. All
-/// fit 48 KiB of static shared memory (no opt-in, so no per-kernel attribute at launch):
+/// tensor-core inputs; the output type is an argument) in every module's PTX. The tiled ones
+/// fit 48 KiB of static shared memory (no opt-in, so no per-kernel attribute at launch); the
+/// skinny ones take up to [`SKINNY_SMEM_MAX`] of dynamic shared memory:
 /// - 64 × 64, 2 × 2 warps of 32 × 32, 3 stages: the general tile;
 /// - 32 × 64, 1 × 4 warps of 32 × 16, 4 stages: small M (16–32 rows) without wasting half a tile;
-/// - 64 × 128, 2 × 4 warps of 32 × 32, 3 stages: large M and N (twice the work per activation load).
+/// - 64 × 128, 2 × 4 warps of 32 × 32, 3 stages: large M and N (twice the work per activation load);
+/// - skinny 16 × 256 and 32 × 256, 8 warps of 32 weight rows each, 256 K per phase: M up to
+///   [`SKINNY_MAX_M`] (weights streamed once from memory straight into the tensor cores'
+///   registers; what bounds the small-M GEMM is bandwidth, not the mma).
 pub const FUSED_GEMM_TILES: &[FusedTile] = &[
-    FusedTile { bm: 64, bn: 64, bk: 32, wm: 2, wn: 2, stages: 3 },
-    FusedTile { bm: 32, bn: 64, bk: 32, wm: 1, wn: 4, stages: 4 },
-    FusedTile { bm: 64, bn: 128, bk: 32, wm: 2, wn: 4, stages: 3 },
+    FusedTile { bm: 64, bn: 64, bk: 32, wm: 2, wn: 2, stages: 3, skinny: false },
+    FusedTile { bm: 32, bn: 64, bk: 32, wm: 1, wn: 4, stages: 4, skinny: false },
+    FusedTile { bm: 64, bn: 128, bk: 32, wm: 2, wn: 4, stages: 3, skinny: false },
+    FusedTile { bm: 16, bn: 256, bk: 256, wm: 1, wn: 8, stages: 1, skinny: true },
+    FusedTile { bm: 32, bn: 256, bk: 256, wm: 1, wn: 8, stages: 1, skinny: true },
 ];
+
+/// Shared memory of the skinny kernel per weight row: one 256-element K phase of the row's
+/// raw blocks (at most 292 bytes, q8_k's) in the 16-byte windows its copies cover; 16 times an
+/// odd number, so that the 8 rows one warp instruction reads start in different banks.
+pub const SKINNY_ROW_BYTES: u64 = 336;
+
+/// The most shared memory (dynamic) a skinny instance may take: two CTAs on an sm_90
+/// multiprocessor, and within sm_80's per-block limit.
+pub const SKINNY_SMEM_MAX: u64 = 100 * 1024;
+
+/// The largest M the fused GEMM runs on its skinny instances (above it, the tiled ones).
+pub const SKINNY_MAX_M: u64 = 64;
+
+/// CTAs per multiprocessor the skinny kernel's split-k aims at (its registers allow two
+/// CTAs of 8 warps).
+pub const SKINNY_CTAS_PER_SM: u64 = 2;
 
 /// The largest static shared memory a kernel may declare (CUDA's 48 KiB).
 pub const STATIC_SMEM_MAX: u64 = 48 * 1024;
@@ -97,8 +133,15 @@ mod tests {
         let mut names = std::collections::HashSet::new();
         for t in FUSED_GEMM_TILES {
             assert!(names.insert(t.name()), "{} twice", t.name());
-            assert!(t.bm % (16 * t.wm) == 0 && t.bn % (8 * t.wn) == 0 && t.bk % 16 == 0, "{}", t.name());
-            assert!(t.stages >= 1 && t.smem_bytes() <= STATIC_SMEM_MAX, "{}: {} B", t.name(), t.smem_bytes());
+            if t.skinny {
+                // 8-token mma columns, 16-row mma tiles per warp, and whole 64-element slabs.
+                assert!(t.wm == 1 && t.stages == 1 && t.bm % 8 == 0 && t.bn % (16 * t.wn) == 0, "{}", t.name());
+                assert!(t.bk % 64 == 0, "{}", t.name());
+            } else {
+                assert!(t.bm % (16 * t.wm) == 0 && t.bn % (8 * t.wn) == 0 && t.bk % 16 == 0, "{}", t.name());
+            }
+            let max = if t.skinny { SKINNY_SMEM_MAX } else { STATIC_SMEM_MAX };
+            assert!(t.stages >= 1 && t.smem_bytes() <= max, "{}: {} B", t.name(), t.smem_bytes());
             assert_eq!(FusedTile::of(&t.tile()), Some(t));
         }
         assert_eq!(FUSED_GEMM_TILES[0].name(), "64x64x32_w2x2_s3");

@@ -49,7 +49,8 @@ pub fn candidates(v: Variant) -> &'static [Tile] {
 fn fused_table() -> &'static Table {
     static T: OnceLock<Table> = OnceLock::new();
     T.get_or_init(|| {
-        let tiles: Vec<Tile> = crate::fused::FUSED_GEMM_TILES.iter().map(|f| f.tile()).collect();
+        // The skinny instances are chosen by M alone ([`skinny_plan`]), not by the cost model.
+        let tiles: Vec<Tile> = crate::fused::FUSED_GEMM_TILES.iter().filter(|f| !f.skinny).map(|f| f.tile()).collect();
         let min = |e: fn(&Tile) -> u32| tiles.iter().map(e).min().unwrap_or(1);
         let min = [min(|t| t.bm), min(|t| t.bn), min(|t| t.bk)];
         Table { tiles, min }
@@ -138,6 +139,31 @@ pub fn select_fused(p: &Problem, d: &Device) -> Result<Config, TilingError> {
     select_in(p, d, true)
 }
 
+/// The fused GEMM's skinny plan for `p` (M ≤ [`SKINNY_MAX_M`](crate::SKINNY_MAX_M)): the
+/// smallest skinny instance whose token tile holds M (the largest one, tiled over M, past
+/// it), with K split so that about [`SKINNY_CTAS_PER_SM`](crate::SKINNY_CTAS_PER_SM) CTAs run
+/// on every multiprocessor (at most one split per K step and [`MAX_SPLIT_K`]). `None` where
+/// the instance does not fit the problem or the device (the tiled instances take over).
+fn skinny_plan(p: &Problem, d: &Device, cx: &Ctx) -> Option<Plan> {
+    use crate::fused::{FUSED_GEMM_TILES, SKINNY_MAX_M};
+    if p.m > SKINNY_MAX_M {
+        return None;
+    }
+    let skinny = || FUSED_GEMM_TILES.iter().filter(|f| f.skinny);
+    let f = skinny().filter(|f| f.bm as u64 >= p.m).min_by_key(|f| f.bm).or_else(|| skinny().max_by_key(|f| f.bm))?;
+    plan(&f.tile(), skinny_split(f, p.m, p.n, p.k, d.sm_count), cx).ok()
+}
+
+/// The K splits of skinny instance `f` for an m × n × k GEMM on `sm_count` multiprocessors:
+/// about [`SKINNY_CTAS_PER_SM`](crate::SKINNY_CTAS_PER_SM) CTAs on each, at most one split per
+/// K step of the instance and [`MAX_SPLIT_K`](crate::MAX_SPLIT_K).
+pub fn skinny_split(f: &crate::FusedTile, m: u64, n: u64, k: u64, sm_count: u32) -> u32 {
+    let ctas = (m.div_ceil(f.bm as u64) * n.div_ceil(f.bn as u64)).max(1);
+    let k_steps = k.div_ceil(f.bk as u64).max(1);
+    let split = crate::SKINNY_CTAS_PER_SM * sm_count as u64 / ctas;
+    split.clamp(1, k_steps.min(crate::config::MAX_SPLIT_K as u64)) as u32
+}
+
 fn select_checked(p: &Problem, d: &Device) -> Result<Config, TilingError> {
     select_in(p, d, false)
 }
@@ -172,8 +198,15 @@ fn select_in(p: &Problem, d: &Device, fused: bool) -> Result<Config, TilingError
             }
         }
     }
+    if fused && let Some(pl) = skinny_plan(p, d, &cx) {
+        evaluated += 1;
+        top.offer(pl);
+    }
     let cc = d.cc();
-    let variants: &[Variant] = if fused {
+    let variants: &[Variant] = if fused && evaluated > 0 {
+        // The skinny plan is the fused GEMM's choice for this M.
+        &[]
+    } else if fused {
         &[Variant::MmaSync]
     } else {
         &[Variant::Wgmma, Variant::MmaSync, Variant::Sm75Mma, Variant::Simt, Variant::Gemv]

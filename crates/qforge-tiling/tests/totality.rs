@@ -376,3 +376,24 @@ fn no_fused_kernel_is_a_typed_error() {
     let planner = Planner::new(h100()).unwrap();
     assert_eq!(planner.select_fused(&p).unwrap(), c);
 }
+
+/// Up to `SKINNY_MAX_M` the fused GEMM runs its skinny instances: the smallest token tile
+/// that holds M, K split so that every multiprocessor gets about `SKINNY_CTAS_PER_SM` CTAs;
+/// past it, the tiled instances.
+#[test]
+fn small_m_takes_the_skinny_instances() {
+    let h100 = Device::builtin("h100").unwrap();
+    for name in ["q4_0", "q4_k", "iq2_xxs", "fp8_e4m3", "int4g", "tq1_0"] {
+        let l = WeightLayout::from_format(qforge_formats::registry().get(name).unwrap()).unwrap();
+        for (m, bm) in [(1, 16), (16, 16), (17, 32), (32, 32), (64, 32)] {
+            let c = select_fused(&Problem::f16(m, 4096, 4096, l).unwrap(), &h100).unwrap();
+            let inst = FusedTile::of(&c.tile()).unwrap();
+            assert!(inst.skinny && inst.bm == bm, "{name} m = {m}: {}", inst.name());
+            let ctas = m.div_ceil(bm as u64) * 4096 / 256;
+            let want = (qforge_tiling::SKINNY_CTAS_PER_SM * 132 / ctas).clamp(1, 16);
+            assert_eq!(c.split_k as u64, want, "{name} m = {m}");
+        }
+        let c = select_fused(&Problem::f16(qforge_tiling::SKINNY_MAX_M + 1, 4096, 4096, l).unwrap(), &h100).unwrap();
+        assert!(!FusedTile::of(&c.tile()).unwrap().skinny, "{name}");
+    }
+}

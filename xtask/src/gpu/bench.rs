@@ -30,6 +30,7 @@ use anyhow::{Context, Result, anyhow};
 use qforge_core::rand::pseudo_gaussian as data;
 use qforge_core::{DType, Format, Layout, QuantTensor, Role, Shape};
 use qforge_cuda::Cuda;
+use qforge_cuda::codegen::FUSED_GEMM_TILES;
 use qforge_cuda::cudarc::driver::sys::{CUevent_flags, CUgraphInstantiate_flags, CUstreamCaptureMode};
 use qforge_cuda::cudarc::driver::{CudaSlice, CudaStream};
 use std::path::Path;
@@ -130,6 +131,26 @@ struct Ctx<'a> {
     gpu: &'a Cuda,
     s: Arc<CudaStream>,
     copy_gbps: f64,
+    /// `--gemm-m`: the GEMM's activation rows for every format and shape instead of
+    /// [`GEMM_M`] / [`GEMM_M_SHORT`].
+    gemm_m: Option<Vec<usize>>,
+}
+
+impl Ctx<'_> {
+    /// The M the GEMM benchmarks measure (`full`: the format's full grid).
+    fn gemm_ms(&self, full: bool) -> Vec<usize> {
+        self.gemm_m.clone().unwrap_or_else(|| if full { GEMM_M.to_vec() } else { GEMM_M_SHORT.to_vec() })
+    }
+}
+
+/// `--gemm-m 1,16,32`: positive activation row counts.
+pub fn parse_gemm_m(s: &str) -> Result<Vec<usize>> {
+    s.split(',')
+        .map(|v| match v.trim().parse::<usize>() {
+            Ok(m) if m > 0 => Ok(m),
+            _ => Err(anyhow!("--gemm-m: `{v}` is not a positive row count (e.g. --gemm-m 1,16,32)")),
+        })
+        .collect()
 }
 
 impl Ctx<'_> {
@@ -248,8 +269,7 @@ impl Ctx<'_> {
         let full = full_grid(f);
         for (n, k) in GEMM_SHAPES.into_iter().filter(|sh| full || *sh == GEMM_SHAPES[0]) {
             let t = self.weights(f, n, k)?;
-            let ms_list: &[usize] = if full { &GEMM_M } else { &GEMM_M_SHORT };
-            for &m in ms_list {
+            for m in self.gemm_ms(full) {
                 let ws = self.copies(&t, m)?;
                 let x = s.clone_htod(&data(m * k, m as u64)).map_err(drv("upload activations"))?;
                 let mut y: CudaSlice<f32> = s.alloc_zeros(m * n).map_err(drv("allocate output"))?;
@@ -275,6 +295,9 @@ impl Ctx<'_> {
                     }
                     Ok(())
                 })? / per;
+                let (tile, c) = gpu.gemm_config(&ws[0], m, DType::F16, DType::F32)?;
+                let fused_config = format!("{} split {}", FUSED_GEMM_TILES[tile].name(), c.split_k);
+                let skinny_ms = self.skinny_beyond(&ws, &x, m, &mut y)?;
                 let int8 = self.int8_gemm(&ws, &x, m, &mut y)?;
                 let flop = 2.0 * (m * n * k) as f64;
                 r.gemm.push(GemmRow {
@@ -285,11 +308,44 @@ impl Ctx<'_> {
                     fused_ms,
                     dequant_cublas_ms,
                     fused_tflops: flop / (fused_ms * 1e-3) / 1e12,
+                    fused_config: Some(fused_config),
+                    skinny_ms,
                     int8,
                 });
             }
         }
         Ok(())
+    }
+
+    /// Above `SKINNY_MAX_M`, up to twice it, the largest skinny instance (split as the tiler
+    /// splits it) on the same call as the tiled one the tiler chose: where the two cross.
+    fn skinny_beyond(
+        &self,
+        ws: &[qforge_cuda::DeviceQuantTensor],
+        x: &CudaSlice<f32>,
+        m: usize,
+        y: &mut CudaSlice<f32>,
+    ) -> Result<Option<f64>> {
+        let max = qforge_cuda::codegen::SKINNY_MAX_M as usize;
+        if m <= max || m > 2 * max {
+            return Ok(None);
+        }
+        let Some(tile) =
+            (0..FUSED_GEMM_TILES.len()).filter(|&i| FUSED_GEMM_TILES[i].skinny).max_by_key(|&i| FUSED_GEMM_TILES[i].bm)
+        else {
+            return Ok(None);
+        };
+        let (n, k) = (ws[0].shape().rows(), ws[0].shape().cols());
+        let sms = u32::try_from(self.gpu.info()?.multiprocessors).unwrap_or(1);
+        let splits =
+            qforge_cuda::codegen::skinny_split(&FUSED_GEMM_TILES[tile], m as u64, n as u64, k as u64, sms) as usize;
+        let ms = time_ms_n(&self.s, 1, GEMM_REPS, || {
+            for w in ws {
+                self.gpu.gemm_tile_into(w, &x.slice(..), m, DType::F16, y, DType::F32, tile, splits, &self.s)?;
+            }
+            Ok(())
+        })? / ws.len() as f64;
+        Ok(Some(ms))
     }
 
     /// The format's integer tensor-core GEMM, if it has one: the native q8 activations
@@ -355,7 +411,7 @@ impl Ctx<'_> {
                     _ => return Err(anyhow!("f16 dequant returned another type")),
                 }
             }
-            for m in GEMM_M {
+            for m in self.gemm_ms(true) {
                 let use_n = if m > GEMM_ROTATE_MAX_M { 1 } else { copies };
                 let x = s.clone_htod(&data(m * k, m as u64)).map_err(drv("upload activations"))?;
                 let mut y: CudaSlice<f32> = s.alloc_zeros(m * n).map_err(drv("allocate output"))?;
@@ -379,7 +435,16 @@ fn write_json(r: &BenchReport, p: &Path) -> Result<()> {
 
 /// Runs every benchmark on device 0; writes the JSON to `out` (or stdout) and a table to
 /// stderr. `Ok(false)` if a format could not be measured.
-pub fn run(formats: Option<&str>, out: Option<&Path>) -> Result<bool> {
+/// The benchmark groups `--ops` selects from (all by default).
+pub const OPS: [&str; 3] = ["dequant", "matvec", "gemm"];
+
+pub fn run(formats: Option<&str>, ops: Option<&str>, gemm_m: Option<&str>, out: Option<&Path>) -> Result<bool> {
+    let gemm_m = gemm_m.map(parse_gemm_m).transpose()?;
+    let ops: Vec<&str> = ops.map_or(OPS.to_vec(), |o| o.split(',').map(str::trim).collect());
+    if let Some(bad) = ops.iter().find(|o| !OPS.contains(o)) {
+        anyhow::bail!("--ops: unknown group `{bad}` (groups: {})", OPS.join(", "));
+    }
+    let on = |op: &str| ops.contains(&op);
     let gpu = Cuda::new(0).context("gpu-bench needs a CUDA GPU")?;
     let info = gpu.info()?;
     let s = gpu.new_stream()?;
@@ -409,8 +474,10 @@ pub fn run(formats: Option<&str>, out: Option<&Path>) -> Result<bool> {
     };
     eprintln!("gpu-bench: {} (cc {}), driver CUDA {}", info.name, r.device.compute_capability, r.device.driver_cuda);
     eprintln!("gpu-bench: device-to-device copy {:.0} GB/s (read + written)", copy.gbps);
-    let ctx = Ctx { gpu: &gpu, s: s.clone(), copy_gbps: copy.gbps };
-    if let Err(e) = ctx.gemm_dense(&mut r) {
+    let ctx = Ctx { gpu: &gpu, s: s.clone(), copy_gbps: copy.gbps, gemm_m };
+    if on("gemm")
+        && let Err(e) = ctx.gemm_dense(&mut r)
+    {
         eprintln!("gpu-bench: cuBLAS f16 GEMM FAILED: {e:#}");
         r.errors.push(format!("cuBLAS f16 (dense): {e:#}"));
     }
@@ -424,9 +491,16 @@ pub fn run(formats: Option<&str>, out: Option<&Path>) -> Result<bool> {
         let result = qforge_cpu::quantize(f, Shape::new([BASE_ROWS, COLS])?, &data(BASE_ROWS * COLS, 42), None)
             .map_err(|e| anyhow!("quantize: {e}"))
             .and_then(|base| {
-                ctx.dequant(f, &base, &mut r)?;
-                ctx.matvec(f, &base, &mut r)?;
-                ctx.gemm(f, &mut r)
+                if on("dequant") {
+                    ctx.dequant(f, &base, &mut r)?;
+                }
+                if on("matvec") {
+                    ctx.matvec(f, &base, &mut r)?;
+                }
+                if on("gemm") {
+                    ctx.gemm(f, &mut r)?;
+                }
+                Ok(())
             });
         s.synchronize().map_err(drv("synchronize"))?;
         match result {
@@ -449,4 +523,18 @@ pub fn run(formats: Option<&str>, out: Option<&Path>) -> Result<bool> {
     }
     eprint!("{}", super::report::bench_markdown(&r));
     Ok(!failed)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn gemm_m_takes_positive_row_counts_only() {
+        assert_eq!(parse_gemm_m("1, 16,64").unwrap(), vec![1, 16, 64]);
+        for bad in ["", "0", "16,x", "-1", "16,,32"] {
+            let e = parse_gemm_m(bad).unwrap_err().to_string();
+            assert!(e.contains("--gemm-m"), "{bad}: {e}");
+        }
+    }
 }

@@ -273,7 +273,7 @@ pub fn ptx_problems(text: &str, kernels: &[String], target: &str) -> Vec<String>
             p.push(format!("lacks kernel {k}"));
         }
     }
-    if let Some(l) = text.lines().find(|l| l.starts_with(".extern")) {
+    if let Some(l) = qforge_cuda::codegen::unresolved_extern(text) {
         p.push(format!("unresolved `{l}`"));
     }
     if text.matches('{').count() != text.matches('}').count() {

@@ -108,6 +108,13 @@ pub struct GemmRow {
     pub dequant_cublas_ms: f64,
     /// 2·M·N·K / fused_ms.
     pub fused_tflops: f64,
+    /// The fused instance and split-k count qforge-tiling chose (`skinny16x256x256_w8 split 16`).
+    #[serde(default)]
+    pub fused_config: Option<String>,
+    /// Just above `SKINNY_MAX_M` (up to twice it): the largest skinny instance on the same
+    /// call, where the tiler chose a tiled one.
+    #[serde(default)]
+    pub skinny_ms: Option<f64>,
     /// The format's integer tensor-core GEMM (its activations quantized on the GPU), if it
     /// has one.
     #[serde(default)]

@@ -61,6 +61,8 @@ fn bench() -> BenchReport {
             fused_ms,
             dequant_cublas_ms,
             fused_tflops: 1.0,
+            fused_config: Some("skinny16x256x256_w8 split 16".into()),
+            skinny_ms: (m == 512).then_some(0.5),
             int8: None,
         });
     }

@@ -11,7 +11,7 @@ use qforge_cuda::{Cuda, CudaError, DeviceBuffer};
 use std::sync::Arc;
 
 use crate::support::a8_ref::{a8_formats, every_variant};
-use crate::support::gemm_ref::{every_type_any_order, instance, odd_shapes, other_types, split_k};
+use crate::support::gemm_ref::{every_type_any_order, instance, multi_cta, odd_shapes, other_types, split_k};
 
 fn device() -> Cuda {
     Cuda::new(0).unwrap_or_else(|e| panic!("this test needs a CUDA GPU and none answered: {e}"))
@@ -157,7 +157,8 @@ fn split_k_every_format_on_the_gpu() {
 }
 
 /// Every fused GEMM instance (every config qforge-tiling can return), every format, on the
-/// edge-crossing shapes, whole and split-k: the host check's cases on the device.
+/// edge-crossing shapes (the skinny ones also on grids of several CTAs), whole and split-k:
+/// the host check's cases on the device.
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn every_instance_every_format_on_the_gpu() {
@@ -180,6 +181,9 @@ fn every_instance_every_format_on_the_gpu() {
             };
             for f in qforge_formats::registry().iter().filter(|f| f.desc().cuda.is_some()) {
                 instance(f, &run, splits);
+                if qforge_cuda::codegen::FUSED_GEMM_TILES[tile].skinny {
+                    multi_cta(f, &run, splits);
+                }
             }
         }
     }

@@ -170,6 +170,21 @@ pub fn instance(f: &'static dyn Format, gemm: Gemm<'_>, splits: usize) {
     }
 }
 
+/// Shapes whose grid holds several CTAs along N and M (the skinny instances' 256-row CTAs:
+/// the edge shapes fit one), each with partial edges, and K over many 256-element phases.
+pub const MULTI_CTA_SHAPES: [(usize, usize, usize); 3] = [(40, 600, 1000), (64, 513, 300), (3, 257, 4100)];
+
+/// One fused GEMM instance on [`MULTI_CTA_SHAPES`], f16 → f32 and bf16 → bf16, K cut into
+/// `splits` ranges.
+#[allow(dead_code)] // used by the host tests only
+pub fn multi_cta(f: &'static dyn Format, gemm: Gemm<'_>, splits: usize) {
+    for (mma, out) in [(DType::F16, DType::F32), (DType::Bf16, DType::Bf16)] {
+        for shape in MULTI_CTA_SHAPES {
+            check(f, gemm, shape, mma, out, Order::Split(splits));
+        }
+    }
+}
+
 /// Every input type (f32 included: the exact path) × every output type on the
 /// edge-crossing shapes, summed in any order: the dequant + cuBLAS GEMM.
 #[allow(dead_code)] // used by the GPU test only
