@@ -23,14 +23,26 @@ pub enum GemmPath {
 }
 
 /// (M, the smallest dequant + cuBLAS ÷ fused time ratio over the formats and shapes measured
-/// at that M), ascending M: NVIDIA H200, 2026-11-27, the kit's `gpu-bench` (q4_0, q8_0, q4_k,
-/// q6_k, iq2_xxs, iq4_xs, tq1_0, mxfp4, int4g, fp8_e4m3; N × K = 4096², 14336 × 4096,
-/// 4096 × 14336 for six of them, 4096² for the others; the fused f16 GEMM or the format's
-/// int8 / FP8 one, whichever was faster). The skinny instances beat dequant + cuBLAS at
-/// M = 16 for every one (1.13–1.80×), not yet at M = 64 (0.57–0.99×); the tiled ones lose
-/// from M = 128 up.
-pub const FUSED_OVER_DEQUANT: &[(usize, f64)] =
-    &[(16, 1.13), (64, 0.57), (128, 0.14), (512, 0.11), (2048, 0.05), (8192, 0.04)];
+/// at that M), ascending M: NVIDIA H200, 2026-11-27, the kit's `gpu-bench`, two runs: M = 1
+/// to 64 on q4_0, q4_k, iq2_xxs, mxfp4, fp8_e4m3 (N × K = 4096², 14336 × 4096, 4096 × 14336;
+/// q4_k 4096² only), M = 16 to 8192 also on q8_0, q6_k, iq4_xs, tq1_0, int4g; at each M the
+/// smaller of the two runs' worst ratios; the fused f16 GEMM or the format's int8 / FP8 one,
+/// whichever was faster. The skinny instances beat dequant + cuBLAS up to M = 32, where one
+/// token tile holds every row (1.05–1.85×); at 48 and 64 (two tiles, the weights decoded
+/// twice) they do not (0.56–0.99×); the tiled ones lose from M = 128 up.
+pub const FUSED_OVER_DEQUANT: &[(usize, f64)] = &[
+    (1, 1.13),
+    (8, 1.11),
+    (16, 1.10),
+    (24, 1.05),
+    (32, 1.06),
+    (48, 0.56),
+    (64, 0.56),
+    (128, 0.14),
+    (512, 0.11),
+    (2048, 0.05),
+    (8192, 0.04),
+];
 
 /// The measured ratio that decides `m`: the one measured at `m`; below the first measured M
 /// the first, above the last the last; between two measured M the smaller of the two (no
@@ -95,15 +107,16 @@ mod tests {
             assert_eq!(choose_gemm_path(m, false), GemmPath::Fused, "m = {m}");
         }
         // At a measured M its own ratio, between two the smaller, outside the nearest.
-        assert_eq!(ratio_at(16), FUSED_OVER_DEQUANT[0].1);
+        let at = |m: usize| FUSED_OVER_DEQUANT.iter().find(|e| e.0 == m).unwrap().1;
+        assert_eq!(ratio_at(16), at(16));
         assert_eq!(ratio_at(1), FUSED_OVER_DEQUANT[0].1);
-        assert_eq!(ratio_at(40), FUSED_OVER_DEQUANT[0].1.min(FUSED_OVER_DEQUANT[1].1));
+        assert_eq!(ratio_at(40), at(32).min(at(48)));
         assert_eq!(ratio_at(1 << 20), FUSED_OVER_DEQUANT.last().unwrap().1);
-        // The H200 measurements: the skinny fused GEMM up to M = 16, dequant + cuBLAS above.
-        for m in [1, 8, 16] {
+        // The H200 measurements: the skinny fused GEMM up to M = 32, dequant + cuBLAS above.
+        for m in [1, 8, 16, 20, 32] {
             assert_eq!(choose_gemm_path(m, true), GemmPath::Fused, "m = {m}");
         }
-        for m in [17, 64, 100, 8192] {
+        for m in [33, 48, 64, 100, 8192] {
             assert_eq!(choose_gemm_path(m, true), GemmPath::DequantCublas, "m = {m}");
         }
     }
