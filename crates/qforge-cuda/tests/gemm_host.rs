@@ -31,6 +31,22 @@ fn formats() -> Vec<(&'static dyn Format, &'static host::HostFns)> {
     out
 }
 
+/// The host GEMM on instance `tile`, K cut into `splits` ranges (1: whole), the partials
+/// reduced as `qforge_reduce_splits` does.
+fn on_instance(
+    h: &'static host::HostFns,
+    tile: usize,
+    splits: usize,
+) -> impl Fn(&QuantTensor<'_>, &[f32], usize, DType, DType) -> Vec<u8> {
+    move |w, x, m, mma, out| {
+        if splits == 1 {
+            return h.gemm_on(tile, w, x, m, mma, out, 1).unwrap();
+        }
+        let parts = h.gemm_tile_partials(tile, w, x, m, mma, splits).unwrap();
+        host::reduce_splits(&parts, splits, out)
+    }
+}
+
 /// `cases` for every format with device code, on the host GEMM, the formats split over two
 /// threads.
 fn on_every_format(cases: fn(&'static dyn Format, Gemm<'_>)) {
@@ -93,14 +109,7 @@ fn every_instance_every_format_edge_shapes() {
                     assert_eq!(h.gemm.len(), qforge_cuda::codegen::FUSED_GEMM_TILES.len());
                     for tile in 1..h.gemm.len() {
                         for splits in [1, 3] {
-                            let gemm = move |w: &QuantTensor<'_>, x: &[f32], m: usize, mma: DType, out: DType| {
-                                if splits == 1 {
-                                    return h.gemm_on(tile, w, x, m, mma, out, 1).unwrap();
-                                }
-                                let parts = h.gemm_tile_partials(tile, w, x, m, mma, splits).unwrap();
-                                host::reduce_splits(&parts, splits, out)
-                            };
-                            instance(f, &gemm, splits);
+                            instance(f, &on_instance(h, tile, splits), splits);
                         }
                     }
                 }
@@ -125,14 +134,7 @@ fn skinny_instances_every_format_multi_cta_shapes() {
                 for &(f, h) in chunk {
                     for &tile in skinny {
                         for splits in [1, 4] {
-                            let gemm = move |w: &QuantTensor<'_>, x: &[f32], m: usize, mma: DType, out: DType| {
-                                if splits == 1 {
-                                    return h.gemm_on(tile, w, x, m, mma, out, 1).unwrap();
-                                }
-                                let parts = h.gemm_tile_partials(tile, w, x, m, mma, splits).unwrap();
-                                host::reduce_splits(&parts, splits, out)
-                            };
-                            multi_cta(f, &gemm, splits);
+                            multi_cta(f, &on_instance(h, tile, splits), splits);
                         }
                     }
                 }
