@@ -131,6 +131,8 @@ struct Ctx<'a> {
     gpu: &'a Cuda,
     s: Arc<CudaStream>,
     copy_gbps: f64,
+    /// The device's multiprocessors (read once with its other attributes).
+    sms: u32,
     /// `--gemm-m`: the GEMM's activation rows for every format and shape instead of
     /// [`GEMM_M`] / [`GEMM_M_SHORT`].
     gemm_m: Option<Vec<usize>>,
@@ -336,9 +338,8 @@ impl Ctx<'_> {
             return Ok(None);
         };
         let (n, k) = (ws[0].shape().rows(), ws[0].shape().cols());
-        let sms = u32::try_from(self.gpu.info()?.multiprocessors).unwrap_or(1);
-        let splits =
-            qforge_cuda::codegen::skinny_split(&FUSED_GEMM_TILES[tile], m as u64, n as u64, k as u64, sms) as usize;
+        let splits = qforge_cuda::codegen::skinny_split(&FUSED_GEMM_TILES[tile], m as u64, n as u64, k as u64, self.sms)
+            as usize;
         let ms = time_ms_n(&self.s, 1, GEMM_REPS, || {
             for w in ws {
                 self.gpu.gemm_tile_into(w, &x.slice(..), m, DType::F16, y, DType::F32, tile, splits, &self.s)?;
@@ -474,7 +475,8 @@ pub fn run(formats: Option<&str>, ops: Option<&str>, gemm_m: Option<&str>, out: 
     };
     eprintln!("gpu-bench: {} (cc {}), driver CUDA {}", info.name, r.device.compute_capability, r.device.driver_cuda);
     eprintln!("gpu-bench: device-to-device copy {:.0} GB/s (read + written)", copy.gbps);
-    let ctx = Ctx { gpu: &gpu, s: s.clone(), copy_gbps: copy.gbps, gemm_m };
+    let sms = u32::try_from(info.multiprocessors).unwrap_or(1);
+    let ctx = Ctx { gpu: &gpu, s: s.clone(), copy_gbps: copy.gbps, sms, gemm_m };
     if on("gemm")
         && let Err(e) = ctx.gemm_dense(&mut r)
     {
