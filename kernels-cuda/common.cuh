@@ -77,14 +77,14 @@ QF_HD uint32_t qf_f32_to_bits(float f) {
 
 // IEEE half -> f32, exact (subnormals, ±Inf; NaN stays NaN, payload kept). On the device
 // every finite or infinite value takes the hardware conversion (exact: f32 holds every f16);
-// NaN takes the integer path, which keeps the payload as the host does.
+// NaN takes the integer bits, which keep the payload as the host does.
 QF_HD float qf_half_to_f32(uint32_t h) {
 #ifdef __CUDA_ARCH__
-    if ((h & 0x7c00u) != 0x7c00u || (h & 0x3ffu) == 0) {
-        float f;
-        asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((unsigned short)h));
-        return f;
-    }
+    // Without a branch: the hardware's value, or NaN's bits built by integer code (a select).
+    float f;
+    asm("cvt.f32.f16 %0, %1;" : "=f"(f) : "h"((unsigned short)h));
+    const uint32_t nan = (h & 0x8000u) << 16 | 0x7f800000u | (h & 0x3ffu) << 13;
+    return (h & 0x7fffu) > 0x7c00u ? __uint_as_float(nan) : f;
 #endif
     const uint32_t sign = (h & 0x8000u) << 16, exp = (h >> 10) & 0x1f, man = h & 0x3ffu;
     if (exp == 0x1f) return qf_bits_to_f32(sign | 0x7f800000u | man << 13);
@@ -94,6 +94,13 @@ QF_HD float qf_half_to_f32(uint32_t h) {
         return qf_bits_to_f32(qf_f32_to_bits(v) | sign);
     }
     return qf_bits_to_f32(sign | (exp + 112) << 23 | man << 13);
+}
+// (float)v for |v| < 2^22, exactly, with one integer add and one float subtract: v added to
+// the bits of 1.5·2^23 (whose unit in the last place is 1) is 1.5·2^23 + v. The device's
+// int-to-float conversion runs on a unit a quarter as fast as the adders; kernels that turn
+// every weight code into a float use this instead.
+QF_HD float qf_small_int_to_f32(int v) {
+    return qf_bits_to_f32(0x4b400000u + (uint32_t)v) - 12582912.0f;
 }
 QF_HD float qf_load_f16(const uint8_t* p) { return qf_half_to_f32(qf_load_u16(p)); }
 QF_HD float qf_load_bf16(const uint8_t* p) { return qf_bits_to_f32(qf_load_u16(p) << 16); }
@@ -134,6 +141,45 @@ QF_HD uint16_t qf_f32_to_bf16_bits(float f) {
     if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x0040u);
     const uint32_t round = 0x8000u;
     return (uint16_t)((x & round) && (x & (3 * round - 1)) ? (x >> 16) + 1 : x >> 16);
+}
+
+// ---- f16 pairs (a format's optional decode_h2) ------------------------------------------
+// Two f16 values in one word, the first in the low half. On the device one f16x2 instruction
+// each; on the host each half is widened to f32, the operation done in f32 and rounded to f16
+// once, which is the same bits wherever the f32 result is exact: always for a product of two
+// halves (22 significant bits), and for the differences of small integers the decoders form.
+QF_HD uint32_t qf_h2_sub(uint32_t a, uint32_t b) {
+#ifdef __CUDA_ARCH__
+    uint32_t r;
+    asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+#else
+    const uint32_t lo = qf_f32_to_f16_bits(qf_half_to_f32(a & 0xffffu) - qf_half_to_f32(b & 0xffffu));
+    const uint32_t hi = qf_f32_to_f16_bits(qf_half_to_f32(a >> 16) - qf_half_to_f32(b >> 16));
+    return lo | hi << 16;
+#endif
+}
+QF_HD uint32_t qf_h2_mul(uint32_t a, uint32_t b) {
+#ifdef __CUDA_ARCH__
+    uint32_t r;
+    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
+    return r;
+#else
+    const uint32_t lo = qf_f32_to_f16_bits(qf_half_to_f32(a & 0xffffu) * qf_half_to_f32(b & 0xffffu));
+    const uint32_t hi = qf_f32_to_f16_bits(qf_half_to_f32(a >> 16) * qf_half_to_f32(b >> 16));
+    return lo | hi << 16;
+#endif
+}
+// Byte n of the result is byte (s >> 4n) & 7 of the eight bytes b:a (a's the low four).
+QF_HD uint32_t qf_byte_perm(uint32_t a, uint32_t b, uint32_t s) {
+#ifdef __CUDA_ARCH__
+    return __byte_perm(a, b, s);
+#else
+    const uint64_t v = (uint64_t)b << 32 | a;
+    uint32_t r = 0;
+    for (int n = 0; n < 4; ++n) r |= (uint32_t)(v >> 8 * (s >> 4 * n & 7) & 0xffu) << 8 * n;
+    return r;
+#endif
 }
 
 // ---- integer dot products ---------------------------------------------------------------

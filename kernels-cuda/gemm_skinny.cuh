@@ -46,22 +46,25 @@ struct qf_gemms_cfg {
     static_assert(SEG % 16 == 0 && XA_BYTES % 16 == 0, "16-byte copies");
 };
 
-// Where a phase's bytes of one weight row lie: blocks [b0, b1) (a grid format: elements
-// [k0, k1), `b0` = k0), bytes [lo, hi) of the tensor's values.
+// Where a phase's bytes lie, for every weight row alike: row r's bytes of elements [k0, k1)
+// are [r·stride + first, + len) of the tensor's values; they start at element `e0` (k0 rounded
+// down to a block, k0 itself for a grid format, whose registry block is one element).
 template <class F>
 struct qf_gemms_span {
-    long long b0, lo, hi;
-    QF_HD qf_gemms_span(long long row, long long K, long long k0, long long k1) {
+    long long stride, first, len, e0;
+    QF_HD qf_gemms_span(long long K, long long k0, long long k1) {
         typedef qf_layout<F> L;
         if constexpr (L::GRID) {
-            b0 = k0;
-            lo = (row * K + k0) * L::REGISTRY_BYTES;
-            hi = (row * K + k1) * L::REGISTRY_BYTES;
+            stride = K * L::REGISTRY_BYTES;
+            first = k0 * L::REGISTRY_BYTES;
+            len = (k1 - k0) * L::REGISTRY_BYTES;
+            e0 = k0;
         } else {
-            const long long bpr = L::blocks_per_row(K), bb = (long long)sizeof(typename F::block);
-            b0 = k0 / F::BLOCK;
-            lo = (row * bpr + b0) * bb;
-            hi = (row * bpr + (k1 - 1) / F::BLOCK + 1) * bb;
+            const long long bb = (long long)sizeof(typename F::block), b0 = k0 / F::BLOCK;
+            stride = L::blocks_per_row(K) * bb;
+            first = b0 * bb;
+            len = ((k1 - 1) / F::BLOCK + 1 - b0) * bb;
+            e0 = b0 * F::BLOCK;
         }
     }
     // The most bytes a phase of BK elements spans (whole blocks), what SEG must hold beside
@@ -72,26 +75,41 @@ struct qf_gemms_span {
     }
 };
 
-// Elements [kk, kk + CHUNK) of weight row `row` (0 outside N × K; a block's padding too),
-// decoded from the row's staged bytes `srow` (its first block b0 of the phase, a grid
-// format's element b0, at srow).
-template <class F>
-QF_HD void qf_gemms_decode(const uint8_t* srow, long long b0, const uint8_t* grid, long long row, long long N,
-                           long long K, long long kk, float* v) {
+// Elements [k, k + CHUNK) of a weight row, k = e0 + rel (rel ≥ 0 from the phase's first
+// element e0, a block boundary or, for a grid format, k0), decoded from the row's staged
+// bytes `srow` (its bytes from element e0 on) into CHUNK / 2 pairs of T (the mma's input
+// type), the first value in the low half. Elements from `rem` on are 0 (a block's padding,
+// or a chunk wholly past the phase, whose staged bytes are another row's or stale); only a
+// phase's last slab has any (`tail`). `row` only locates a grid format's scale. A format with
+// decode_h2 (qf_h2_flag) gives f16 pairs itself; the others' values are packed here.
+// Unsigned index arithmetic: rel < BK, and the compiler needs no sign fix-ups.
+template <class F, class T>
+QF_HD void qf_gemms_pairs(const uint8_t* srow, long long e0, unsigned rel, bool tail, int rem, const uint8_t* grid,
+                          long long row, long long K, uint32_t* out) {
     typedef qf_layout<F> L;
-    if (row < N && kk < K) {
-        const long long b = kk / F::BLOCK;
-        const int chunk = (int)(kk % F::BLOCK) / F::CHUNK;
-        const long long at = L::GRID ? (b * F::BLOCK - b0) * L::REGISTRY_BYTES : (b - b0) * (long long)sizeof(typename F::block);
-        L::decode(reinterpret_cast<const typename F::block*>(srow + at), chunk, L::scale(grid, row, K, b), v);
-        if (kk + F::CHUNK > K) {  // the row's last chunk: its padding is 0
+    // e0 is a block boundary unless the format is a grid one (e0 = k0, any element): `gl`
+    // elements of e0's block lie in front of it.
+    const unsigned gl = L::GRID ? (unsigned)(e0 % F::BLOCK) : 0u, q = gl + rel;
+    const unsigned bi = q / F::BLOCK, chunk = (q % F::BLOCK) / F::CHUNK;
+    const unsigned at = L::GRID ? (bi * F::BLOCK - gl) * L::REGISTRY_BYTES : bi * (unsigned)sizeof(typename F::block);
+    const typename F::block* b = reinterpret_cast<const typename F::block*>(srow + at);
+    if constexpr (qf_h2_flag<F>::value && !T::BF16) {
+        F::decode_h2(b, (int)chunk, out);
+        if (tail) {
 #pragma unroll
-            for (int j = 0; j < F::CHUNK; ++j)
-                if (kk + j >= K) v[j] = 0.0f;
+            for (int k = 0; k < F::CHUNK / 2; ++k)
+                out[k] &= (2 * k < rem ? 0xffffu : 0u) | (2 * k + 1 < rem ? 0xffff0000u : 0u);
         }
     } else {
+        float v[F::CHUNK];
+        L::decode(b, (int)chunk, L::scale(grid, row, K, (e0 - gl) / F::BLOCK + bi), v);
+        if (tail) {
 #pragma unroll
-        for (int j = 0; j < F::CHUNK; ++j) v[j] = 0.0f;
+            for (int k = 0; k < F::CHUNK; ++k)
+                if (k >= rem) v[k] = 0.0f;
+        }
+#pragma unroll
+        for (int k = 0; k < F::CHUNK / 2; ++k) out[k] = T::pack2(v[2 * k], v[2 * k + 1]);
     }
 }
 
@@ -108,7 +126,12 @@ QF_HD void qf_gemms_tile(const float* x, const uint8_t* w, const uint8_t* grid, 
     static_assert(S::max_bytes(C::BK) + 15 <= C::SEG, "a phase's bytes of a row fit its SEG");
     const long long m0 = tm * C::TOK, n0 = tn * C::ROWS;
     uint8_t* Wst = reinterpret_cast<uint8_t*>(Xa) + C::XA_BYTES;
-    const long long total = S(N, K, 0, K).lo;  // bytes of the tensor's values
+    const long long total = N * S(K, 0, K).stride;  // bytes of the tensor's values
+    // Rows of this CTA inside the tensor (the rest are neither copied nor decoded), and its
+    // 8-token mma columns that hold a token (the rest are neither staged nor multiplied: a
+    // 64-token instance at M = 20 does the mma work of 24 tokens).
+    const int nrows = N - n0 < C::ROWS ? (int)(N - n0) : C::ROWS;
+    const int mcols = M - m0 < C::TOK ? (int)((M - m0 + 7) / 8) : C::MT;
 
     qf_frag_c acc[QF_WARP_SLOTS(C::NW)][C::RT][C::MT][QF_LANE_SLOTS];
     qf_for_warps<C::NW>([&](int ws, int) {
@@ -124,26 +147,30 @@ QF_HD void qf_gemms_tile(const float* x, const uint8_t* w, const uint8_t* grid, 
 
     for (long long k0 = kb; k0 < ke; k0 += C::BK) {
         const long long kend = ke < k0 + C::BK ? ke : k0 + C::BK;
+        const S sp(K, k0, kend);
+        // Row r's bytes start at byte `lo` of the tensor: its window at lo & ~15, its first
+        // byte at lo & 15 of the window (the same for every phase of a row only when the
+        // stride is a multiple of 16, so it is recomputed per phase, once per row).
+        const long long lo0 = n0 * sp.stride + sp.first;
         qf_sync();  // the previous phase's fragment loads are done with Xa and Wst
         // The rows' raw bytes of [k0, kend): row r's 16-byte windows into Wst + r·SEG (bytes
         // past the tensor's values zero-filled), as one cp.async group.
         qf_for_threads<C::NTH>([&](int t) {
-            for (int e = t; e < C::ROWS * VPR; e += C::NTH) {
+            for (int e = t; e < nrows * VPR; e += C::NTH) {
                 const int r = e / VPR, v = e % VPR;
-                if (n0 + r >= N) continue;
-                const S sp(n0 + r, K, k0, kend);
-                const long long a = (sp.lo & ~15ll) + 16ll * v;
-                if (a >= sp.hi) continue;
+                const long long lo = lo0 + r * sp.stride;
+                const long long a = (lo & ~15ll) + 16 * v;
+                if (a >= lo + sp.len) continue;
                 qf_cp_async16(Wst + r * C::SEG + 16 * v, w + a, total - a >= 16 ? 16 : (int)(total - a));
             }
         });
         qf_cp_async_commit();
-        // Activations [m0, m0 + TOK) × [k0, k0 + BK) as T, 0 outside M × [k0, kend), each at
+        // Activations [m0, m0 + 8·mcols) × [k0, k0 + BK) as T, 0 outside M × [k0, kend), each at
         // its fragment-order slot: token r = 8·mt + g, element c = SLAB·s + CH·t + j →
         // ((mt·NSLAB + s)·32 + 4g + t)·CH + j. Consecutive threads read consecutive pairs of k.
         qf_for_threads<C::NTH>([&](int t) {
 #pragma unroll 4
-            for (int e = t; e < C::TOK * C::BK / 2; e += C::NTH) {
+            for (int e = t; e < mcols * 8 * (C::BK / 2); e += C::NTH) {
                 const int r = e / (C::BK / 2), c = 2 * (e % (C::BK / 2));
                 const long long gm = m0 + r, gk = k0 + c;
                 const float* xr = x + gm * K + gk;
@@ -156,55 +183,71 @@ QF_HD void qf_gemms_tile(const float* x, const uint8_t* w, const uint8_t* grid, 
         qf_cp_async_wait<0>();
         qf_sync();
         qf_for_warps<C::NW>([&](int ws, int wid) {
-            const long long r0 = n0 + (long long)wid * 16 * C::RT;
+            const int w0 = wid * 16 * C::RT;  // the warp's first row in the CTA
+            // Phase elements from e0 to kend, and from e0 to k0 (grid formats: 0).
+            const int span = (int)(kend - sp.e0), lead = (int)(k0 - sp.e0);
+            // Each of the lane's 2·RT rows, once per phase: where its bytes are staged. A row
+            // past the tensor decodes row 0's bytes instead: only its own row of the mma's
+            // product sees them, and the epilogue does not store that row.
+            int pr[C::RT][2][QF_LANE_SLOTS];  // offsets into Wst (half a pointer's registers)
+            qf_for_lanes([&](int ls, int lane) {
+#pragma unroll
+                for (int i = 0; i < C::RT; ++i)
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        const int r = w0 + 16 * i + 8 * h + (lane >> 2);
+                        const int rr = r < nrows ? r : 0;
+                        pr[i][h][ls] = rr * C::SEG + (int)((lo0 + rr * sp.stride) & 15);
+                    }
+            });
             // One slab at a time (unrolled, the module's PTX grew by half for every format):
             // its 2·RT row decodes are independent, so their loads are in flight together.
 #pragma unroll 1
             for (int s = 0; s < NSLAB; ++s) {
-                if (k0 + (long long)s * SLAB >= kend) break;  // the same for the whole warp
+                if (lead + s * SLAB >= span) break;  // the same for the whole warp
                 qf_frag_a a[C::RT][ST][QF_LANE_SLOTS];
-                qf_frag_b b[C::MT][ST][QF_LANE_SLOTS];
+                // Only the phase's last slab can hold elements past kend (the same for the warp).
+                const bool tail = lead + (s + 1) * SLAB > span;
                 qf_for_lanes([&](int ls, int lane) {
-                    const int g = lane >> 2, t = lane & 3;
-                    const long long kk = k0 + (long long)s * SLAB + t * CH;
+                    const int rel = lead + s * SLAB + (lane & 3) * CH, rem = span - rel;
 #pragma unroll
                     for (int i = 0; i < C::RT; ++i) {
-                        float lo[CH], hi[CH];
-                        const long long ra = r0 + 16 * i + g, rb = ra + 8;
-                        const S sa(ra, K, k0, kend), sb(rb, K, k0, kend);
-                        const uint8_t* pa = Wst + (ra - n0) * C::SEG + (sa.lo & 15);
-                        const uint8_t* pb = Wst + (rb - n0) * C::SEG + (sb.lo & 15);
-                        qf_gemms_decode<F>(pa, sa.b0, grid, ra, N, K, kk, lo);
-                        qf_gemms_decode<F>(pb, sb.b0, grid, rb, N, K, kk, hi);
+                        uint32_t pk[2][CH / 2];
 #pragma unroll
-                        for (int q = 0; q < ST; ++q) {
-                            a[i][q][ls].r[0] = T::pack2(lo[4 * q], lo[4 * q + 1]);
-                            a[i][q][ls].r[1] = T::pack2(hi[4 * q], hi[4 * q + 1]);
-                            a[i][q][ls].r[2] = T::pack2(lo[4 * q + 2], lo[4 * q + 3]);
-                            a[i][q][ls].r[3] = T::pack2(hi[4 * q + 2], hi[4 * q + 3]);
+                        for (int h = 0; h < 2; ++h) {
+                            const int r = w0 + 16 * i + 8 * h + (lane >> 2);
+                            qf_gemms_pairs<F, T>(Wst + pr[i][h][ls], sp.e0, (unsigned)rel, tail, rem, grid,
+                                                 n0 + (r < nrows ? r : 0), K, pk[h]);
                         }
-                    }
-#pragma unroll
-                    for (int j = 0; j < C::MT; ++j) {
-                        const uint16_t* p = Xa + ((j * NSLAB + s) * 32 + lane) * CH;
 #pragma unroll
                         for (int q = 0; q < ST; ++q) {
-                            b[j][q][ls].r[0] = qf_ld_pair(p + 4 * q);
-                            b[j][q][ls].r[1] = qf_ld_pair(p + 4 * q + 2);
+                            a[i][q][ls].r[0] = pk[0][2 * q];
+                            a[i][q][ls].r[1] = pk[1][2 * q];
+                            a[i][q][ls].r[2] = pk[0][2 * q + 1];
+                            a[i][q][ls].r[3] = pk[1][2 * q + 1];
                         }
                     }
                 });
+                // B fragments one 8-token column at a time (registers for 64 tokens).
 #pragma unroll
                 for (int q = 0; q < ST; ++q)
 #pragma unroll
-                    for (int i = 0; i < C::RT; ++i)
+                    for (int j = 0; j < C::MT; ++j) {
+                        if (j >= mcols) break;  // the same for the whole CTA
+                        qf_frag_b b[QF_LANE_SLOTS];
+                        qf_for_lanes([&](int ls, int lane) {
+                            const uint16_t* p = Xa + ((j * NSLAB + s) * 32 + lane) * CH + 4 * q;
+                            b[ls].r[0] = qf_ld_pair(p);
+                            b[ls].r[1] = qf_ld_pair(p + 2);
+                        });
 #pragma unroll
-                        for (int j = 0; j < C::MT; ++j) qf_mma_m16n8k16<T>(acc[ws][i][j], a[i][q], b[j][q]);
+                        for (int i = 0; i < C::RT; ++i) qf_mma_m16n8k16<T>(acc[ws][i][j], a[i][q], b);
+                    }
             }
         });
     }
 
-    // Epilogue: accumulator (i, j, e) of lane (g, t) is weight row 16i + g (+ 8 for e ≥ 2)
+// Epilogue: accumulator (i, j, e) of lane (g, t) is weight row 16i + g (+ 8 for e ≥ 2)
     // of the warp's rows and token 8j + 2t + (e & 1).
     qf_for_warps<C::NW>([&](int ws, int wid) {
         qf_for_lanes([&](int ls, int lane) {

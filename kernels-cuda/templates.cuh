@@ -21,6 +21,17 @@ struct qf_grid_flag<F, decltype((void)F::GRID)> {
     static constexpr bool value = F::GRID;
 };
 
+// Whether F has the optional decode_h2 (F::H2 true): the chunk as f16 pairs, for the GEMM's
+// f16 tensor-core inputs (kernels-cuda/README.md).
+template <class F, class = void>
+struct qf_h2_flag {
+    static constexpr bool value = false;
+};
+template <class F>
+struct qf_h2_flag<F, decltype((void)F::H2)> {
+    static constexpr bool value = F::H2;
+};
+
 template <class F>
 struct qf_layout {
     typedef typename F::block block;
@@ -306,11 +317,44 @@ __device__ __forceinline__ void qf_matvec_kernel(const uint8_t* __restrict__ w, 
         for (long long t = 0; t < qf_dequant_items<F>(rows, cols); ++t)                              \
             qf_dequant_item<F, O>(src, grid, dst, cols, t);                                         \
     }
+// For the host checks: how many f16 pairs of `decode_h2` over every chunk of n blocks are
+// not the bits of decode's values packed for the f16 mma (a NaN matching any NaN); -1 for a
+// format without decode_h2.
+template <class F>
+long long qf_h2_mismatches(const uint8_t* blocks, long long n) {
+    if constexpr (!qf_h2_flag<F>::value) {
+        return -1;
+    } else {
+        long long bad = 0;
+        const auto nan = [](uint32_t h) { return (h & 0x7fffu) > 0x7c00u; };
+        for (long long i = 0; i < n; ++i) {
+            const typename F::block* b = reinterpret_cast<const typename F::block*>(blocks) + i;
+            for (int c = 0; c < F::BLOCK / F::CHUNK; ++c) {
+                float v[F::CHUNK];
+                uint32_t h[F::CHUNK / 2];
+                qf_layout<F>::decode(b, c, 1.0f, v);
+                F::decode_h2(b, c, h);
+                for (int k = 0; k < F::CHUNK / 2; ++k) {
+                    const uint32_t want = qf_mma_f16::pack2(v[2 * k], v[2 * k + 1]);
+                    for (int half = 0; half < 2; ++half) {
+                        const uint32_t a = want >> 16 * half & 0xffffu, g = h[k] >> 16 * half & 0xffffu;
+                        bad += a != g && !(nan(a) && nan(g));
+                    }
+                }
+            }
+        }
+        return bad;
+    }
+}
+
 #define QF_HOST_INSTANTIATE(F, NAME, BYTES)                                                         \
     static_assert(qf_layout<F>::REGISTRY_BYTES == (BYTES), "device block size differs from the Rust block"); \
     QF_HOST_DEQUANT(F, NAME, f32, qf_out_f32)                                                       \
     QF_HOST_DEQUANT(F, NAME, f16, qf_out_f16)                                                       \
     QF_HOST_DEQUANT(F, NAME, bf16, qf_out_bf16)                                                     \
+    extern "C" long long qf_host_h2_mismatches_##NAME(const uint8_t* blocks, long long n) {            \
+        return qf_h2_mismatches<F>(blocks, n);                                                      \
+    }                                                                                               \
     extern "C" void qf_host_matvec_##NAME(const uint8_t* w, const uint8_t* grid, const qf_block_q8_1* act, \
                                           float* y, long long n, long long k, int m) {              \
         for (long long row = 0; row < n; ++row) {                                                   \

@@ -309,6 +309,7 @@ mod cuda {
                 )
                     .unwrap();
             }
+            writeln!(host, "    fn qf_host_h2_mismatches_{n}(blocks: *const u8, n: i64) -> i64;").unwrap();
             writeln!(
                 host,
                 "    fn qf_host_matvec_{n}(w: *const u8, grid: *const u8, act: *const QfBlockQ8_1, y: *mut f32, n: i64, k: i64, m: i32);"
@@ -332,7 +333,8 @@ mod cuda {
             writeln!(
                 table,
                 "    HostFns {{ format: {n:?}, dequant_f32: qf_host_dequant_{n}_f32, dequant_f16: qf_host_dequant_{n}_f16, \
-                 dequant_bf16: qf_host_dequant_{n}_bf16, matvec: qf_host_matvec_{n}, {gemm}}},"
+                 dequant_bf16: qf_host_dequant_{n}_bf16, h2_mismatches: qf_host_h2_mismatches_{n}, \
+                 matvec: qf_host_matvec_{n}, {gemm}}},"
             )
             .unwrap();
         }

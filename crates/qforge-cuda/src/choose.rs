@@ -23,21 +23,22 @@ pub enum GemmPath {
 }
 
 /// (M, the smallest dequant + cuBLAS ÷ fused time ratio over the formats and shapes measured
-/// at that M), ascending M: NVIDIA H200, 2026-11-27, the kit's `gpu-bench`, two runs: M = 1
-/// to 64 on q4_0, q4_k, iq2_xxs, mxfp4, fp8_e4m3 (N × K = 4096², 14336 × 4096, 4096 × 14336;
-/// q4_k 4096² only), M = 16 to 8192 also on q8_0, q6_k, iq4_xs, tq1_0, int4g; at each M the
-/// smaller of the two runs' worst ratios; the fused f16 GEMM or the format's int8 / FP8 one,
-/// whichever was faster. The skinny instances beat dequant + cuBLAS up to M = 32, where one
-/// token tile holds every row (1.05–1.85×); at 48 and 64 (two tiles, the weights decoded
-/// twice) they do not (0.56–0.99×); the tiled ones lose from M = 128 up.
+/// at that M), ascending M; the fused f16 GEMM or the format's int8 / FP8 one, whichever was
+/// faster. NVIDIA H200, the kit's `gpu-bench`. M = 1 to 64: 2026-11-27, second session, q4_0, iq2_xxs, mxfp4, fp8_e4m3 on N × K = 4096², 14336 × 4096, 4096 × 14336 and
+/// q8_0, q4_k, q5_k, q6_k, iq4_xs, nvfp4 on 4096². M = 128 to 8192 (the tiled instances,
+/// unchanged since; 0.17 at M = 128 in the second session): 2026-11-27, first session, also
+/// tq1_0, int4g. The skinny instances beat
+/// dequant + cuBLAS up to M = 32 on every format and shape (1.04–2.96×); at 48 the 64-token
+/// one does on 12 of the 18 format × shape cells, at 64 on 5 (0.78–1.51×); the tiled ones
+/// lose from M = 128 up.
 pub const FUSED_OVER_DEQUANT: &[(usize, f64)] = &[
-    (1, 1.13),
-    (8, 1.11),
-    (16, 1.10),
-    (24, 1.05),
-    (32, 1.06),
-    (48, 0.56),
-    (64, 0.56),
+    (1, 1.43),
+    (8, 1.46),
+    (16, 1.39),
+    (24, 1.11),
+    (32, 1.04),
+    (48, 0.90),
+    (64, 0.78),
     (128, 0.14),
     (512, 0.11),
     (2048, 0.05),

@@ -21,6 +21,8 @@ pub struct QfBlockQ8_1 {
 /// `(src, grid, dst, rows, cols)` of a host-compiled dequant wrapper (`grid`: the tensor's
 /// side section, read by grid formats only).
 pub type DequantFn<T> = unsafe extern "C" fn(*const u8, *const u8, *mut T, i64, i64);
+/// `(blocks, n)` of a host-compiled `decode_h2` check (see [`HostFns::h2_mismatches`]).
+pub type H2CheckFn = unsafe extern "C" fn(*const u8, i64) -> i64;
 /// `(w, grid, act, y, n, k, m)` of a host-compiled mat-vec wrapper.
 pub type MatvecFn = unsafe extern "C" fn(*const u8, *const u8, *const QfBlockQ8_1, *mut f32, i64, i64, i32);
 /// `(x, out, k, nblocks, m)` of the host-compiled activation quantizer.
@@ -55,6 +57,10 @@ pub struct HostFns {
     pub dequant_f16: DequantFn<u16>,
     /// Dequantization to bf16 bit patterns.
     pub dequant_bf16: DequantFn<u16>,
+    /// The f16 pairs of the format's optional `decode_h2` against `decode`'s values packed
+    /// for the f16 mma, over every chunk of `n` blocks: the count that differ (-1: the format
+    /// has no `decode_h2`). Safe: [`HostFns::h2_mismatches`].
+    pub(crate) h2_mismatches: H2CheckFn,
     /// The mat-vec against q8_1 activation blocks.
     pub matvec: MatvecFn,
     /// The fused GEMM, every instance (`codegen::FUSED_GEMM_TILES`, in order).
@@ -143,6 +149,18 @@ fn dims(t: &QuantTensor<'_>) -> Result<(i64, i64), QuantError> {
 }
 
 impl HostFns {
+    /// How many f16 values of the format's optional `decode_h2` (kernels-cuda/README.md) over
+    /// every chunk of the whole blocks in `blocks` differ from `decode`'s values packed for
+    /// the f16 mma (a NaN matching any NaN); `None` for a format without one.
+    pub fn h2_mismatches(&self, blocks: &[u8], block_bytes: usize) -> Option<u64> {
+        let n = i64::try_from(blocks.len() / block_bytes.max(1)).ok()?;
+        // SAFETY: `n` whole blocks of `block_bytes` lie in `blocks`; the wrapper reads only
+        // them, and only when the format has decode_h2 (whose block size the host compile
+        // checks against the registry's, which the caller passes).
+        let bad = unsafe { (self.h2_mismatches)(blocks.as_ptr(), n) };
+        u64::try_from(bad).ok()
+    }
+
     /// Dequantize a tensor with the host-compiled device code; little-endian bytes of `dtype`.
     pub fn dequant(&self, t: &QuantTensor<'_>, dtype: DType) -> Result<Vec<u8>, QuantError> {
         let (rows, cols) = dims(t)?;

@@ -7,7 +7,9 @@
 //!   `dequant_row` (NaN where it gives NaN);
 //! * mat-vec (M = 1..8) with activations quantized to q8_1 by the device code: within 1e-5
 //!   of Σ|terms| of an f64 dot of the Rust-dequantized weights and the q8_1 activations;
-//! * the activation quantizer: d = amax/127, |x - d·q| ≤ d/2, s = d·Σq.
+//! * the activation quantizer: d = amax/127, |x - d·q| ≤ d/2, s = d·Σq;
+//! * a format's optional `decode_h2` (the GEMM's f16 pairs): decode's values packed to f16,
+//!   bit for bit.
 #![cfg(feature = "cuda")]
 
 use qforge_core::{DType, Format, QuantTensor, Shape};
@@ -93,6 +95,30 @@ fn format_special_blocks(name: &str, block_bytes: usize, rng: &mut Rng) -> Vec<u
         out.extend_from_slice(&b);
     }
     out
+}
+
+/// A format's optional `decode_h2` (f16 pairs for the GEMM's f16 tensor-core inputs) gives,
+/// for every chunk of random and special-scale blocks (Inf, subnormal, -0, NaN), the bits of
+/// its `decode`'s values packed for the f16 mma, NaN as NaN. The formats that have one are
+/// named here, so that one losing it (or gaining one unchecked) fails.
+#[test]
+fn decode_h2_is_decode_packed_to_f16_bit_for_bit() {
+    const WITH_H2: &[&str] = &["q4_0", "q5_0", "q8_0", "q8_1"];
+    let mut rng = Rng::new(0x4832);
+    let mut checked = Vec::new();
+    for (f, h) in formats_with_code() {
+        let bb = f.desc().block_bytes;
+        let mut blocks = rng.bytes(bb * 512);
+        blocks.extend(special_blocks(bb, &mut rng));
+        let name = f.desc().name;
+        let bad = h.h2_mismatches(&blocks, bb);
+        assert_eq!(bad.is_some(), WITH_H2.contains(&name), "{name}: decode_h2 present = {}", bad.is_some());
+        if let Some(bad) = bad {
+            assert_eq!(bad, 0, "{name}: {bad} f16 values of decode_h2 differ from decode's");
+            checked.push(name);
+        }
+    }
+    assert_eq!(checked, WITH_H2);
 }
 
 /// Formats whose decode cannot give NaN / cannot give Inf, whatever the bytes: nvfp4 (a

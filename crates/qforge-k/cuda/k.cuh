@@ -25,6 +25,14 @@ QF_HD int qf_k_scale_q3(int j, const uint8_t* q) {
 QF_HD void qf_k_words(const uint8_t* p, int shift, uint32_t mask, int w[8]) {
     for (int t = 0; t < 8; ++t) w[t] = (int)(qf_load_u32(p + 4 * t) >> shift & mask);
 }
+// Bytes p[0..16) as (p[i] >> shift) & mask, element by element, from four word loads
+// (decode's codes of one 16-element chunk).
+QF_HD void qf_k_bytes16(const uint8_t* p, int shift, uint32_t mask, int c[16]) {
+    for (int t = 0; t < 4; ++t) {
+        const uint32_t v = qf_load_u32(p + 4 * t) >> shift;
+        for (int j = 0; j < 4; ++j) c[4 * t + j] = (int)(v >> 8 * j & mask);
+    }
+}
 // Σ code·q and Σ q over the two 16-element halves of an activation block.
 struct qf_k_sums {
     int dot[2], sum[2];
@@ -48,7 +56,9 @@ struct qf_q2_k {
         const float dl = qf_load_f16(b->d) * (float)(sc & 0xf);
         const float ml = qf_load_f16(b->dmin) * (float)(sc >> 4);
         const int h = chunk / 8, k = chunk % 8 / 2, l0 = chunk % 2 * 16;
-        for (int j = 0; j < 16; ++j) out[j] = dl * (float)(b->qs[32 * h + l0 + j] >> 2 * k & 3) - ml;
+        int c[16];
+        qf_k_bytes16(b->qs + 32 * h + l0, 2 * k, 3u, c);
+        for (int j = 0; j < 16; ++j) out[j] = dl * qf_small_int_to_f32(c[j]) - ml;
     }
     QF_HD static float dot_q8_1(const block* b, int s, const qf_block_q8_1* a) {
         int w[8];
@@ -72,11 +82,10 @@ struct qf_q3_k {
     QF_HD static void decode(const block* b, int chunk, float* out) {
         const float dl = qf_load_f16(b->d) * (float)(qf_k_scale_q3(chunk, b->scales) - 32);
         const int h = chunk / 8, k = chunk % 8 / 2, l0 = chunk % 2 * 16, hk = chunk / 2;
-        for (int j = 0; j < 16; ++j) {
-            const int l = l0 + j;
-            const int low = b->qs[32 * h + l] >> 2 * k & 3, high = b->hmask[l] >> hk & 1;
-            out[j] = dl * (float)(low - 4 + 4 * high);
-        }
+        int low[16], high[16];
+        qf_k_bytes16(b->qs + 32 * h + l0, 2 * k, 3u, low);
+        qf_k_bytes16(b->hmask + l0, hk, 1u, high);
+        for (int j = 0; j < 16; ++j) out[j] = dl * qf_small_int_to_f32(low[j] - 4 + 4 * high[j]);
     }
     QF_HD static float dot_q8_1(const block* b, int s, const qf_block_q8_1* a) {
         int w[8], hw[8];
@@ -111,10 +120,14 @@ struct qf_k_4bit {
         int sc, m;
         qf_k_scale_min(s, b->scales, &sc, &m);
         const float dl = qf_load_f16(b->d) * (float)sc, ml = qf_load_f16(b->dmin) * (float)m;
-        for (int j = 0; j < 16; ++j) {
-            const int l = l0 + j;
-            out[j] = dl * (float)((b->qs[32 * p + l] >> shift & 0xf) | high(b, l, s)) - ml;
+        int c[16];
+        qf_k_bytes16(b->qs + 32 * p + l0, shift, 0xfu, c);
+        if constexpr (HIGH) {
+            int hi[16];
+            qf_k_bytes16(b->qh + l0, s, 1u, hi);
+            for (int j = 0; j < 16; ++j) c[j] |= hi[j] << 4;
         }
+        for (int j = 0; j < 16; ++j) out[j] = dl * qf_small_int_to_f32(c[j]) - ml;
     }
     QF_HD static float dot_q8_1(const B* b, int s, const qf_block_q8_1* a) {
         int w[8];
@@ -150,11 +163,10 @@ struct qf_q6_k {
     QF_HD static void decode(const block* b, int chunk, float* out) {
         const float dl = qf_load_f16(b->d) * (float)b->scales[chunk];
         const int h = chunk / 8, k = chunk % 8 / 2, l0 = chunk % 2 * 16;
-        for (int j = 0; j < 16; ++j) {
-            const int l = l0 + j;
-            const int c = (b->ql[64 * h + 32 * (k % 2) + l] >> 4 * (k / 2) & 0xf) | (b->qh[32 * h + l] >> 2 * k & 3) << 4;
-            out[j] = dl * (float)(c - 32);
-        }
+        int lo[16], hi[16];
+        qf_k_bytes16(b->ql + 64 * h + 32 * (k % 2) + l0, 4 * (k / 2), 0xfu, lo);
+        qf_k_bytes16(b->qh + 32 * h + l0, 2 * k, 3u, hi);
+        for (int j = 0; j < 16; ++j) out[j] = dl * qf_small_int_to_f32((lo[j] | hi[j] << 4) - 32);
     }
     QF_HD static float dot_q8_1(const block* b, int s, const qf_block_q8_1* a) {
         const int h = s / 4, k = s % 4;
@@ -177,7 +189,10 @@ struct qf_q8_k {
     static constexpr int CHUNK = 16;
     QF_HD static void decode(const block* b, int chunk, float* out) {
         const float d = qf_load_f32(b->d);
-        for (int j = 0; j < 16; ++j) out[j] = d * (float)b->qs[16 * chunk + j];
+        for (int t = 0; t < 4; ++t) {
+            const uint32_t v = qf_load_u32((const uint8_t*)b->qs + 16 * chunk + 4 * t);
+            for (int j = 0; j < 4; ++j) out[4 * t + j] = d * qf_small_int_to_f32((int8_t)(v >> 8 * j));
+        }
     }
     QF_HD static float dot_q8_1(const block* b, int s, const qf_block_q8_1* a) {
         int w[8];

@@ -16,6 +16,23 @@ QF_HD void qf_legacy_nibbles(const uint8_t* qs, int w[8]) {
     }
 }
 QF_HD int qf_legacy_nibble(const uint8_t* qs, int i) { return i < 16 ? qs[i] & 15 : qs[i - 16] >> 4; }
+// Codes first..first + 7 of the 4-bit layout (first a multiple of 8): two word loads.
+QF_HD void qf_legacy_nibbles8(const uint8_t* qs, int first, int c[8]) {
+    const int sh = first & 16 ? 4 : 0;
+    for (int i = 0; i < 2; ++i) {
+        const uint32_t v = qf_load_u32(qs + (first & 15) + 4 * i) >> sh;
+        for (int j = 0; j < 4; ++j) c[4 * i + j] = (int)(v >> 8 * j & 15u);
+    }
+}
+// The same codes as 16-bit pairs: p[k] = code(first + 2k) | code(first + 2k + 1) << 16.
+QF_HD void qf_legacy_nibble_pairs8(const uint8_t* qs, int first, uint32_t p[4]) {
+    const int sh = first & 16 ? 4 : 0;
+    for (int i = 0; i < 2; ++i) {
+        const uint32_t v = qf_load_u32(qs + (first & 15) + 4 * i) >> sh;
+        p[2 * i] = qf_byte_perm(v, 0, 0x4140u) & 0x000f000fu;
+        p[2 * i + 1] = qf_byte_perm(v, 0, 0x4342u) & 0x000f000fu;
+    }
+}
 // Bit i of the little-endian qh word is bit 4 of element i's code.
 QF_HD void qf_legacy_high(const uint8_t* qh, int w[8]) {
     const uint32_t h = qf_load_u32(qh);
@@ -29,6 +46,9 @@ struct qf_legacy_4bit {
     static constexpr int OFFSET = OFF;
     QF_HD static int code(const B* b, int i) { return qf_legacy_nibble(b->qs, i); }
     QF_HD static void codes(const B* b, int w[8]) { qf_legacy_nibbles(b->qs, w); }
+    QF_HD static void codes8(const B* b, int first, int c[8]) { qf_legacy_nibbles8(b->qs, first, c); }
+    static constexpr int BIAS = 0;
+    QF_HD static void pairs8(const B* b, int first, uint32_t p[4]) { qf_legacy_nibble_pairs8(b->qs, first, p); }
 };
 template <class B, int OFF>
 struct qf_legacy_5bit {
@@ -38,6 +58,17 @@ struct qf_legacy_5bit {
         return qf_legacy_nibble(b->qs, i) | (int)(qf_load_u32(b->qh) >> i & 1) << 4;
     }
     QF_HD static void codes(const B* b, int w[8]) { qf_legacy_nibbles(b->qs, w); qf_legacy_high(b->qh, w); }
+    QF_HD static void codes8(const B* b, int first, int c[8]) {
+        qf_legacy_nibbles8(b->qs, first, c);
+        const uint32_t h = qf_load_u32(b->qh) >> first;
+        for (int j = 0; j < 8; ++j) c[j] |= (int)(h >> j & 1u) << 4;
+    }
+    static constexpr int BIAS = 0;
+    QF_HD static void pairs8(const B* b, int first, uint32_t p[4]) {
+        qf_legacy_nibble_pairs8(b->qs, first, p);
+        const uint32_t h = qf_load_u32(b->qh) >> first;
+        for (int k = 0; k < 4; ++k) p[k] |= (h >> 2 * k & 1u) << 4 | (h >> (2 * k + 1) & 1u) << 20;
+    }
 };
 template <class B>
 struct qf_legacy_8bit {
@@ -46,6 +77,20 @@ struct qf_legacy_8bit {
     QF_HD static int code(const B* b, int i) { return b->qs[i]; }
     QF_HD static void codes(const B* b, int w[8]) {
         for (int i = 0; i < 8; ++i) w[i] = qf_load_i8x4(b->qs + 4 * i);
+    }
+    QF_HD static void codes8(const B* b, int first, int c[8]) {
+        for (int i = 0; i < 2; ++i) {
+            const uint32_t v = qf_load_u32((const uint8_t*)b->qs + first + 4 * i);
+            for (int j = 0; j < 4; ++j) c[4 * i + j] = (int)(int8_t)(v >> 8 * j);
+        }
+    }
+    static constexpr int BIAS = 128;  // pairs8's codes: q + 128, 0..255
+    QF_HD static void pairs8(const B* b, int first, uint32_t p[4]) {
+        for (int i = 0; i < 2; ++i) {
+            const uint32_t v = qf_load_u32((const uint8_t*)b->qs + first + 4 * i);
+            p[2 * i] = qf_byte_perm(v, 0, 0x4140u) ^ 0x00800080u;
+            p[2 * i + 1] = qf_byte_perm(v, 0, 0x4342u) ^ 0x00800080u;
+        }
     }
 };
 
@@ -70,14 +115,32 @@ struct qf_legacy {
         else return 0.0f;
     }
 
-    // x = (code - OFFSET)·d  or  code·d + m, as the Rust reference (q as f32 * d [+ m]).
+    // x = (code - OFFSET)·d  or  code·d + m, as the Rust reference (q as f32 * d [+ m]): the
+    // chunk's codes from whole words, each made a float without the conversion unit.
     QF_HD static void decode(const block* b, int chunk, float* out) {
         const float d = qf_load_f16(b->d);
         const float m = offset(b);
+        int c[CHUNK];
+        L::codes8(b, chunk * CHUNK, c);
         for (int j = 0; j < CHUNK; ++j) {
-            const float v = (float)(L::code(b, chunk * CHUNK + j) - L::OFFSET) * d;
+            const float v = qf_small_int_to_f32(c[j] - L::OFFSET) * d;
             out[j] = AFFINE ? v + m : v;
         }
+    }
+
+    // The optional f16 entry point of the GEMM (kernels-cuda/README.md, decode_h2): the
+    // chunk's CHUNK / 2 pairs of f16 values, each the same bits as decode's value rounded to
+    // f16 — (code - OFFSET)·d is one rounding of an exact product either way. Each code u
+    // (< 1024) is placed in the mantissa of 1024 (f16 bits 0x6400 | u), the bias subtracted
+    // exactly, d multiplied in: four instructions per pair instead of conversions per value.
+    // The affine formats round twice in f32 (q·d, then + m), so they keep decode.
+    static constexpr bool H2 = !AFFINE;
+    QF_HD static void decode_h2(const block* b, int chunk, uint32_t* h) {
+        const uint32_t d = qf_load_u16(b->d), d2 = d | d << 16;
+        constexpr uint32_t bias = 0x6400u + L::OFFSET + L::BIAS, bias2 = bias | bias << 16;
+        uint32_t p[CHUNK / 2];
+        L::pairs8(b, chunk * CHUNK, p);
+        for (int k = 0; k < CHUNK / 2; ++k) h[k] = qf_h2_mul(qf_h2_sub(p[k] | 0x64006400u, bias2), d2);
     }
 
     // d·a.d·Σ(code - OFFSET)·q  (+ m·a.s for the affine formats).

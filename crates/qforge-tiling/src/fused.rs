@@ -94,15 +94,19 @@ impl FusedTile {
 /// - 64 × 64, 2 × 2 warps of 32 × 32, 3 stages: the general tile;
 /// - 32 × 64, 1 × 4 warps of 32 × 16, 4 stages: small M (16–32 rows) without wasting half a tile;
 /// - 64 × 128, 2 × 4 warps of 32 × 32, 3 stages: large M and N (twice the work per activation load);
-/// - skinny 16 × 256 and 32 × 256, 8 warps of 32 weight rows each, 256 K per phase: M up to
-///   [`SKINNY_MAX_M`] (weights streamed once from memory straight into the tensor cores'
-///   registers; what bounds the small-M GEMM is bandwidth, not the mma).
+/// - skinny 16 × 256, 8 warps of 32 weight rows each, 256 K per phase, and 64 × 128, 8 warps
+///   of 16 rows (registers for 64 tokens): M up to [`SKINNY_MAX_M`] (weights streamed once
+///   from memory straight into the tensor cores' registers; what bounds the small-M GEMM is
+///   the weights' bytes and their decode, not the mma). The 64-token one serves M 17–64
+///   in one token tile (at M ≤ 32 with mma columns to spare, which cost little beside the
+///   decode); a 32-token instance as well pushed the GPU kit past its transfer limit (each
+///   instance is two kernels in all 30 modules).
 pub const FUSED_GEMM_TILES: &[FusedTile] = &[
     FusedTile { bm: 64, bn: 64, bk: 32, wm: 2, wn: 2, stages: 3, skinny: false },
     FusedTile { bm: 32, bn: 64, bk: 32, wm: 1, wn: 4, stages: 4, skinny: false },
     FusedTile { bm: 64, bn: 128, bk: 32, wm: 2, wn: 4, stages: 3, skinny: false },
     FusedTile { bm: 16, bn: 256, bk: 256, wm: 1, wn: 8, stages: 1, skinny: true },
-    FusedTile { bm: 32, bn: 256, bk: 256, wm: 1, wn: 8, stages: 1, skinny: true },
+    FusedTile { bm: 64, bn: 128, bk: 256, wm: 1, wn: 8, stages: 1, skinny: true },
 ];
 
 /// Shared memory of the skinny kernel per weight row: one 256-element K phase of the row's

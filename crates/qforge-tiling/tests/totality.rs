@@ -385,11 +385,11 @@ fn small_m_takes_the_skinny_instances() {
     let h100 = Device::builtin("h100").unwrap();
     for name in ["q4_0", "q4_k", "iq2_xxs", "fp8_e4m3", "int4g", "tq1_0"] {
         let l = WeightLayout::from_format(qforge_formats::registry().get(name).unwrap()).unwrap();
-        for (m, bm) in [(1, 16), (16, 16), (17, 32), (32, 32), (64, 32)] {
+        for (m, bm, bn) in [(1, 16, 256), (16, 16, 256), (17, 64, 128), (32, 64, 128), (33, 64, 128), (64, 64, 128)] {
             let c = select_fused(&Problem::f16(m, 4096, 4096, l).unwrap(), &h100).unwrap();
             let inst = FusedTile::of(&c.tile()).unwrap();
-            assert!(inst.skinny && inst.bm == bm, "{name} m = {m}: {}", inst.name());
-            let ctas = m.div_ceil(bm as u64) * 4096 / 256;
+            assert!(inst.skinny && inst.bm == bm && inst.bn == bn, "{name} m = {m}: {}", inst.name());
+            let ctas = m.div_ceil(bm as u64) * 4096 / bn as u64;
             let want = (qforge_tiling::SKINNY_CTAS_PER_SM * 132 / ctas).clamp(1, 16);
             assert_eq!(c.split_k as u64, want, "{name} m = {m}");
         }
