@@ -148,15 +148,25 @@ QF_HD uint16_t qf_f32_to_bf16_bits(float f) {
 // each; on the host each half is widened to f32, the operation done in f32 and rounded to f16
 // once, which is the same bits wherever the f32 result is exact: always for a product of two
 // halves (22 significant bits), and for the differences of small integers the decoders form.
+#ifndef __CUDA_ARCH__
+// The host model of one f16x2 instruction: op on each half in f32, rounded to f16 once.
+template <class Op>
+inline uint32_t qf_h2_host(uint32_t a, uint32_t b, Op op) {
+    uint32_t r = 0;
+    for (int h = 0; h < 2; ++h) {
+        const float x = qf_half_to_f32(a >> 16 * h & 0xffffu), y = qf_half_to_f32(b >> 16 * h & 0xffffu);
+        r |= (uint32_t)qf_f32_to_f16_bits(op(x, y)) << 16 * h;
+    }
+    return r;
+}
+#endif
 QF_HD uint32_t qf_h2_sub(uint32_t a, uint32_t b) {
 #ifdef __CUDA_ARCH__
     uint32_t r;
     asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
     return r;
 #else
-    const uint32_t lo = qf_f32_to_f16_bits(qf_half_to_f32(a & 0xffffu) - qf_half_to_f32(b & 0xffffu));
-    const uint32_t hi = qf_f32_to_f16_bits(qf_half_to_f32(a >> 16) - qf_half_to_f32(b >> 16));
-    return lo | hi << 16;
+    return qf_h2_host(a, b, [](float x, float y) { return x - y; });
 #endif
 }
 QF_HD uint32_t qf_h2_mul(uint32_t a, uint32_t b) {
@@ -165,9 +175,7 @@ QF_HD uint32_t qf_h2_mul(uint32_t a, uint32_t b) {
     asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
     return r;
 #else
-    const uint32_t lo = qf_f32_to_f16_bits(qf_half_to_f32(a & 0xffffu) * qf_half_to_f32(b & 0xffffu));
-    const uint32_t hi = qf_f32_to_f16_bits(qf_half_to_f32(a >> 16) * qf_half_to_f32(b >> 16));
-    return lo | hi << 16;
+    return qf_h2_host(a, b, [](float x, float y) { return x * y; });
 #endif
 }
 // Byte n of the result is byte (s >> 4n) & 7 of the eight bytes b:a (a's the low four).
