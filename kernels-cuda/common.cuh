@@ -160,24 +160,23 @@ inline uint32_t qf_h2_host(uint32_t a, uint32_t b, Op op) {
     return r;
 }
 #endif
-QF_HD uint32_t qf_h2_sub(uint32_t a, uint32_t b) {
+// NAME(a, b): the PTX instruction OP on both halves, or the host model of `x EXPR y`.
 #ifdef __CUDA_ARCH__
-    uint32_t r;
-    asm("sub.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-    return r;
+#define QF_H2_OP(NAME, OP, EXPR)                                                 \
+    QF_HD uint32_t NAME(uint32_t a, uint32_t b) {                                \
+        uint32_t r;                                                              \
+        asm(OP " %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));                       \
+        return r;                                                                \
+    }
 #else
-    return qf_h2_host(a, b, [](float x, float y) { return x - y; });
+#define QF_H2_OP(NAME, OP, EXPR)                                                 \
+    QF_HD uint32_t NAME(uint32_t a, uint32_t b) {                                \
+        return qf_h2_host(a, b, [](float x, float y) { return x EXPR y; });      \
+    }
 #endif
-}
-QF_HD uint32_t qf_h2_mul(uint32_t a, uint32_t b) {
-#ifdef __CUDA_ARCH__
-    uint32_t r;
-    asm("mul.rn.f16x2 %0, %1, %2;" : "=r"(r) : "r"(a), "r"(b));
-    return r;
-#else
-    return qf_h2_host(a, b, [](float x, float y) { return x * y; });
-#endif
-}
+QF_H2_OP(qf_h2_sub, "sub.rn.f16x2", -)
+QF_H2_OP(qf_h2_mul, "mul.rn.f16x2", *)
+#undef QF_H2_OP
 // Byte n of the result is byte (s >> 4n) & 7 of the eight bytes b:a (a's the low four).
 QF_HD uint32_t qf_byte_perm(uint32_t a, uint32_t b, uint32_t s) {
 #ifdef __CUDA_ARCH__
