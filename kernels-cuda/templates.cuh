@@ -12,25 +12,23 @@
 // sizeof(block)/BLOCK bytes each (no padding) and one f32 scale per BLOCK × BLOCK cell in a
 // separate grid (little-endian, row-major, ceil(rows/BLOCK) × ceil(cols/BLOCK)); its decode
 // and dot_q8_1 take the block's scale as an extra argument.
-template <class F, class = void>
-struct qf_grid_flag {
-    static constexpr bool value = false;
-};
-template <class F>
-struct qf_grid_flag<F, decltype((void)F::GRID)> {
-    static constexpr bool value = F::GRID;
-};
-
+//
+// QF_TRAIT_FLAG(name, MEMBER): name<F>::value is F::MEMBER where the traits struct declares
+// that optional `static constexpr bool`, false where it does not.
+#define QF_TRAIT_FLAG(NAME, MEMBER)                        \
+    template <class F, class = void>                       \
+    struct NAME {                                          \
+        static constexpr bool value = false;               \
+    };                                                     \
+    template <class F>                                     \
+    struct NAME<F, decltype((void)F::MEMBER)> {            \
+        static constexpr bool value = F::MEMBER;           \
+    };
+QF_TRAIT_FLAG(qf_grid_flag, GRID)
 // Whether F has the optional decode_h2 (F::H2 true): the chunk as f16 pairs, for the GEMM's
 // f16 tensor-core inputs (kernels-cuda/README.md).
-template <class F, class = void>
-struct qf_h2_flag {
-    static constexpr bool value = false;
-};
-template <class F>
-struct qf_h2_flag<F, decltype((void)F::H2)> {
-    static constexpr bool value = F::H2;
-};
+QF_TRAIT_FLAG(qf_h2_flag, H2)
+#undef QF_TRAIT_FLAG
 
 template <class F>
 struct qf_layout {
