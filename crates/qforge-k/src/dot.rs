@@ -189,6 +189,12 @@ pub trait Q8KCodes: BlockFormat {
     /// the kernel tests check. `None`: the kernels take [`Self::scales`] (q4_k / q5_k's
     /// scalar unpacking took a third of their mat-vec time through its latency).
     const K4_SCALES: Option<usize> = None;
+    /// Bits of the largest code (`u < 2^CODE_BITS`, at most 6): how the packed layout
+    /// ([`crate::packed`]) stores the codes.
+    const CODE_BITS: u32 = 6;
+    /// Elements per scale group in the packed layout: 16, or 32 where the scales (and mins) of
+    /// groups `2k` and `2k + 1` are always equal (one per 32-element sub-block).
+    const SCALE_GROUP: usize = 16;
 
     /// The block's super-block scale `d` and min scale `dmin` (0 without mins), as stored.
     fn d_dmin(b: &Self::Block) -> [F16Le; 2];

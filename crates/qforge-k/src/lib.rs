@@ -20,6 +20,7 @@ mod affine;
 mod decode;
 pub mod dot;
 mod pack;
+pub mod packed;
 mod q2k;
 mod q3k;
 mod q4k;

@@ -63,6 +63,7 @@ impl DecodeBlock for Q2K {
 /// ggml's `ggml_vec_dot_q2_K_q8_K`: codes `0..4`, 4-bit scale and min per 16 elements.
 impl Q8KCodes for Q2K {
     const HAS_MINS: bool = true;
+    const CODE_BITS: u32 = 2;
     const ZERO: u8 = 0;
     const SCALE_PICK_TABLE: bool = true;
 

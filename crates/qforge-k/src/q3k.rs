@@ -57,6 +57,7 @@ const CHUNK_FIELDS: [[Field; 2]; 8] =
 /// `sc − 32` per 16 elements.
 impl Q8KCodes for Q3K {
     const HAS_MINS: bool = false;
+    const CODE_BITS: u32 = 3;
     const ZERO: u8 = ZERO as u8;
     const SCALE_PICK_TABLE_VNNI: bool = true;
 

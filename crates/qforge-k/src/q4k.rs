@@ -124,7 +124,7 @@ impl DecodeBlock for Q5K {
 }
 
 macro_rules! k4_dot {
-    ($t:ty, $block:ty, $pick_table:expr, |$b:ident, $c:ident| $chunk:expr) => {
+    ($t:ty, $block:ty, $pick_table:expr, $bits:expr, |$b:ident, $c:ident| $chunk:expr) => {
         /// ggml's `ggml_vec_dot_q4_K_q8_K` / `q5_K`: unsigned codes (layout as in
         /// `decode_k4`), a 6-bit scale and min per 32-element sub-block.
         impl Q8KCodes for $t {
@@ -132,6 +132,8 @@ macro_rules! k4_dot {
             const ZERO: u8 = 0;
             const SCALE_PICK_TABLE: bool = $pick_table;
             const K4_SCALES: Option<usize> = Some(std::mem::offset_of!($block, scales));
+            const CODE_BITS: u32 = $bits;
+            const SCALE_GROUP: usize = 32;
 
             #[inline(always)]
             fn d_dmin(b: &$block) -> [F16Le; 2] {
@@ -152,8 +154,8 @@ macro_rules! k4_dot {
     };
 }
 
-k4_dot!(Q4K, BlockQ4K, true, |b, c| nibbles(&b.qs, c));
-k4_dot!(Q5K, BlockQ5K, false, |b, c| or(nibbles(&b.qs, c), mask_bits(&b.qh, c, 4)));
+k4_dot!(Q4K, BlockQ4K, true, 4, |b, c| nibbles(&b.qs, c));
+k4_dot!(Q5K, BlockQ5K, false, 5, |b, c| or(nibbles(&b.qs, c), mask_bits(&b.qh, c, 4)));
 
 impl BlockFormat for Q4K {
     type Block = BlockQ4K;

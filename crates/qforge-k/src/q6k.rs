@@ -78,6 +78,7 @@ fn pack(codes: &[u8; QK_K], b: &mut BlockQ6K) {
 /// scales per 16 elements.
 impl Q8KCodes for Q6K {
     const HAS_MINS: bool = false;
+    const CODE_BITS: u32 = 6;
     const ZERO: u8 = ZERO as u8;
     const SCALE_PICK_TABLE_VNNI: bool = true;
 

@@ -19,10 +19,12 @@
 #![allow(unsafe_code)]
 
 mod codes;
+mod packed;
 
 use std::arch::x86_64::*;
 
 pub(crate) use codes::{codes_dot_rows, codes_dot_weight_rows};
+pub(crate) use packed::packed_dot_groups;
 
 use crate::QK_K;
 use crate::dot::{GROUPS, Q8KDot, q8k_vec_dot_with, scaled_isum};

@@ -3,7 +3,7 @@
 //! `vec_dot` is the conformance suite's `native_dot_matches_ggml`.)
 
 mod support;
-use support::{codes_kernel, dot_props};
+use support::{codes_kernel, dot_props, packed_kernel};
 
 use qforge_core::{BlockFormat, Format, NativeDot};
 use qforge_k::dot::Q8KCodes;
@@ -74,4 +74,22 @@ fn simd_kernels_equal_portable() {
     codes_kernel::kernels_agree::<Q4K>(13);
     codes_kernel::kernels_agree::<Q5K>(14);
     codes_kernel::kernels_agree::<Q6K>(15);
+}
+
+#[test]
+fn packing_keeps_every_code_and_scale() {
+    packed_kernel::pack_keeps_everything::<Q2K>(21);
+    packed_kernel::pack_keeps_everything::<Q3K>(22);
+    packed_kernel::pack_keeps_everything::<Q4K>(23);
+    packed_kernel::pack_keeps_everything::<Q5K>(24);
+    packed_kernel::pack_keeps_everything::<Q6K>(25);
+}
+
+#[test]
+fn packed_kernels_equal_portable_and_exact() {
+    packed_kernel::packed_kernels_agree::<Q2K>(31);
+    packed_kernel::packed_kernels_agree::<Q3K>(32);
+    packed_kernel::packed_kernels_agree::<Q4K>(33);
+    packed_kernel::packed_kernels_agree::<Q5K>(34);
+    packed_kernel::packed_kernels_agree::<Q6K>(35);
 }

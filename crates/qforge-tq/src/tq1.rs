@@ -83,6 +83,7 @@ impl Q8KCodes for Tq1_0 {
     const HAS_MINS: bool = false;
     const ZERO: u8 = 1;
     const UNIT_SCALES: bool = true;
+    const CODE_BITS: u32 = 2;
 
     #[inline(always)]
     fn d_dmin(b: &BlockTq1_0) -> [F16Le; 2] {

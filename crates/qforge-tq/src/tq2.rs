@@ -32,6 +32,7 @@ impl Q8KCodes for Tq2_0 {
     const HAS_MINS: bool = false;
     const ZERO: u8 = 1;
     const UNIT_SCALES: bool = true;
+    const CODE_BITS: u32 = 2;
 
     #[inline(always)]
     fn d_dmin(b: &BlockTq2_0) -> [F16Le; 2] {

@@ -6,6 +6,8 @@
 mod codes_kernel;
 #[path = "../../qforge-k/tests/support/dot_props.rs"]
 mod dot_props;
+#[path = "../../qforge-k/tests/support/packed_kernel.rs"]
+mod packed_kernel;
 
 use qforge_core::{BlockFormat, NativeDot};
 use qforge_tq::{FORMATS, Tq1_0, Tq2_0};
@@ -40,4 +42,16 @@ fn codes_match_decode() {
 fn simd_kernels_equal_portable() {
     codes_kernel::kernels_agree::<Tq1_0>(11);
     codes_kernel::kernels_agree::<Tq2_0>(12);
+}
+
+#[test]
+fn packing_keeps_every_code_and_scale() {
+    packed_kernel::pack_keeps_everything::<Tq1_0>(21);
+    packed_kernel::pack_keeps_everything::<Tq2_0>(22);
+}
+
+#[test]
+fn packed_kernels_equal_portable_and_exact() {
+    packed_kernel::packed_kernels_agree::<Tq1_0>(31);
+    packed_kernel::packed_kernels_agree::<Tq2_0>(32);
 }

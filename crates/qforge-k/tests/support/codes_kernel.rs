@@ -14,7 +14,7 @@ use qforge_k::dot::{Q8KCodes, q8k_codes_dot_rows_portable, q8k_codes_vec_dot, q8
 
 /// The byte offsets of the f16 `d` and `dmin` fields of `F`'s block (found by probing
 /// `d_dmin`); `None` for a `dmin` the format does not store.
-fn scale_offsets<F: Q8KCodes>() -> [Option<usize>; 2] {
+pub fn scale_offsets<F: Q8KCodes>() -> [Option<usize>; 2] {
     let mut found = [None; 2];
     for k in 0..size_of::<F::Block>() {
         let mut b = F::Block::zeroed();
@@ -37,7 +37,7 @@ fn finite_f16(rng: &mut Rng) -> F16Le {
 
 /// A weight block: random bytes, or (`extreme`) bytes drawn from 0x00 / 0xff / 0x80 / 0x7f /
 /// 0x3f (maximal and minimal codes and scales), with finite f16 scales unless `raw`.
-fn weight<F: Q8KCodes>(rng: &mut Rng, offsets: [Option<usize>; 2], raw: bool, extreme: bool) -> F::Block {
+pub fn weight<F: Q8KCodes>(rng: &mut Rng, offsets: [Option<usize>; 2], raw: bool, extreme: bool) -> F::Block {
     let mut b = F::Block::zeroed();
     for v in bytemuck::bytes_of_mut(&mut b) {
         *v = if extreme { [0x00, 0xff, 0x80, 0x7f, 0x3f][(rng.next_u64() % 5) as usize] } else { rng.next_u64() as u8 };
@@ -52,7 +52,7 @@ fn weight<F: Q8KCodes>(rng: &mut Rng, offsets: [Option<usize>; 2], raw: bool, ex
 
 /// An activation block: `qs` random, or all extreme (-128 / 127 / -1 / 0); `bsums` their
 /// sums, or (`raw`) random like the rest of the bytes.
-fn act(rng: &mut Rng, raw: bool, extreme: bool) -> BlockQ8K {
+pub fn act(rng: &mut Rng, raw: bool, extreme: bool) -> BlockQ8K {
     let mut a = BlockQ8K::zeroed();
     for q in a.qs.iter_mut() {
         *q = if extreme { [-128, 127, -1, 0][(rng.next_u64() & 3) as usize] } else { rng.next_u64() as i8 };
@@ -65,7 +65,7 @@ fn act(rng: &mut Rng, raw: bool, extreme: bool) -> BlockQ8K {
     a
 }
 
-fn same(x: f32, y: f32) -> bool {
+pub fn same(x: f32, y: f32) -> bool {
     x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan())
 }
 

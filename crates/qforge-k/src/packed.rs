@@ -1,0 +1,244 @@
+//! The row-interleaved ("packed") layout of the [`Q8KCodes`] formats, and its mat-vec kernel:
+//! weight rows in SIMD lanes, the activation broadcast.
+//!
+//! ggml's own AVX2 kernels (and qforge's plain ones, `crate::dot`) put 32 elements of one
+//! weight row in a register: every 32 weights cost a code unpack, a scale broadcast, two
+//! multiplies and, per block, a horizontal reduction. Here each 32-bit lane belongs to one of
+//! [`ROWS`] = 8 weight rows and holds four consecutive codes of it; the activation's four
+//! matching `i8` are broadcast, so one `vpdpbusd` (AVX-512 VNNI; `vpmaddubsw` + `vpmaddwd`
+//! on AVX2) does 32 weights of 8 rows, each row's scale is a lane of a vector instead of a
+//! broadcast, and the 8 results come out of the lanes with no reduction. Packing a tensor is a
+//! one-time copy (the layout keeps the codes at their bit width: q4_k 148 bytes per row and
+//! block against 144).
+//!
+//! ## Layout
+//!
+//! The rows are taken in groups of 8 (the last group filled up with zero rows); a group is
+//! its blocks one after another, and a packed block ([`Layout`]) holds, for its 8 rows:
+//!
+//! * `d`, `dmin`: 8 f16 each;
+//! * `sc`: the `i8` scale of each scale group (`SCALE_GROUP` elements: 16, or 32 where the
+//!   format's scales come in equal pairs), `[group][row]`; `mins` likewise (`u8`, formats
+//!   with mins only);
+//! * the codes `u < 2^CODE_BITS` in up to two bit planes. Element `e` of a row is unit
+//!   `e / 32`, quad `m = e % 32 / 4`, byte `j = e % 4` of the row's 32-bit lane, and each
+//!   plane stores the unit's 8 quads in 32-byte slices: a 4-bit plane in 4 slices (slice
+//!   `m / 2`, low nibble for even `m`, high for odd), a 2-bit plane in 2 (slice `m / 4`, bits
+//!   `2(m % 4)..`), a 1-bit plane in 1 (bit `m`). Codes of up to 2 bits: one 2-bit plane; 3:
+//!   2-bit + 1-bit (bit 2); 4: 4-bit; 5: 4-bit + 1-bit (bit 4); 6: 4-bit + 2-bit (bits 4, 5).
+//!
+//! ## The dot (both kernels, the same bits)
+//!
+//! Per row and block, exactly in wrapping `i32`, and then in f32 as ggml's kernels do:
+//!
+//! ```text
+//! T   = Σ_g sc[g] · (Σ_{i in g} u[i]·a.qs[i] − ZERO·bsum[g])     (bsum[g] = Σ of a.bsums over g)
+//! M   = Σ_g min[g] · bsum[g]                                       (formats with mins)
+//! acc = fma(T, d·a.d, acc);  accm = fma(M, dmin·a.d, accm);  result = acc − accm (or acc)
+//! ```
+//!
+//! This is the same exact integer dot as the plain kernels, summed in another f32 order (one
+//! term per block instead of eight lanes): the results agree with theirs to f32 rounding,
+//! and the portable and SIMD kernels here agree bit for bit.
+
+use crate::QK_K;
+use crate::dot::{Q8KCodes, codes};
+use crate::q8k::BlockQ8K;
+use qforge_core::le::F16Le;
+
+/// Weight rows per packed group (the lanes of one 256-bit register).
+pub const ROWS: usize = 8;
+
+/// Where each part of a packed block lies (byte offsets), for format `F`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// Scale groups per block.
+    pub groups: usize,
+    /// Elements per scale group.
+    pub group: usize,
+    /// `d`: 8 f16.
+    pub d: usize,
+    /// `dmin`: 8 f16.
+    pub dmin: usize,
+    /// `sc`: `groups × 8` `i8`.
+    pub sc: usize,
+    /// `mins`: `groups × 8` `u8` (formats with mins; else empty).
+    pub mins: usize,
+    /// The first unit's codes; unit `u`'s are `u · unit` bytes further.
+    pub codes: usize,
+    /// Bytes of one unit's codes (its slices of every plane).
+    pub unit: usize,
+    /// The 4-bit plane's offset in a unit (4 slices), if any.
+    pub nib: Option<usize>,
+    /// The 2-bit plane's offset in a unit (2 slices), if any, and the bit its values go to.
+    pub crumb: Option<(usize, u32)>,
+    /// The 1-bit plane's offset in a unit (1 slice), if any, and the bit its values go to.
+    pub bit: Option<(usize, u32)>,
+    /// Bytes per packed block.
+    pub size: usize,
+}
+
+impl Layout {
+    /// The layout of `F`'s packed blocks.
+    pub const fn of<F: Q8KCodes>() -> Layout {
+        let group = F::SCALE_GROUP;
+        let groups = QK_K / group;
+        let (d, dmin, sc) = (0, 2 * ROWS, 4 * ROWS);
+        let mins = sc + groups * ROWS;
+        let codes = mins + if F::HAS_MINS { groups * ROWS } else { 0 };
+        let bits = F::CODE_BITS;
+        let (nib, mut crumb, mut bit, mut unit) =
+            if bits >= 4 { (Some(0), None, None, 128) } else { (None, Some((0, 0)), None, 64) };
+        match bits {
+            3 | 5 => {
+                bit = Some((unit, bits - 1));
+                unit += 32;
+            }
+            6 => {
+                crumb = Some((unit, 4));
+                unit += 64;
+            }
+            _ => {}
+        }
+        Layout { groups, group, d, dmin, sc, mins, codes, unit, nib, crumb, bit, size: codes + QK_K / 32 * unit }
+    }
+
+    /// Byte offset in the block and shift of element `e` of row `r` in the plane of
+    /// `width`-bit values at offset `at` of each unit (see the module docs).
+    const fn pos(&self, at: usize, width: u32, r: usize, e: usize) -> (usize, u32) {
+        let (u, m, j) = (e / 32, e % 32 / 4, e % 4);
+        let per = 8 / width as usize; // quads per byte
+        (self.codes + u * self.unit + at + (m / per) * 32 + 4 * r + j, width * (m % per) as u32)
+    }
+}
+
+/// Packs `rows` rows of `n` blocks each (`w.len() == rows · n`) into the layout: `rows.div_ceil(8)`
+/// groups of `n` packed blocks.
+///
+/// # Panics
+/// If `w.len() != rows · n`.
+pub fn pack<F: Q8KCodes>(w: &[F::Block], rows: usize, n: usize) -> Vec<u8> {
+    assert_eq!(w.len(), rows * n, "whole rows");
+    let l = const { Layout::of::<F>() };
+    let mut out = vec![0u8; rows.div_ceil(ROWS) * n * l.size];
+    for (row, wr) in w.chunks_exact(n.max(1)).enumerate().take(rows) {
+        let (g, r) = (row / ROWS, row % ROWS);
+        for (b, blk) in wr.iter().enumerate() {
+            let p = &mut out[(g * n + b) * l.size..][..l.size];
+            let [d, dmin] = F::d_dmin(blk);
+            p[l.d + 2 * r..][..2].copy_from_slice(&d.0);
+            p[l.dmin + 2 * r..][..2].copy_from_slice(&dmin.0);
+            let (sc, mins) = F::scales(blk);
+            let per = l.group / 16;
+            for k in 0..l.groups {
+                p[l.sc + k * ROWS + r] = sc[k * per] as u8;
+                if F::HAS_MINS {
+                    p[l.mins + k * ROWS + r] = mins[k * per];
+                }
+            }
+            for (e, &u) in codes::<F>(blk).as_flattened().iter().enumerate() {
+                if let Some(at) = l.nib {
+                    let (o, s) = l.pos(at, 4, r, e);
+                    p[o] |= (u & 0xF) << s;
+                }
+                if let Some((at, to)) = l.crumb {
+                    let (o, s) = l.pos(at, 2, r, e);
+                    p[o] |= (u >> to & 3) << s;
+                }
+                if let Some((at, to)) = l.bit {
+                    let (o, s) = l.pos(at, 1, r, e);
+                    p[o] |= (u >> to & 1) << s;
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The codes of row `r` of a packed block, in element order (the inverse of [`pack`]'s
+/// planes).
+pub fn unpack_codes<F: Q8KCodes>(p: &[u8], r: usize) -> [u8; QK_K] {
+    let l = const { Layout::of::<F>() };
+    std::array::from_fn(|e| {
+        let mut u = 0;
+        if let Some(at) = l.nib {
+            let (o, s) = l.pos(at, 4, r, e);
+            u |= p[o] >> s & 0xF;
+        }
+        if let Some((at, to)) = l.crumb {
+            let (o, s) = l.pos(at, 2, r, e);
+            u |= (p[o] >> s & 3) << to;
+        }
+        if let Some((at, to)) = l.bit {
+            let (o, s) = l.pos(at, 1, r, e);
+            u |= (p[o] >> s & 1) << to;
+        }
+        u
+    })
+}
+
+/// The sum of `a.bsums` over scale group `k` of `group` elements.
+#[inline(always)]
+pub(crate) fn group_bsum(a: &BlockQ8K, group: usize, k: usize) -> i32 {
+    let per = group / 16;
+    a.bsums[k * per..][..per].iter().map(|s| i32::from(s.get())).sum()
+}
+
+/// One group of 8 rows (`n` packed blocks, `p.len() == n · Layout::of::<F>().size`) against
+/// the activation row `a` (at least `n` blocks): the portable kernel (see the module docs).
+pub fn dot_group_portable<F: Q8KCodes>(p: &[u8], a: &[BlockQ8K]) -> [f32; ROWS] {
+    let l = const { Layout::of::<F>() };
+    let mut acc = [[0f32; ROWS]; 2];
+    for (p, a) in p.chunks_exact(l.size).zip(a) {
+        let ad = a.d.get();
+        for r in 0..ROWS {
+            let u = unpack_codes::<F>(p, r);
+            let (mut t, mut m) = (0i32, 0i32);
+            for k in 0..l.groups {
+                let bsum = group_bsum(a, l.group, k);
+                let g = k * l.group..(k + 1) * l.group;
+                let mut s = 0i32;
+                for (&u, &q) in u[g.clone()].iter().zip(&a.qs[g]) {
+                    s = s.wrapping_add(i32::from(u) * i32::from(q));
+                }
+                s = s.wrapping_sub(i32::from(F::ZERO).wrapping_mul(bsum));
+                t = t.wrapping_add(i32::from(p[l.sc + k * ROWS + r] as i8).wrapping_mul(s));
+                if F::HAS_MINS {
+                    m = m.wrapping_add(i32::from(p[l.mins + k * ROWS + r]).wrapping_mul(bsum));
+                }
+            }
+            let half = |at: usize| F16Le([p[at + 2 * r], p[at + 2 * r + 1]]).get();
+            acc[0][r] = (t as f32).mul_add(half(l.d) * ad, acc[0][r]);
+            if F::HAS_MINS {
+                acc[1][r] = (m as f32).mul_add(half(l.dmin) * ad, acc[1][r]);
+            }
+        }
+    }
+    std::array::from_fn(|r| if F::HAS_MINS { acc[0][r] - acc[1][r] } else { acc[0][r] })
+}
+
+/// Every group of 8 rows of `p` (`out.len() / 8` groups of `n` packed blocks) against the
+/// activation row `a` (at least `n` blocks), 8 results per group into `out`: the SIMD kernel
+/// where the CPU has one, else [`dot_group_portable`], the same bits either way.
+///
+/// # Panics
+/// If `out.len()` is not a multiple of 8, `p` is not `out.len() / 8` groups of `n` packed
+/// blocks or `a` is shorter than `n`.
+pub fn dot_groups<F: Q8KCodes>(p: &[u8], n: usize, a: &[BlockQ8K], out: &mut [f32]) {
+    let l = const { Layout::of::<F>() };
+    assert!(out.len().is_multiple_of(ROWS), "8 outputs per group");
+    assert_eq!(p.len(), out.len() / ROWS * n * l.size, "whole groups of n packed blocks");
+    assert!(a.len() >= n, "an activation row as long as the weight rows");
+    let a = &a[..n];
+    if n == 0 {
+        out.fill(0.0);
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if crate::simd::packed_dot_groups::<F>(p, n, a, out) {
+        return;
+    }
+    for (p, out) in p.chunks_exact(n * l.size).zip(out.chunks_exact_mut(ROWS)) {
+        out.copy_from_slice(&dot_group_portable::<F>(p, a));
+    }
+}

@@ -1,0 +1,218 @@
+//! AVX2 and AVX-512 VNNI kernels of the packed layout ([`crate::packed`]): one 256-bit
+//! register holds four codes of each of the group's 8 rows, the activation's four `i8` are
+//! broadcast, and each 16- (or 32-) element scale group of the 8 rows is summed in `i32`
+//! lanes and multiplied by the rows' scales (`vpmulld`). VNNI: one `vpdpbusd` per four
+//! codes; AVX2: `vpmaddubsw` (unsigned codes `< 64` times `i8`: pair sums `≤ 2·63·128`,
+//! exact) and `vpmaddwd` with ones. The lanes are [`crate::packed`]'s exact integers and the
+//! f32 steps its operations, so both kernels give the portable kernel's bits.
+
+use std::arch::x86_64::*;
+
+use crate::dot::Q8KCodes;
+use crate::packed::{Layout, ROWS, group_bsum};
+use crate::q8k::BlockQ8K;
+use qforge_simd::{Avx2, Vnni};
+
+/// [`crate::packed::dot_groups`] with the SIMD kernel: `false` (nothing written) without
+/// AVX2. `p` holds `out.len() / 8` groups of `n` packed blocks, `a` at least `n` blocks.
+pub(crate) fn packed_dot_groups<F: Q8KCodes>(p: &[u8], n: usize, a: &[BlockQ8K], out: &mut [f32]) -> bool {
+    if Avx2::detect().is_none() {
+        return false;
+    }
+    // SAFETY: `Avx2::detect` has just checked that this CPU has AVX2, FMA and F16C, all
+    // `groups_avx2` needs, and `Vnni::detect` (where `Some`) the AVX-512 VNNI features
+    // `groups_vnni` needs besides.
+    unsafe {
+        match Vnni::detect() {
+            Some(_) => groups_vnni::<F>(p, n, a, out),
+            None => groups_avx2::<F>(p, n, a, out),
+        }
+    }
+    true
+}
+
+/// The 32 bytes at `at` of a packed block.
+#[inline(always)]
+fn load(pb: &[u8], at: usize) -> __m256i {
+    let src = pb[at..].first_chunk::<32>().expect("a plane slice inside the packed block");
+    // SAFETY: `src` is exactly 32 bytes; every caller is a function with AVX enabled (this
+    // one is inlined into them).
+    unsafe { _mm256_loadu_si256(src.as_ptr().cast()) }
+}
+
+/// Bits `from .. from + width` of each byte of `v`, moved to bits `to ..` (16-bit shifts: the
+/// bits they move across bytes fall outside the mask, as `from + width ≤ 8`, `to + width ≤ 8`).
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[inline(always)]
+unsafe fn field(v: __m256i, from: u32, width: u32, to: u32) -> __m256i {
+    // SAFETY: the caller guarantees AVX2.
+    unsafe {
+        let v = if from > to {
+            _mm256_srl_epi16(v, _mm_cvtsi32_si128((from - to) as i32))
+        } else if from < to {
+            _mm256_sll_epi16(v, _mm_cvtsi32_si128((to - from) as i32))
+        } else {
+            v
+        };
+        _mm256_and_si256(v, _mm256_set1_epi8((((1u32 << width) - 1) << to) as u8 as i8))
+    }
+}
+
+/// The codes of quad `M` of unit `u` of the packed block `pb`, one 32-bit lane per row.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[inline(always)]
+unsafe fn quad<F: Q8KCodes, const M: usize>(pb: &[u8], u: usize) -> __m256i {
+    let l = const { Layout::of::<F>() };
+    let m = M as u32;
+    // SAFETY: the caller guarantees AVX2.
+    unsafe {
+        let base = l.codes + u * l.unit;
+        let mut c = _mm256_setzero_si256();
+        if let Some(at) = l.nib {
+            c = field(load(pb, base + at + M / 2 * 32), 4 * (m % 2), 4, 0);
+        }
+        if let Some((at, to)) = l.crumb {
+            c = _mm256_or_si256(c, field(load(pb, base + at + M / 4 * 32), 2 * (m % 4), 2, to));
+        }
+        if let Some((at, to)) = l.bit {
+            c = _mm256_or_si256(c, field(load(pb, base + at), m, 1, to));
+        }
+        c
+    }
+}
+
+/// Defines a group kernel (the body below) compiled with `$features`, whose four-code dot
+/// `s + Σ₄ c·a` is `vpdpbusd` (`$vnni`) or `vpmaddubsw` + `vpmaddwd` + `vpaddd`.
+macro_rules! group_kernel {
+    ($name:ident, $features:literal, $dot:ident) => {
+        /// Every group of `p` against `a` (see [`packed_dot_groups`]).
+        #[target_feature(enable = $features)]
+        fn $name<F: Q8KCodes>(p: &[u8], n: usize, a: &[BlockQ8K], out: &mut [f32]) {
+            let l = const { Layout::of::<F>() };
+            for (pg, out) in p.chunks_exact((n * l.size).max(1)).zip(out.chunks_exact_mut(ROWS)) {
+                let (mut acc, mut accm) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+                for (pb, a) in pg.chunks_exact(l.size).zip(a) {
+                    let mut t = _mm256_setzero_si256();
+                    for u in 0..QK_UNITS {
+                        // The activation's four `i8` of quad `m` of the unit, broadcast.
+                        let act = |m: usize| {
+                            let q = a.qs[32 * u + 4 * m..].first_chunk::<4>().expect("a quad of the block");
+                            i32::from_le_bytes(q.map(|x| x as u8))
+                        };
+                        // SAFETY: this function has AVX2 enabled.
+                        let c = unsafe {
+                            [
+                                quad::<F, 0>(pb, u),
+                                quad::<F, 1>(pb, u),
+                                quad::<F, 2>(pb, u),
+                                quad::<F, 3>(pb, u),
+                                quad::<F, 4>(pb, u),
+                                quad::<F, 5>(pb, u),
+                                quad::<F, 6>(pb, u),
+                                quad::<F, 7>(pb, u),
+                            ]
+                        };
+                        let mut av = [_mm256_setzero_si256(); 8];
+                        for (m, v) in av.iter_mut().enumerate() {
+                            *v = _mm256_set1_epi32(act(m));
+                        }
+                        // The unit's scale groups (two of 16 elements, or one of 32).
+                        let s = if l.group == 16 {
+                            let half =
+                                |v: &[__m256i; 8], h: usize| -> [__m256i; 4] { std::array::from_fn(|i| v[4 * h + i]) };
+                            [$dot::<F, 4>(&half(&c, 0), &half(&av, 0)), $dot::<F, 4>(&half(&c, 1), &half(&av, 1))]
+                        } else {
+                            [$dot::<F, 8>(&c, &av), _mm256_setzero_si256()]
+                        };
+                        for (h, s) in s.iter().enumerate().take(32 / l.group) {
+                            let k = u * 32 / l.group + h;
+                            let mut s = *s;
+                            if F::ZERO != 0 {
+                                let z = i32::from(F::ZERO).wrapping_mul(group_bsum(a, l.group, k));
+                                s = _mm256_sub_epi32(s, _mm256_set1_epi32(z));
+                            }
+                            let sc = pb[l.sc + k * ROWS..].first_chunk::<8>().expect("the scales");
+                            // SAFETY: the load reads exactly the 8 bytes of `sc`.
+                            let sc = _mm256_cvtepi8_epi32(unsafe { _mm_loadl_epi64(sc.as_ptr().cast()) });
+                            t = _mm256_add_epi32(t, _mm256_mullo_epi32(s, sc));
+                        }
+                    }
+                    // The rows' `d` (`dmin`): 8 f16 at `at`, widened.
+                    macro_rules! half8 {
+                        ($at:expr) => {{
+                            let h = pb[$at..].first_chunk::<16>().expect("8 f16");
+                            // SAFETY: the load reads exactly the 16 bytes of `h`.
+                            _mm256_cvtph_ps(unsafe { _mm_loadu_si128(h.as_ptr().cast()) })
+                        }};
+                    }
+                    let ad = _mm256_set1_ps(a.d.get());
+                    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_mul_ps(half8!(l.d), ad), acc);
+                    if F::HAS_MINS {
+                        let mut m = _mm256_setzero_si256();
+                        for k in 0..l.groups {
+                            let mins = pb[l.mins + k * ROWS..].first_chunk::<8>().expect("the mins");
+                            // SAFETY: the load reads exactly the 8 bytes of `mins`.
+                            let mins = _mm256_cvtepu8_epi32(unsafe { _mm_loadl_epi64(mins.as_ptr().cast()) });
+                            m = _mm256_add_epi32(
+                                m,
+                                _mm256_mullo_epi32(mins, _mm256_set1_epi32(group_bsum(a, l.group, k))),
+                            );
+                        }
+                        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(half8!(l.dmin), ad), accm);
+                    }
+                }
+                let r = if F::HAS_MINS { _mm256_sub_ps(acc, accm) } else { acc };
+                let out: &mut [f32; ROWS] = out.try_into().expect("8 outputs");
+                // SAFETY: `out` is 8 f32, exactly 32 bytes: the store writes only it.
+                unsafe { _mm256_storeu_ps(out.as_mut_ptr(), r) };
+            }
+        }
+    };
+}
+
+/// 32-element units per block.
+const QK_UNITS: usize = crate::QK_K / 32;
+
+group_kernel!(groups_avx2, "avx2,fma,f16c", dot_avx2);
+group_kernel!(groups_vnni, "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", dot_vnni);
+
+/// `Σ_m Σ₄ c[m]·a[m]` per 32-bit lane (`c` unsigned codes `< 2^CODE_BITS`, `a` signed), exact:
+/// `vpmaddubsw` pair sums (`≤ 2·(2^CODE_BITS − 1)·128`) added in `i16` as many at a time as
+/// cannot overflow, then widened with `vpmaddwd` by ones.
+#[target_feature(enable = "avx2")]
+#[inline]
+fn dot_avx2<F: Q8KCodes, const N: usize>(c: &[__m256i; N], a: &[__m256i; N]) -> __m256i {
+    // Pair sums that fit an `i16` together.
+    let per = const {
+        let k = i16::MAX as usize / (2 * 128 * ((1usize << F::CODE_BITS) - 1));
+        if k == 0 { 1 } else { k }
+    };
+    let mut s = _mm256_setzero_si256();
+    let mut i = 0;
+    while i < N {
+        let mut p = _mm256_maddubs_epi16(c[i], a[i]);
+        let mut j = 1;
+        while j < per && i + j < N {
+            p = _mm256_add_epi16(p, _mm256_maddubs_epi16(c[i + j], a[i + j]));
+            j += 1;
+        }
+        s = _mm256_add_epi32(s, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+        i += per;
+    }
+    s
+}
+
+/// [`dot_avx2`] with one `vpdpbusd` per four codes (the same exact sums).
+#[target_feature(enable = "avx2,avx512f,avx512vl,avx512vnni")]
+#[inline]
+fn dot_vnni<F: Q8KCodes, const N: usize>(c: &[__m256i; N], a: &[__m256i; N]) -> __m256i {
+    let mut s = _mm256_setzero_si256();
+    for (c, a) in c.iter().zip(a) {
+        s = _mm256_dpbusd_epi32(s, *c, *a);
+    }
+    s
+}
