@@ -18,6 +18,8 @@ pub struct BenchArgs<'a> {
     pub group_size: Option<usize>,
     /// Output dtype of `--op dequant` (CPU).
     pub dtype: &'a str,
+    /// `--packed`: mat-vec / mat-mul on the weight's packed layout (CPU, native activations).
+    pub packed: bool,
 }
 
 /// Median seconds (and runs) of dequantizing `q` to `O` on `pool`.
@@ -51,6 +53,12 @@ pub fn bench(a: BenchArgs<'_>) -> CliResult<()> {
     let q = qforge_cpu::quantize(f, shape.clone(), &x, None).input()?;
     let qbytes = q.data().len();
     let min = Duration::from_millis(700);
+    if a.packed && (device == crate::device::Device::Cuda || !matches!(a.op, "matvec" | "matmul")) {
+        return Err(bad_input("--packed: mat-vec and mat-mul on the CPU only (--op matvec|matmul)"));
+    }
+    if a.packed && a.act_quant != "native" {
+        return Err(bad_input("--packed: the packed kernels take native activations only (--act-quant native)"));
+    }
     if device == crate::device::Device::Cuda {
         let m = if a.op == "matmul" { a.rows.unwrap_or(64) } else { 1 };
         if m == 0 {
@@ -107,8 +115,13 @@ pub fn bench(a: BenchArgs<'_>) -> CliResult<()> {
                 return Err(bad_input("--rows must be at least 1"));
             }
             let xa = data(m * shape.cols());
-            let mut y = vec![0f32; m * shape.rows()];
-            pool.install(|| time(min, || qforge_cpu::matmul_into(&q, &xa, m, mode, &mut y).input()))?
+            if a.packed {
+                let p = pool.install(|| qforge_cpu::PackedMatrix::new(&q)).input()?;
+                pool.install(|| time(min, || p.matmul(&xa, m).map(|_| ()).input()))?
+            } else {
+                let mut y = vec![0f32; m * shape.rows()];
+                pool.install(|| time(min, || qforge_cpu::matmul_into(&q, &xa, m, mode, &mut y).input()))?
+            }
         }
         op => return Err(bad_input(format!("--op '{op}': expected dequant, quantize, matvec or matmul"))),
     };
@@ -132,14 +145,15 @@ pub fn bench(a: BenchArgs<'_>) -> CliResult<()> {
             "threads": threads, "runs": runs, "seconds": secs, "rows": m,
             "dtype": (a.op == "dequant").then_some(a.dtype), "act_quant": (m > 0).then_some(a.act_quant),
             "elements_per_s": elems, "bytes_per_s": bytes, "quantized_bytes": qbytes,
-            "simd": qforge_core::cpu::levels(),
+            "simd": qforge_core::cpu::levels(), "packed": a.packed,
         });
         println!("{v}");
     } else {
         println!(
-            "{} {}{} cpu ({}) threads={threads} n={n}: {:.3} ms/run, {:.3} Gelem/s, {:.3} GB/s ({runs} runs)",
+            "{} {}{}{} cpu ({}) threads={threads} n={n}: {:.3} ms/run, {:.3} Gelem/s, {:.3} GB/s ({runs} runs)",
             f.desc().name,
             a.op,
+            if a.packed { " packed" } else { "" },
             if a.op == "dequant" { format!(" to {}", a.dtype) } else { String::new() },
             qforge_core::cpu::levels(),
             secs * 1e3,

@@ -134,6 +134,10 @@ enum Cmd {
         group_size: GroupSizeArg,
         #[command(flatten)]
         dtype: DtypeArg,
+        /// matvec / matmul on the CPU: the weight copied once into its format's packed
+        /// (row-interleaved) layout first (not timed); native activations.
+        #[arg(long)]
+        packed: bool,
     },
     /// Choose the GEMM tiling config (tiles, stages, split-k, kernel variant) for a shape.
     GemmConfig {
@@ -264,7 +268,7 @@ fn main() -> ExitCode {
                 group_size: group_size.group_size,
             })
         }
-        Cmd::Bench { format, op, n, shape, threads, device, json, rows, act_quant, group_size, dtype } => {
+        Cmd::Bench { format, op, n, shape, threads, device, json, rows, act_quant, group_size, dtype, packed } => {
             bench::bench(bench::BenchArgs {
                 format: &format.format,
                 op: &op,
@@ -277,6 +281,7 @@ fn main() -> ExitCode {
                 act_quant: act_quant.act_quant.as_deref().unwrap_or("native"),
                 group_size: group_size.group_size,
                 dtype: &dtype.dtype,
+                packed,
             })
         }
         Cmd::GemmConfig { m, n, k, format, device, act_dtype, out_dtype, group_size, json, explain, batch } => {

@@ -60,6 +60,20 @@ impl ActRow<'_> {
     }
 }
 
+/// A format's packed (row-interleaved) weight layout for the CPU mat-vec / mat-mul kernels: the
+/// weight rows in groups of `rows` (the last group filled up with zero rows), each group its
+/// `n` block columns of `block_bytes` each, one after another. A one-time copy of a tensor
+/// whose kernels put one weight row per SIMD lane (see `qforge_k::packed`); its results equal
+/// the plain kernel's exact integer dot to f32 rounding (a different summation order, so not
+/// bit for bit).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Packing {
+    /// Weight rows per group.
+    pub rows: usize,
+    /// Bytes of one group's block column (its `rows` rows' blocks, packed).
+    pub block_bytes: usize,
+}
+
 /// A ggml-style integer dot product: one row of weight blocks against the activation row
 /// quantized to [`NativeDot::Act`] (ggml's `vec_dot_type`). The result must equal ggml's CPU
 /// `vec_dot` up to f32 rounding order.
@@ -104,6 +118,26 @@ pub trait NativeDot: BlockFormat {
         for (o, w) in out.iter_mut().zip(w.chunks_exact(n.max(1))) {
             *o = Self::vec_dot(w, a);
         }
+    }
+
+    /// The format's packed layout, if it has one (the default: none).
+    const PACKING: Option<Packing> = None;
+
+    /// `rows` weight rows of `n` blocks each (`w.len() == rows · n`, checked by the caller) in
+    /// the [`NativeDot::PACKING`] layout; called only where that is `Some` (the default
+    /// returns nothing).
+    fn pack(w: &[Self::Block], rows: usize, n: usize) -> Vec<u8> {
+        let _ = (w, rows, n);
+        Vec::new()
+    }
+
+    /// The dot of every row of the packed groups `p` (`out.len() / rows` groups of `n` packed
+    /// block columns, checked by the caller) with `a` (`n` blocks' worth): `out[g · rows + r]`
+    /// for row `r` of group `g`. `false` (nothing written) where the format has no packed
+    /// layout (the default).
+    fn packed_dot(p: &[u8], n: usize, a: &[<Self::Act as BlockFormat>::Block], out: &mut [f32]) -> bool {
+        let _ = (p, n, a, out);
+        false
     }
 }
 
@@ -158,6 +192,24 @@ pub trait DotKernel<F: BlockFormat>: 'static {
             }
         }
         Some(Ok(()))
+    }
+    /// The kernel's packed weight layout ([`Packing`]), if it has one (the default: none).
+    const PACKING: Option<Packing> = None;
+
+    /// `rows` weight rows of `n` blocks each (`w.len() == rows · n`, checked by the caller) in
+    /// the [`DotKernel::PACKING`] layout; `None` without one.
+    fn pack(w: &[F::Block], rows: usize, n: usize) -> Option<Vec<u8>> {
+        let _ = (w, rows, n);
+        None
+    }
+
+    /// The dot of every row of the packed groups `p` (`out.len() / rows` groups of `n` block
+    /// columns, checked by the caller) with `act`: `out[g · rows + r]` for row `r` of group
+    /// `g`. `None` without a packed layout or for another kind of activation row; an error for
+    /// an activation row of the wrong length.
+    fn packed_dot(p: &[u8], n: usize, act: ActRow<'_>, out: &mut [f32]) -> Option<Result<(), QuantError>> {
+        let _ = (p, n, act, out);
+        None
     }
 }
 
@@ -219,6 +271,20 @@ impl<F: NativeDot> DotKernel<F> for GgmlDot {
             Err(e) => return Some(Err(e)),
         }
         Some(Ok(()))
+    }
+
+    const PACKING: Option<Packing> = F::PACKING;
+
+    fn pack(w: &[F::Block], rows: usize, n: usize) -> Option<Vec<u8>> {
+        F::PACKING.map(|_| F::pack(w, rows, n))
+    }
+
+    fn packed_dot(p: &[u8], n: usize, act: ActRow<'_>, out: &mut [f32]) -> Option<Result<(), QuantError>> {
+        F::PACKING?;
+        match act_blocks::<F>(n, act)? {
+            Ok(a) => F::packed_dot(p, n, a, out).then_some(Ok(())),
+            Err(e) => Some(Err(e)),
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 
 use crate::block::{BlockFormat, FormatDesc};
 use crate::clayout::{CField, CLayout};
-use crate::dot::{ActKind, ActRow, DotKernel, NoDot};
+use crate::dot::{ActKind, ActRow, DotKernel, NoDot, Packing};
 use crate::dtype::OutRow;
 use crate::error::QuantError;
 use crate::layout::Layout;
@@ -421,6 +421,48 @@ pub trait Format: Send + Sync + 'static {
         }
         Some(Ok(()))
     }
+
+    /// The format's packed (row-interleaved) weight layout for the CPU kernels, if it has one
+    /// (see [`Packing`]; the default: none).
+    fn packing(&self) -> Option<Packing> {
+        None
+    }
+
+    /// `rows` weight rows of `row_bytes` each (`bytes`, whole blocks) in the [`Format::packing`]
+    /// layout: `rows.div_ceil(packing.rows)` groups of `row_bytes / block_bytes` block columns.
+    /// `None` where the format has none.
+    ///
+    /// # Errors
+    /// [`QuantError::ShapeMismatch`] / [`QuantError::NotWholeBlocks`] when `bytes` is not
+    /// `rows` rows of `row_bytes` whole blocks.
+    ///
+    /// # Panics
+    /// Never (see [the trait docs](Format#panics)).
+    fn pack_rows(&self, bytes: &[u8], row_bytes: usize, rows: usize) -> Option<Result<Vec<u8>, QuantError>> {
+        let _ = (bytes, row_bytes, rows);
+        None
+    }
+
+    /// The dot of every row of the packed groups `packed` (from [`Format::pack_rows`] with
+    /// `row_bytes`) with `act`: `out[g · packing.rows + r]` for row `r` of group `g`. `None`
+    /// where the format has no packed layout or no kernel for that activation kind.
+    ///
+    /// # Errors
+    /// [`QuantError::ShapeMismatch`] when `packed` is not whole groups for `out`, or the
+    /// activation row's length does not match the rows'.
+    ///
+    /// # Panics
+    /// Never (see [the trait docs](Format#panics)).
+    fn packed_dot(
+        &self,
+        packed: &[u8],
+        row_bytes: usize,
+        act: ActRow<'_>,
+        out: &mut [f32],
+    ) -> Option<Result<(), QuantError>> {
+        let _ = (packed, row_bytes, act, out);
+        None
+    }
 }
 
 /// The error of a [`Format::dot_weight_rows`] call whose bytes are not `rows` rows of
@@ -634,6 +676,44 @@ impl<F: BlockFormat, D: DotKernel<F>> Format for Registered<F, D> {
             Ok(blocks) => D::dot_weight_rows(blocks, row_bytes / F::DESC.block_bytes, act, out),
             Err(e) => Some(Err(e)),
         }
+    }
+
+    fn packing(&self) -> Option<Packing> {
+        D::PACKING
+    }
+
+    fn pack_rows(&self, bytes: &[u8], row_bytes: usize, rows: usize) -> Option<Result<Vec<u8>, QuantError>> {
+        D::PACKING?;
+        if let Some(e) = weight_rows_mismatch(bytes.len(), row_bytes, rows) {
+            return Some(Err(e));
+        }
+        match Self::dot_blocks(bytes)? {
+            Ok(blocks) => D::pack(blocks, rows, row_bytes / F::DESC.block_bytes).map(Ok),
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    fn packed_dot(
+        &self,
+        packed: &[u8],
+        row_bytes: usize,
+        act: ActRow<'_>,
+        out: &mut [f32],
+    ) -> Option<Result<(), QuantError>> {
+        let p = D::PACKING?;
+        let n = row_bytes / F::DESC.block_bytes;
+        let want = (out.len() / p.rows).checked_mul(n * p.block_bytes);
+        if !out.len().is_multiple_of(p.rows)
+            || want != Some(packed.len())
+            || !row_bytes.is_multiple_of(F::DESC.block_bytes)
+        {
+            return Some(Err(QuantError::ShapeMismatch {
+                what: "packed weight bytes for the dot outputs",
+                expected: want.unwrap_or(usize::MAX),
+                actual: packed.len(),
+            }));
+        }
+        D::packed_dot(packed, n, act, out)
     }
 }
 

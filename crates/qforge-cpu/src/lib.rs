@@ -1,7 +1,8 @@
 //! qforge-cpu: CPU kernels over any registered format — dequantize a [`QuantTensor`] to
 //! f32 / f16 / bf16, quantize f32 data into one, and mat-vec / mat-mul `Y = X · Wᵀ` with f32,
 //! native (ggml `vec_dot_type`), per-token int8 or fp8 1×128 activations ([`ActQuant`]),
-//! rows in parallel with rayon.
+//! rows in parallel with rayon. [`PackedMatrix`] copies a weight once into its format's
+//! row-interleaved layout, where it has one, for faster native mat-vec / mat-mul.
 //!
 //! The per-row work goes through [`qforge_core::Format`], i.e. the format crate's
 //! `decode_row` / `encode_row`: that is where a format's SIMD fast path plugs in, without
@@ -44,10 +45,12 @@
 mod act;
 mod convert;
 mod matmul;
+mod packed;
 
 pub use act::{ActQuant, QuantAct, act_format, int8_dyn_params};
 pub use convert::cast_f32;
 pub use matmul::{dot_f32, matmul, matmul_into, matvec, padded_len, quantize_acts, reference_f64};
+pub use packed::PackedMatrix;
 use qforge_core::{DType, Elem, Format, OutRow, QuantError, QuantTensor, Shape, bf16, f16};
 use rayon::prelude::*;
 use std::borrow::Cow;

@@ -535,6 +535,20 @@ macro_rules! q8k_native_dot {
             ) {
                 $crate::dot::q8k_codes_vec_dot_weight_rows::<Self>(w, a, out)
             }
+
+            const PACKING: Option<qforge_core::Packing> = Some(qforge_core::Packing {
+                rows: $crate::packed::ROWS,
+                block_bytes: $crate::packed::Layout::of::<Self>().size,
+            });
+
+            fn pack(w: &[<Self as qforge_core::BlockFormat>::Block], rows: usize, n: usize) -> Vec<u8> {
+                $crate::packed::pack::<Self>(w, rows, n)
+            }
+
+            fn packed_dot(p: &[u8], n: usize, a: &[$crate::BlockQ8K], out: &mut [f32]) -> bool {
+                $crate::packed::dot_groups::<Self>(p, n, a, out);
+                true
+            }
         }
     )+};
 }

@@ -16,10 +16,10 @@
 //! The rows are taken in groups of 8 (the last group filled up with zero rows); a group is
 //! its blocks one after another, and a packed block ([`Layout`]) holds, for its 8 rows:
 //!
-//! * `d`, `dmin`: 8 f16 each;
+//! * `d`: 8 f16, and `dmin` (formats with mins);
 //! * `sc`: the `i8` scale of each scale group (`SCALE_GROUP` elements: 16, or 32 where the
-//!   format's scales come in equal pairs), `[group][row]`; `mins` likewise (`u8`, formats
-//!   with mins only);
+//!   format's scales come in equal pairs), `[group][row]` (not stored where every scale is 1,
+//!   `UNIT_SCALES`); `mins` likewise (`u8`, formats with mins only);
 //! * the codes `u < 2^CODE_BITS` in up to two bit planes. Element `e` of a row is unit
 //!   `e / 32`, quad `m = e % 32 / 4`, byte `j = e % 4` of the row's 32-bit lane, and each
 //!   plane stores the unit's 8 quads in 32-byte slices: a 4-bit plane in 4 slices (slice
@@ -58,9 +58,9 @@ pub struct Layout {
     pub group: usize,
     /// `d`: 8 f16.
     pub d: usize,
-    /// `dmin`: 8 f16.
+    /// `dmin`: 8 f16 (formats with mins; else empty).
     pub dmin: usize,
-    /// `sc`: `groups × 8` `i8`.
+    /// `sc`: `groups × 8` `i8` (empty where every scale is 1, `UNIT_SCALES`).
     pub sc: usize,
     /// `mins`: `groups × 8` `u8` (formats with mins; else empty).
     pub mins: usize,
@@ -83,8 +83,10 @@ impl Layout {
     pub const fn of<F: Q8KCodes>() -> Layout {
         let group = F::SCALE_GROUP;
         let groups = QK_K / group;
-        let (d, dmin, sc) = (0, 2 * ROWS, 4 * ROWS);
-        let mins = sc + groups * ROWS;
+        // `dmin` only with mins, the scales only where they are not all 1.
+        let (d, dmin) = (0, 2 * ROWS);
+        let sc = dmin + if F::HAS_MINS { 2 * ROWS } else { 0 };
+        let mins = sc + if F::UNIT_SCALES { 0 } else { groups * ROWS };
         let codes = mins + if F::HAS_MINS { groups * ROWS } else { 0 };
         let bits = F::CODE_BITS;
         let (nib, mut crumb, mut bit, mut unit) =
@@ -127,11 +129,15 @@ pub fn pack<F: Q8KCodes>(w: &[F::Block], rows: usize, n: usize) -> Vec<u8> {
             let p = &mut out[(g * n + b) * l.size..][..l.size];
             let [d, dmin] = F::d_dmin(blk);
             p[l.d + 2 * r..][..2].copy_from_slice(&d.0);
-            p[l.dmin + 2 * r..][..2].copy_from_slice(&dmin.0);
+            if F::HAS_MINS {
+                p[l.dmin + 2 * r..][..2].copy_from_slice(&dmin.0);
+            }
             let (sc, mins) = F::scales(blk);
             let per = l.group / 16;
             for k in 0..l.groups {
-                p[l.sc + k * ROWS + r] = sc[k * per] as u8;
+                if !F::UNIT_SCALES {
+                    p[l.sc + k * ROWS + r] = sc[k * per] as u8;
+                }
                 if F::HAS_MINS {
                     p[l.mins + k * ROWS + r] = mins[k * per];
                 }
@@ -202,7 +208,8 @@ pub fn dot_group_portable<F: Q8KCodes>(p: &[u8], a: &[BlockQ8K]) -> [f32; ROWS] 
                     s = s.wrapping_add(i32::from(u) * i32::from(q));
                 }
                 s = s.wrapping_sub(i32::from(F::ZERO).wrapping_mul(bsum));
-                t = t.wrapping_add(i32::from(p[l.sc + k * ROWS + r] as i8).wrapping_mul(s));
+                let sc = if F::UNIT_SCALES { 1 } else { i32::from(p[l.sc + k * ROWS + r] as i8) };
+                t = t.wrapping_add(sc.wrapping_mul(s));
                 if F::HAS_MINS {
                     m = m.wrapping_add(i32::from(p[l.mins + k * ROWS + r]).wrapping_mul(bsum));
                 }

@@ -135,6 +135,10 @@ macro_rules! group_kernel {
                                 let z = i32::from(F::ZERO).wrapping_mul(group_bsum(a, l.group, k));
                                 s = _mm256_sub_epi32(s, _mm256_set1_epi32(z));
                             }
+                            if F::UNIT_SCALES {
+                                t = _mm256_add_epi32(t, s);
+                                continue;
+                            }
                             let sc = pb[l.sc + k * ROWS..].first_chunk::<8>().expect("the scales");
                             // SAFETY: the load reads exactly the 8 bytes of `sc`.
                             let sc = _mm256_cvtepi8_epi32(unsafe { _mm_loadl_epi64(sc.as_ptr().cast()) });

@@ -1,0 +1,87 @@
+//! [`PackedMatrix`] against the exact semantics of the native mode (f64) and against the plain
+//! native mat-mul, for every format with a packed layout, on odd shapes (N not a multiple of
+//! the group's 8 rows, K not a multiple of the block) and M > 1; errors are typed.
+
+use qforge_core::{Format, QuantError, QuantTensor, Shape};
+use qforge_cpu::{ActQuant, PackedMatrix, matmul, quantize_acts, reference_f64};
+
+fn data(n: usize, seed: u64) -> Vec<f32> {
+    qforge_golden::signal(n, seed)
+}
+
+fn quantized(f: &'static dyn Format, n: usize, k: usize, seed: u64) -> QuantTensor<'static> {
+    qforge_cpu::quantize(f, Shape::new([n, k]).unwrap(), &data(n * k, seed), None).unwrap()
+}
+
+/// The formats with a packed layout (every format dotted with q8_k but q8_k itself).
+fn packed_formats() -> Vec<&'static dyn Format> {
+    let fs: Vec<_> = qforge_formats::registry().iter().filter(|f| f.packing().is_some()).collect();
+    let names: Vec<_> = fs.iter().map(|f| f.desc().name).collect();
+    assert_eq!(names, ["q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "tq1_0", "tq2_0"], "the formats with a packed layout");
+    fs
+}
+
+#[test]
+fn packed_matmul_is_the_native_dot() {
+    for f in packed_formats() {
+        for (n, k, m) in [(1usize, 256usize, 1usize), (7, 300, 2), (8, 512, 1), (19, 1000, 3), (40, 4097, 1)] {
+            let w = quantized(f, n, k, (n * k) as u64);
+            let p = PackedMatrix::new(&w).unwrap();
+            assert_eq!((p.rows(), p.cols()), (n, k));
+            let x = data(m * k, 5 + k as u64);
+            let y = p.matmul(&x, m).unwrap();
+            assert_eq!(y.len(), m * n);
+            let acts = quantize_acts(&w, &x, m, ActQuant::Native).unwrap();
+            let (exact, terms) = reference_f64(&w, &acts, 1e-5).unwrap();
+            let plain = matmul(&w, &x, m, ActQuant::Native).unwrap();
+            let name = f.desc().name;
+            for (i, (v, (r, s))) in y.iter().zip(exact.iter().zip(&terms)).enumerate() {
+                assert!(
+                    (*v as f64 - r).abs() <= 1e-5 * s + 1e-30,
+                    "{name} {n}x{k} M={m} output {i}: {v} vs exact {r} ({s})"
+                );
+                assert!(
+                    (v - plain[i]).abs() as f64 <= 2e-5 * s + 1e-30,
+                    "{name} {n}x{k} M={m} output {i}: packed {v} vs plain {}",
+                    plain[i]
+                );
+            }
+            if m == 1 {
+                assert_eq!(p.matvec(&x).unwrap(), y, "{name}: matvec is matmul with M = 1");
+            }
+        }
+    }
+}
+
+/// The same packed results on one thread and on several (tasks split by whole groups).
+#[test]
+fn packed_results_do_not_depend_on_threads() {
+    let f = qforge_formats::get("q4_k").unwrap();
+    let w = quantized(f, 333, 512, 9);
+    let x = data(2 * 512, 10);
+    let run = |t: usize| {
+        let pool = rayon::ThreadPoolBuilder::new().num_threads(t).build().unwrap();
+        pool.install(|| {
+            let p = PackedMatrix::new(&w).unwrap();
+            (p.data().to_vec(), p.matmul(&x, 2).unwrap())
+        })
+    };
+    let one = run(1);
+    for t in [2, 3, 7] {
+        let (bytes, y) = run(t);
+        assert!(bytes == one.0, "{t} threads packed other bytes");
+        assert!(y.iter().zip(&one.1).all(|(a, b)| a.to_bits() == b.to_bits()), "{t} threads gave other results");
+    }
+}
+
+#[test]
+fn packed_errors_are_typed() {
+    let q40 = quantized(qforge_formats::get("q4_0").unwrap(), 3, 64, 1);
+    assert!(matches!(PackedMatrix::new(&q40), Err(QuantError::Unsupported { format: "q4_0", .. })));
+    let p = PackedMatrix::new(&quantized(qforge_formats::get("q6_k").unwrap(), 9, 300, 2)).unwrap();
+    assert!(matches!(p.matvec(&data(299, 1)), Err(QuantError::ShapeMismatch { .. })));
+    assert!(matches!(p.matmul(&[], 0), Err(QuantError::InvalidShape { .. })));
+    let mut x = data(600, 3);
+    x[417] = f32::INFINITY;
+    assert!(matches!(p.matmul(&x, 2), Err(QuantError::NonFinite { index: 417, .. })));
+}
