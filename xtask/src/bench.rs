@@ -12,7 +12,9 @@
 //! ggml's real `ggml_mul_mat` graph on its CPU backend — quantization of x to ggml's
 //! `vec_dot_type` included on both sides — each with one thread and with all cores, the four
 //! measurements taken back to back per format. Rates are N·K·M weight elements/s; formats
-//! ggml has no CPU `vec_dot` for get a qforge figure and no ratio.
+//! ggml has no CPU `vec_dot` for get a qforge figure and no ratio. Formats with a packed
+//! layout (`Format::packing`) get a second qforge column, `qforge bench --packed`: the same
+//! native dot on the weight copied once into its row-interleaved layout (`PackedMatrix`).
 //!
 //! How qforge is built: by default a plain `cargo build --release -p qforge-cli` (the caller's
 //! `RUSTFLAGS`, if any, and nothing else), i.e. what a user gets; qforge picks its SIMD
@@ -326,8 +328,9 @@ struct Tools<'a> {
     json: bool,
 }
 
-/// The mat-vec (M = 1) or mat-mul rows: qforge and ggml, each with 1 thread and all cores, on
-/// an N×K weight with M activation rows.
+/// The mat-vec (M = 1) or mat-mul rows: qforge (plain, and packed where the format has a
+/// packed layout) and ggml, each with 1 thread and all cores, on an N×K weight with M
+/// activation rows.
 fn mul_mat_rows(
     t: &Tools<'_>,
     names: &[String],
@@ -345,21 +348,36 @@ fn mul_mat_rows(
              timed on both sides); Gel/s = N*K*M/s; ratio = qforge / ggml at the same thread count"
         );
         println!(
-            "{:<9} {:>11} {:>11} {:>7} {:>11} {:>11} {:>7}",
+            "packed: qforge on the weight's packed layout (PackedMatrix, `qforge bench --packed`), \
+             for the formats that have one"
+        );
+        println!(
+            "{:<9} {:>11} {:>11} {:>11} {:>7} {:>7} {:>11} {:>11} {:>11} {:>7} {:>7}",
             "format",
             "qforge 1T",
+            "packed 1T",
             "ggml 1T",
             "ratio",
+            "packed",
             format!("qforge {cores}T"),
+            format!("packed {cores}T"),
             format!("ggml {cores}T"),
-            "ratio"
+            "ratio",
+            "packed"
         );
     }
     for name in names {
-        let q = |threads: usize| {
+        let packs = qforge_formats::get(name).ok().and_then(|f| f.packing()).is_some();
+        let q = |threads: usize, packed: bool| {
+            if packed && !packs {
+                return Ok(serde_json::Value::Null);
+            }
             let mut c = qforge_cmd(t.qforge, t.cpu);
             c.args(["bench", "--format", name, "--op", op, "--act-quant", "native", "--shape", &shape, "--json"]);
             c.args(["--rows", &m.to_string(), "--threads", &threads.to_string()]);
+            if packed {
+                c.arg("--packed");
+            }
             json_of(c)
         };
         let g = |threads: usize| {
@@ -370,27 +388,41 @@ fn mul_mat_rows(
             json_of(c)
         };
         // Back to back, alternating sides, so a change in the machine's load hits both.
-        let [r1, rg1, rn, rgn] =
-            best_of(t.rounds, || Ok([rate(&q(1)?), rate(&g(1)?), rate(&q(cores)?), rate(&g(cores)?)]))?;
+        let [r1, p1, rg1, rn, pn, rgn] = best_of(t.rounds, || {
+            Ok([
+                rate(&q(1, false)?),
+                rate(&q(1, true)?),
+                rate(&g(1)?),
+                rate(&q(cores, false)?),
+                rate(&q(cores, true)?),
+                rate(&g(cores)?),
+            ])
+        })?;
         let ratio = |a: Option<f64>, b: Option<f64>| a.zip(b).map(|(a, b)| a / b);
         if t.json {
             rows.push(serde_json::json!({
                 "format": name, "op": op, "shape": [n, k], "rows": m, "act_quant": "native", "threads": cores,
                 "qforge_1t_elements_per_s": r1, "ggml_1t_elements_per_s": rg1, "ratio_1t": ratio(r1, rg1),
                 "qforge_all_elements_per_s": rn, "ggml_all_elements_per_s": rgn, "ratio_all": ratio(rn, rgn),
+                "packed_1t_elements_per_s": p1, "ratio_packed_1t": ratio(p1, rg1),
+                "packed_all_elements_per_s": pn, "ratio_packed_all": ratio(pn, rgn),
             }));
         } else {
             let f = |v: Option<f64>| v.map_or("-".into(), |v| format!("{:.3}", v / 1e9));
             let fr = |v: Option<f64>| v.map_or("-".into(), |v| format!("{v:.2}x"));
             println!(
-                "{:<9} {:>11} {:>11} {:>7} {:>11} {:>11} {:>7}",
+                "{:<9} {:>11} {:>11} {:>11} {:>7} {:>7} {:>11} {:>11} {:>11} {:>7} {:>7}",
                 name,
                 f(r1),
+                f(p1),
                 f(rg1),
                 fr(ratio(r1, rg1)),
+                fr(ratio(p1, rg1)),
                 f(rn),
+                f(pn),
                 f(rgn),
-                fr(ratio(rn, rgn))
+                fr(ratio(rn, rgn)),
+                fr(ratio(pn, rgn))
             );
         }
     }

@@ -54,7 +54,7 @@ enum Cmd {
         #[arg(long, default_value = "4096,4096")]
         shape: String,
         /// Activation rows M of the mat-mul rows, comma-separated.
-        #[arg(long, default_value = "64")]
+        #[arg(long, default_value = "64,512")]
         rows: String,
         /// Build qforge with RUSTFLAGS=-C target-cpu=native (as ggml-py builds ggml) instead
         /// of a plain release build.

@@ -20,12 +20,8 @@
 //! * `sc`: the `i8` scale of each scale group (`SCALE_GROUP` elements: 16, or 32 where the
 //!   format's scales come in equal pairs), `[group][row]` (not stored where every scale is 1,
 //!   `UNIT_SCALES`); `mins` likewise (`u8`, formats with mins only);
-//! * the codes `u < 2^CODE_BITS` in up to two bit planes. Element `e` of a row is unit
-//!   `e / 32`, quad `m = e % 32 / 4`, byte `j = e % 4` of the row's 32-bit lane, and each
-//!   plane stores the unit's 8 quads in 32-byte slices: a 4-bit plane in 4 slices (slice
-//!   `m / 2`, low nibble for even `m`, high for odd), a 2-bit plane in 2 (slice `m / 4`, bits
-//!   `2(m % 4)..`), a 1-bit plane in 1 (bit `m`). Codes of up to 2 bits: one 2-bit plane; 3:
-//!   2-bit + 1-bit (bit 2); 4: 4-bit; 5: 4-bit + 1-bit (bit 4); 6: 4-bit + 2-bit (bits 4, 5).
+//! * the codes `u < 2^CODE_BITS`, 32 elements (a unit) at a time in the bit planes of
+//!   [`qforge_simd::planes`] (4-, 2- and 1-bit planes, one 32-bit lane per row).
 //!
 //! ## The dot (both kernels, the same bits)
 //!
@@ -45,9 +41,9 @@ use crate::QK_K;
 use crate::dot::{Q8KCodes, codes};
 use crate::q8k::BlockQ8K;
 use qforge_core::le::F16Le;
+use qforge_simd::planes::Planes;
 
-/// Weight rows per packed group (the lanes of one 256-bit register).
-pub const ROWS: usize = 8;
+pub use qforge_simd::planes::ROWS;
 
 /// Where each part of a packed block lies (byte offsets), for format `F`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -64,16 +60,10 @@ pub struct Layout {
     pub sc: usize,
     /// `mins`: `groups × 8` `u8` (formats with mins; else empty).
     pub mins: usize,
-    /// The first unit's codes; unit `u`'s are `u · unit` bytes further.
+    /// The first unit's codes; unit `u`'s are `u · planes.unit` bytes further.
     pub codes: usize,
-    /// Bytes of one unit's codes (its slices of every plane).
-    pub unit: usize,
-    /// The 4-bit plane's offset in a unit (4 slices), if any.
-    pub nib: Option<usize>,
-    /// The 2-bit plane's offset in a unit (2 slices), if any, and the bit its values go to.
-    pub crumb: Option<(usize, u32)>,
-    /// The 1-bit plane's offset in a unit (1 slice), if any, and the bit its values go to.
-    pub bit: Option<(usize, u32)>,
+    /// How a unit's codes are stored.
+    pub planes: Planes,
     /// Bytes per packed block.
     pub size: usize,
 }
@@ -88,29 +78,13 @@ impl Layout {
         let sc = dmin + if F::HAS_MINS { 2 * ROWS } else { 0 };
         let mins = sc + if F::UNIT_SCALES { 0 } else { groups * ROWS };
         let codes = mins + if F::HAS_MINS { groups * ROWS } else { 0 };
-        let bits = F::CODE_BITS;
-        let (nib, mut crumb, mut bit, mut unit) =
-            if bits >= 4 { (Some(0), None, None, 128) } else { (None, Some((0, 0)), None, 64) };
-        match bits {
-            3 | 5 => {
-                bit = Some((unit, bits - 1));
-                unit += 32;
-            }
-            6 => {
-                crumb = Some((unit, 4));
-                unit += 64;
-            }
-            _ => {}
-        }
-        Layout { groups, group, d, dmin, sc, mins, codes, unit, nib, crumb, bit, size: codes + QK_K / 32 * unit }
+        let planes = Planes::of_bits(F::CODE_BITS);
+        Layout { groups, group, d, dmin, sc, mins, codes, planes, size: codes + QK_K / 32 * planes.unit }
     }
 
-    /// Byte offset in the block and shift of element `e` of row `r` in the plane of
-    /// `width`-bit values at offset `at` of each unit (see the module docs).
-    const fn pos(&self, at: usize, width: u32, r: usize, e: usize) -> (usize, u32) {
-        let (u, m, j) = (e / 32, e % 32 / 4, e % 4);
-        let per = 8 / width as usize; // quads per byte
-        (self.codes + u * self.unit + at + (m / per) * 32 + 4 * r + j, width * (m % per) as u32)
+    /// The bytes of unit `u` of a packed block.
+    fn unit<'p>(&self, p: &'p [u8], u: usize) -> &'p [u8] {
+        &p[self.codes + u * self.planes.unit..][..self.planes.unit]
     }
 }
 
@@ -142,18 +116,10 @@ pub fn pack<F: Q8KCodes>(w: &[F::Block], rows: usize, n: usize) -> Vec<u8> {
                     p[l.mins + k * ROWS + r] = mins[k * per];
                 }
             }
-            for (e, &u) in codes::<F>(blk).as_flattened().iter().enumerate() {
-                if let Some(at) = l.nib {
-                    let (o, s) = l.pos(at, 4, r, e);
-                    p[o] |= (u & 0xF) << s;
-                }
-                if let Some((at, to)) = l.crumb {
-                    let (o, s) = l.pos(at, 2, r, e);
-                    p[o] |= (u >> to & 3) << s;
-                }
-                if let Some((at, to)) = l.bit {
-                    let (o, s) = l.pos(at, 1, r, e);
-                    p[o] |= (u >> to & 1) << s;
+            for (u, chunk) in codes::<F>(blk).iter().enumerate() {
+                let unit = &mut p[l.codes + u * l.planes.unit..][..l.planes.unit];
+                for (e, &c) in chunk.iter().enumerate() {
+                    l.planes.put(unit, r, e, c);
                 }
             }
         }
@@ -165,22 +131,7 @@ pub fn pack<F: Q8KCodes>(w: &[F::Block], rows: usize, n: usize) -> Vec<u8> {
 /// planes).
 pub fn unpack_codes<F: Q8KCodes>(p: &[u8], r: usize) -> [u8; QK_K] {
     let l = const { Layout::of::<F>() };
-    std::array::from_fn(|e| {
-        let mut u = 0;
-        if let Some(at) = l.nib {
-            let (o, s) = l.pos(at, 4, r, e);
-            u |= p[o] >> s & 0xF;
-        }
-        if let Some((at, to)) = l.crumb {
-            let (o, s) = l.pos(at, 2, r, e);
-            u |= (p[o] >> s & 3) << to;
-        }
-        if let Some((at, to)) = l.bit {
-            let (o, s) = l.pos(at, 1, r, e);
-            u |= (p[o] >> s & 1) << to;
-        }
-        u
-    })
+    std::array::from_fn(|e| l.planes.get(l.unit(p, e / 32), r, e % 32))
 }
 
 /// The sum of `a.bsums` over scale group `k` of `group` elements.

@@ -7,6 +7,8 @@
 //!   that description and give the same bits.
 //! * [`rows`]: running a kernel over any number of activation rows, up to
 //!   [`rows::MAX_ROWS`] per pass over the weight row, with a const-generic row count.
+//! * [`planes`]: codes of 8 weight rows interleaved in bit planes, the code layout of the
+//!   packed (row-interleaved) weight layouts, and their AVX2 extraction.
 //! * [`lut`]: 16-entry table lookups of packed nibbles, branch-free code LLVM vectorizes.
 //! * `bytemask` (x86-64): AVX2 byte masks from packed bits (one bit per element spread over
 //!   32 bytes), shared by the kernels here and the grid I-quants' signs in `qforge-iq`.
@@ -15,9 +17,9 @@
 //!   family's `#[target_feature]` code takes before it is called; [`Vnni`] the same for the
 //!   AVX-512 VNNI kernels ([`qforge_core::cpu::Level::Avx512Vnni`]).
 //!
-//! `unsafe` lives only in the x86-64 kernel module (`q8/avx2.rs`), the empty `asm!` of
-//! [`barrier`] and `bytemask` (the AVX-512 form of its byte select), each block with its
-//! `SAFETY` comment.
+//! `unsafe` lives only in the x86-64 kernel modules (`q8/avx2.rs`, `planes_avx2.rs`), the
+//! empty `asm!` of [`barrier`] and `bytemask` (the AVX-512 form of its byte select), each
+//! block with its `SAFETY` comment.
 #![deny(unsafe_code)]
 
 pub mod barrier;
@@ -64,6 +66,9 @@ macro_rules! q8_native_dot {
 #[cfg(target_arch = "x86_64")]
 pub mod bytemask;
 pub mod lut;
+pub mod planes;
+#[cfg(target_arch = "x86_64")]
+mod planes_avx2;
 pub mod q8;
 pub mod rows;
 

@@ -11,6 +11,7 @@ use std::arch::x86_64::*;
 use crate::dot::Q8KCodes;
 use crate::packed::{Layout, ROWS, group_bsum};
 use crate::q8k::BlockQ8K;
+use qforge_simd::planes::quad;
 use qforge_simd::{Avx2, Vnni};
 
 /// [`crate::packed::dot_groups`] with the SIMD kernel: `false` (nothing written) without
@@ -31,60 +32,6 @@ pub(crate) fn packed_dot_groups<F: Q8KCodes>(p: &[u8], n: usize, a: &[BlockQ8K],
     true
 }
 
-/// The 32 bytes at `at` of a packed block.
-#[inline(always)]
-fn load(pb: &[u8], at: usize) -> __m256i {
-    let src = pb[at..].first_chunk::<32>().expect("a plane slice inside the packed block");
-    // SAFETY: `src` is exactly 32 bytes; every caller is a function with AVX enabled (this
-    // one is inlined into them).
-    unsafe { _mm256_loadu_si256(src.as_ptr().cast()) }
-}
-
-/// Bits `from .. from + width` of each byte of `v`, moved to bits `to ..` (16-bit shifts: the
-/// bits they move across bytes fall outside the mask, as `from + width ≤ 8`, `to + width ≤ 8`).
-///
-/// # Safety
-/// The CPU must have AVX2.
-#[inline(always)]
-unsafe fn field(v: __m256i, from: u32, width: u32, to: u32) -> __m256i {
-    // SAFETY: the caller guarantees AVX2.
-    unsafe {
-        let v = if from > to {
-            _mm256_srl_epi16(v, _mm_cvtsi32_si128((from - to) as i32))
-        } else if from < to {
-            _mm256_sll_epi16(v, _mm_cvtsi32_si128((to - from) as i32))
-        } else {
-            v
-        };
-        _mm256_and_si256(v, _mm256_set1_epi8((((1u32 << width) - 1) << to) as u8 as i8))
-    }
-}
-
-/// The codes of quad `M` of unit `u` of the packed block `pb`, one 32-bit lane per row.
-///
-/// # Safety
-/// The CPU must have AVX2.
-#[inline(always)]
-unsafe fn quad<F: Q8KCodes, const M: usize>(pb: &[u8], u: usize) -> __m256i {
-    let l = const { Layout::of::<F>() };
-    let m = M as u32;
-    // SAFETY: the caller guarantees AVX2.
-    unsafe {
-        let base = l.codes + u * l.unit;
-        let mut c = _mm256_setzero_si256();
-        if let Some(at) = l.nib {
-            c = field(load(pb, base + at + M / 2 * 32), 4 * (m % 2), 4, 0);
-        }
-        if let Some((at, to)) = l.crumb {
-            c = _mm256_or_si256(c, field(load(pb, base + at + M / 4 * 32), 2 * (m % 4), 2, to));
-        }
-        if let Some((at, to)) = l.bit {
-            c = _mm256_or_si256(c, field(load(pb, base + at), m, 1, to));
-        }
-        c
-    }
-}
-
 /// Defines a group kernel (the body below) compiled with `$features`, whose four-code dot
 /// `s + Σ₄ c·a` is `vpdpbusd` (`$vnni`) or `vpmaddubsw` + `vpmaddwd` + `vpaddd`.
 macro_rules! group_kernel {
@@ -103,17 +50,18 @@ macro_rules! group_kernel {
                             let q = a.qs[32 * u + 4 * m..].first_chunk::<4>().expect("a quad of the block");
                             i32::from_le_bytes(q.map(|x| x as u8))
                         };
+                        let (p, ub) = (l.planes, &pb[l.codes + u * l.planes.unit..][..l.planes.unit]);
                         // SAFETY: this function has AVX2 enabled.
                         let c = unsafe {
                             [
-                                quad::<F, 0>(pb, u),
-                                quad::<F, 1>(pb, u),
-                                quad::<F, 2>(pb, u),
-                                quad::<F, 3>(pb, u),
-                                quad::<F, 4>(pb, u),
-                                quad::<F, 5>(pb, u),
-                                quad::<F, 6>(pb, u),
-                                quad::<F, 7>(pb, u),
+                                quad::<0>(p, ub),
+                                quad::<1>(p, ub),
+                                quad::<2>(p, ub),
+                                quad::<3>(p, ub),
+                                quad::<4>(p, ub),
+                                quad::<5>(p, ub),
+                                quad::<6>(p, ub),
+                                quad::<7>(p, ub),
                             ]
                         };
                         let mut av = [_mm256_setzero_si256(); 8];

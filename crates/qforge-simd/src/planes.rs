@@ -1,0 +1,126 @@
+//! Codes of 8 weight rows stored row-interleaved in bit planes: the code layout of every
+//! packed (row-interleaved) weight layout (`qforge_k::packed`, [`crate::q8::packed`]).
+//!
+//! Codes come in *units* of 32 elements per row. Element `e` of a unit is quad `m = e / 4`,
+//! byte `j = e % 4` of its row's 32-bit lane, so one 32-byte slice holds a quad of all 8 rows.
+//! A code of up to 6 bits is split over at most two planes, each storing the unit's 8 quads
+//! in 32-byte slices: a 4-bit plane in 4 slices (slice `m / 2`, the low nibble for even `m`,
+//! the high one for odd), a 2-bit plane in 2 (slice `m / 4`, bits `2(m % 4)..`), a 1-bit plane
+//! in 1 (bit `m`). A unit's slices of all its planes lie together, so rows are read as one
+//! stream (plane after plane, separate streams fell out of L2's prefetch: q6_k at 0.4×).
+//!
+//! | bits | planes (bit of the code they hold) | bytes per unit (8 rows) |
+//! |---|---|---|
+//! | 1 | 1-bit (0) | 32 |
+//! | 2 | 2-bit (0) | 64 |
+//! | 3 | 2-bit (0), 1-bit (2) | 96 |
+//! | 4 | 4-bit (0) | 128 |
+//! | 5 | 4-bit (0), 1-bit (4) | 160 |
+//! | 6 | 4-bit (0), 2-bit (4) | 192 |
+
+/// Rows per group: the 32-bit lanes of a 256-bit register.
+pub const ROWS: usize = 8;
+
+/// Where a unit's planes lie (byte offsets within the unit) and the code bit each fills.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Planes {
+    /// The 4-bit plane (4 slices), if any.
+    pub nib: Option<usize>,
+    /// The 2-bit plane (2 slices), if any, and the code bit its values go to.
+    pub crumb: Option<(usize, u32)>,
+    /// The 1-bit plane (1 slice), if any, and the code bit its values go to.
+    pub bit: Option<(usize, u32)>,
+    /// Bytes per unit.
+    pub unit: usize,
+}
+
+impl Planes {
+    /// The planes of `bits`-bit codes (1 to 6).
+    ///
+    /// # Panics
+    /// At compile time (every caller evaluates it in a constant) for `bits` outside 1..=6.
+    pub const fn of_bits(bits: u32) -> Planes {
+        assert!(bits >= 1 && bits <= 6, "codes of 1 to 6 bits");
+        let none = Planes { nib: None, crumb: None, bit: None, unit: 0 };
+        match bits {
+            1 => Planes { bit: Some((0, 0)), unit: 32, ..none },
+            2 => Planes { crumb: Some((0, 0)), unit: 64, ..none },
+            3 => Planes { crumb: Some((0, 0)), bit: Some((64, 2)), unit: 96, ..none },
+            4 => Planes { nib: Some(0), unit: 128, ..none },
+            5 => Planes { nib: Some(0), bit: Some((128, 4)), unit: 160, ..none },
+            _ => Planes { nib: Some(0), crumb: Some((128, 4)), unit: 192, ..none },
+        }
+    }
+
+    /// Byte offset within the unit and shift of element `e` (`< 32`) of row `r` in the plane
+    /// of `width`-bit values at offset `at`.
+    const fn pos(at: usize, width: u32, r: usize, e: usize) -> (usize, u32) {
+        let (m, j) = (e / 4, e % 4);
+        let per = 8 / width as usize; // quads per byte
+        (at + (m / per) * 32 + 4 * r + j, width * (m % per) as u32)
+    }
+
+    /// Stores code `u` of element `e` (`< 32`) of row `r` into the unit's bytes `unit` (which
+    /// start zeroed).
+    pub fn put(&self, unit: &mut [u8], r: usize, e: usize, u: u8) {
+        if let Some(at) = self.nib {
+            let (o, s) = Self::pos(at, 4, r, e);
+            unit[o] |= (u & 0xF) << s;
+        }
+        if let Some((at, to)) = self.crumb {
+            let (o, s) = Self::pos(at, 2, r, e);
+            unit[o] |= (u >> to & 3) << s;
+        }
+        if let Some((at, to)) = self.bit {
+            let (o, s) = Self::pos(at, 1, r, e);
+            unit[o] |= (u >> to & 1) << s;
+        }
+    }
+
+    /// The code of element `e` (`< 32`) of row `r` in the unit's bytes `unit`.
+    pub fn get(&self, unit: &[u8], r: usize, e: usize) -> u8 {
+        let mut u = 0;
+        if let Some(at) = self.nib {
+            let (o, s) = Self::pos(at, 4, r, e);
+            u |= unit[o] >> s & 0xF;
+        }
+        if let Some((at, to)) = self.crumb {
+            let (o, s) = Self::pos(at, 2, r, e);
+            u |= (unit[o] >> s & 3) << to;
+        }
+        if let Some((at, to)) = self.bit {
+            let (o, s) = Self::pos(at, 1, r, e);
+            u |= (unit[o] >> s & 1) << to;
+        }
+        u
+    }
+}
+
+#[cfg(target_arch = "x86_64")]
+pub use crate::planes_avx2::quad;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_code_of_every_width_comes_back() {
+        for bits in 1..=6 {
+            let p = Planes::of_bits(bits);
+            let mut unit = vec![0u8; p.unit];
+            let code = |r: usize, e: usize| ((r * 37 + e * 11 + bits as usize) % (1 << bits)) as u8;
+            for r in 0..ROWS {
+                for e in 0..32 {
+                    p.put(&mut unit, r, e, code(r, e));
+                }
+            }
+            for r in 0..ROWS {
+                for e in 0..32 {
+                    assert_eq!(p.get(&unit, r, e), code(r, e), "{bits} bits, row {r}, element {e}");
+                }
+            }
+            // Every byte of the unit is used.
+            assert!(unit.iter().any(|&b| b != 0));
+        }
+    }
+}

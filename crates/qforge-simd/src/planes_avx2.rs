@@ -1,0 +1,61 @@
+//! AVX2 extraction of one quad of codes from [`crate::planes`]: 8 rows' four codes, one row per
+//! 32-bit lane.
+#![allow(unsafe_code)]
+
+use std::arch::x86_64::*;
+
+use crate::planes::Planes;
+
+/// The 32 bytes at `at` of `unit`.
+#[inline(always)]
+fn load(unit: &[u8], at: usize) -> __m256i {
+    let src = unit[at..].first_chunk::<32>().expect("a plane slice inside the unit");
+    // SAFETY: `src` is exactly 32 bytes; every caller is inlined into a function with AVX
+    // enabled (see `quad`'s contract).
+    unsafe { _mm256_loadu_si256(src.as_ptr().cast()) }
+}
+
+/// Bits `from .. from + width` of each byte of `v`, moved to bits `to ..` (16-bit shifts: the
+/// bits they move across bytes fall outside the mask, as `from + width ≤ 8`, `to + width ≤ 8`).
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[inline(always)]
+unsafe fn field(v: __m256i, from: u32, width: u32, to: u32) -> __m256i {
+    // SAFETY: the caller guarantees AVX2.
+    unsafe {
+        let v = if from > to {
+            _mm256_srl_epi16(v, _mm_cvtsi32_si128((from - to) as i32))
+        } else if from < to {
+            _mm256_sll_epi16(v, _mm_cvtsi32_si128((to - from) as i32))
+        } else {
+            v
+        };
+        _mm256_and_si256(v, _mm256_set1_epi8((((1u32 << width) - 1) << to) as u8 as i8))
+    }
+}
+
+/// The codes of quad `M` of a unit (`unit`: its bytes, laid out as `p` says), one row per
+/// 32-bit lane. With `p` a constant, every branch and shift folds away.
+///
+/// # Safety
+/// The CPU must have AVX2: call it only from a `#[target_feature(enable = "avx2")]` function
+/// (into which it is inlined).
+#[inline(always)]
+pub unsafe fn quad<const M: usize>(p: Planes, unit: &[u8]) -> __m256i {
+    let m = M as u32;
+    // SAFETY: the caller guarantees AVX2.
+    unsafe {
+        let mut c = _mm256_setzero_si256();
+        if let Some(at) = p.nib {
+            c = field(load(unit, at + M / 2 * 32), 4 * (m % 2), 4, 0);
+        }
+        if let Some((at, to)) = p.crumb {
+            c = _mm256_or_si256(c, field(load(unit, at + M / 4 * 32), 2 * (m % 4), 2, to));
+        }
+        if let Some((at, to)) = p.bit {
+            c = _mm256_or_si256(c, field(load(unit, at), m, 1, to));
+        }
+        c
+    }
+}
