@@ -2,7 +2,8 @@
 //! ([`qforge_core::Packing`]), for the fastest CPU mat-vec and mat-mul with native
 //! activations. The packed kernels put one weight row per SIMD lane and broadcast the
 //! activation, so they skip the per-row unpacking and horizontal sums of the plain kernels
-//! (q2_k … q6_k, tq1_0, tq2_0: 1.4–2× the plain mat-vec; `docs/matmul.md`).
+//! (q4_0 … q5_1, q2_k … q6_k, tq1_0, tq2_0, q1_0, q2_0: 1.3–3.5× the plain mat-vec;
+//! `docs/matmul.md`).
 //!
 //! The results are the same exact integer dot products as [`crate::matmul`] with
 //! [`ActQuant::Native`], summed in another f32 order: they agree to f32 rounding, not bit for
@@ -56,7 +57,8 @@ impl PackedMatrix {
         let format = w.format();
         let packing = format.packing().ok_or_else(|| QuantError::Unsupported {
             format: format.desc().name,
-            reason: "no packed layout (the formats dotted with q8_k have one: q2_k … q6_k, tq1_0, tq2_0)".into(),
+            reason: "no packed layout (q4_0, q4_1, q5_0, q5_1, q2_k … q6_k, tq1_0, tq2_0, q1_0 and q2_0 have one)"
+                .into(),
         })?;
         let (rows, rb) = (w.rows(), w.row_bytes());
         let n = rb / format.desc().block_bytes.max(1);

@@ -13,11 +13,14 @@ fn quantized(f: &'static dyn Format, n: usize, k: usize, seed: u64) -> QuantTens
     qforge_cpu::quantize(f, Shape::new([n, k]).unwrap(), &data(n * k, seed), None).unwrap()
 }
 
-/// The formats with a packed layout (every format dotted with q8_k but q8_k itself).
+/// The formats with a packed layout (those dotted with q8_k but q8_k itself, and those dotted
+/// with q8_0 / q8_1 whose values have an unsigned form and one f16 scale per block).
 fn packed_formats() -> Vec<&'static dyn Format> {
     let fs: Vec<_> = qforge_formats::registry().iter().filter(|f| f.packing().is_some()).collect();
     let names: Vec<_> = fs.iter().map(|f| f.desc().name).collect();
-    assert_eq!(names, ["q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "tq1_0", "tq2_0"], "the formats with a packed layout");
+    let want =
+        ["q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "tq1_0", "tq2_0", "q1_0", "q2_0"];
+    assert_eq!(names, want, "the formats with a packed layout");
     fs
 }
 
@@ -76,8 +79,8 @@ fn packed_results_do_not_depend_on_threads() {
 
 #[test]
 fn packed_errors_are_typed() {
-    let q40 = quantized(qforge_formats::get("q4_0").unwrap(), 3, 64, 1);
-    assert!(matches!(PackedMatrix::new(&q40), Err(QuantError::Unsupported { format: "q4_0", .. })));
+    let q80 = quantized(qforge_formats::get("q8_0").unwrap(), 3, 64, 1);
+    assert!(matches!(PackedMatrix::new(&q80), Err(QuantError::Unsupported { format: "q8_0", .. })));
     let p = PackedMatrix::new(&quantized(qforge_formats::get("q6_k").unwrap(), 9, 300, 2)).unwrap();
     assert!(matches!(p.matvec(&data(299, 1)), Err(QuantError::ShapeMismatch { .. })));
     assert!(matches!(p.matmul(&[], 0), Err(QuantError::InvalidShape { .. })));

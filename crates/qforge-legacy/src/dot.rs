@@ -32,15 +32,17 @@ macro_rules! act_block {
 
 act_block!(BlockQ8_0; BlockQ8_1, s = s);
 
-/// One 32-element unit per block, one f16 scale; `$values` the meaning of the codes,
-/// `$codes` (a closure-like body over `b`) where they are, `m` the affine offset if any.
+/// One 32-element unit per block, one f16 scale; `$values` the meaning of the codes, `$bits`
+/// their width in the packed layout (0: none), `$codes` (a closure-like body over `b`) where
+/// they are, `m` the affine offset if any.
 macro_rules! weight_block {
-    ($block:ident, $values:expr, |$b:ident| $codes:expr $(, m = $m:ident)?) => {
+    ($block:ident, $values:expr, $bits:expr, |$b:ident| $codes:expr $(, m = $m:ident)?) => {
         impl Q8Weight for $block {
             const UNITS: usize = 1;
             const VALUES: Values = $values;
             const SCALE: Scale = Scale::F16;
             const AFFINE: bool = weight_block!(@affine $($m)?);
+            const PACK_BITS: u32 = $bits;
             #[inline(always)]
             fn codes(&self, _: usize) -> Codes<'_> {
                 let $b = self;
@@ -62,12 +64,12 @@ macro_rules! weight_block {
     (@affine $m:ident) => { true };
 }
 
-weight_block!(BlockQ4_0, Values::Offset(8), |b| Codes::Nibbles { qs: &b.qs, qh: None });
-weight_block!(BlockQ4_1, Values::Unsigned, |b| Codes::Nibbles { qs: &b.qs, qh: None }, m = m);
-weight_block!(BlockQ5_0, Values::Offset(16), |b| Codes::Nibbles { qs: &b.qs, qh: Some(b.qh) });
-weight_block!(BlockQ5_1, Values::Unsigned, |b| Codes::Nibbles { qs: &b.qs, qh: Some(b.qh) }, m = m);
-weight_block!(BlockQ8_0, Values::Signed8, |b| Codes::Bytes(&b.qs));
-weight_block!(BlockQ8_1, Values::Signed8, |b| Codes::Bytes(&b.qs));
+weight_block!(BlockQ4_0, Values::Offset(8), 4, |b| Codes::Nibbles { qs: &b.qs, qh: None });
+weight_block!(BlockQ4_1, Values::Unsigned, 4, |b| Codes::Nibbles { qs: &b.qs, qh: None }, m = m);
+weight_block!(BlockQ5_0, Values::Offset(16), 5, |b| Codes::Nibbles { qs: &b.qs, qh: Some(b.qh) });
+weight_block!(BlockQ5_1, Values::Unsigned, 5, |b| Codes::Nibbles { qs: &b.qs, qh: Some(b.qh) }, m = m);
+weight_block!(BlockQ8_0, Values::Signed8, 0, |b| Codes::Bytes(&b.qs));
+weight_block!(BlockQ8_1, Values::Signed8, 0, |b| Codes::Bytes(&b.qs));
 
 #[cfg(test)]
 mod tests {

@@ -64,6 +64,7 @@ macro_rules! lowbit_format {
             const UNITS: usize = <$fmt as spec::Spec>::QK / 32;
             const VALUES: Values = Values::Table(dot::levels::<$fmt>());
             const SCALE: Scale = Scale::F16;
+            const PACK_BITS: u32 = <$fmt as spec::Spec>::BITS as u32;
 
             #[inline(always)]
             fn codes(&self, u: usize) -> Codes<'_> {

@@ -60,6 +60,33 @@ macro_rules! q8_native_dot {
             ) {
                 $crate::q8::vec_dot_weight_rows(w, a, out)
             }
+
+            const PACKING: Option<$crate::__core::Packing> =
+                if $crate::q8::packed::packable::<<Self as $crate::__core::BlockFormat>::Block>() {
+                    Some($crate::__core::Packing {
+                        rows: $crate::planes::ROWS,
+                        block_bytes: $crate::q8::packed::Layout::of::<<Self as $crate::__core::BlockFormat>::Block>().size,
+                    })
+                } else {
+                    None
+                };
+
+            fn pack(w: &[<Self as $crate::__core::BlockFormat>::Block], rows: usize, n: usize) -> Vec<u8> {
+                $crate::q8::packed::pack(w, rows, n)
+            }
+
+            fn packed_dot(
+                p: &[u8],
+                n: usize,
+                a: &[<$act as $crate::__core::BlockFormat>::Block],
+                out: &mut [f32],
+            ) -> bool {
+                if !$crate::q8::packed::packable::<<Self as $crate::__core::BlockFormat>::Block>() {
+                    return false;
+                }
+                $crate::q8::packed::dot_groups::<<Self as $crate::__core::BlockFormat>::Block, _>(p, n, a, out);
+                true
+            }
         }
     )*};
 }

@@ -106,6 +106,12 @@ pub trait Q8Weight: bytemuck::Pod {
     /// one unit per block).
     const AFFINE: bool = false;
 
+    /// Bits of the codes in the packed layout ([`packed`]): 1, 2, 4 or 5 (at least the
+    /// codes' width), or 0 for no packed layout (the default). Only formats with f16 scales
+    /// whose values have an unsigned form (offset codes, the affine formats' codes, tables
+    /// spanning at most 127) may set it; [`packed::packable`] checks at compile time.
+    const PACK_BITS: u32 = 0;
+
     /// The codes of unit `u`.
     fn codes(&self, u: usize) -> Codes<'_>;
 
@@ -154,7 +160,7 @@ pub(crate) fn f16(bits: u16) -> f32 {
 
 /// The 32 codes of unit `u` in element order (unsigned; `i8` bytes as they are).
 #[inline(always)]
-fn unit_codes<W: Q8Weight>(w: &W, u: usize) -> [u8; QK8] {
+pub(crate) fn unit_codes<W: Q8Weight>(w: &W, u: usize) -> [u8; QK8] {
     match w.codes(u) {
         Codes::Bytes(q) => bytemuck::cast(*q),
         Codes::Nibbles { qs, qh } => {
@@ -305,6 +311,13 @@ pub fn vec_dot_portable<W: Q8Weight, A: Q8Act>(w: &[W], a: &[A]) -> f32 {
 #[cfg(target_arch = "x86_64")]
 #[path = "q8/avx2.rs"]
 mod avx2;
+
+#[path = "q8/packed.rs"]
+pub mod packed;
+
+#[cfg(target_arch = "x86_64")]
+#[path = "q8/packed_avx2.rs"]
+mod packed_avx2;
 
 #[cfg(test)]
 mod tests {

@@ -11,7 +11,7 @@ use std::arch::x86_64::*;
 use crate::dot::Q8KCodes;
 use crate::packed::{Layout, ROWS, group_bsum};
 use crate::q8k::BlockQ8K;
-use qforge_simd::planes::quad;
+use qforge_simd::planes::{dot_avx2, dot_vnni, quad};
 use qforge_simd::{Avx2, Vnni};
 
 /// [`crate::packed::dot_groups`] with the SIMD kernel: `false` (nothing written) without
@@ -40,6 +40,7 @@ macro_rules! group_kernel {
         #[target_feature(enable = $features)]
         fn $name<F: Q8KCodes>(p: &[u8], n: usize, a: &[BlockQ8K], out: &mut [f32]) {
             let l = const { Layout::of::<F>() };
+            let umax = const { (1u32 << F::CODE_BITS) - 1 };
             for (pg, out) in p.chunks_exact((n * l.size).max(1)).zip(out.chunks_exact_mut(ROWS)) {
                 let (mut acc, mut accm) = (_mm256_setzero_ps(), _mm256_setzero_ps());
                 for (pb, a) in pg.chunks_exact(l.size).zip(a) {
@@ -72,9 +73,9 @@ macro_rules! group_kernel {
                         let s = if l.group == 16 {
                             let half =
                                 |v: &[__m256i; 8], h: usize| -> [__m256i; 4] { std::array::from_fn(|i| v[4 * h + i]) };
-                            [$dot::<F, 4>(&half(&c, 0), &half(&av, 0)), $dot::<F, 4>(&half(&c, 1), &half(&av, 1))]
+                            [$dot::<4>(&half(&c, 0), &half(&av, 0), umax), $dot::<4>(&half(&c, 1), &half(&av, 1), umax)]
                         } else {
-                            [$dot::<F, 8>(&c, &av), _mm256_setzero_si256()]
+                            [$dot::<8>(&c, &av, umax), _mm256_setzero_si256()]
                         };
                         for (h, s) in s.iter().enumerate().take(32 / l.group) {
                             let k = u * 32 / l.group + h;
@@ -131,40 +132,3 @@ const QK_UNITS: usize = crate::QK_K / 32;
 
 group_kernel!(groups_avx2, "avx2,fma,f16c", dot_avx2);
 group_kernel!(groups_vnni, "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", dot_vnni);
-
-/// `Σ_m Σ₄ c[m]·a[m]` per 32-bit lane (`c` unsigned codes `< 2^CODE_BITS`, `a` signed), exact:
-/// `vpmaddubsw` pair sums (`≤ 2·(2^CODE_BITS − 1)·128`) added in `i16` as many at a time as
-/// cannot overflow, then widened with `vpmaddwd` by ones.
-#[target_feature(enable = "avx2")]
-#[inline]
-fn dot_avx2<F: Q8KCodes, const N: usize>(c: &[__m256i; N], a: &[__m256i; N]) -> __m256i {
-    // Pair sums that fit an `i16` together.
-    let per = const {
-        let k = i16::MAX as usize / (2 * 128 * ((1usize << F::CODE_BITS) - 1));
-        if k == 0 { 1 } else { k }
-    };
-    let mut s = _mm256_setzero_si256();
-    let mut i = 0;
-    while i < N {
-        let mut p = _mm256_maddubs_epi16(c[i], a[i]);
-        let mut j = 1;
-        while j < per && i + j < N {
-            p = _mm256_add_epi16(p, _mm256_maddubs_epi16(c[i + j], a[i + j]));
-            j += 1;
-        }
-        s = _mm256_add_epi32(s, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
-        i += per;
-    }
-    s
-}
-
-/// [`dot_avx2`] with one `vpdpbusd` per four codes (the same exact sums).
-#[target_feature(enable = "avx2,avx512f,avx512vl,avx512vnni")]
-#[inline]
-fn dot_vnni<F: Q8KCodes, const N: usize>(c: &[__m256i; N], a: &[__m256i; N]) -> __m256i {
-    let mut s = _mm256_setzero_si256();
-    for (c, a) in c.iter().zip(a) {
-        s = _mm256_dpbusd_epi32(s, *c, *a);
-    }
-    s
-}

@@ -1,0 +1,211 @@
+//! The packed (row-interleaved) layout of the formats dotted with q8_0 / q8_1 whose values have
+//! an unsigned form (`v = u − z`, `0 ≤ u ≤ 127`) and one f16 scale per block: q4_0, q4_1,
+//! q5_0, q5_1, q1_0, q2_0 (each sets [`Q8Weight::PACK_BITS`]). See `qforge_k::packed` for the
+//! idea: 8 weight rows in the 32-bit lanes of a register, the activation broadcast, one
+//! `vpdpbusd` per four codes of 8 rows, no horizontal sums.
+//!
+//! ## Layout
+//!
+//! Rows in groups of [`ROWS`] = 8 (the last filled up with zero rows), each group its block
+//! columns one after another; a packed block holds the 8 rows' f16 `d`, their f16 `m` (affine
+//! formats), then the block's units (32 elements each) of codes in the bit planes of
+//! [`crate::planes`]. Bytes per row and block: q4_0 18 (18 plain), q4_1 20 (20), q5_0 22
+//! (22), q5_1 24 (24).
+//!
+//! ## The dot (both kernels, the same bits)
+//!
+//! Per row and unit, exactly in `i32`, then in f32 (ggml's order of operations per block):
+//!
+//! ```text
+//! S   = Σ u[i]·a.qs[i] − z·Σ a.qs[i]                 (u: the code's unsigned value)
+//! acc = fma(S, d·a.d, acc);  accm = fma(m, a.s, accm) (affine);  result = acc + accm (or acc)
+//! ```
+//!
+//! The same exact integers as the plain kernel ([`super::vec_dot`]) in another f32 order:
+//! the two agree to f32 rounding.
+
+use super::{Q8Act, Q8Weight, Scale, Values, f16, unit_codes};
+use crate::planes::{Planes, ROWS};
+
+/// The unsigned form of `W`'s values: `u = table[code]` and `v = u − z`, every `u ≤ 127`;
+/// `None` where the values have none (8-bit signed codes, tables spanning more than 127).
+pub const fn unsigned_form<W: Q8Weight>() -> Option<([u8; 16], u8)> {
+    let identity = {
+        let mut t = [0u8; 16];
+        let mut i = 0;
+        while i < 16 {
+            t[i] = i as u8;
+            i += 1;
+        }
+        t
+    };
+    match W::VALUES {
+        Values::Offset(k) if k >= 0 && k <= 96 => Some((identity, k as u8)),
+        Values::Unsigned => Some((identity, 0)),
+        Values::Table(t) => {
+            let (mut lo, mut hi, mut i) = (0i16, 0i16, 0);
+            while i < 16 {
+                let v = t[i] as i16;
+                lo = if v < lo { v } else { lo };
+                hi = if v > hi { v } else { hi };
+                i += 1;
+            }
+            if hi - lo > 127 {
+                return None;
+            }
+            let mut u = [0u8; 16];
+            let mut i = 0;
+            while i < 16 {
+                u[i] = (t[i] as i16 - lo) as u8;
+                i += 1;
+            }
+            Some((u, (-lo) as u8))
+        }
+        _ => None,
+    }
+}
+
+/// Whether `W` has a packed layout: [`Q8Weight::PACK_BITS`] set, f16 scales, an unsigned form
+/// (and, for table formats, codes of at most 4 bits).
+pub const fn packable<W: Q8Weight>() -> bool {
+    let bits = W::PACK_BITS;
+    let table = matches!(W::VALUES, Values::Table(_));
+    bits != 0
+        && matches!(bits, 1 | 2 | 4 | 5)
+        && matches!(W::SCALE, Scale::F16)
+        && unsigned_form::<W>().is_some()
+        && (!table || bits <= 4)
+        && super::supported::<W>()
+}
+
+/// Where each part of a packed block lies (byte offsets), for format `W`.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Layout {
+    /// `d`: 8 f16.
+    pub d: usize,
+    /// `m`: 8 f16 (affine formats; else empty).
+    pub m: usize,
+    /// The first unit's codes; unit `u`'s are `u · planes.unit` bytes further.
+    pub codes: usize,
+    /// How a unit's codes are stored.
+    pub planes: Planes,
+    /// Bytes per packed block.
+    pub size: usize,
+}
+
+impl Layout {
+    /// The layout of `W`'s packed blocks (all zero where `W` is not [`packable`]: no call
+    /// reaches a kernel with it, see [`dot_groups`]).
+    pub const fn of<W: Q8Weight>() -> Layout {
+        if !packable::<W>() {
+            let planes = Planes { nib: None, crumb: None, bit: None, unit: 0 };
+            return Layout { d: 0, m: 0, codes: 0, planes, size: 0 };
+        }
+        let m = 2 * ROWS;
+        let codes = m + if W::AFFINE { 2 * ROWS } else { 0 };
+        let planes = Planes::of_bits(W::PACK_BITS);
+        Layout { d: 0, m, codes, planes, size: codes + W::UNITS * planes.unit }
+    }
+}
+
+/// Packs `rows` rows of `n` blocks each (`w.len() == rows · n`): `rows.div_ceil(8)` groups of
+/// `n` packed blocks.
+///
+/// # Panics
+/// If `W` is not [`packable`] or `w.len() != rows · n`.
+pub fn pack<W: Q8Weight>(w: &[W], rows: usize, n: usize) -> Vec<u8> {
+    assert!(packable::<W>(), "a format without a packed layout");
+    assert_eq!(w.len(), rows * n, "whole rows");
+    let l = const { Layout::of::<W>() };
+    let mut out = vec![0u8; rows.div_ceil(ROWS) * n * l.size];
+    for (row, wr) in w.chunks_exact(n.max(1)).enumerate().take(rows) {
+        let (g, r) = (row / ROWS, row % ROWS);
+        for (b, blk) in wr.iter().enumerate() {
+            let p = &mut out[(g * n + b) * l.size..][..l.size];
+            p[l.d + 2 * r..][..2].copy_from_slice(&blk.d_bits().to_le_bytes());
+            if W::AFFINE {
+                p[l.m + 2 * r..][..2].copy_from_slice(&blk.m_bits().to_le_bytes());
+            }
+            for u in 0..W::UNITS {
+                let unit = &mut p[l.codes + u * l.planes.unit..][..l.planes.unit];
+                for (e, &c) in unit_codes(blk, u).iter().enumerate() {
+                    l.planes.put(unit, r, e, c);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// The f16 bits of row `r`'s value at `at` of a packed block.
+#[inline(always)]
+fn half(p: &[u8], at: usize, r: usize) -> f32 {
+    f16(u16::from_le_bytes([p[at + 2 * r], p[at + 2 * r + 1]]))
+}
+
+/// One group of 8 rows (`n` packed blocks, `p.len() == n · Layout::of::<W>().size`) against
+/// the activation row `a` (at least `n · UNITS` blocks): the portable kernel (see the module
+/// docs).
+pub fn dot_group_portable<W: Q8Weight, A: Q8Act>(p: &[u8], a: &[A]) -> [f32; ROWS] {
+    let l = const { Layout::of::<W>() };
+    let (table, z) = const {
+        match unsigned_form::<W>() {
+            Some(f) => f,
+            None => ([0; 16], 0),
+        }
+    };
+    let mut acc = [[0f32; ROWS]; 2];
+    for (p, a) in p.chunks_exact(l.size).zip(a.chunks_exact(W::UNITS)) {
+        for (u, a) in a.iter().enumerate() {
+            let unit = &p[l.codes + u * l.planes.unit..][..l.planes.unit];
+            let asum: i32 = a.qs().iter().map(|&q| i32::from(q)).sum();
+            let ad = f16(a.d_bits());
+            for (r, (acc0, acc1)) in {
+                let [a0, a1] = &mut acc;
+                a0.iter_mut().zip(a1.iter_mut())
+            }
+            .enumerate()
+            {
+                let mut s = 0i32;
+                for (e, &q) in a.qs().iter().enumerate() {
+                    let c = l.planes.get(unit, r, e);
+                    let v = if matches!(W::VALUES, Values::Table(_)) { table[usize::from(c)] } else { c };
+                    s += i32::from(v) * i32::from(q);
+                }
+                s -= i32::from(z) * asum;
+                *acc0 = (s as f32).mul_add(half(p, l.d, r) * ad, *acc0);
+                if W::AFFINE {
+                    *acc1 = half(p, l.m, r).mul_add(f16(a.s_bits()), *acc1);
+                }
+            }
+        }
+    }
+    std::array::from_fn(|r| if W::AFFINE { acc[0][r] + acc[1][r] } else { acc[0][r] })
+}
+
+/// Every group of 8 rows of `p` (`out.len() / 8` groups of `n` packed blocks) against the
+/// activation row `a` (at least `n · UNITS` blocks), 8 results per group into `out`: the SIMD
+/// kernel where the CPU has one, else [`dot_group_portable`], the same bits either way.
+///
+/// # Panics
+/// If `W` is not [`packable`], `out.len()` is not a multiple of 8, `p` is not `out.len() / 8`
+/// groups of `n` packed blocks or `a` is shorter than `n · UNITS` blocks.
+pub fn dot_groups<W: Q8Weight, A: Q8Act>(p: &[u8], n: usize, a: &[A], out: &mut [f32]) {
+    assert!(packable::<W>(), "a format without a packed layout");
+    let l = const { Layout::of::<W>() };
+    assert!(out.len().is_multiple_of(ROWS), "8 outputs per group");
+    assert_eq!(p.len(), out.len() / ROWS * n * l.size, "whole groups of n packed blocks");
+    assert!(a.len() >= n * W::UNITS, "an activation row as long as the weight rows");
+    let a = &a[..n * W::UNITS];
+    if n == 0 {
+        out.fill(0.0);
+        return;
+    }
+    #[cfg(target_arch = "x86_64")]
+    if super::packed_avx2::dot_groups::<W, A>(p, n, a, out) {
+        return;
+    }
+    for (p, out) in p.chunks_exact(n * l.size).zip(out.chunks_exact_mut(ROWS)) {
+        out.copy_from_slice(&dot_group_portable::<W, A>(p, a));
+    }
+}
