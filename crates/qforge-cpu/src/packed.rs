@@ -2,7 +2,7 @@
 //! ([`qforge_core::Packing`]), for the fastest CPU mat-vec and mat-mul with native
 //! activations. The packed kernels put one weight row per SIMD lane and broadcast the
 //! activation, so they skip the per-row unpacking and horizontal sums of the plain kernels
-//! (q4_0 … q5_1, q2_k … q6_k, tq1_0, tq2_0, q1_0, q2_0: 1.3–3.5× the plain mat-vec;
+//! (q4_0 … q5_1, q2_k … q6_k, iq4_nl, tq1_0, tq2_0, q1_0, q2_0, mxfp4, nvfp4; figures in
 //! `docs/matmul.md`).
 //!
 //! The results are the same exact integer dot products as [`crate::matmul`] with

@@ -21,6 +21,7 @@ impl Q8Weight for BlockMxfp4 {
     const UNITS: usize = 1;
     const VALUES: Values = Values::Table(E2M1_X2);
     const SCALE: Scale = Scale::Byte(&E8M0_HALF);
+    const PACK_BITS: u32 = 4;
 
     #[inline(always)]
     fn codes(&self, _: usize) -> Codes<'_> {
@@ -39,6 +40,7 @@ impl Q8Weight for BlockNvfp4 {
     const UNITS: usize = 2;
     const VALUES: Values = Values::Table(E2M1_X2);
     const SCALE: Scale = Scale::ByteHalves(&UE4M3_HALF);
+    const PACK_BITS: u32 = 4;
 
     #[inline(always)]
     fn codes(&self, u: usize) -> Codes<'_> {

@@ -127,6 +127,7 @@ impl Q8Weight for BlockIq4Nl {
     const UNITS: usize = 1;
     const VALUES: Values = Values::Table(KVALUES_IQ4NL);
     const SCALE: Scale = Scale::F16;
+    const PACK_BITS: u32 = 4;
 
     #[inline(always)]
     fn codes(&self, _: usize) -> Codes<'_> {

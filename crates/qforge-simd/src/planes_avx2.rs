@@ -65,39 +65,43 @@ pub unsafe fn quad<const M: usize>(p: Planes, unit: &[u8]) -> __m256i {
 /// overflow, then widened with `vpmaddwd` by ones.
 ///
 /// # Safety
-/// The CPU must have AVX2; a caller compiled with it (every AVX2 kernel) calls it without
-/// `unsafe`.
-#[target_feature(enable = "avx2")]
-#[inline]
-pub fn dot_avx2<const N: usize>(c: &[__m256i; N], a: &[__m256i; N], umax: u32) -> __m256i {
+/// The CPU must have AVX2: call it only from a `#[target_feature(enable = "avx2")]` function
+/// (into which it is inlined).
+#[inline(always)]
+pub unsafe fn dot_avx2<const N: usize>(c: &[__m256i; N], a: &[__m256i; N], umax: u32) -> __m256i {
     // Pair sums that fit an `i16` together (a constant once inlined).
     let per = (i16::MAX as usize / (2 * 128 * umax.max(1) as usize)).max(1);
-    let mut s = _mm256_setzero_si256();
-    let mut i = 0;
-    while i < N {
-        let mut p = _mm256_maddubs_epi16(c[i], a[i]);
-        let mut j = 1;
-        while j < per && i + j < N {
-            p = _mm256_add_epi16(p, _mm256_maddubs_epi16(c[i + j], a[i + j]));
-            j += 1;
+    // SAFETY: the caller guarantees AVX2.
+    unsafe {
+        let mut s = _mm256_setzero_si256();
+        let mut i = 0;
+        while i < N {
+            let mut p = _mm256_maddubs_epi16(c[i], a[i]);
+            let mut j = 1;
+            while j < per && i + j < N {
+                p = _mm256_add_epi16(p, _mm256_maddubs_epi16(c[i + j], a[i + j]));
+                j += 1;
+            }
+            s = _mm256_add_epi32(s, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+            i += per;
         }
-        s = _mm256_add_epi32(s, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
-        i += per;
+        s
     }
-    s
 }
 
 /// [`dot_avx2`] with one `vpdpbusd` per four codes (the same exact sums, for any `u8` codes).
 ///
 /// # Safety
-/// The CPU must have AVX-512 F / VL / VNNI; a caller compiled with them calls it without
-/// `unsafe`.
-#[target_feature(enable = "avx2,avx512f,avx512vl,avx512vnni")]
-#[inline]
-pub fn dot_vnni<const N: usize>(c: &[__m256i; N], a: &[__m256i; N], _umax: u32) -> __m256i {
-    let mut s = _mm256_setzero_si256();
-    for (c, a) in c.iter().zip(a) {
-        s = _mm256_dpbusd_epi32(s, *c, *a);
+/// The CPU must have AVX2 and AVX-512 F / VL / VNNI: call it only from a function compiled
+/// with them (into which it is inlined).
+#[inline(always)]
+pub unsafe fn dot_vnni<const N: usize>(c: &[__m256i; N], a: &[__m256i; N], _umax: u32) -> __m256i {
+    // SAFETY: the caller guarantees the features.
+    unsafe {
+        let mut s = _mm256_setzero_si256();
+        for (c, a) in c.iter().zip(a) {
+            s = _mm256_dpbusd_epi32(s, *c, *a);
+        }
+        s
     }
-    s
 }

@@ -73,9 +73,16 @@ macro_rules! group_kernel {
                         let s = if l.group == 16 {
                             let half =
                                 |v: &[__m256i; 8], h: usize| -> [__m256i; 4] { std::array::from_fn(|i| v[4 * h + i]) };
-                            [$dot::<4>(&half(&c, 0), &half(&av, 0), umax), $dot::<4>(&half(&c, 1), &half(&av, 1), umax)]
+                            // SAFETY: this function has the features `$dot` needs.
+                            unsafe {
+                                [
+                                    $dot::<4>(&half(&c, 0), &half(&av, 0), umax),
+                                    $dot::<4>(&half(&c, 1), &half(&av, 1), umax),
+                                ]
+                            }
                         } else {
-                            [$dot::<8>(&c, &av, umax), _mm256_setzero_si256()]
+                            // SAFETY: this function has the features `$dot` needs.
+                            [unsafe { $dot::<8>(&c, &av, umax) }, _mm256_setzero_si256()]
                         };
                         for (h, s) in s.iter().enumerate().take(32 / l.group) {
                             let k = u * 32 / l.group + h;

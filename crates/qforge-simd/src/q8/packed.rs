@@ -1,34 +1,39 @@
-//! The packed (row-interleaved) layout of the formats dotted with q8_0 / q8_1 whose values have
-//! an unsigned form (`v = u − z`, `0 ≤ u ≤ 127`) and one f16 scale per block: q4_0, q4_1,
-//! q5_0, q5_1, q1_0, q2_0 (each sets [`Q8Weight::PACK_BITS`]). See `qforge_k::packed` for the
-//! idea: 8 weight rows in the 32-bit lanes of a register, the activation broadcast, one
-//! `vpdpbusd` per four codes of 8 rows, no horizontal sums.
+//! The packed (row-interleaved) layout of the formats dotted with q8_0 / q8_1 whose values
+//! have an unsigned form (`v = u − z`, `0 ≤ u ≤ 255`): q4_0, q4_1, q5_0, q5_1, iq4_nl, mxfp4,
+//! nvfp4, q1_0, q2_0 (each sets [`Q8Weight::PACK_BITS`]). See `qforge_k::packed` for the idea:
+//! 8 weight rows in the 32-bit lanes of a register, the activation broadcast, one `vpdpbusd`
+//! per four codes of 8 rows, no horizontal sums.
 //!
 //! ## Layout
 //!
 //! Rows in groups of [`ROWS`] = 8 (the last filled up with zero rows), each group its block
-//! columns one after another; a packed block holds the 8 rows' f16 `d`, their f16 `m` (affine
+//! columns one after another; a packed block holds the 8 rows' scales (f16 `d` per block;
+//! scale bytes per unit, or per half unit, `[unit][half][row]`), their f16 `m` (affine
 //! formats), then the block's units (32 elements each) of codes in the bit planes of
-//! [`crate::planes`]. Bytes per row and block: q4_0 18 (18 plain), q4_1 20 (20), q5_0 22
-//! (22), q5_1 24 (24).
+//! [`crate::planes`]. Every format keeps its bytes per row and block (q4_0 18).
 //!
 //! ## The dot (both kernels, the same bits)
 //!
-//! Per row and unit, exactly in `i32`, then in f32 (ggml's order of operations per block):
+//! Per row and unit (per half unit where the scales are per half), exactly in `i32`, then in
+//! f32 (ggml's order of operations per block):
 //!
 //! ```text
-//! S   = Σ u[i]·a.qs[i] − z·Σ a.qs[i]                 (u: the code's unsigned value)
-//! acc = fma(S, d·a.d, acc);  accm = fma(m, a.s, accm) (affine);  result = acc + accm (or acc)
+//! S   = Σ u[i]·a.qs[i] − z·Σ a.qs[i]                   (u: the code's unsigned value)
+//! acc = fma(S, s·a.d, acc);  accm = fma(m, a.s, accm)   (s: the unit's weight scale)
+//! result = acc + accm (affine formats) or acc
 //! ```
 //!
 //! The same exact integers as the plain kernel ([`super::vec_dot`]) in another f32 order:
-//! the two agree to f32 rounding.
+//! the two agree to f32 rounding. On AVX2 (no VNNI), where `vpmaddubsw` needs `u ≤ 127`, a
+//! table spanning more than 127 (iq4_nl) is dotted with its signed values and the sign trick
+//! instead, the same integers.
 
 use super::{Q8Act, Q8Weight, Scale, Values, f16, unit_codes};
 use crate::planes::{Planes, ROWS};
 
-/// The unsigned form of `W`'s values: `u = table[code]` and `v = u − z`, every `u ≤ 127`;
-/// `None` where the values have none (8-bit signed codes, tables spanning more than 127).
+/// The unsigned form of `W`'s values: `u = table[code]` (for [`Values::Table`]; else `u` is
+/// the code) and `v = u − z`, every `u ≤ 255`; `None` where the values have none (8-bit signed
+/// codes, tables spanning more than 255).
 pub const fn unsigned_form<W: Q8Weight>() -> Option<([u8; 16], u8)> {
     let identity = {
         let mut t = [0u8; 16];
@@ -43,15 +48,10 @@ pub const fn unsigned_form<W: Q8Weight>() -> Option<([u8; 16], u8)> {
         Values::Offset(k) if k >= 0 && k <= 96 => Some((identity, k as u8)),
         Values::Unsigned => Some((identity, 0)),
         Values::Table(t) => {
-            let (mut lo, mut hi, mut i) = (0i16, 0i16, 0);
+            let (mut lo, mut i) = (0i16, 0);
             while i < 16 {
-                let v = t[i] as i16;
-                lo = if v < lo { v } else { lo };
-                hi = if v > hi { v } else { hi };
+                lo = if (t[i] as i16) < lo { t[i] as i16 } else { lo };
                 i += 1;
-            }
-            if hi - lo > 127 {
-                return None;
             }
             let mut u = [0u8; 16];
             let mut i = 0;
@@ -65,23 +65,38 @@ pub const fn unsigned_form<W: Q8Weight>() -> Option<([u8; 16], u8)> {
     }
 }
 
-/// Whether `W` has a packed layout: [`Q8Weight::PACK_BITS`] set, f16 scales, an unsigned form
-/// (and, for table formats, codes of at most 4 bits).
+/// The largest unsigned value of `W`'s packed codes.
+pub const fn umax<W: Q8Weight>() -> u32 {
+    match (W::VALUES, unsigned_form::<W>()) {
+        (Values::Table(_), Some((t, _))) => {
+            let (mut m, mut i) = (0u8, 0);
+            while i < 16 {
+                m = if t[i] > m { t[i] } else { m };
+                i += 1;
+            }
+            m as u32
+        }
+        _ => (1u32 << W::PACK_BITS) - 1,
+    }
+}
+
+/// Whether `W` has a packed layout: [`Q8Weight::PACK_BITS`] set, an unsigned form (for table
+/// formats, codes of at most 4 bits), and a kernel the shared q8 kernel supports.
 pub const fn packable<W: Q8Weight>() -> bool {
     let bits = W::PACK_BITS;
     let table = matches!(W::VALUES, Values::Table(_));
-    bits != 0
-        && matches!(bits, 1 | 2 | 4 | 5)
-        && matches!(W::SCALE, Scale::F16)
-        && unsigned_form::<W>().is_some()
-        && (!table || bits <= 4)
-        && super::supported::<W>()
+    matches!(bits, 1 | 2 | 4 | 5) && unsigned_form::<W>().is_some() && (!table || bits <= 4) && super::supported::<W>()
+}
+
+/// Scale slots per unit: 2 for scales per half unit, else 1.
+const fn halves<W: Q8Weight>() -> usize {
+    if matches!(W::SCALE, Scale::ByteHalves(_)) { 2 } else { 1 }
 }
 
 /// Where each part of a packed block lies (byte offsets), for format `W`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Layout {
-    /// `d`: 8 f16.
+    /// The scales: 8 f16 `d` ([`Scale::F16`]), or the scale bytes `[unit][half][row]`.
     pub d: usize,
     /// `m`: 8 f16 (affine formats; else empty).
     pub m: usize,
@@ -101,10 +116,24 @@ impl Layout {
             let planes = Planes { nib: None, crumb: None, bit: None, unit: 0 };
             return Layout { d: 0, m: 0, codes: 0, planes, size: 0 };
         }
-        let m = 2 * ROWS;
+        let m = match W::SCALE {
+            Scale::F16 => 2 * ROWS,
+            _ => W::UNITS * halves::<W>() * ROWS,
+        };
         let codes = m + if W::AFFINE { 2 * ROWS } else { 0 };
         let planes = Planes::of_bits(W::PACK_BITS);
         Layout { d: 0, m, codes, planes, size: codes + W::UNITS * planes.unit }
+    }
+}
+
+/// Row `r`'s weight scale for unit `u`, half `h` of a packed block (the same for both halves
+/// unless the scales are per half unit).
+#[inline(always)]
+fn row_scale<W: Q8Weight>(p: &[u8], l: &Layout, u: usize, h: usize, r: usize) -> f32 {
+    match W::SCALE {
+        Scale::F16 => half(p, l.d, r),
+        Scale::Byte(t) => t[usize::from(p[l.d + u * ROWS + r])],
+        Scale::ByteHalves(t) => t[usize::from(p[l.d + (2 * u + h) * ROWS + r])],
     }
 }
 
@@ -122,7 +151,16 @@ pub fn pack<W: Q8Weight>(w: &[W], rows: usize, n: usize) -> Vec<u8> {
         let (g, r) = (row / ROWS, row % ROWS);
         for (b, blk) in wr.iter().enumerate() {
             let p = &mut out[(g * n + b) * l.size..][..l.size];
-            p[l.d + 2 * r..][..2].copy_from_slice(&blk.d_bits().to_le_bytes());
+            match W::SCALE {
+                Scale::F16 => p[l.d + 2 * r..][..2].copy_from_slice(&blk.d_bits().to_le_bytes()),
+                _ => {
+                    for u in 0..W::UNITS {
+                        for (h, b) in blk.scale_bytes(u).into_iter().take(halves::<W>()).enumerate() {
+                            p[l.d + (halves::<W>() * u + h) * ROWS + r] = b;
+                        }
+                    }
+                }
+            }
             if W::AFFINE {
                 p[l.m + 2 * r..][..2].copy_from_slice(&blk.m_bits().to_le_bytes());
             }
@@ -154,11 +192,11 @@ pub fn dot_group_portable<W: Q8Weight, A: Q8Act>(p: &[u8], a: &[A]) -> [f32; ROW
             None => ([0; 16], 0),
         }
     };
+    let hn = halves::<W>();
     let mut acc = [[0f32; ROWS]; 2];
     for (p, a) in p.chunks_exact(l.size).zip(a.chunks_exact(W::UNITS)) {
         for (u, a) in a.iter().enumerate() {
             let unit = &p[l.codes + u * l.planes.unit..][..l.planes.unit];
-            let asum: i32 = a.qs().iter().map(|&q| i32::from(q)).sum();
             let ad = f16(a.d_bits());
             for (r, (acc0, acc1)) in {
                 let [a0, a1] = &mut acc;
@@ -166,14 +204,18 @@ pub fn dot_group_portable<W: Q8Weight, A: Q8Act>(p: &[u8], a: &[A]) -> [f32; ROW
             }
             .enumerate()
             {
-                let mut s = 0i32;
-                for (e, &q) in a.qs().iter().enumerate() {
-                    let c = l.planes.get(unit, r, e);
-                    let v = if matches!(W::VALUES, Values::Table(_)) { table[usize::from(c)] } else { c };
-                    s += i32::from(v) * i32::from(q);
+                for h in 0..hn {
+                    let (mut s, mut asum) = (0i32, 0i32);
+                    let span = 32 / hn;
+                    for (e, &q) in a.qs().iter().enumerate().skip(h * span).take(span) {
+                        let c = l.planes.get(unit, r, e);
+                        let v = if matches!(W::VALUES, Values::Table(_)) { table[usize::from(c)] } else { c };
+                        s += i32::from(v) * i32::from(q);
+                        asum += i32::from(q);
+                    }
+                    s -= i32::from(z) * asum;
+                    *acc0 = (s as f32).mul_add(row_scale::<W>(p, &l, u, h, r) * ad, *acc0);
                 }
-                s -= i32::from(z) * asum;
-                *acc0 = (s as f32).mul_add(half(p, l.d, r) * ad, *acc0);
                 if W::AFFINE {
                     *acc1 = half(p, l.m, r).mul_add(f16(a.s_bits()), *acc1);
                 }

@@ -1,15 +1,18 @@
 //! AVX2 and AVX-512 VNNI kernels of the q8 packed layout ([`super::packed`]): per unit, the
 //! 8 quads of 8 rows' codes ([`crate::planes::quad`]), looked up in the unsigned table
 //! (`vpshufb`, table formats), dotted with the broadcast activation quads (`vpdpbusd`, or
-//! `vpmaddubsw` + `vpmaddwd`), the zero's `z·Σa` subtracted, and one `vfmadd` with the 8 rows'
-//! `d` times the activation's. The integers and f32 steps are the portable kernel's, so both
-//! give the same bits.
+//! `vpmaddubsw` + `vpmaddwd`), the zero's `z·Σa` subtracted, and one `vfmadd` per unit (per
+//! half unit) with the 8 rows' scales (`vcvtph2ps` of the f16 `d`, or a `vgatherdps` from the
+//! format's scale table) times the activation's. On AVX2, a table spanning more than 127
+//! (iq4_nl) is looked up signed and dotted with the sign trick (`vpmaddubsw(|a|, v·sgn a)`,
+//! exact: no value is -128), the same integers. The integers and f32 steps are the portable
+//! kernel's, so every level gives the same bits.
 #![allow(unsafe_code)]
 
 use std::arch::x86_64::*;
 
-use super::packed::{Layout, unsigned_form};
-use super::{Q8Act, Q8Weight, Values, f16};
+use super::packed::{Layout, umax, unsigned_form};
+use super::{Q8Act, Q8Weight, Scale, Values, f16};
 use crate::planes::{ROWS, dot_avx2, dot_vnni, quad};
 use crate::{Avx2, Vnni};
 
@@ -31,10 +34,34 @@ pub(super) fn dot_groups<W: Q8Weight, A: Q8Act>(p: &[u8], n: usize, a: &[A], out
     true
 }
 
+/// `Σ_m Σ₄ v[m]·a[m]` per 32-bit lane for signed values `v` (never -128) with the sign trick:
+/// `vpmaddubsw(|a|, v·sgn a)` (pair sums `≤ 2·127·128`, exact), widened by `vpmaddwd`.
+///
+/// # Safety
+/// The CPU must have AVX2 (the caller's target features; this is inlined into it).
+#[inline(always)]
+unsafe fn dot_signed<const N: usize>(v: &[__m256i; N], a: &[__m256i; N]) -> __m256i {
+    // SAFETY: the caller guarantees AVX2.
+    unsafe {
+        let mut s = _mm256_setzero_si256();
+        for (v, a) in v.iter().zip(a) {
+            let p = _mm256_maddubs_epi16(_mm256_abs_epi8(*a), _mm256_sign_epi8(*v, *a));
+            s = _mm256_add_epi32(s, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+        }
+        s
+    }
+}
+
+/// The first `N` of `v`, or the last.
+#[inline(always)]
+fn part<const N: usize>(v: &[__m256i; 8], h: usize) -> [__m256i; N] {
+    std::array::from_fn(|i| v[h * N + i])
+}
+
 /// Defines a group kernel (the body below) compiled with `$features`, its four-code dots from
-/// `$dot` ([`dot_vnni`] or [`dot_avx2`]).
+/// `$dot` ([`dot_vnni`] or [`dot_avx2`]); `$vnni`: whether `$dot` takes codes up to 255.
 macro_rules! group_kernel {
-    ($name:ident, $features:literal, $dot:ident) => {
+    ($name:ident, $features:literal, $dot:ident, $vnni:literal) => {
         /// Every group of `p` against `a` (see [`dot_groups`]).
         #[target_feature(enable = $features)]
         fn $name<W: Q8Weight, A: Q8Act>(p: &[u8], n: usize, a: &[A], out: &mut [f32]) {
@@ -45,19 +72,42 @@ macro_rules! group_kernel {
                     None => ([0; 16], 0),
                 }
             };
-            let is_table = matches!(W::VALUES, Values::Table(_));
-            // The largest unsigned value (how many `vpmaddubsw` sums fit an `i16`).
-            let umax =
-                if is_table { u32::from(*table.iter().max().unwrap_or(&127)) } else { (1u32 << W::PACK_BITS) - 1 };
-            // SAFETY: the load reads exactly the 16 bytes of `table`.
-            let tv = _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(table.as_ptr().cast()) });
-            // Each activation unit's `z·Σa` (the zero of the unsigned form), once per call.
-            let zs: Vec<i32> =
-                a.iter().map(|a| i32::from(z) * a.qs().iter().map(|&q| i32::from(q)).sum::<i32>()).collect();
+            let um = const { umax::<W>() };
+            let is_table = const { matches!(W::VALUES, Values::Table(_)) };
+            // Signed values and the sign trick where `vpmaddubsw` cannot take the unsigned ones.
+            let signed = const { !$vnni && umax::<W>() > 127 };
+            let (tv, z) = if signed {
+                let t = match W::VALUES {
+                    Values::Table(t) => t,
+                    _ => [0; 16],
+                };
+                // SAFETY: the load reads exactly the 16 bytes of `t`.
+                (_mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(t.as_ptr().cast()) }), 0)
+            } else {
+                // SAFETY: the load reads exactly the 16 bytes of `table`.
+                (_mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(table.as_ptr().cast()) }), z)
+            };
+            let hn = const { if matches!(W::SCALE, Scale::ByteHalves(_)) { 2 } else { 1 } };
+            let f16_scales = const { matches!(W::SCALE, Scale::F16) };
+            let stable: &[f32; 256] = match W::SCALE {
+                Scale::Byte(t) | Scale::ByteHalves(t) => t,
+                Scale::F16 => &[0.0; 256],
+            };
+            // Per activation unit, once per call: `z·Σa` of each half unit (the zero of the
+            // unsigned form; the whole unit's in slot 0 where the scales are per unit), and its
+            // f16 `d` and `s` widened (out of the loop: the widening is a call, across which
+            // every vector register would be spilled).
+            let mut zs = vec![[0i32; 2]; a.len()];
+            for (zs, a) in zs.iter_mut().zip(a) {
+                for (i, &q) in a.qs().iter().enumerate() {
+                    zs[if hn == 2 { i / 16 } else { 0 }] += i32::from(z) * i32::from(q);
+                }
+            }
+            let ads: Vec<[f32; 2]> = a.iter().map(|a| [f16(a.d_bits()), f16(a.s_bits())]).collect();
             for (pg, out) in p.chunks_exact(n * l.size).zip(out.chunks_exact_mut(ROWS)) {
                 let (mut acc, mut accm) = (_mm256_setzero_ps(), _mm256_setzero_ps());
                 for (b, pb) in pg.chunks_exact(l.size).enumerate() {
-                    // The rows' `d` (`m`): 8 f16 at `at`, widened.
+                    // 8 f16 at `at`, widened.
                     macro_rules! half8 {
                         ($at:expr) => {{
                             let h = pb[$at..].first_chunk::<16>().expect("8 f16");
@@ -65,7 +115,17 @@ macro_rules! group_kernel {
                             _mm256_cvtph_ps(unsafe { _mm_loadu_si128(h.as_ptr().cast()) })
                         }};
                     }
-                    let dv = half8!(l.d);
+                    // The rows' scales of scale slot `k`: looked up in the format's table.
+                    macro_rules! gathered {
+                        ($k:expr) => {{
+                            let s = pb[l.d + $k * ROWS..].first_chunk::<8>().expect("8 scale bytes");
+                            // SAFETY: the load reads exactly the 8 bytes of `s`.
+                            let idx = _mm256_cvtepu8_epi32(unsafe { _mm_loadl_epi64(s.as_ptr().cast()) });
+                            // SAFETY: every index is a byte, below the table's 256 entries.
+                            unsafe { _mm256_i32gather_ps::<4>(stable.as_ptr(), idx) }
+                        }};
+                    }
+                    let dv = if f16_scales { half8!(l.d) } else { _mm256_setzero_ps() };
                     for u in 0..W::UNITS {
                         let j = b * W::UNITS + u;
                         let act = &a[j];
@@ -94,11 +154,33 @@ macro_rules! group_kernel {
                             let q = act.qs()[4 * m..].first_chunk::<4>().expect("a quad of the unit");
                             *v = _mm256_set1_epi32(i32::from_le_bytes(q.map(|x| x as u8)));
                         }
-                        let s = _mm256_sub_epi32($dot::<8>(&c, &av, umax), _mm256_set1_epi32(zs[j]));
-                        let x = _mm256_mul_ps(dv, _mm256_set1_ps(f16(act.d_bits())));
-                        acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), x, acc);
+                        let ad = _mm256_set1_ps(ads[j][0]);
+                        if hn == 2 {
+                            // Each half unit with its own scale (constant halves: `c` and
+                            // `av` stay in registers).
+                            macro_rules! half_unit {
+                                ($h:literal) => {{
+                                    let (ch, ah) = (part::<4>(&c, $h), part::<4>(&av, $h));
+                                    // SAFETY: this function has the features both dots need.
+                                    let s = unsafe {
+                                        if signed { dot_signed::<4>(&ch, &ah) } else { $dot::<4>(&ch, &ah, um) }
+                                    };
+                                    let s = _mm256_sub_epi32(s, _mm256_set1_epi32(zs[j][$h]));
+                                    let x = _mm256_mul_ps(gathered!(2 * u + $h), ad);
+                                    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), x, acc);
+                                }};
+                            }
+                            half_unit!(0);
+                            half_unit!(1);
+                        } else {
+                            // SAFETY: this function has the features both dots need.
+                            let s = unsafe { if signed { dot_signed::<8>(&c, &av) } else { $dot::<8>(&c, &av, um) } };
+                            let s = _mm256_sub_epi32(s, _mm256_set1_epi32(zs[j][0]));
+                            let sv = if f16_scales { dv } else { gathered!(u) };
+                            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(sv, ad), acc);
+                        }
                         if W::AFFINE {
-                            accm = _mm256_fmadd_ps(half8!(l.m), _mm256_set1_ps(f16(act.s_bits())), accm);
+                            accm = _mm256_fmadd_ps(half8!(l.m), _mm256_set1_ps(ads[j][1]), accm);
                         }
                     }
                 }
@@ -111,5 +193,5 @@ macro_rules! group_kernel {
     };
 }
 
-group_kernel!(groups_avx2, "avx2,fma,f16c", dot_avx2);
-group_kernel!(groups_vnni, "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", dot_vnni);
+group_kernel!(groups_avx2, "avx2,fma,f16c", dot_avx2, false);
+group_kernel!(groups_vnni, "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", dot_vnni, true);
