@@ -60,6 +60,27 @@ pub unsafe fn quad<const M: usize>(p: Planes, unit: &[u8]) -> __m256i {
     }
 }
 
+/// The codes of all 8 quads of a unit ([`quad`] 0 to 7).
+///
+/// # Safety
+/// As [`quad`].
+#[inline(always)]
+pub unsafe fn quads(p: Planes, unit: &[u8]) -> [__m256i; 8] {
+    // SAFETY: the caller's guarantee.
+    unsafe {
+        [
+            quad::<0>(p, unit),
+            quad::<1>(p, unit),
+            quad::<2>(p, unit),
+            quad::<3>(p, unit),
+            quad::<4>(p, unit),
+            quad::<5>(p, unit),
+            quad::<6>(p, unit),
+            quad::<7>(p, unit),
+        ]
+    }
+}
+
 /// `Σ_m Σ₄ c[m]·a[m]` per 32-bit lane, exact, for unsigned codes `c ≤ umax ≤ 127` and signed
 /// `a`: `vpmaddubsw` pair sums (`≤ 2·umax·128`) added in `i16` as many at a time as cannot
 /// overflow, then widened with `vpmaddwd` by ones.

@@ -7,14 +7,24 @@
 //! agreement with the dequantized f64 dot and with ggml — is checked in each family's tests.)
 //!
 //! Each check runs at every SIMD level the machine has (AVX2, and AVX-512 VNNI where present),
-//! forced in turn. These tests need AVX2, FMA and F16C. On an x86-64 CPU without them they fail (an untested
+//! forced in turn.
+//!
+//! The packed layout ([`qforge_simd::q8::packed`]) of every format that has one (all but q8_0 /
+//! q8_1): packing keeps every value and scale; the dispatched kernel equals the portable one
+//! bit for bit at every level (the portable level included), on random blocks against
+//! activations with -128 / 127 edges; and with finite scales every row is the exact dot to f32
+//! rounding. These tests need AVX2, FMA and F16C. On an x86-64 CPU without them they fail (an untested
 //! kernel is not a pass) unless `QFORGE_ALLOW_NO_AVX2=1` says to skip them.
 #![cfg(target_arch = "x86_64")]
 
 use qforge_core::le::F16Le;
 use qforge_core::rand::Rng;
 use qforge_legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
-use qforge_simd::q8::{Q8Act, Q8Weight, vec_dot, vec_dot_portable, vec_dot_rows, vec_dot_weight_rows};
+use qforge_simd::planes::ROWS;
+use qforge_simd::q8::packed::{Layout, dot_group_portable, dot_groups, pack, packable, unsigned_form};
+use qforge_simd::q8::{
+    Q8Act, Q8Weight, half_scales, unit_values, vec_dot, vec_dot_portable, vec_dot_rows, vec_dot_weight_rows,
+};
 
 fn same(x: f32, y: f32) -> bool {
     x.to_bits() == y.to_bits() || (x.is_nan() && y.is_nan())
@@ -44,6 +54,9 @@ fn check<W: Q8Weight, A: Q8Act>(wh: usize, ah: usize, seed: u64) {
     let levels = qforge_golden::needs::simd_levels();
     for level in levels {
         qforge_core::cpu::with_level(level, || check_at::<W, A>(wh, ah, seed));
+    }
+    if packable::<W>() {
+        check_packed::<W, A>(wh, ah, seed);
     }
 }
 
@@ -119,6 +132,102 @@ fn check_at<W: Q8Weight, A: Q8Act>(wh: usize, ah: usize, seed: u64) {
     }
 }
 
+/// The exact dot of one row with `a` in f64 and its terms' magnitude.
+fn exact<W: Q8Weight, A: Q8Act>(w: &[W], a: &[A]) -> (f64, f64) {
+    let (mut sum, mut mag) = (0f64, 0f64);
+    for (b, a) in w.iter().zip(a.chunks_exact(W::UNITS)) {
+        for (u, a) in a.iter().enumerate() {
+            let v = unit_values(b, u);
+            let ad = f64::from(F16Le(a.d_bits().to_le_bytes()).get());
+            let mut t = 0f64;
+            for (h, s) in half_scales(b, u).into_iter().enumerate() {
+                let dot: i64 = (16 * h..16 * h + 16).map(|i| i64::from(v[i]) * i64::from(a.qs()[i])).sum();
+                t += f64::from(s) * ad * dot as f64;
+            }
+            let m = if W::AFFINE {
+                f64::from(F16Le(b.m_bits().to_le_bytes()).get()) * f64::from(F16Le(a.s_bits().to_le_bytes()).get())
+            } else {
+                0.0
+            };
+            sum += t + m;
+            mag += t.abs() + m.abs();
+        }
+    }
+    (sum, mag)
+}
+
+/// The packed layout of `W` (see the module docs).
+fn check_packed<W: Q8Weight, A: Q8Act>(wh: usize, ah: usize, seed: u64) {
+    assert!(packable::<W>(), "a format with a packed layout");
+    let l = Layout::of::<W>();
+    let (table, z) = unsigned_form::<W>().expect("an unsigned form");
+    let run = || {
+        let mut rng = Rng::new(seed);
+        for case in 0..300 {
+            let (nr, n) = (1 + case % 19, case % 6);
+            let (raw, extreme) = (case % 7 == 3, case % 5 == 1);
+            let w: Vec<W> = (0..nr * n).map(|_| block(&mut rng, wh, raw, extreme)).collect();
+            let a: Vec<A> = (0..n * W::UNITS).map(|_| block(&mut rng, ah, raw, extreme || case % 3 == 0)).collect();
+            let p = pack(&w, nr, n);
+            assert_eq!(p.len(), nr.div_ceil(ROWS) * n * l.size);
+            // Every value comes back from the planes (through the unsigned form).
+            for (row, wr) in w.chunks_exact(n.max(1)).enumerate().take(if n == 0 { 0 } else { nr }) {
+                for (b, blk) in wr.iter().enumerate() {
+                    let pb = &p[((row / ROWS) * n + b) * l.size..][..l.size];
+                    for u in 0..W::UNITS {
+                        let unit = &pb[l.codes + u * l.planes.unit..][..l.planes.unit];
+                        let want = unit_values(blk, u);
+                        for (e, &v) in want.iter().enumerate() {
+                            let c = l.planes.get(unit, row % ROWS, e);
+                            let t = if matches!(W::VALUES, qforge_simd::q8::Values::Table(_)) {
+                                table[usize::from(c)]
+                            } else {
+                                c
+                            };
+                            assert_eq!(
+                                i16::from(t) - i16::from(z),
+                                i16::from(v),
+                                "case {case} row {row} unit {u} element {e}"
+                            );
+                        }
+                    }
+                    if matches!(W::SCALE, qforge_simd::q8::Scale::F16) {
+                        assert_eq!(&pb[l.d + 2 * (row % ROWS)..][..2], &blk.d_bits().to_le_bytes(), "case {case}: d");
+                    }
+                }
+            }
+            let groups = nr.div_ceil(ROWS);
+            let mut got = vec![f32::NAN; groups * ROWS];
+            dot_groups::<W, A>(&p, n, &a, &mut got);
+            for (g, got) in got.chunks_exact(ROWS).enumerate() {
+                let want = dot_group_portable::<W, A>(&p[g * n * l.size..][..n * l.size], &a);
+                for (r, (x, y)) in got.iter().zip(&want).enumerate() {
+                    assert!(same(*x, *y), "case {case} row {}: {x:e} vs portable {y:e}", g * ROWS + r);
+                }
+            }
+            if raw {
+                continue;
+            }
+            for (row, got) in got.iter().take(if n == 0 { 0 } else { nr }).enumerate() {
+                let (want, mag) = exact(&w[row * n..][..n], &a);
+                if mag.is_nan() || mag > f64::from(f32::MAX) {
+                    // Byte scales are not drawn small (every byte is a scale): beyond f32's
+                    // range only the bit-for-bit check above applies.
+                    continue;
+                }
+                assert!(
+                    (f64::from(*got) - want).abs() <= 6e-6 * mag + 1e-30,
+                    "case {case} row {row}: {got:e} vs exact {want:e}"
+                );
+            }
+        }
+    };
+    for level in qforge_golden::needs::simd_levels() {
+        qforge_core::cpu::with_level(level, run);
+    }
+    qforge_core::cpu::with_level(qforge_core::cpu::Level::Scalar, run);
+}
+
 #[test]
 fn legacy_formats() {
     check::<BlockQ4_0, BlockQ8_0>(1, 1, 1);
@@ -140,4 +249,11 @@ fn nibble_table_formats() {
 fn low_bit_formats() {
     check::<qforge_lowbit::BlockQ1_0, BlockQ8_0>(1, 1, 10);
     check::<qforge_lowbit::BlockQ2_0, BlockQ8_0>(1, 1, 11);
+}
+
+/// The formats without a packed layout say so (8-bit signed codes), the others have one.
+#[test]
+fn packed_layouts() {
+    assert!(!packable::<BlockQ8_0>() && !packable::<BlockQ8_1>());
+    assert!(packable::<BlockQ4_0>() && packable::<qforge_iq::BlockIq4Nl>() && packable::<qforge_fp4::BlockNvfp4>());
 }

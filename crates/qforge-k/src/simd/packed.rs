@@ -11,7 +11,7 @@ use std::arch::x86_64::*;
 use crate::dot::Q8KCodes;
 use crate::packed::{Layout, ROWS, group_bsum};
 use crate::q8k::BlockQ8K;
-use qforge_simd::planes::{dot_avx2, dot_vnni, quad};
+use qforge_simd::planes::{dot_avx2, dot_vnni, quads};
 use qforge_simd::{Avx2, Vnni};
 
 /// [`crate::packed::dot_groups`] with the SIMD kernel: `false` (nothing written) without
@@ -53,18 +53,7 @@ macro_rules! group_kernel {
                         };
                         let (p, ub) = (l.planes, &pb[l.codes + u * l.planes.unit..][..l.planes.unit]);
                         // SAFETY: this function has AVX2 enabled.
-                        let c = unsafe {
-                            [
-                                quad::<0>(p, ub),
-                                quad::<1>(p, ub),
-                                quad::<2>(p, ub),
-                                quad::<3>(p, ub),
-                                quad::<4>(p, ub),
-                                quad::<5>(p, ub),
-                                quad::<6>(p, ub),
-                                quad::<7>(p, ub),
-                            ]
-                        };
+                        let c = unsafe { quads(p, ub) };
                         let mut av = [_mm256_setzero_si256(); 8];
                         for (m, v) in av.iter_mut().enumerate() {
                             *v = _mm256_set1_epi32(act(m));

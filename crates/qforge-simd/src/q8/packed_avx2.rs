@@ -13,7 +13,7 @@ use std::arch::x86_64::*;
 
 use super::packed::{Layout, umax, unsigned_form};
 use super::{Q8Act, Q8Weight, Scale, Values, f16};
-use crate::planes::{ROWS, dot_avx2, dot_vnni, quad};
+use crate::planes::{ROWS, dot_avx2, dot_vnni, quads};
 use crate::{Avx2, Vnni};
 
 /// [`super::packed::dot_groups`] with the SIMD kernel (arguments checked by the caller):
@@ -132,18 +132,7 @@ macro_rules! group_kernel {
                         let ub = &pb[l.codes + u * l.planes.unit..][..l.planes.unit];
                         let pl = l.planes;
                         // SAFETY: this function has AVX2 enabled.
-                        let mut c = unsafe {
-                            [
-                                quad::<0>(pl, ub),
-                                quad::<1>(pl, ub),
-                                quad::<2>(pl, ub),
-                                quad::<3>(pl, ub),
-                                quad::<4>(pl, ub),
-                                quad::<5>(pl, ub),
-                                quad::<6>(pl, ub),
-                                quad::<7>(pl, ub),
-                            ]
-                        };
+                        let mut c = unsafe { quads(pl, ub) };
                         if is_table {
                             for c in c.iter_mut() {
                                 *c = _mm256_shuffle_epi8(tv, *c);
