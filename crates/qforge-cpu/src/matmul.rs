@@ -46,7 +46,18 @@ pub fn matvec(w: &QuantTensor<'_>, x: &[f32], mode: ActQuant) -> Result<Vec<f32>
 /// Quantize the M activation rows of `x` for `mode` against weight `w`, each padded to the
 /// weight row's padded length.
 pub fn quantize_acts(w: &QuantTensor<'_>, x: &[f32], m: usize, mode: ActQuant) -> Result<Vec<QuantAct>, QuantError> {
-    let k = w.cols();
+    quantize_rows(mode.kind(w.format()), w.cols(), padded_len(w), x, m)
+}
+
+/// The M rows of `x` (M×K) quantized as `kind`, each padded to `kp` elements: the checks and
+/// the parallel loop of [`quantize_acts`], shared with [`crate::PackedMatrix`].
+pub(crate) fn quantize_rows(
+    kind: qforge_core::ActKind,
+    k: usize,
+    kp: usize,
+    x: &[f32],
+    m: usize,
+) -> Result<Vec<QuantAct>, QuantError> {
     let want = m.checked_mul(k).ok_or(QuantError::Overflow { what: "activation size" })?;
     if m == 0 {
         return Err(QuantError::InvalidShape { reason: "mat-mul needs at least one activation row (M >= 1)".into() });
@@ -54,9 +65,7 @@ pub fn quantize_acts(w: &QuantTensor<'_>, x: &[f32], m: usize, mode: ActQuant) -
     if x.len() != want {
         return Err(QuantError::ShapeMismatch { what: "activation elements (M x K)", expected: want, actual: x.len() });
     }
-    let kind = mode.kind(w.format());
-    let kp = padded_len(w);
-    x.par_chunks(k)
+    x.par_chunks(k.max(1))
         .enumerate()
         .map(|(r, xr)| {
             QuantAct::new(kind, xr, kp).map_err(|e| match e {
@@ -151,12 +160,18 @@ pub fn matmul_into(
                 Ok::<(), QuantError>(())
             })?;
     }
-    for (j, col) in out_t.chunks_exact(m).enumerate() {
+    transpose_into(&out_t, m, n, out);
+    Ok(())
+}
+
+/// `out` (M×N) from results produced weight-row major (`out_t`: at least N rows of M; rows
+/// past N, a packed layout's padding rows, are ignored).
+pub(crate) fn transpose_into(out_t: &[f32], m: usize, n: usize, out: &mut [f32]) {
+    for (j, col) in out_t.chunks_exact(m.max(1)).take(n).enumerate() {
         for (i, v) in col.iter().enumerate() {
             out[i * n + j] = *v;
         }
     }
-    Ok(())
 }
 
 /// f32 dot product with 16 independent lane accumulators (vectorizes). Element `i` always

@@ -121,31 +121,10 @@ impl PackedMatrix {
     /// [`QuantError::InvalidShape`] for `m == 0`, [`QuantError::ShapeMismatch`] when `x` is
     /// not M×K, [`QuantError::NonFinite`] for a NaN / infinite activation.
     pub fn matmul(&self, x: &[f32], m: usize) -> Result<Vec<f32>, QuantError> {
-        let (n, k) = (self.rows, self.cols);
-        let want = m.checked_mul(k).ok_or(QuantError::Overflow { what: "activation size" })?;
-        if m == 0 {
-            return Err(QuantError::InvalidShape {
-                reason: "mat-mul needs at least one activation row (M >= 1)".into(),
-            });
-        }
-        if x.len() != want {
-            return Err(QuantError::ShapeMismatch {
-                what: "activation elements (M x K)",
-                expected: want,
-                actual: x.len(),
-            });
-        }
+        let n = self.rows;
         let kind = ActQuant::Native.kind(self.format);
-        let acts: Vec<QuantAct> = x
-            .par_chunks(k.max(1))
-            .enumerate()
-            .map(|(r, xr)| {
-                QuantAct::new(kind, xr, self.padded_cols).map_err(|e| match e {
-                    QuantError::NonFinite { index, value } => QuantError::NonFinite { index: r * k + index, value },
-                    e => e,
-                })
-            })
-            .collect::<Result<_, _>>()?;
+        let acts = crate::matmul::quantize_rows(kind, self.cols, self.padded_cols, x, m)?;
+        let len = m.checked_mul(n).ok_or(QuantError::Overflow { what: "mat-mul output size" })?;
         let rows_acts: Vec<_> = acts.iter().filter_map(QuantAct::as_row).collect();
         let (pr, gb) = (self.packing.rows, self.group_bytes());
         let groups = n.div_ceil(pr);
@@ -174,12 +153,8 @@ impl PackedMatrix {
                 Ok::<(), QuantError>(())
             },
         )?;
-        let mut out = vec![0f32; m * n];
-        for (j, col) in out_t.chunks_exact(m).take(n).enumerate() {
-            for (i, v) in col.iter().enumerate() {
-                out[i * n + j] = *v;
-            }
-        }
+        let mut out = vec![0f32; len];
+        crate::matmul::transpose_into(&out_t, m, n, &mut out);
         Ok(out)
     }
 
