@@ -8,22 +8,36 @@ use qforge_core::Format;
 use qforge_golden::conformance::{dequantize, for_each_group, quantize, values as block_values, values_and_weights};
 use qforge_iq::{FORMATS, QK_K};
 
-/// Worst per-block `rmse / rms(x)` and `max |error| / max |x|` allowed, without and with
-/// (strictly positive) importance weights: about 1.4x the worst seen over 3000 random rows of
-/// every value shape below. Grid formats of 1.5-2.5 bits are coarse: on sparse or outlier
-/// blocks their error approaches the signal's size.
-fn bounds(name: &str) -> [(f32, f32); 2] {
+/// Worst per-block relative error in the measure ggml's I-quant searches are driven by, the
+/// large values: `sqrt(Σ q·x²·(x−y)² / Σ q·x⁴)`, `q` the importance weight (1 without), without
+/// and with weights. About 1.35x the worst seen over 60000 random rows of every value shape
+/// below. The grids of 1.5-2.5 bits have no zero and iq1_m weighs by `x²` without an imatrix,
+/// so values far below their block's largest can decode to anything near the block scale: their
+/// plain `rmse / rms` has no useful bound (iq1_m reached 14 on heavy-tailed blocks, bit-exact
+/// with ggml).
+fn weighted_bound(name: &str) -> [f32; 2] {
     match name {
-        "iq2_xxs" => [(1.2, 1.3), (1.3, 2.1)],
-        "iq2_xs" => [(0.9, 1.2), (1.05, 2.05)],
-        "iq2_s" => [(1.05, 1.1), (1.0, 1.1)],
-        "iq3_xxs" => [(0.75, 1.05), (0.6, 1.65)],
-        "iq3_s" => [(0.67, 0.6), (0.52, 0.7)],
-        "iq1_s" => [(1.05, 1.6), (1.1, 2.55)],
-        "iq1_m" => [(1.75, 2.15), (1.1, 2.75)],
-        "iq4_nl" => [(0.22, 0.18), (0.22, 0.25)],
-        "iq4_xs" => [(0.21, 0.2), (0.22, 0.25)],
+        "iq2_xxs" => [0.52, 1.0],
+        "iq2_xs" => [0.4, 0.95],
+        "iq2_s" => [0.42, 1.0],
+        "iq3_xxs" => [0.28, 0.75],
+        "iq3_s" => [0.23, 0.47],
+        "iq1_s" => [0.75, 1.2],
+        "iq1_m" => [0.7, 1.05],
+        "iq4_nl" | "iq4_xs" => [0.1, 0.18],
         _ => unreachable!("{name}"),
+    }
+}
+
+/// Worst per-block `rmse / rms(x)` and `max |error| / max |x|`, without and with weights, for
+/// the formats whose every value is represented closely (about 1.3x the worst seen over 60000
+/// rows): the 4-bit non-linear grids and iq3_s.
+fn plain_bound(name: &str) -> Option<[(f32, f32); 2]> {
+    match name {
+        "iq3_s" => Some([(0.67, 0.6), (0.52, 0.7)]),
+        "iq4_nl" => Some([(0.24, 0.19), (0.23, 0.25)]),
+        "iq4_xs" => Some([(0.24, 0.2), (0.23, 0.28)]),
+        _ => None,
     }
 }
 
@@ -57,6 +71,17 @@ fn block_error(x: &[f32], y: &[f32]) -> (f32, f32) {
     (rmse / rms, max_err / amax)
 }
 
+/// `sqrt(Σ q·x²·(x−y)² / Σ q·x⁴)` of a block, `q` its importance weights (1 without), in f64.
+fn weighted_error(x: &[f32], y: &[f32], q: Option<&[f32]>) -> f32 {
+    let (mut num, mut den) = (0f64, 0f64);
+    for (i, (&a, &b)) in x.iter().zip(y).enumerate() {
+        let w = q.map_or(1.0, |q| q[i] as f64) * (a as f64).powi(2);
+        num += w * (a as f64 - b as f64).powi(2);
+        den += w * (a as f64).powi(2);
+    }
+    (num / den).sqrt() as f32
+}
+
 fn check_round_trip(x: &[f32], w: Option<&[f32]>) -> Result<(), TestCaseError> {
     for_each_group(
         FORMATS,
@@ -64,19 +89,22 @@ fn check_round_trip(x: &[f32], w: Option<&[f32]>) -> Result<(), TestCaseError> {
         w,
         |_| QK_K,
         |name, blk, xb, yb| {
-            let (rel_rms, rel_max) = bounds(name)[w.is_some() as usize];
-            // ggml's iq1_m weighs values by x^2 without an imatrix, so exact zeros carry no
-            // weight, and its grid cannot represent 0: on sparse blocks they decode to anything.
-            let sparse = xb.iter().filter(|v| **v == 0.0).count() * 4 >= xb.len();
-            if name == "iq1_m" && w.is_none() && sparse {
-                return Ok(());
-            }
-            let (e_rms, e_max) = block_error(xb, yb);
+            let with = w.is_some() as usize;
+            let q = w.map(|w| &w[blk * QK_K..blk * QK_K + xb.len()]);
+            let (e_w, bound) = (weighted_error(xb, yb, q), weighted_bound(name)[with]);
             prop_assert!(
-                e_rms <= rel_rms && e_max <= rel_max,
-                "{name}: block {blk}: rmse/rms {e_rms} (bound {rel_rms}), max err/max {e_max} (bound {rel_max}), weights {}",
+                e_w <= bound,
+                "{name}: block {blk}: weighted error {e_w} (bound {bound}), weights {}",
                 w.is_some()
             );
+            if let Some(bounds) = plain_bound(name) {
+                let ((rel_rms, rel_max), (e_rms, e_max)) = (bounds[with], block_error(xb, yb));
+                prop_assert!(
+                    e_rms <= rel_rms && e_max <= rel_max,
+                    "{name}: block {blk}: rmse/rms {e_rms} (bound {rel_rms}), max err/max {e_max} (bound {rel_max}), weights {}",
+                    w.is_some()
+                );
+            }
             Ok(())
         },
     )
