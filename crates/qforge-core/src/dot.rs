@@ -139,6 +139,16 @@ pub trait NativeDot: BlockFormat {
         let _ = (p, n, a, out);
         false
     }
+
+    /// [`NativeDot::packed_dot`] for `a.len()` activation rows (at most [`MAX_DOT_ROWS`]):
+    /// row `r`'s results into `out[r · len .. (r + 1) · len]`, `len = out.len() / a.len()`
+    /// (checked by the caller). Each result must be bit-identical to `packed_dot`'s. The
+    /// default calls `packed_dot` per row; a kernel may override it to unpack each packed
+    /// block once for all the rows (the mat-mul kernel).
+    fn packed_dot_rows(p: &[u8], n: usize, a: &[&[<Self::Act as BlockFormat>::Block]], out: &mut [f32]) -> bool {
+        let len = out.len() / a.len().max(1);
+        a.iter().zip(out.chunks_exact_mut(len.max(1))).all(|(a, o)| Self::packed_dot(p, n, a, o))
+    }
 }
 
 /// The most activation rows one [`NativeDot::vec_dot_rows`] / [`DotKernel::dot_rows`] call
@@ -210,6 +220,20 @@ pub trait DotKernel<F: BlockFormat>: 'static {
     fn packed_dot(p: &[u8], n: usize, act: ActRow<'_>, out: &mut [f32]) -> Option<Result<(), QuantError>> {
         let _ = (p, n, act, out);
         None
+    }
+
+    /// [`DotKernel::packed_dot`] for every row of `acts`: row `r`'s results into `out[r · len
+    /// .. (r + 1) · len]`, `len = out.len() / acts.len()` (checked by the caller). The default
+    /// calls `packed_dot` per row.
+    fn packed_dot_rows(p: &[u8], n: usize, acts: &[ActRow<'_>], out: &mut [f32]) -> Option<Result<(), QuantError>> {
+        let len = out.len() / acts.len().max(1);
+        for (act, o) in acts.iter().zip(out.chunks_exact_mut(len.max(1))) {
+            match Self::packed_dot(p, n, *act, o)? {
+                Ok(()) => {}
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        Some(Ok(()))
     }
 }
 
@@ -285,6 +309,24 @@ impl<F: NativeDot> DotKernel<F> for GgmlDot {
             Ok(a) => F::packed_dot(p, n, a, out).then_some(Ok(())),
             Err(e) => Some(Err(e)),
         }
+    }
+
+    fn packed_dot_rows(p: &[u8], n: usize, acts: &[ActRow<'_>], out: &mut [f32]) -> Option<Result<(), QuantError>> {
+        F::PACKING?;
+        let len = out.len() / acts.len().max(1);
+        for (acts, out) in acts.chunks(MAX_DOT_ROWS).zip(out.chunks_mut((MAX_DOT_ROWS * len).max(1))) {
+            let mut rows: [&[<F::Act as BlockFormat>::Block]; MAX_DOT_ROWS] = [&[]; MAX_DOT_ROWS];
+            for (r, a) in rows.iter_mut().zip(acts) {
+                match act_blocks::<F>(n, *a)? {
+                    Ok(a) => *r = a,
+                    Err(e) => return Some(Err(e)),
+                }
+            }
+            if !F::packed_dot_rows(p, n, &rows[..acts.len()], out) {
+                return None;
+            }
+        }
+        Some(Ok(()))
     }
 }
 

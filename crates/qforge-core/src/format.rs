@@ -463,6 +463,47 @@ pub trait Format: Send + Sync + 'static {
         let _ = (packed, row_bytes, act, out);
         None
     }
+
+    /// [`Format::packed_dot`] for every row of `acts` (the mat-mul): row `r`'s results into
+    /// `out[r · len .. (r + 1) · len]`, `len = out.len() / acts.len()`, each bit-identical to
+    /// `packed_dot`'s. Kernels that have one unpack each packed block once for several rows.
+    ///
+    /// # Errors
+    /// As [`Format::packed_dot`]; [`QuantError::ShapeMismatch`] also when `out` is not
+    /// `acts.len()` equal parts.
+    ///
+    /// # Panics
+    /// Never (see [the trait docs](Format#panics)).
+    fn packed_dot_rows(
+        &self,
+        packed: &[u8],
+        row_bytes: usize,
+        acts: &[ActRow<'_>],
+        out: &mut [f32],
+    ) -> Option<Result<(), QuantError>> {
+        if let Some(e) = act_rows_mismatch(acts.len(), out.len()) {
+            return Some(Err(e));
+        }
+        let len = out.len() / acts.len().max(1);
+        for (act, o) in acts.iter().zip(out.chunks_exact_mut(len.max(1))) {
+            match self.packed_dot(packed, row_bytes, *act, o)? {
+                Ok(()) => {}
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        Some(Ok(()))
+    }
+}
+
+/// The error of a [`Format::packed_dot_rows`] call whose outputs are not one equal part per
+/// activation row.
+fn act_rows_mismatch(acts: usize, out: usize) -> Option<QuantError> {
+    let bad = if acts == 0 { out != 0 } else { !out.is_multiple_of(acts) };
+    bad.then_some(QuantError::ShapeMismatch {
+        what: "packed dot outputs for the activation rows",
+        expected: out.next_multiple_of(acts.max(1)),
+        actual: out,
+    })
 }
 
 /// The error of a [`Format::dot_weight_rows`] call whose bytes are not `rows` rows of
@@ -528,6 +569,21 @@ pub fn check_row_input(x: &[f32], weights: Option<&[f32]>) -> Result<(), QuantEr
 pub struct Registered<F, D = NoDot>(PhantomData<fn() -> (F, D)>);
 
 impl<F: BlockFormat, D: DotKernel<F>> Registered<F, D> {
+    /// The error of a packed dot whose `packed` bytes are not whole groups of `row_bytes` rows
+    /// for `outs` results (or whose rows are not whole blocks).
+    fn packed_sizes_mismatch(packed: usize, row_bytes: usize, outs: usize) -> Option<QuantError> {
+        let p = D::PACKING?;
+        let n = row_bytes / F::DESC.block_bytes;
+        let want = (outs / p.rows).checked_mul(n * p.block_bytes);
+        (!outs.is_multiple_of(p.rows) || want != Some(packed) || !row_bytes.is_multiple_of(F::DESC.block_bytes)).then(
+            || QuantError::ShapeMismatch {
+                what: "packed weight bytes for the dot outputs",
+                expected: want.unwrap_or(usize::MAX),
+                actual: packed,
+            },
+        )
+    }
+
     /// The adapter. Evaluating it checks at compile time that the block layout matches the
     /// descriptor (size, alignment 1, non-zero block size).
     pub const NEW: Self = {
@@ -700,20 +756,32 @@ impl<F: BlockFormat, D: DotKernel<F>> Format for Registered<F, D> {
         act: ActRow<'_>,
         out: &mut [f32],
     ) -> Option<Result<(), QuantError>> {
-        let p = D::PACKING?;
-        let n = row_bytes / F::DESC.block_bytes;
-        let want = (out.len() / p.rows).checked_mul(n * p.block_bytes);
-        if !out.len().is_multiple_of(p.rows)
-            || want != Some(packed.len())
-            || !row_bytes.is_multiple_of(F::DESC.block_bytes)
-        {
-            return Some(Err(QuantError::ShapeMismatch {
-                what: "packed weight bytes for the dot outputs",
-                expected: want.unwrap_or(usize::MAX),
-                actual: packed.len(),
-            }));
+        D::PACKING?;
+        if let Some(e) = Self::packed_sizes_mismatch(packed.len(), row_bytes, out.len()) {
+            return Some(Err(e));
         }
-        D::packed_dot(packed, n, act, out)
+        D::packed_dot(packed, row_bytes / F::DESC.block_bytes, act, out)
+    }
+
+    fn packed_dot_rows(
+        &self,
+        packed: &[u8],
+        row_bytes: usize,
+        acts: &[ActRow<'_>],
+        out: &mut [f32],
+    ) -> Option<Result<(), QuantError>> {
+        D::PACKING?;
+        if let Some(e) = act_rows_mismatch(acts.len(), out.len()) {
+            return Some(Err(e));
+        }
+        if acts.is_empty() {
+            return Some(Ok(()));
+        }
+        // Each row's part of `out` against the packed bytes, as `packed_dot` checks them.
+        if let Some(e) = Self::packed_sizes_mismatch(packed.len(), row_bytes, out.len() / acts.len().max(1)) {
+            return Some(Err(e));
+        }
+        D::packed_dot_rows(packed, row_bytes / F::DESC.block_bytes, acts, out)
     }
 }
 

@@ -1,8 +1,9 @@
 //! [`PackedMatrix`] against the exact semantics of the native mode (f64) and against the plain
 //! native mat-mul, for every format with a packed layout, on odd shapes (N not a multiple of
-//! the group's 8 rows, K not a multiple of the block) and M > 1; errors are typed.
+//! the group's 8 rows, K not a multiple of the block) and M > 1 (each row the bits of its own
+//! mat-vec); errors are typed.
 
-use qforge_core::{Format, QuantError, QuantTensor, Shape};
+use qforge_core::{ActRow, Format, QuantError, QuantTensor, Shape};
 use qforge_cpu::{ActQuant, PackedMatrix, matmul, quantize_acts, reference_f64};
 
 fn data(n: usize, seed: u64) -> Vec<f32> {
@@ -29,7 +30,9 @@ fn packed_formats() -> Vec<&'static dyn Format> {
 #[test]
 fn packed_matmul_is_the_native_dot() {
     for f in packed_formats() {
-        for (n, k, m) in [(1usize, 256usize, 1usize), (7, 300, 2), (8, 512, 1), (19, 1000, 3), (40, 4097, 1)] {
+        for (n, k, m) in
+            [(1usize, 256usize, 1usize), (7, 300, 2), (8, 512, 1), (19, 1000, 3), (16, 256, 9), (40, 4097, 1)]
+        {
             let w = quantized(f, n, k, (n * k) as u64);
             let p = PackedMatrix::new(&w).unwrap();
             assert_eq!((p.rows(), p.cols()), (n, k));
@@ -51,8 +54,14 @@ fn packed_matmul_is_the_native_dot() {
                     plain[i]
                 );
             }
-            if m == 1 {
-                assert_eq!(p.matvec(&x).unwrap(), y, "{name}: matvec is matmul with M = 1");
+            // Several activation rows share each packed block's unpacking (up to four per pass,
+            // eight per kernel call): every row is still the bits of its own mat-vec.
+            for (mi, (x, y)) in x.chunks_exact(k).zip(y.chunks_exact(n)).enumerate() {
+                let one = p.matvec(x).unwrap();
+                assert!(
+                    one.iter().zip(y).all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{name} {n}x{k} M={m}: row {mi} differs from its mat-vec"
+                );
             }
         }
     }
@@ -89,4 +98,11 @@ fn packed_errors_are_typed() {
     let mut x = data(600, 3);
     x[417] = f32::INFINITY;
     assert!(matches!(p.matmul(&x, 2), Err(QuantError::NonFinite { index: 417, .. })));
+    // The format's multi-row packed dot checks its output parts.
+    let (f, acts) = (p.format(), [ActRow::Blocks(&[]), ActRow::Blocks(&[])]);
+    let mut out = vec![0f32; 24];
+    let r = f.packed_dot_rows(p.data(), 2 * 210, &acts, &mut out[..23]);
+    assert!(matches!(r, Some(Err(QuantError::ShapeMismatch { .. }))), "{r:?}");
+    let r = f.packed_dot_rows(p.data(), 2 * 210, &acts[..1], &mut out[..8]);
+    assert!(matches!(r, Some(Err(QuantError::ShapeMismatch { .. }))), "{r:?}");
 }

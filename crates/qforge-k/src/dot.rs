@@ -549,6 +549,11 @@ macro_rules! q8k_native_dot {
                 $crate::packed::dot_groups::<Self>(p, n, a, out);
                 true
             }
+
+            fn packed_dot_rows(p: &[u8], n: usize, a: &[&[$crate::BlockQ8K]], out: &mut [f32]) -> bool {
+                $crate::packed::dot_groups_rows::<Self>(p, n, a, out);
+                true
+            }
         }
     )+};
 }

@@ -183,12 +183,28 @@ pub fn dot_group_portable<F: Q8KCodes>(p: &[u8], a: &[BlockQ8K]) -> [f32; ROWS] 
 /// If `out.len()` is not a multiple of 8, `p` is not `out.len() / 8` groups of `n` packed
 /// blocks or `a` is shorter than `n`.
 pub fn dot_groups<F: Q8KCodes>(p: &[u8], n: usize, a: &[BlockQ8K], out: &mut [f32]) {
+    dot_groups_rows::<F>(p, n, &[a], out);
+}
+
+/// [`dot_groups`] for several activation rows: `out` is `a.len()` equal parts, row `r`'s
+/// results in part `r`, each the bits [`dot_groups`] gives for that row. The SIMD kernel
+/// unpacks each packed unit once for up to four rows.
+///
+/// # Panics
+/// If `out` is not `a.len()` equal parts of a multiple of 8, `p` is not `part / 8` groups of
+/// `n` packed blocks or an activation row is shorter than `n`.
+pub fn dot_groups_rows<F: Q8KCodes>(p: &[u8], n: usize, a: &[&[BlockQ8K]], out: &mut [f32]) {
     let l = const { Layout::of::<F>() };
-    assert!(out.len().is_multiple_of(ROWS), "8 outputs per group");
-    assert_eq!(p.len(), out.len() / ROWS * n * l.size, "whole groups of n packed blocks");
-    assert!(a.len() >= n, "an activation row as long as the weight rows");
-    let a = &a[..n];
-    if n == 0 {
+    if a.is_empty() {
+        assert!(out.is_empty(), "no outputs without activation rows");
+        return;
+    }
+    assert!(out.len().is_multiple_of(a.len()), "one equal part of the outputs per activation row");
+    let len = out.len() / a.len();
+    assert!(len.is_multiple_of(ROWS), "8 outputs per group");
+    assert_eq!(p.len(), len / ROWS * n * l.size, "whole groups of n packed blocks");
+    assert!(a.iter().all(|a| a.len() >= n), "activation rows as long as the weight rows");
+    if n == 0 || len == 0 {
         out.fill(0.0);
         return;
     }
@@ -196,7 +212,9 @@ pub fn dot_groups<F: Q8KCodes>(p: &[u8], n: usize, a: &[BlockQ8K], out: &mut [f3
     if crate::simd::packed_dot_groups::<F>(p, n, a, out) {
         return;
     }
-    for (p, out) in p.chunks_exact(n * l.size).zip(out.chunks_exact_mut(ROWS)) {
-        out.copy_from_slice(&dot_group_portable::<F>(p, a));
+    for (a, out) in a.iter().zip(out.chunks_exact_mut(len)) {
+        for (p, out) in p.chunks_exact(n * l.size).zip(out.chunks_exact_mut(ROWS)) {
+            out.copy_from_slice(&dot_group_portable::<F>(p, &a[..n]));
+        }
     }
 }

@@ -14,19 +14,34 @@ use crate::q8k::BlockQ8K;
 use qforge_simd::planes::{dot_avx2, dot_vnni, quads};
 use qforge_simd::{Avx2, Vnni};
 
-/// [`crate::packed::dot_groups`] with the SIMD kernel: `false` (nothing written) without
-/// AVX2. `p` holds `out.len() / 8` groups of `n` packed blocks, `a` at least `n` blocks.
-pub(crate) fn packed_dot_groups<F: Q8KCodes>(p: &[u8], n: usize, a: &[BlockQ8K], out: &mut [f32]) -> bool {
+/// [`crate::packed::dot_groups_rows`] with the SIMD kernel: `false` (nothing written)
+/// without AVX2. `p` holds `len / 8` groups of `n` packed blocks, every `a[r]` at least `n`
+/// blocks, and `out` is `a.len()` parts of `len`, row `r`'s results in part `r`.
+pub(crate) fn packed_dot_groups<F: Q8KCodes>(p: &[u8], n: usize, a: &[&[BlockQ8K]], out: &mut [f32]) -> bool {
     if Avx2::detect().is_none() {
         return false;
     }
-    // SAFETY: `Avx2::detect` has just checked that this CPU has AVX2, FMA and F16C, all
-    // `groups_avx2` needs, and `Vnni::detect` (where `Some`) the AVX-512 VNNI features
-    // `groups_vnni` needs besides.
-    unsafe {
-        match Vnni::detect() {
-            Some(_) => groups_vnni::<F>(p, n, a, out),
-            None => groups_avx2::<F>(p, n, a, out),
+    let vnni = Vnni::detect().is_some();
+    let len = out.len() / a.len().max(1);
+    // Up to four rows per pass over the packed blocks: each unit's codes are unpacked once
+    // for all of them.
+    for (a, out) in a.chunks(4).zip(out.chunks_mut((4 * len).max(1))) {
+        macro_rules! rows {
+            ($($r:literal)+) => {{
+                let a = [$(&a[$r][..n]),+];
+                // SAFETY: `Avx2::detect` has just checked that this CPU has AVX2, FMA and F16C,
+                // all `groups_avx2` needs, and `Vnni::detect` (where it found them) the AVX-512
+                // VNNI features `groups_vnni` needs besides.
+                unsafe {
+                    if vnni { groups_vnni::<F, { [$($r),+].len() }>(p, n, a, out) } else { groups_avx2::<F, { [$($r),+].len() }>(p, n, a, out) }
+                }
+            }};
+        }
+        match a.len() {
+            1 => rows!(0),
+            2 => rows!(0 1),
+            3 => rows!(0 1 2),
+            _ => rows!(0 1 2 3),
         }
     }
     true
@@ -36,58 +51,64 @@ pub(crate) fn packed_dot_groups<F: Q8KCodes>(p: &[u8], n: usize, a: &[BlockQ8K],
 /// `s + Σ₄ c·a` is `vpdpbusd` (`$vnni`) or `vpmaddubsw` + `vpmaddwd` + `vpaddd`.
 macro_rules! group_kernel {
     ($name:ident, $features:literal, $dot:ident) => {
-        /// Every group of `p` against `a` (see [`packed_dot_groups`]).
+        /// Every group of `p` against each of the `R` rows `a[r]` (exactly `n` blocks each),
+        /// row `r`'s results into part `r` of `out` (see [`packed_dot_groups`]).
         #[target_feature(enable = $features)]
-        fn $name<F: Q8KCodes>(p: &[u8], n: usize, a: &[BlockQ8K], out: &mut [f32]) {
+        fn $name<F: Q8KCodes, const R: usize>(p: &[u8], n: usize, a: [&[BlockQ8K]; R], out: &mut [f32]) {
             let l = const { Layout::of::<F>() };
             let umax = const { (1u32 << F::CODE_BITS) - 1 };
-            for (pg, out) in p.chunks_exact((n * l.size).max(1)).zip(out.chunks_exact_mut(ROWS)) {
-                let (mut acc, mut accm) = (_mm256_setzero_ps(), _mm256_setzero_ps());
-                for (pb, a) in pg.chunks_exact(l.size).zip(a) {
-                    let mut t = _mm256_setzero_si256();
+            let len = out.len() / R;
+            for (g, pg) in p.chunks_exact((n * l.size).max(1)).enumerate() {
+                let (mut acc, mut accm) = ([_mm256_setzero_ps(); R], [_mm256_setzero_ps(); R]);
+                for (i, pb) in pg.chunks_exact(l.size).enumerate() {
+                    let mut t = [_mm256_setzero_si256(); R];
                     for u in 0..QK_UNITS {
-                        // The activation's four `i8` of quad `m` of the unit, broadcast.
-                        let act = |m: usize| {
-                            let q = a.qs[32 * u + 4 * m..].first_chunk::<4>().expect("a quad of the block");
-                            i32::from_le_bytes(q.map(|x| x as u8))
-                        };
                         let (p, ub) = (l.planes, &pb[l.codes + u * l.planes.unit..][..l.planes.unit]);
                         // SAFETY: this function has AVX2 enabled.
                         let c = unsafe { quads(p, ub) };
-                        let mut av = [_mm256_setzero_si256(); 8];
-                        for (m, v) in av.iter_mut().enumerate() {
-                            *v = _mm256_set1_epi32(act(m));
-                        }
-                        // The unit's scale groups (two of 16 elements, or one of 32).
-                        let s = if l.group == 16 {
-                            let half =
-                                |v: &[__m256i; 8], h: usize| -> [__m256i; 4] { std::array::from_fn(|i| v[4 * h + i]) };
-                            // SAFETY: this function has the features `$dot` needs.
-                            unsafe {
-                                [
-                                    $dot::<4>(&half(&c, 0), &half(&av, 0), umax),
-                                    $dot::<4>(&half(&c, 1), &half(&av, 1), umax),
-                                ]
+                        for r in 0..R {
+                            let a = &a[r][i];
+                            // The activation's four `i8` of quad `m` of the unit, broadcast.
+                            let act = |m: usize| {
+                                let q = a.qs[32 * u + 4 * m..].first_chunk::<4>().expect("a quad of the block");
+                                i32::from_le_bytes(q.map(|x| x as u8))
+                            };
+                            let mut av = [_mm256_setzero_si256(); 8];
+                            for (m, v) in av.iter_mut().enumerate() {
+                                *v = _mm256_set1_epi32(act(m));
                             }
-                        } else {
-                            // SAFETY: this function has the features `$dot` needs.
-                            [unsafe { $dot::<8>(&c, &av, umax) }, _mm256_setzero_si256()]
-                        };
-                        for (h, s) in s.iter().enumerate().take(32 / l.group) {
-                            let k = u * 32 / l.group + h;
-                            let mut s = *s;
-                            if F::ZERO != 0 {
-                                let z = i32::from(F::ZERO).wrapping_mul(group_bsum(a, l.group, k));
-                                s = _mm256_sub_epi32(s, _mm256_set1_epi32(z));
+                            // The unit's scale groups (two of 16 elements, or one of 32).
+                            let s = if l.group == 16 {
+                                let half = |v: &[__m256i; 8], h: usize| -> [__m256i; 4] {
+                                    std::array::from_fn(|i| v[4 * h + i])
+                                };
+                                // SAFETY: this function has the features `$dot` needs.
+                                unsafe {
+                                    [
+                                        $dot::<4>(&half(&c, 0), &half(&av, 0), umax),
+                                        $dot::<4>(&half(&c, 1), &half(&av, 1), umax),
+                                    ]
+                                }
+                            } else {
+                                // SAFETY: this function has the features `$dot` needs.
+                                [unsafe { $dot::<8>(&c, &av, umax) }, _mm256_setzero_si256()]
+                            };
+                            for (h, s) in s.iter().enumerate().take(32 / l.group) {
+                                let k = u * 32 / l.group + h;
+                                let mut s = *s;
+                                if F::ZERO != 0 {
+                                    let z = i32::from(F::ZERO).wrapping_mul(group_bsum(a, l.group, k));
+                                    s = _mm256_sub_epi32(s, _mm256_set1_epi32(z));
+                                }
+                                if F::UNIT_SCALES {
+                                    t[r] = _mm256_add_epi32(t[r], s);
+                                    continue;
+                                }
+                                let sc = pb[l.sc + k * ROWS..].first_chunk::<8>().expect("the scales");
+                                // SAFETY: the load reads exactly the 8 bytes of `sc`.
+                                let sc = _mm256_cvtepi8_epi32(unsafe { _mm_loadl_epi64(sc.as_ptr().cast()) });
+                                t[r] = _mm256_add_epi32(t[r], _mm256_mullo_epi32(s, sc));
                             }
-                            if F::UNIT_SCALES {
-                                t = _mm256_add_epi32(t, s);
-                                continue;
-                            }
-                            let sc = pb[l.sc + k * ROWS..].first_chunk::<8>().expect("the scales");
-                            // SAFETY: the load reads exactly the 8 bytes of `sc`.
-                            let sc = _mm256_cvtepi8_epi32(unsafe { _mm_loadl_epi64(sc.as_ptr().cast()) });
-                            t = _mm256_add_epi32(t, _mm256_mullo_epi32(s, sc));
                         }
                     }
                     // The rows' `d` (`dmin`): 8 f16 at `at`, widened.
@@ -98,26 +119,35 @@ macro_rules! group_kernel {
                             _mm256_cvtph_ps(unsafe { _mm_loadu_si128(h.as_ptr().cast()) })
                         }};
                     }
-                    let ad = _mm256_set1_ps(a.d.get());
-                    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t), _mm256_mul_ps(half8!(l.d), ad), acc);
+                    let d = half8!(l.d);
+                    for r in 0..R {
+                        let ad = _mm256_set1_ps(a[r][i].d.get());
+                        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t[r]), _mm256_mul_ps(d, ad), acc[r]);
+                    }
                     if F::HAS_MINS {
-                        let mut m = _mm256_setzero_si256();
-                        for k in 0..l.groups {
-                            let mins = pb[l.mins + k * ROWS..].first_chunk::<8>().expect("the mins");
-                            // SAFETY: the load reads exactly the 8 bytes of `mins`.
-                            let mins = _mm256_cvtepu8_epi32(unsafe { _mm_loadl_epi64(mins.as_ptr().cast()) });
-                            m = _mm256_add_epi32(
-                                m,
-                                _mm256_mullo_epi32(mins, _mm256_set1_epi32(group_bsum(a, l.group, k))),
-                            );
+                        let dmin = half8!(l.dmin);
+                        for r in 0..R {
+                            let mut m = _mm256_setzero_si256();
+                            for k in 0..l.groups {
+                                let mins = pb[l.mins + k * ROWS..].first_chunk::<8>().expect("the mins");
+                                // SAFETY: the load reads exactly the 8 bytes of `mins`.
+                                let mins = _mm256_cvtepu8_epi32(unsafe { _mm_loadl_epi64(mins.as_ptr().cast()) });
+                                m = _mm256_add_epi32(
+                                    m,
+                                    _mm256_mullo_epi32(mins, _mm256_set1_epi32(group_bsum(&a[r][i], l.group, k))),
+                                );
+                            }
+                            let ad = _mm256_set1_ps(a[r][i].d.get());
+                            accm[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, ad), accm[r]);
                         }
-                        accm = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(half8!(l.dmin), ad), accm);
                     }
                 }
-                let r = if F::HAS_MINS { _mm256_sub_ps(acc, accm) } else { acc };
-                let out: &mut [f32; ROWS] = out.try_into().expect("8 outputs");
-                // SAFETY: `out` is 8 f32, exactly 32 bytes: the store writes only it.
-                unsafe { _mm256_storeu_ps(out.as_mut_ptr(), r) };
+                for r in 0..R {
+                    let v = if F::HAS_MINS { _mm256_sub_ps(acc[r], accm[r]) } else { acc[r] };
+                    let out: &mut [f32; ROWS] = (&mut out[r * len + g * ROWS..][..ROWS]).try_into().expect("8 outputs");
+                    // SAFETY: `out` is 8 f32, exactly 32 bytes: the store writes only it.
+                    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), v) };
+                }
             }
         }
     };

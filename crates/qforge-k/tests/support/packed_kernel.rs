@@ -1,14 +1,14 @@
 //! The packed (row-interleaved) layout of the [`Q8KCodes`] formats, checked generically (the
 //! tq suite includes this file by path, beside `codes_kernel.rs`): packing keeps every code,
-//! scale and min; the dispatched kernel equals the portable one bit for bit at every SIMD
-//! level the machine has; and both equal the exact integer dot to f32 rounding.
+//! scale and min; the dispatched kernel, for one activation row and for several, equals the
+//! portable one bit for bit at every SIMD level the machine has; and both equal the exact integer dot to f32 rounding.
 
 use super::codes_kernel::{act, same, scale_offsets, weight};
 use qforge_core::le::F16Le;
 use qforge_core::rand::Rng;
 use qforge_k::BlockQ8K;
 use qforge_k::dot::{Q8KCodes, codes};
-use qforge_k::packed::{Layout, ROWS, dot_group_portable, dot_groups, pack, unpack_codes};
+use qforge_k::packed::{Layout, ROWS, dot_group_portable, dot_groups, dot_groups_rows, pack, unpack_codes};
 
 /// Random rows of `n` blocks each (`raw`: any bytes, NaN / Inf scales included).
 fn rows<F: Q8KCodes>(rng: &mut Rng, rows: usize, n: usize, raw: bool, extreme: bool) -> Vec<F::Block> {
@@ -89,28 +89,43 @@ pub fn packed_kernels_agree<F: Q8KCodes>(seed: u64) {
             let (nr, n) = (1 + case % 21, case % 7);
             let (raw, extreme) = (case % 13 == 7, case % 4 == 1);
             let w = rows::<F>(&mut rng, nr, n, raw, extreme);
-            let a: Vec<BlockQ8K> = (0..n).map(|_| act(&mut rng, raw || case % 9 == 2, extreme)).collect();
+            // 1 to 6 activation rows: the multi-row kernel (up to four per pass) and its rest.
+            let m = 1 + case % 6;
+            let acts: Vec<Vec<BlockQ8K>> =
+                (0..m).map(|_| (0..n).map(|_| act(&mut rng, raw || case % 9 == 2, extreme)).collect()).collect();
             let p = pack::<F>(&w, nr, n);
             let groups = nr.div_ceil(ROWS);
-            let mut got = vec![f32::NAN; groups * ROWS];
-            dot_groups::<F>(&p, n, &a, &mut got);
-            for (g, got) in got.chunks_exact(ROWS).enumerate() {
-                let want = dot_group_portable::<F>(&p[g * n * l.size..][..n * l.size], &a);
-                for (r, (x, y)) in got.iter().zip(&want).enumerate() {
-                    assert!(same(*x, *y), "{} case {case} row {}: {x:e} vs portable {y:e}", F::DESC.name, g * ROWS + r);
+            let len = groups * ROWS;
+            let mut all = vec![f32::NAN; m * len];
+            let rows_a: Vec<&[BlockQ8K]> = acts.iter().map(Vec::as_slice).collect();
+            dot_groups_rows::<F>(&p, n, &rows_a, &mut all);
+            for (mi, (a, got)) in acts.iter().zip(all.chunks_exact(len)).enumerate() {
+                let mut one = vec![f32::NAN; len];
+                dot_groups::<F>(&p, n, a, &mut one);
+                for (g, got) in got.chunks_exact(ROWS).enumerate() {
+                    let want = dot_group_portable::<F>(&p[g * n * l.size..][..n * l.size], a);
+                    for (r, (x, y)) in got.iter().zip(&want).enumerate() {
+                        let row = g * ROWS + r;
+                        assert!(
+                            same(*x, *y),
+                            "{} case {case} act {mi} row {row}: {x:e} vs portable {y:e}",
+                            F::DESC.name
+                        );
+                        assert!(same(*x, one[row]), "{} case {case} act {mi} row {row}: vs one row", F::DESC.name);
+                    }
                 }
-            }
-            if raw || case % 9 == 2 {
-                continue;
-            }
-            for (row, got) in got.iter().take(nr).enumerate() {
-                let (want, mag) = exact::<F>(&w[row * n..][..n], &a);
-                let err = (f64::from(*got) - want).abs();
-                assert!(
-                    err <= 6e-6 * mag + 1e-30,
-                    "{} case {case} row {row}: {got:e} vs exact {want:e} (terms {mag:e})",
-                    F::DESC.name
-                );
+                if raw || case % 9 == 2 {
+                    continue;
+                }
+                for (row, got) in got.iter().take(nr).enumerate() {
+                    let (want, mag) = exact::<F>(&w[row * n..][..n], a);
+                    let err = (f64::from(*got) - want).abs();
+                    assert!(
+                        err <= 6e-6 * mag + 1e-30,
+                        "{} case {case} act {mi} row {row}: {got:e} vs exact {want:e} (terms {mag:e})",
+                        F::DESC.name
+                    );
+                }
             }
         }
     };
