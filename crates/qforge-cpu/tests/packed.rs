@@ -100,7 +100,7 @@ fn packed_errors_are_typed() {
     assert!(matches!(p.matmul(&x, 2), Err(QuantError::NonFinite { index: 417, .. })));
     // The format's multi-row packed dot checks its output parts.
     let (f, acts) = (p.format(), [ActRow::Blocks(&[]), ActRow::Blocks(&[])]);
-    let mut out = vec![0f32; 24];
+    let mut out = [0f32; 24];
     let r = f.packed_dot_rows(p.data(), 2 * 210, &acts, &mut out[..23]);
     assert!(matches!(r, Some(Err(QuantError::ShapeMismatch { .. }))), "{r:?}");
     let r = f.packed_dot_rows(p.data(), 2 * 210, &acts[..1], &mut out[..8]);
