@@ -57,6 +57,14 @@ macro_rules! group_kernel {
         fn $name<F: Q8KCodes, const R: usize>(p: &[u8], n: usize, a: [&[BlockQ8K]; R], out: &mut [f32]) {
             let l = const { Layout::of::<F>() };
             let umax = const { (1u32 << F::CODE_BITS) - 1 };
+            // 16-element groups without a zero code whose sums fit an `i16` (q2_k): the two
+            // groups of a unit scaled with one `vpmaddwd` instead of two `vpmulld`.
+            let scale_pairs = const {
+                Layout::of::<F>().group == 16
+                    && F::ZERO == 0
+                    && !F::UNIT_SCALES
+                    && 16 * 128 * ((1u32 << F::CODE_BITS) - 1) <= i16::MAX as u32
+            };
             let len = out.len() / R;
             for (g, pg) in p.chunks_exact((n * l.size).max(1)).enumerate() {
                 let (mut acc, mut accm) = ([_mm256_setzero_ps(); R], [_mm256_setzero_ps(); R]);
@@ -93,6 +101,16 @@ macro_rules! group_kernel {
                                 // SAFETY: this function has the features `$dot` needs.
                                 [unsafe { $dot::<8>(&c, &av, umax) }, _mm256_setzero_si256()]
                             };
+                            if scale_pairs {
+                                // Both groups' sums as the `i16` pairs of each row's lane (they
+                                // fit: `|s| ≤ 16·umax·128`), times the scale pairs: one `vpmaddwd`.
+                                let sc = pb[l.sc + 2 * u * ROWS..].first_chunk::<16>().expect("two groups' scales");
+                                // SAFETY: this function has AVX2 enabled.
+                                let sc = unsafe { pairs(sc, true) };
+                                let v = _mm256_blend_epi16::<0xAA>(s[0], _mm256_slli_epi32::<16>(s[1]));
+                                t[r] = _mm256_add_epi32(t[r], _mm256_madd_epi16(v, sc));
+                                continue;
+                            }
                             for (h, s) in s.iter().enumerate().take(32 / l.group) {
                                 let k = u * 32 / l.group + h;
                                 let mut s = *s;
@@ -128,14 +146,28 @@ macro_rules! group_kernel {
                         let dmin = half8!(l.dmin);
                         for r in 0..R {
                             let mut m = _mm256_setzero_si256();
-                            for k in 0..l.groups {
-                                let mins = pb[l.mins + k * ROWS..].first_chunk::<8>().expect("the mins");
-                                // SAFETY: the load reads exactly the 8 bytes of `mins`.
-                                let mins = _mm256_cvtepu8_epi32(unsafe { _mm_loadl_epi64(mins.as_ptr().cast()) });
-                                m = _mm256_add_epi32(
-                                    m,
-                                    _mm256_mullo_epi32(mins, _mm256_set1_epi32(group_bsum(&a[r][i], l.group, k))),
-                                );
+                            if l.group == 16 {
+                                // Two groups per `vpmaddwd`: the rows' mins as `i16` pairs, the
+                                // activation's two `bsums` broadcast as one pair (exact products
+                                // and sums, as the reference's `i32` lanes).
+                                for j in 0..l.groups / 2 {
+                                    let mins = pb[l.mins + 2 * j * ROWS..].first_chunk::<16>().expect("the mins");
+                                    let b = &a[r][i].bsums;
+                                    let bs = i32::from(b[2 * j].get() as u16) | i32::from(b[2 * j + 1].get()) << 16;
+                                    // SAFETY: this function has AVX2 enabled.
+                                    let mins = unsafe { pairs(mins, false) };
+                                    m = _mm256_add_epi32(m, _mm256_madd_epi16(mins, _mm256_set1_epi32(bs)));
+                                }
+                            } else {
+                                for k in 0..l.groups {
+                                    let mins = pb[l.mins + k * ROWS..].first_chunk::<8>().expect("the mins");
+                                    // SAFETY: the load reads exactly the 8 bytes of `mins`.
+                                    let mins = _mm256_cvtepu8_epi32(unsafe { _mm_loadl_epi64(mins.as_ptr().cast()) });
+                                    m = _mm256_add_epi32(
+                                        m,
+                                        _mm256_mullo_epi32(mins, _mm256_set1_epi32(group_bsum(&a[r][i], l.group, k))),
+                                    );
+                                }
                             }
                             let ad = _mm256_set1_ps(a[r][i].d.get());
                             accm[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(m), _mm256_mul_ps(dmin, ad), accm[r]);
@@ -151,6 +183,21 @@ macro_rules! group_kernel {
             }
         }
     };
+}
+
+/// Two groups' bytes for the 8 rows (`b[..8]` group `k`, `b[8..]` group `k + 1`) as the `i16`
+/// pairs of each row's 32-bit lane: `[x_k[r], x_{k+1}[r]]`, sign- or zero-extended.
+///
+/// # Safety
+/// The CPU must have AVX2: call it only from a function compiled with it (inlined there).
+#[inline(always)]
+unsafe fn pairs(b: &[u8; 16], signed: bool) -> __m256i {
+    // SAFETY: the load reads exactly the 16 bytes of `b`; the caller guarantees AVX2.
+    unsafe {
+        let x = _mm_loadu_si128(b.as_ptr().cast());
+        let x = _mm_unpacklo_epi8(x, _mm_srli_si128::<8>(x));
+        if signed { _mm256_cvtepi8_epi16(x) } else { _mm256_cvtepu8_epi16(x) }
+    }
 }
 
 /// 32-element units per block.
