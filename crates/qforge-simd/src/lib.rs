@@ -87,6 +87,19 @@ macro_rules! q8_native_dot {
                 $crate::q8::packed::dot_groups::<<Self as $crate::__core::BlockFormat>::Block, _>(p, n, a, out);
                 true
             }
+
+            fn packed_dot_rows(
+                p: &[u8],
+                n: usize,
+                a: &[&[<$act as $crate::__core::BlockFormat>::Block]],
+                out: &mut [f32],
+            ) -> bool {
+                if !$crate::q8::packed::packable::<<Self as $crate::__core::BlockFormat>::Block>() {
+                    return false;
+                }
+                $crate::q8::packed::dot_groups_rows::<<Self as $crate::__core::BlockFormat>::Block, _>(p, n, a, out);
+                true
+            }
         }
     )*};
 }

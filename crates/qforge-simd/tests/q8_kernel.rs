@@ -21,7 +21,7 @@ use qforge_core::le::F16Le;
 use qforge_core::rand::Rng;
 use qforge_legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, BlockQ8_1};
 use qforge_simd::planes::ROWS;
-use qforge_simd::q8::packed::{Layout, dot_group_portable, dot_groups, pack, packable, unsigned_form};
+use qforge_simd::q8::packed::{Layout, dot_group_portable, dot_groups, dot_groups_rows, pack, packable, unsigned_form};
 use qforge_simd::q8::{
     Q8Act, Q8Weight, half_scales, unit_values, vec_dot, vec_dot_portable, vec_dot_rows, vec_dot_weight_rows,
 };
@@ -199,6 +199,23 @@ fn check_packed<W: Q8Weight, A: Q8Act>(wh: usize, ah: usize, seed: u64) {
             let groups = nr.div_ceil(ROWS);
             let mut got = vec![f32::NAN; groups * ROWS];
             dot_groups::<W, A>(&p, n, &a, &mut got);
+            // 1 to 6 activation rows at once (up to four per pass): each row's part is the
+            // bits of its one-row call.
+            let more: Vec<Vec<A>> =
+                (0..case % 6).map(|_| (0..n * W::UNITS).map(|_| block(&mut rng, ah, raw, extreme)).collect()).collect();
+            let rows: Vec<&[A]> = std::iter::once(a.as_slice()).chain(more.iter().map(Vec::as_slice)).collect();
+            let mut all = vec![f32::NAN; rows.len() * got.len()];
+            dot_groups_rows::<W, A>(&p, n, &rows, &mut all);
+            for (mi, (ar, part)) in rows.iter().zip(all.chunks_exact(got.len().max(1))).enumerate() {
+                let mut one = vec![f32::NAN; got.len()];
+                dot_groups::<W, A>(&p, n, ar, &mut one);
+                let same_bits = part.iter().zip(&one).all(|(x, y)| same(*x, *y));
+                assert!(same_bits, "case {case} act {mi}: the multi-row kernel differs from one row");
+                for (g, part) in part.chunks_exact(ROWS).enumerate() {
+                    let want = dot_group_portable::<W, A>(&p[g * n * l.size..][..n * l.size], ar);
+                    assert!(part.iter().zip(&want).all(|(x, y)| same(*x, *y)), "case {case} act {mi}: vs portable");
+                }
+            }
             for (g, got) in got.chunks_exact(ROWS).enumerate() {
                 let want = dot_group_portable::<W, A>(&p[g * n * l.size..][..n * l.size], &a);
                 for (r, (x, y)) in got.iter().zip(&want).enumerate() {

@@ -233,21 +233,47 @@ pub fn dot_group_portable<W: Q8Weight, A: Q8Act>(p: &[u8], a: &[A]) -> [f32; ROW
 /// If `W` is not [`packable`], `out.len()` is not a multiple of 8, `p` is not `out.len() / 8`
 /// groups of `n` packed blocks or `a` is shorter than `n · UNITS` blocks.
 pub fn dot_groups<W: Q8Weight, A: Q8Act>(p: &[u8], n: usize, a: &[A], out: &mut [f32]) {
+    dot_groups_rows::<W, A>(p, n, &[a], out);
+}
+
+/// [`dot_groups`] for several activation rows: `out` is `a.len()` equal parts, row `r`'s
+/// results in part `r`, each the bits [`dot_groups`] gives for that row. The SIMD kernel
+/// unpacks each packed unit once for up to four rows.
+///
+/// # Panics
+/// If `W` is not [`packable`], `out` is not `a.len()` equal parts of a multiple of 8, `p` is
+/// not `part / 8` groups of `n` packed blocks or an activation row is shorter than `n · UNITS`
+/// blocks.
+pub fn dot_groups_rows<W: Q8Weight, A: Q8Act>(p: &[u8], n: usize, a: &[&[A]], out: &mut [f32]) {
     assert!(packable::<W>(), "a format without a packed layout");
     let l = const { Layout::of::<W>() };
-    assert!(out.len().is_multiple_of(ROWS), "8 outputs per group");
-    assert_eq!(p.len(), out.len() / ROWS * n * l.size, "whole groups of n packed blocks");
-    assert!(a.len() >= n * W::UNITS, "an activation row as long as the weight rows");
-    let a = &a[..n * W::UNITS];
-    if n == 0 {
+    if a.is_empty() {
+        assert!(out.is_empty(), "no outputs without activation rows");
+        return;
+    }
+    assert!(out.len().is_multiple_of(a.len()), "one equal part of the outputs per activation row");
+    let len = out.len() / a.len();
+    assert!(len.is_multiple_of(ROWS), "8 outputs per group");
+    assert_eq!(p.len(), len / ROWS * n * l.size, "whole groups of n packed blocks");
+    assert!(a.iter().all(|a| a.len() >= n * W::UNITS), "activation rows as long as the weight rows");
+    if n == 0 || len == 0 {
         out.fill(0.0);
         return;
     }
-    #[cfg(target_arch = "x86_64")]
-    if super::packed_avx2::dot_groups::<W, A>(p, n, a, out) {
-        return;
-    }
-    for (p, out) in p.chunks_exact(n * l.size).zip(out.chunks_exact_mut(ROWS)) {
-        out.copy_from_slice(&dot_group_portable::<W, A>(p, a));
+    let mut rows = [&a[0][..0]; crate::__core::MAX_DOT_ROWS];
+    for (a, out) in a.chunks(rows.len()).zip(out.chunks_mut(rows.len() * len)) {
+        for (r, a) in rows.iter_mut().zip(a) {
+            *r = &a[..n * W::UNITS];
+        }
+        let rows = &rows[..a.len()];
+        #[cfg(target_arch = "x86_64")]
+        if super::packed_avx2::dot_groups::<W, A>(p, n, rows, out) {
+            continue;
+        }
+        for (a, out) in rows.iter().zip(out.chunks_exact_mut(len)) {
+            for (p, out) in p.chunks_exact(n * l.size).zip(out.chunks_exact_mut(ROWS)) {
+                out.copy_from_slice(&dot_group_portable::<W, A>(p, a));
+            }
+        }
     }
 }

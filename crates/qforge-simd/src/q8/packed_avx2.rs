@@ -16,19 +16,37 @@ use super::{Q8Act, Q8Weight, Scale, Values, f16};
 use crate::planes::{ROWS, dot_avx2, dot_vnni, quads};
 use crate::{Avx2, Vnni};
 
-/// [`super::packed::dot_groups`] with the SIMD kernel (arguments checked by the caller):
-/// `false` (nothing written) without AVX2.
-pub(super) fn dot_groups<W: Q8Weight, A: Q8Act>(p: &[u8], n: usize, a: &[A], out: &mut [f32]) -> bool {
+/// [`super::packed::dot_groups_rows`] with the SIMD kernel (arguments checked by the
+/// caller: every `a[r]` exactly `n · UNITS` blocks, `out` one equal part per row): `false`
+/// (nothing written) without AVX2. Up to four rows per pass over the packed blocks, each
+/// unit's values unpacked once for all of them.
+pub(super) fn dot_groups<W: Q8Weight, A: Q8Act>(p: &[u8], n: usize, a: &[&[A]], out: &mut [f32]) -> bool {
     if Avx2::detect().is_none() {
         return false;
     }
-    // SAFETY: `Avx2::detect` has just checked that this CPU has AVX2, FMA and F16C, all
-    // `groups_avx2` needs, and `Vnni::detect` (where `Some`) the AVX-512 VNNI features
-    // `groups_vnni` needs besides.
-    unsafe {
-        match Vnni::detect() {
-            Some(_) => groups_vnni::<W, A>(p, n, a, out),
-            None => groups_avx2::<W, A>(p, n, a, out),
+    let vnni = Vnni::detect().is_some();
+    let len = out.len() / a.len().max(1);
+    for (a, out) in a.chunks(4).zip(out.chunks_mut((4 * len).max(1))) {
+        macro_rules! rows {
+            ($($r:literal)+) => {{
+                let a = [$(a[$r]),+];
+                // SAFETY: `Avx2::detect` has just checked that this CPU has AVX2, FMA and F16C,
+                // all `groups_avx2` needs, and `Vnni::detect` (where it found them) the AVX-512
+                // VNNI features `groups_vnni` needs besides.
+                unsafe {
+                    if vnni {
+                        groups_vnni::<W, A, { [$($r),+].len() }>(p, n, a, out)
+                    } else {
+                        groups_avx2::<W, A, { [$($r),+].len() }>(p, n, a, out)
+                    }
+                }
+            }};
+        }
+        match a.len() {
+            1 => rows!(0),
+            2 => rows!(0 1),
+            3 => rows!(0 1 2),
+            _ => rows!(0 1 2 3),
         }
     }
     true
@@ -62,9 +80,10 @@ fn part<const N: usize>(v: &[__m256i; 8], h: usize) -> [__m256i; N] {
 /// `$dot` ([`dot_vnni`] or [`dot_avx2`]); `$vnni`: whether `$dot` takes codes up to 255.
 macro_rules! group_kernel {
     ($name:ident, $features:literal, $dot:ident, $vnni:literal) => {
-        /// Every group of `p` against `a` (see [`dot_groups`]).
+        /// Every group of `p` against each of the `R` rows `a[r]`, row `r`'s results into
+        /// part `r` of `out` (see [`dot_groups`]).
         #[target_feature(enable = $features)]
-        fn $name<W: Q8Weight, A: Q8Act>(p: &[u8], n: usize, a: &[A], out: &mut [f32]) {
+        fn $name<W: Q8Weight, A: Q8Act, const R: usize>(p: &[u8], n: usize, a: [&[A]; R], out: &mut [f32]) {
             let l = const { Layout::of::<W>() };
             let (table, z) = const {
                 match unsigned_form::<W>() {
@@ -97,15 +116,21 @@ macro_rules! group_kernel {
             // unsigned form; the whole unit's in slot 0 where the scales are per unit), and its
             // f16 `d` and `s` widened (out of the loop: the widening is a call, across which
             // every vector register would be spilled).
-            let mut zs = vec![[0i32; 2]; a.len()];
-            for (zs, a) in zs.iter_mut().zip(a) {
-                for (i, &q) in a.qs().iter().enumerate() {
-                    zs[if hn == 2 { i / 16 } else { 0 }] += i32::from(z) * i32::from(q);
-                }
-            }
-            let ads: Vec<[f32; 2]> = a.iter().map(|a| [f16(a.d_bits()), f16(a.s_bits())]).collect();
-            for (pg, out) in p.chunks_exact(n * l.size).zip(out.chunks_exact_mut(ROWS)) {
-                let (mut acc, mut accm) = (_mm256_setzero_ps(), _mm256_setzero_ps());
+            let zs: [Vec<[i32; 2]>; R] = a.map(|a| {
+                a.iter()
+                    .map(|a| {
+                        let mut zs = [0i32; 2];
+                        for (i, &q) in a.qs().iter().enumerate() {
+                            zs[if hn == 2 { i / 16 } else { 0 }] += i32::from(z) * i32::from(q);
+                        }
+                        zs
+                    })
+                    .collect()
+            });
+            let ads: [Vec<[f32; 2]>; R] = a.map(|a| a.iter().map(|a| [f16(a.d_bits()), f16(a.s_bits())]).collect());
+            let len = out.len() / R;
+            for (g, pg) in p.chunks_exact(n * l.size).enumerate() {
+                let (mut acc, mut accm) = ([_mm256_setzero_ps(); R], [_mm256_setzero_ps(); R]);
                 for (b, pb) in pg.chunks_exact(l.size).enumerate() {
                     // 8 f16 at `at`, widened.
                     macro_rules! half8 {
@@ -128,7 +153,6 @@ macro_rules! group_kernel {
                     let dv = if f16_scales { half8!(l.d) } else { _mm256_setzero_ps() };
                     for u in 0..W::UNITS {
                         let j = b * W::UNITS + u;
-                        let act = &a[j];
                         let ub = &pb[l.codes + u * l.planes.unit..][..l.planes.unit];
                         let pl = l.planes;
                         // SAFETY: this function has AVX2 enabled.
@@ -138,45 +162,64 @@ macro_rules! group_kernel {
                                 *c = _mm256_shuffle_epi8(tv, *c);
                             }
                         }
-                        let mut av = [_mm256_setzero_si256(); 8];
-                        for (m, v) in av.iter_mut().enumerate() {
-                            let q = act.qs()[4 * m..].first_chunk::<4>().expect("a quad of the unit");
-                            *v = _mm256_set1_epi32(i32::from_le_bytes(q.map(|x| x as u8)));
-                        }
-                        let ad = _mm256_set1_ps(ads[j][0]);
-                        if hn == 2 {
-                            // Each half unit with its own scale (constant halves: `c` and
-                            // `av` stay in registers).
-                            macro_rules! half_unit {
-                                ($h:literal) => {{
-                                    let (ch, ah) = (part::<4>(&c, $h), part::<4>(&av, $h));
-                                    // SAFETY: this function has the features both dots need.
-                                    let s = unsafe {
-                                        if signed { dot_signed::<4>(&ch, &ah) } else { $dot::<4>(&ch, &ah, um) }
-                                    };
-                                    let s = _mm256_sub_epi32(s, _mm256_set1_epi32(zs[j][$h]));
-                                    let x = _mm256_mul_ps(gathered!(2 * u + $h), ad);
-                                    acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), x, acc);
-                                }};
-                            }
-                            half_unit!(0);
-                            half_unit!(1);
+                        // The rows' scales of the unit (of each half unit), shared by the rows.
+                        let sv = if hn == 2 {
+                            [gathered!(2 * u), gathered!(2 * u + 1)]
+                        } else if f16_scales {
+                            [dv, dv]
                         } else {
-                            // SAFETY: this function has the features both dots need.
-                            let s = unsafe { if signed { dot_signed::<8>(&c, &av) } else { $dot::<8>(&c, &av, um) } };
-                            let s = _mm256_sub_epi32(s, _mm256_set1_epi32(zs[j][0]));
-                            let sv = if f16_scales { dv } else { gathered!(u) };
-                            acc = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(sv, ad), acc);
-                        }
-                        if W::AFFINE {
-                            accm = _mm256_fmadd_ps(half8!(l.m), _mm256_set1_ps(ads[j][1]), accm);
+                            let s = gathered!(u);
+                            [s, s]
+                        };
+                        let mv = if W::AFFINE { half8!(l.m) } else { _mm256_setzero_ps() };
+                        for r in 0..R {
+                            let act = &a[r][j];
+                            let mut av = [_mm256_setzero_si256(); 8];
+                            for (m, v) in av.iter_mut().enumerate() {
+                                let q = act.qs()[4 * m..].first_chunk::<4>().expect("a quad of the unit");
+                                *v = _mm256_set1_epi32(i32::from_le_bytes(q.map(|x| x as u8)));
+                            }
+                            let ad = _mm256_set1_ps(ads[r][j][0]);
+                            if hn == 2 {
+                                // Each half unit with its own scale (constant halves: `c` and
+                                // `av` stay in registers).
+                                macro_rules! half_unit {
+                                    ($h:literal) => {{
+                                        let (ch, ah) = (part::<4>(&c, $h), part::<4>(&av, $h));
+                                        // SAFETY: this function has the features both dots need.
+                                        let s = unsafe {
+                                            if signed { dot_signed::<4>(&ch, &ah) } else { $dot::<4>(&ch, &ah, um) }
+                                        };
+                                        let s = _mm256_sub_epi32(s, _mm256_set1_epi32(zs[r][j][$h]));
+                                        let x = _mm256_mul_ps(sv[$h], ad);
+                                        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), x, acc[r]);
+                                    }};
+                                }
+                                half_unit!(0);
+                                half_unit!(1);
+                            } else {
+                                let s = if signed {
+                                    // SAFETY: this function has AVX2, all `dot_signed` needs.
+                                    unsafe { dot_signed::<8>(&c, &av) }
+                                } else {
+                                    // SAFETY: this function has the features `$dot` needs.
+                                    unsafe { $dot::<8>(&c, &av, um) }
+                                };
+                                let s = _mm256_sub_epi32(s, _mm256_set1_epi32(zs[r][j][0]));
+                                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(sv[0], ad), acc[r]);
+                            }
+                            if W::AFFINE {
+                                accm[r] = _mm256_fmadd_ps(mv, _mm256_set1_ps(ads[r][j][1]), accm[r]);
+                            }
                         }
                     }
                 }
-                let r = if W::AFFINE { _mm256_add_ps(acc, accm) } else { acc };
-                let out: &mut [f32; ROWS] = out.try_into().expect("8 outputs");
-                // SAFETY: `out` is 8 f32, exactly 32 bytes: the store writes only it.
-                unsafe { _mm256_storeu_ps(out.as_mut_ptr(), r) };
+                for r in 0..R {
+                    let v = if W::AFFINE { _mm256_add_ps(acc[r], accm[r]) } else { acc[r] };
+                    let out: &mut [f32; ROWS] = (&mut out[r * len + g * ROWS..][..ROWS]).try_into().expect("8 outputs");
+                    // SAFETY: `out` is 8 f32, exactly 32 bytes: the store writes only it.
+                    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), v) };
+                }
             }
         }
     };
