@@ -195,19 +195,9 @@ pub fn dot_groups<F: Q8KCodes>(p: &[u8], n: usize, a: &[BlockQ8K], out: &mut [f3
 /// `n` packed blocks or an activation row is shorter than `n`.
 pub fn dot_groups_rows<F: Q8KCodes>(p: &[u8], n: usize, a: &[&[BlockQ8K]], out: &mut [f32]) {
     let l = const { Layout::of::<F>() };
-    if a.is_empty() {
-        assert!(out.is_empty(), "no outputs without activation rows");
+    let Some(len) = qforge_simd::planes::rows_parts(p.len(), n, l.size, a, n, out) else {
         return;
-    }
-    assert!(out.len().is_multiple_of(a.len()), "one equal part of the outputs per activation row");
-    let len = out.len() / a.len();
-    assert!(len.is_multiple_of(ROWS), "8 outputs per group");
-    assert_eq!(p.len(), len / ROWS * n * l.size, "whole groups of n packed blocks");
-    assert!(a.iter().all(|a| a.len() >= n), "activation rows as long as the weight rows");
-    if n == 0 || len == 0 {
-        out.fill(0.0);
-        return;
-    }
+    };
     #[cfg(target_arch = "x86_64")]
     if crate::simd::packed_dot_groups::<F>(p, n, a, out) {
         return;

@@ -21,6 +21,38 @@
 /// Rows per group: the 32-bit lanes of a 256-bit register.
 pub const ROWS: usize = 8;
 
+/// The checks every multi-row packed dot makes (see `qforge_k::packed::dot_groups_rows`):
+/// `out` is `acts.len()` equal parts of whole groups of [`ROWS`] results, `packed` is one part's
+/// groups of `n` packed blocks of `block` bytes each, and every activation row holds at least
+/// `per_row` blocks. Returns each row's part length, `None` where there is nothing to compute
+/// (no rows, no blocks or no outputs: the outputs, if any, are zeroed).
+///
+/// # Panics
+/// If any of those does not hold.
+pub fn rows_parts<A>(
+    packed: usize,
+    n: usize,
+    block: usize,
+    acts: &[&[A]],
+    per_row: usize,
+    out: &mut [f32],
+) -> Option<usize> {
+    if acts.is_empty() {
+        assert!(out.is_empty(), "no outputs without activation rows");
+        return None;
+    }
+    assert!(out.len().is_multiple_of(acts.len()), "one equal part of the outputs per activation row");
+    let len = out.len() / acts.len();
+    assert!(len.is_multiple_of(ROWS), "8 outputs per group");
+    assert_eq!(packed, len / ROWS * n * block, "whole groups of n packed blocks");
+    assert!(acts.iter().all(|a| a.len() >= per_row), "activation rows as long as the weight rows");
+    if n == 0 || len == 0 {
+        out.fill(0.0);
+        return None;
+    }
+    Some(len)
+}
+
 /// Where a unit's planes lie (byte offsets within the unit) and the code bit each fills.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Planes {

@@ -247,19 +247,9 @@ pub fn dot_groups<W: Q8Weight, A: Q8Act>(p: &[u8], n: usize, a: &[A], out: &mut 
 pub fn dot_groups_rows<W: Q8Weight, A: Q8Act>(p: &[u8], n: usize, a: &[&[A]], out: &mut [f32]) {
     assert!(packable::<W>(), "a format without a packed layout");
     let l = const { Layout::of::<W>() };
-    if a.is_empty() {
-        assert!(out.is_empty(), "no outputs without activation rows");
+    let Some(len) = crate::planes::rows_parts(p.len(), n, l.size, a, n * W::UNITS, out) else {
         return;
-    }
-    assert!(out.len().is_multiple_of(a.len()), "one equal part of the outputs per activation row");
-    let len = out.len() / a.len();
-    assert!(len.is_multiple_of(ROWS), "8 outputs per group");
-    assert_eq!(p.len(), len / ROWS * n * l.size, "whole groups of n packed blocks");
-    assert!(a.iter().all(|a| a.len() >= n * W::UNITS), "activation rows as long as the weight rows");
-    if n == 0 || len == 0 {
-        out.fill(0.0);
-        return;
-    }
+    };
     let mut rows = [&a[0][..0]; crate::__core::MAX_DOT_ROWS];
     for (a, out) in a.chunks(rows.len()).zip(out.chunks_mut(rows.len() * len)) {
         for (r, a) in rows.iter_mut().zip(a) {
