@@ -8,7 +8,7 @@
 //!   measured in the same run, as ratios.
 //! * `setup-cuda`: installs the CUDA 13.0 compiler from PyPI into `.cuda/` (idempotent).
 //! * `build-kernels [--json]`: compiles every format's PTX module in parallel, with figures.
-//! * `gpu-kit [--out DIR]`: builds the GPU kit (binaries with `cuda`, test binaries, PTX,
+//! * `gpu-kit [--out DIR] [--profile P]`: builds the GPU kit (binaries with `cuda`, test binaries, PTX,
 //!   `run.sh`) for a GPU machine without Rust, and checks it here (`run.sh --check`).
 //! * `gpu-bench`, `gpu-report`, `kit-check-ptx`: the kit's steps (see [`gpu`]).
 
@@ -87,6 +87,11 @@ enum Cmd {
         /// Where to put the kit (replaced if it is an older kit).
         #[arg(long)]
         out: Option<std::path::PathBuf>,
+        /// The cargo profile of the kit's `bin/qforge` and `bin/xtask`. `release` (the
+        /// default) for a GPU session; CI checks the kit with `test`, whose artifacts the test
+        /// run has already built, instead of a second full optimized build.
+        #[arg(long, default_value = "release")]
+        profile: String,
     },
     /// On a GPU: dequant / mat-vec / f16-vs-cast benchmarks against device-to-device copy.
     GpuBench {
@@ -144,7 +149,7 @@ fn main() -> ExitCode {
         })(),
         Cmd::SetupCuda => setup_cuda::run(),
         Cmd::BuildKernels { json, jobs } => build_kernels::run(json, jobs),
-        Cmd::GpuKit { out } => gpu::kit::build(out),
+        Cmd::GpuKit { out, profile } => gpu::kit::build(out, &profile),
         Cmd::GpuBench { formats, ops, gemm_m, out } => {
             gpu_bench(formats.as_deref(), ops.as_deref(), gemm_m.as_deref(), out.as_deref())
         }

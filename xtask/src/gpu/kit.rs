@@ -2,7 +2,8 @@
 //! qforge's CUDA side, built here (no GPU needed) into one folder, default `target/gpu-kit/`
 //! (git-ignored), then checked here with its own `run.sh --check`.
 //!
-//! The folder: `run.sh`; `bin/qforge` and `bin/xtask` (release, feature `cuda`); `tests/`, the
+//! The folder: `run.sh`; `bin/qforge` and `bin/xtask` (feature `cuda`; the `release` profile,
+//! or the one `--profile` names); `tests/`, the
 //! CUDA test binaries (`cargo test --workspace --features cuda --no-run`: qforge-cuda's and the
 //! CLI's `cuda_device`); `golden/`, the ggml
 //! golden vectors the test matrix reads; `kit.txt`, what is in it. Binaries are copied
@@ -162,8 +163,9 @@ fn git_commit() -> String {
     }
 }
 
-/// Builds the kit into `out` (default `target/gpu-kit`), then runs its `run.sh --check`.
-pub fn build(out: Option<PathBuf>) -> Result<bool> {
+/// Builds the kit into `out` (default `target/gpu-kit`), its binaries with the cargo profile
+/// `profile`, then runs its `run.sh --check`.
+pub fn build(out: Option<PathBuf>, profile: &str) -> Result<bool> {
     let root = workspace_root();
     let tk = toolkit::find(&root).context(toolkit::NOT_FOUND)?;
     let kit = out.unwrap_or_else(|| {
@@ -175,7 +177,9 @@ pub fn build(out: Option<PathBuf>) -> Result<bool> {
         }
         std::fs::remove_dir_all(&kit).with_context(|| format!("removing the old kit {}", kit.display()))?;
     }
-    let release = cargo_json(&["build", "--release", "-p", "qforge-cli", "-p", "xtask", "--features", "cuda"])?;
+    // The workspace's bins (`qforge`, `xtask`) with the workspace's features, as the test
+    // build resolves them: with `--profile test` every library the tests built is reused.
+    let release = cargo_json(&["build", "--profile", profile, "--workspace", "--bins", "--features", "cuda"])?;
     let tests = cargo_json(&["test", "--workspace", "--features", "cuda", "--no-run"])?;
 
     for sub in ["bin", "tests"] {
@@ -184,6 +188,7 @@ pub fn build(out: Option<PathBuf>) -> Result<bool> {
     let mut listing = vec![
         format!("# qforge GPU kit, commit {}", git_commit()),
         format!("# built with {}", tk.version().unwrap_or_else(|| "nvcc (version unknown)".into())),
+        format!("# binaries: cargo profile `{profile}`"),
         "#kind path (a line per file; run.sh --check checks each)".to_string(),
         "file run.sh".to_string(),
     ];
