@@ -25,6 +25,7 @@ mod iq2;
 mod iq3;
 mod iq4;
 mod lattice;
+mod packed;
 mod search;
 #[cfg(target_arch = "x86_64")]
 mod simd;

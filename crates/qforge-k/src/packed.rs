@@ -38,12 +38,88 @@
 //! and the portable and SIMD kernels here agree bit for bit.
 
 use crate::QK_K;
-use crate::dot::{Q8KCodes, codes};
+use crate::dot::{GROUPS, Q8KCodes, codes};
 use crate::q8k::BlockQ8K;
+use qforge_core::BlockFormat;
 use qforge_core::le::F16Le;
 use qforge_simd::planes::Planes;
 
 pub use qforge_simd::planes::ROWS;
+
+/// What the packed layout reads of a format dotted with q8_k: every [`Q8KCodes`] format (the
+/// blanket implementation), and formats whose values are not codes minus a zero but a small
+/// table of them (the grid I-quants of `qforge-iq`, re-coded when packed): the value of code
+/// `c` is `u − ZERO` with `u = TABLE[c]` (or `u = c` without a table), every `u ≤ 127`.
+pub trait PackedCodes: BlockFormat {
+    /// Whether the format has mins (`dmin · min[g]` subtracted per group).
+    const HAS_MINS: bool;
+    /// The zero: value = `u − ZERO`.
+    const ZERO: u8;
+    /// Whether every group scale is 1 (no scales stored).
+    const UNIT_SCALES: bool;
+    /// Bits per stored code.
+    const CODE_BITS: u32;
+    /// Elements per scale group (16 or 32).
+    const SCALE_GROUP: usize;
+    /// `u` of each code (`Some`: codes `< 16`), or the code itself (`None`).
+    const TABLE: Option<[u8; 16]> = None;
+    /// A power of two that `d` is multiplied by (ggml's final `0.125f` of iq2, ...): exact.
+    const D_MUL: f32 = 1.0;
+    /// `d` and `dmin` (0 without mins).
+    fn d_dmin(b: &Self::Block) -> [F16Le; 2];
+    /// The `i8` scale and the `u8` min of each 16 elements (pairs equal where `SCALE_GROUP`
+    /// is 32).
+    fn scales(b: &Self::Block) -> ([i8; GROUPS], [u8; GROUPS]);
+    /// The codes of the block's eight 32-element units.
+    fn codes(b: &Self::Block) -> [[u8; 32]; 8];
+}
+
+impl<F: Q8KCodes> PackedCodes for F {
+    const HAS_MINS: bool = <F as Q8KCodes>::HAS_MINS;
+    const ZERO: u8 = <F as Q8KCodes>::ZERO;
+    const UNIT_SCALES: bool = <F as Q8KCodes>::UNIT_SCALES;
+    const CODE_BITS: u32 = <F as Q8KCodes>::CODE_BITS;
+    const SCALE_GROUP: usize = <F as Q8KCodes>::SCALE_GROUP;
+
+    #[inline(always)]
+    fn d_dmin(b: &Self::Block) -> [F16Le; 2] {
+        <F as Q8KCodes>::d_dmin(b)
+    }
+
+    #[inline(always)]
+    fn scales(b: &Self::Block) -> ([i8; GROUPS], [u8; GROUPS]) {
+        <F as Q8KCodes>::scales(b)
+    }
+
+    #[inline(always)]
+    fn codes(b: &Self::Block) -> [[u8; 32]; 8] {
+        codes::<F>(b)
+    }
+}
+
+/// The largest `u` of `F`'s codes.
+pub const fn umax<F: PackedCodes>() -> u32 {
+    match F::TABLE {
+        Some(t) => {
+            let (mut m, mut i) = (0u8, 0);
+            while i < 16 {
+                m = if t[i] > m { t[i] } else { m };
+                i += 1;
+            }
+            m as u32
+        }
+        None => (1u32 << F::CODE_BITS) - 1,
+    }
+}
+
+/// `u` of code `c` of `F`.
+#[inline(always)]
+fn value<F: PackedCodes>(c: u8) -> u8 {
+    match F::TABLE {
+        Some(t) => t[usize::from(c & 15)],
+        None => c,
+    }
+}
 
 /// Where each part of a packed block lies (byte offsets), for format `F`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -70,7 +146,7 @@ pub struct Layout {
 
 impl Layout {
     /// The layout of `F`'s packed blocks.
-    pub const fn of<F: Q8KCodes>() -> Layout {
+    pub const fn of<F: PackedCodes>() -> Layout {
         let group = F::SCALE_GROUP;
         let groups = QK_K / group;
         // `dmin` only with mins, the scales only where they are not all 1.
@@ -93,7 +169,7 @@ impl Layout {
 ///
 /// # Panics
 /// If `w.len() != rows · n`.
-pub fn pack<F: Q8KCodes>(w: &[F::Block], rows: usize, n: usize) -> Vec<u8> {
+pub fn pack<F: PackedCodes>(w: &[F::Block], rows: usize, n: usize) -> Vec<u8> {
     assert_eq!(w.len(), rows * n, "whole rows");
     let l = const { Layout::of::<F>() };
     let mut out = vec![0u8; rows.div_ceil(ROWS) * n * l.size];
@@ -116,7 +192,7 @@ pub fn pack<F: Q8KCodes>(w: &[F::Block], rows: usize, n: usize) -> Vec<u8> {
                     p[l.mins + k * ROWS + r] = mins[k * per];
                 }
             }
-            for (u, chunk) in codes::<F>(blk).iter().enumerate() {
+            for (u, chunk) in F::codes(blk).iter().enumerate() {
                 let unit = &mut p[l.codes + u * l.planes.unit..][..l.planes.unit];
                 for (e, &c) in chunk.iter().enumerate() {
                     l.planes.put(unit, r, e, c);
@@ -129,7 +205,7 @@ pub fn pack<F: Q8KCodes>(w: &[F::Block], rows: usize, n: usize) -> Vec<u8> {
 
 /// The codes of row `r` of a packed block, in element order (the inverse of [`pack`]'s
 /// planes).
-pub fn unpack_codes<F: Q8KCodes>(p: &[u8], r: usize) -> [u8; QK_K] {
+pub fn unpack_codes<F: PackedCodes>(p: &[u8], r: usize) -> [u8; QK_K] {
     let l = const { Layout::of::<F>() };
     std::array::from_fn(|e| l.planes.get(l.unit(p, e / 32), r, e % 32))
 }
@@ -143,7 +219,7 @@ pub(crate) fn group_bsum(a: &BlockQ8K, group: usize, k: usize) -> i32 {
 
 /// One group of 8 rows (`n` packed blocks, `p.len() == n · Layout::of::<F>().size`) against
 /// the activation row `a` (at least `n` blocks): the portable kernel (see the module docs).
-pub fn dot_group_portable<F: Q8KCodes>(p: &[u8], a: &[BlockQ8K]) -> [f32; ROWS] {
+pub fn dot_group_portable<F: PackedCodes>(p: &[u8], a: &[BlockQ8K]) -> [f32; ROWS] {
     let l = const { Layout::of::<F>() };
     let mut acc = [[0f32; ROWS]; 2];
     for (p, a) in p.chunks_exact(l.size).zip(a) {
@@ -155,8 +231,8 @@ pub fn dot_group_portable<F: Q8KCodes>(p: &[u8], a: &[BlockQ8K]) -> [f32; ROWS] 
                 let bsum = group_bsum(a, l.group, k);
                 let g = k * l.group..(k + 1) * l.group;
                 let mut s = 0i32;
-                for (&u, &q) in u[g.clone()].iter().zip(&a.qs[g]) {
-                    s = s.wrapping_add(i32::from(u) * i32::from(q));
+                for (&c, &q) in u[g.clone()].iter().zip(&a.qs[g]) {
+                    s = s.wrapping_add(i32::from(value::<F>(c)) * i32::from(q));
                 }
                 s = s.wrapping_sub(i32::from(F::ZERO).wrapping_mul(bsum));
                 let sc = if F::UNIT_SCALES { 1 } else { i32::from(p[l.sc + k * ROWS + r] as i8) };
@@ -166,7 +242,7 @@ pub fn dot_group_portable<F: Q8KCodes>(p: &[u8], a: &[BlockQ8K]) -> [f32; ROWS] 
                 }
             }
             let half = |at: usize| F16Le([p[at + 2 * r], p[at + 2 * r + 1]]).get();
-            acc[0][r] = (t as f32).mul_add(half(l.d) * ad, acc[0][r]);
+            acc[0][r] = (t as f32).mul_add(half(l.d) * F::D_MUL * ad, acc[0][r]);
             if F::HAS_MINS {
                 acc[1][r] = (m as f32).mul_add(half(l.dmin) * ad, acc[1][r]);
             }
@@ -182,7 +258,7 @@ pub fn dot_group_portable<F: Q8KCodes>(p: &[u8], a: &[BlockQ8K]) -> [f32; ROWS] 
 /// # Panics
 /// If `out.len()` is not a multiple of 8, `p` is not `out.len() / 8` groups of `n` packed
 /// blocks or `a` is shorter than `n`.
-pub fn dot_groups<F: Q8KCodes>(p: &[u8], n: usize, a: &[BlockQ8K], out: &mut [f32]) {
+pub fn dot_groups<F: PackedCodes>(p: &[u8], n: usize, a: &[BlockQ8K], out: &mut [f32]) {
     dot_groups_rows::<F>(p, n, &[a], out);
 }
 
@@ -193,7 +269,7 @@ pub fn dot_groups<F: Q8KCodes>(p: &[u8], n: usize, a: &[BlockQ8K], out: &mut [f3
 /// # Panics
 /// If `out` is not `a.len()` equal parts of a multiple of 8, `p` is not `part / 8` groups of
 /// `n` packed blocks or an activation row is shorter than `n`.
-pub fn dot_groups_rows<F: Q8KCodes>(p: &[u8], n: usize, a: &[&[BlockQ8K]], out: &mut [f32]) {
+pub fn dot_groups_rows<F: PackedCodes>(p: &[u8], n: usize, a: &[&[BlockQ8K]], out: &mut [f32]) {
     let l = const { Layout::of::<F>() };
     let Some(len) = qforge_simd::planes::rows_parts(p.len(), n, l.size, a, n, out) else {
         return;

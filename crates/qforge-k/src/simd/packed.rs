@@ -8,8 +8,7 @@
 
 use std::arch::x86_64::*;
 
-use crate::dot::Q8KCodes;
-use crate::packed::{Layout, ROWS, group_bsum};
+use crate::packed::{self, Layout, PackedCodes, ROWS, group_bsum};
 use crate::q8k::BlockQ8K;
 use qforge_simd::planes::{dot_avx2, dot_vnni, quads};
 use qforge_simd::{Avx2, Vnni};
@@ -17,7 +16,7 @@ use qforge_simd::{Avx2, Vnni};
 /// [`crate::packed::dot_groups_rows`] with the SIMD kernel: `false` (nothing written)
 /// without AVX2. `p` holds `len / 8` groups of `n` packed blocks, every `a[r]` at least `n`
 /// blocks, and `out` is `a.len()` parts of `len`, row `r`'s results in part `r`.
-pub(crate) fn packed_dot_groups<F: Q8KCodes>(p: &[u8], n: usize, a: &[&[BlockQ8K]], out: &mut [f32]) -> bool {
+pub(crate) fn packed_dot_groups<F: PackedCodes>(p: &[u8], n: usize, a: &[&[BlockQ8K]], out: &mut [f32]) -> bool {
     if Avx2::detect().is_none() {
         return false;
     }
@@ -54,16 +53,19 @@ macro_rules! group_kernel {
         /// Every group of `p` against each of the `R` rows `a[r]` (exactly `n` blocks each),
         /// row `r`'s results into part `r` of `out` (see [`packed_dot_groups`]).
         #[target_feature(enable = $features)]
-        fn $name<F: Q8KCodes, const R: usize>(p: &[u8], n: usize, a: [&[BlockQ8K]; R], out: &mut [f32]) {
+        fn $name<F: PackedCodes, const R: usize>(p: &[u8], n: usize, a: [&[BlockQ8K]; R], out: &mut [f32]) {
             let l = const { Layout::of::<F>() };
-            let umax = const { (1u32 << F::CODE_BITS) - 1 };
+            let umax = const { packed::umax::<F>() };
+            // A format's table of `u` per code, in both lanes (`vpshufb` looks codes up).
+            // SAFETY: the load reads exactly the 16 bytes of the table.
+            let table = F::TABLE.map(|t| _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(t.as_ptr().cast()) }));
             // 16-element groups without a zero code whose sums fit an `i16` (q2_k): the two
             // groups of a unit scaled with one `vpmaddwd` instead of two `vpmulld`.
             let scale_pairs = const {
                 Layout::of::<F>().group == 16
                     && F::ZERO == 0
                     && !F::UNIT_SCALES
-                    && 16 * 128 * ((1u32 << F::CODE_BITS) - 1) <= i16::MAX as u32
+                    && 16 * 128 * packed::umax::<F>() <= i16::MAX as u32
             };
             let len = out.len() / R;
             for (g, pg) in p.chunks_exact((n * l.size).max(1)).enumerate() {
@@ -73,7 +75,10 @@ macro_rules! group_kernel {
                     for u in 0..QK_UNITS {
                         let (p, ub) = (l.planes, &pb[l.codes + u * l.planes.unit..][..l.planes.unit]);
                         // SAFETY: this function has AVX2 enabled.
-                        let c = unsafe { quads(p, ub) };
+                        let mut c = unsafe { quads(p, ub) };
+                        if let Some(t) = table {
+                            c = c.map(|c| _mm256_shuffle_epi8(t, c));
+                        }
                         for r in 0..R {
                             let a = &a[r][i];
                             // The activation's four `i8` of quad `m` of the unit, broadcast.
@@ -137,7 +142,11 @@ macro_rules! group_kernel {
                             _mm256_cvtph_ps(unsafe { _mm_loadu_si128(h.as_ptr().cast()) })
                         }};
                     }
-                    let d = half8!(l.d);
+                    let mut d = half8!(l.d);
+                    if F::D_MUL != 1.0 {
+                        // Exact: a power of two.
+                        d = _mm256_mul_ps(d, _mm256_set1_ps(F::D_MUL));
+                    }
                     for r in 0..R {
                         let ad = _mm256_set1_ps(a[r][i].d.get());
                         acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(t[r]), _mm256_mul_ps(d, ad), acc[r]);
