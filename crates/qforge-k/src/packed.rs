@@ -100,14 +100,7 @@ impl<F: Q8KCodes> PackedCodes for F {
 /// The largest `u` of `F`'s codes.
 pub const fn umax<F: PackedCodes>() -> u32 {
     match F::TABLE {
-        Some(t) => {
-            let (mut m, mut i) = (0u8, 0);
-            while i < 16 {
-                m = if t[i] > m { t[i] } else { m };
-                i += 1;
-            }
-            m as u32
-        }
+        Some(t) => qforge_simd::lut::max16(&t) as u32,
         None => (1u32 << F::CODE_BITS) - 1,
     }
 }

@@ -40,6 +40,17 @@ pub fn nibble_values<const H: usize, const N: usize>(qs: &[u8; H], table: &[i8; 
     y
 }
 
+/// The largest byte of a 16-entry table (the top unsigned value a packed kernel's table
+/// lookup gives, which bounds its integer sums).
+pub const fn max16(t: &[u8; 16]) -> u8 {
+    let (mut m, mut i) = (0u8, 0);
+    while i < 16 {
+        m = if t[i] > m { t[i] } else { m };
+        i += 1;
+    }
+    m
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

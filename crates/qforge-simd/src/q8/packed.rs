@@ -68,14 +68,7 @@ pub const fn unsigned_form<W: Q8Weight>() -> Option<([u8; 16], u8)> {
 /// The largest unsigned value of `W`'s packed codes.
 pub const fn umax<W: Q8Weight>() -> u32 {
     match (W::VALUES, unsigned_form::<W>()) {
-        (Values::Table(_), Some((t, _))) => {
-            let (mut m, mut i) = (0u8, 0);
-            while i < 16 {
-                m = if t[i] > m { t[i] } else { m };
-                i += 1;
-            }
-            m as u32
-        }
+        (Values::Table(_), Some((t, _))) => crate::lut::max16(&t) as u32,
         _ => (1u32 << W::PACK_BITS) - 1,
     }
 }
