@@ -127,26 +127,7 @@ macro_rules! sub_block_dot {
 sub_block_dot!(Iq4Xs; {});
 // The grid formats also have a packed layout: their values re-coded for `qforge-k`'s
 // row-interleaved kernel (`crate::packed`).
-sub_block_dot!(Iq2Xxs, Iq2Xs, Iq2S, Iq3Xxs, Iq3S, Iq1S, Iq1M; {
-    const PACKING: Option<qforge_core::Packing> = Some(qforge_core::Packing {
-        rows: qforge_k::packed::ROWS,
-        block_bytes: qforge_k::packed::Layout::of::<Self>().size,
-    });
-
-    fn pack(w: &[Self::Block], rows: usize, n: usize) -> Vec<u8> {
-        qforge_k::packed::pack::<Self>(w, rows, n)
-    }
-
-    fn packed_dot(p: &[u8], n: usize, a: &[BlockQ8K], out: &mut [f32]) -> bool {
-        qforge_k::packed::dot_groups::<Self>(p, n, a, out);
-        true
-    }
-
-    fn packed_dot_rows(p: &[u8], n: usize, a: &[&[BlockQ8K]], out: &mut [f32]) -> bool {
-        qforge_k::packed::dot_groups_rows::<Self>(p, n, a, out);
-        true
-    }
-});
+sub_block_dot!(Iq2Xxs, Iq2Xs, Iq2S, Iq3Xxs, Iq3S, Iq1S, Iq1M; { qforge_k::packed_native_dot_items!(); });
 
 /// iq4_nl is a nibble-table format against q8_0: `qforge-simd`'s shared kernel
 /// ([`qforge_simd::q8::vec_dot`], AVX2 where the CPU has it) computes ggml's `ggml_vec_dot_iq4_nl_q8_0`,

@@ -536,24 +536,35 @@ macro_rules! q8k_native_dot {
                 $crate::dot::q8k_codes_vec_dot_weight_rows::<Self>(w, a, out)
             }
 
-            const PACKING: Option<qforge_core::Packing> = Some(qforge_core::Packing {
-                rows: $crate::packed::ROWS,
-                block_bytes: $crate::packed::Layout::of::<Self>().size,
-            });
-
-            fn pack(w: &[<Self as qforge_core::BlockFormat>::Block], rows: usize, n: usize) -> Vec<u8> {
-                $crate::packed::pack::<Self>(w, rows, n)
-            }
-
-            fn packed_dot(p: &[u8], n: usize, a: &[$crate::BlockQ8K], out: &mut [f32]) -> bool {
-                $crate::packed::dot_groups::<Self>(p, n, a, out);
-                true
-            }
-
-            fn packed_dot_rows(p: &[u8], n: usize, a: &[&[$crate::BlockQ8K]], out: &mut [f32]) -> bool {
-                $crate::packed::dot_groups_rows::<Self>(p, n, a, out);
-                true
-            }
+            $crate::packed_native_dot_items!();
         }
     )+};
+}
+
+/// The packed-layout items of a `NativeDot` impl for a [`PackedCodes`](crate::packed::PackedCodes)
+/// format against q8_k (`PACKING`, `pack`, `packed_dot`, `packed_dot_rows`, all through
+/// [`crate::packed`]): the K-quants' and tq's (from [`q8k_native_dot`]) and the grid
+/// I-quants' (`qforge-iq`).
+#[macro_export]
+macro_rules! packed_native_dot_items {
+    () => {
+        const PACKING: Option<qforge_core::Packing> = Some(qforge_core::Packing {
+            rows: $crate::packed::ROWS,
+            block_bytes: $crate::packed::Layout::of::<Self>().size,
+        });
+
+        fn pack(w: &[<Self as qforge_core::BlockFormat>::Block], rows: usize, n: usize) -> Vec<u8> {
+            $crate::packed::pack::<Self>(w, rows, n)
+        }
+
+        fn packed_dot(p: &[u8], n: usize, a: &[$crate::BlockQ8K], out: &mut [f32]) -> bool {
+            $crate::packed::dot_groups::<Self>(p, n, a, out);
+            true
+        }
+
+        fn packed_dot_rows(p: &[u8], n: usize, a: &[&[$crate::BlockQ8K]], out: &mut [f32]) -> bool {
+            $crate::packed::dot_groups_rows::<Self>(p, n, a, out);
+            true
+        }
+    };
 }
