@@ -74,17 +74,13 @@ pub(crate) fn sub_block_vec_dot_portable<F: SubBlocks>(w: &[F::Block], a: &[Bloc
     finish(&acc)
 }
 
-/// The associated items given to [`sub_block_dot`] (in braces), as they are.
-macro_rules! impl_items {
-    ($($t:tt)*) => { $($t)* };
-}
-
 /// The sub-block formats: the AVX2 kernel where the CPU has it, else
-/// [`sub_block_vec_dot_portable`], with the same bits.
+/// [`sub_block_vec_dot_portable`], with the same bits; and a packed layout, each format's
+/// values re-coded for `qforge-k`'s row-interleaved kernel (`crate::packed`).
 macro_rules! sub_block_dot {
-    ($($fmt:ty),* ; $packed:tt) => {$(
+    ($($fmt:ty),*) => {$(
         impl NativeDot for $fmt {
-            impl_items! $packed
+            qforge_k::packed_native_dot_items!();
 
             type Act = Q8K;
             fn vec_dot(w: &[Self::Block], a: &[BlockQ8K]) -> f32 {
@@ -124,10 +120,7 @@ macro_rules! sub_block_dot {
     )*};
 }
 
-sub_block_dot!(Iq4Xs; {});
-// The grid formats also have a packed layout: their values re-coded for `qforge-k`'s
-// row-interleaved kernel (`crate::packed`).
-sub_block_dot!(Iq2Xxs, Iq2Xs, Iq2S, Iq3Xxs, Iq3S, Iq1S, Iq1M; { qforge_k::packed_native_dot_items!(); });
+sub_block_dot!(Iq2Xxs, Iq2Xs, Iq2S, Iq3Xxs, Iq3S, Iq1S, Iq1M, Iq4Xs);
 
 /// iq4_nl is a nibble-table format against q8_0: `qforge-simd`'s shared kernel
 /// ([`qforge_simd::q8::vec_dot`], AVX2 where the CPU has it) computes ggml's `ggml_vec_dot_iq4_nl_q8_0`,

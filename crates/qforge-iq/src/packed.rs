@@ -1,11 +1,14 @@
-//! The grid I-quants' packed layout: each weight re-coded once, when a tensor is packed, as a
-//! small code into the format's table of values, then `qforge-k`'s row-interleaved kernel
+//! The packed layout of the grid I-quants and iq4_xs: each weight re-coded once, when a tensor
+//! is packed, as a small code into the format's table of values, then `qforge-k`'s
+//! row-interleaved kernel
 //! ([`qforge_k::packed`]: 8 weight rows in the lanes of a register, the activation broadcast,
 //! no horizontal sums).
 //!
 //! Every grid format's values come from a handful: iq2's grids hold only 8, 25 and 43 (signed:
 //! six values), iq3_xxs's eight magnitudes and iq3_s's eight odd ones (sixteen signed), iq1's
-//! `8g ± 1` for ternary `g` (six: `±1, ±7, ±9`). So a value is a 3- or 4-bit code `c` with
+//! `8g ± 1` for ternary `g` (six: `±1, ±7, ±9`); iq4_xs's are `kvalues_iq4nl` (sixteen, from
+//! -127 to 113: more than `vpmaddubsw`'s unsigned 127 apart, so `qforge-k`'s AVX2 kernel dots
+//! them signed, with the sign trick). So a value is a 3- or 4-bit code `c` with
 //! value `TABLE[c] − ZERO`, and the block keeps its integer scale per 16 or 32 values and its
 //! f16 `d` (times the format's `D_MUL`, a power of two). The packed dot is then the same exact
 //! integers as the plain kernel's (`Σ scale·Σ value·q8`), summed in another f32 order: the two
@@ -13,16 +16,17 @@
 //!
 //! The codes take more room than the grid indices (iq2_xxs: 3 bits a weight and the scales
 //! against 2.06), a trade for the CPU's mat-vec, which the grid lookups bound by instruction
-//! throughput, not memory.
+//! throughput, not memory. iq4_xs keeps its size (4 bits and 8-bit scales against 4.25 bits).
 
 use crate::common::QK_K;
+use crate::tables::KVALUES_IQ4NL;
 use crate::unpack::{KDot, SubBlocks};
-use crate::{Iq1M, Iq1S, Iq2S, Iq2Xs, Iq2Xxs, Iq3S, Iq3Xxs};
+use crate::{Iq1M, Iq1S, Iq2S, Iq2Xs, Iq2Xxs, Iq3S, Iq3Xxs, Iq4Xs};
 use qforge_core::le::F16Le;
 use qforge_k::dot::GROUPS;
 use qforge_k::packed::PackedCodes;
 
-/// A grid format's values, ascending (at most 16).
+/// A grid format's (or iq4_xs's) values, ascending (at most 16).
 pub(crate) trait GridValues: SubBlocks + PackedCodes {
     /// Every value the format's blocks can hold.
     const VALUES: &'static [i8];
@@ -66,7 +70,7 @@ fn d_dmin<F: SubBlocks>(b: &F::Block) -> [F16Le; 2] {
     [F16Le(F::d_bits(b).to_le_bytes()), F16Le([0, 0])]
 }
 
-/// `F`'s integer scales (`2s + 1 ≤ 31`: an `i8`), no mins.
+/// `F`'s integer scales (`2s + 1 ≤ 31`, iq4_xs's `-32..=31`: an `i8`), no mins.
 fn scales<F: SubBlocks>(b: &F::Block) -> ([i8; GROUPS], [u8; GROUPS]) {
     (F::scales(b).map(|s| s.clamp(i8::MIN.into(), i8::MAX.into()) as i8), [0; GROUPS])
 }
@@ -122,6 +126,7 @@ grid_values! {
     Iq3S: &[-15, -13, -11, -9, -7, -5, -3, -1, 1, 3, 5, 7, 9, 11, 13, 15], 32;
     Iq1S: IQ1_VALUES, 32;
     Iq1M: IQ1_VALUES, 16;
+    Iq4Xs: &KVALUES_IQ4NL, 32;
 }
 
 #[cfg(test)]
@@ -188,6 +193,7 @@ mod tests {
         round_trip::<Iq3S>();
         round_trip::<Iq1S>();
         round_trip::<Iq1M>();
+        round_trip::<Iq4Xs>();
     }
 
     /// `seed`'s random blocks of `F`: raw bytes (every index, sign, shift and scale), `d`
@@ -318,6 +324,7 @@ mod tests {
         kernels_agree::<Iq3S>(5);
         kernels_agree::<Iq1S>(6);
         kernels_agree::<Iq1M>(7);
+        kernels_agree::<Iq4Xs>(8);
     }
 
     #[test]
@@ -325,11 +332,19 @@ mod tests {
         fn check<F: GridValues>() {
             assert!(F::VALUES.windows(2).all(|w| w[0] < w[1]), "{}: ascending", F::DESC.name);
             assert!(F::VALUES.len() <= 1 << F::CODE_BITS);
-            assert!(qforge_k::packed::umax::<F>() <= 127, "{}: vpmaddubsw needs u <= 127", F::DESC.name);
+            // `vpmaddubsw` takes unsigned `u ≤ 127`, or (the sign trick) signed values that are
+            // never -128.
+            let signed_ok = F::VALUES.iter().all(|&v| v != i8::MIN);
+            assert!(qforge_k::packed::umax::<F>() <= 127 || signed_ok, "{}: no AVX2 dot for the table", F::DESC.name);
+            assert_eq!(qforge_k::packed::umax::<F>() > 127, F::DESC.name == "iq4_xs");
         }
         check::<Iq2Xxs>();
+        check::<Iq2Xs>();
+        check::<Iq2S>();
         check::<Iq3Xxs>();
         check::<Iq3S>();
+        check::<Iq1S>();
         check::<Iq1M>();
+        check::<Iq4Xs>();
     }
 }

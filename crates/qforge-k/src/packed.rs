@@ -48,8 +48,10 @@ pub use qforge_simd::planes::ROWS;
 
 /// What the packed layout reads of a format dotted with q8_k: every [`Q8KCodes`] format (the
 /// blanket implementation), and formats whose values are not codes minus a zero but a small
-/// table of them (the grid I-quants of `qforge-iq`, re-coded when packed): the value of code
-/// `c` is `u − ZERO` with `u = TABLE[c]` (or `u = c` without a table), every `u ≤ 127`.
+/// table of them (the grid I-quants and iq4_xs of `qforge-iq`, re-coded when packed): the
+/// value of code `c` is `u − ZERO` with `u = TABLE[c]` (or `u = c` without a table). Every
+/// `u ≤ 127`, or (a table only) every value `u − ZERO` in `-127..=127`: the AVX2 kernel then
+/// dots the signed values with the sign trick.
 pub trait PackedCodes: BlockFormat {
     /// Whether the format has mins (`dmin · min[g]` subtracted per group).
     const HAS_MINS: bool;
@@ -210,6 +212,19 @@ pub(crate) fn group_bsum(a: &BlockQ8K, group: usize, k: usize) -> i32 {
     a.bsums[k * per..][..per].iter().map(|s| i32::from(s.get())).sum()
 }
 
+/// What the zero is multiplied by in group `k` of `a`: the sum of the group's quants. Taken
+/// from `a.bsums` ([`group_bsum`]), except for a table with `u` above 127: the AVX2 kernel dots
+/// its values signed, with no zero, so every kernel sums the quants themselves and none reads
+/// `bsums` (the same bits whether or not they agree with the quants).
+#[inline(always)]
+pub(crate) fn zero_sum<F: PackedCodes>(a: &BlockQ8K, group: usize, k: usize) -> i32 {
+    if umax::<F>() > 127 {
+        a.qs[k * group..][..group].iter().map(|&q| i32::from(q)).sum()
+    } else {
+        group_bsum(a, group, k)
+    }
+}
+
 /// One group of 8 rows (`n` packed blocks, `p.len() == n · Layout::of::<F>().size`) against
 /// the activation row `a` (at least `n` blocks): the portable kernel (see the module docs).
 pub fn dot_group_portable<F: PackedCodes>(p: &[u8], a: &[BlockQ8K]) -> [f32; ROWS] {
@@ -227,7 +242,7 @@ pub fn dot_group_portable<F: PackedCodes>(p: &[u8], a: &[BlockQ8K]) -> [f32; ROW
                 for (&c, &q) in u[g.clone()].iter().zip(&a.qs[g]) {
                     s = s.wrapping_add(i32::from(value::<F>(c)) * i32::from(q));
                 }
-                s = s.wrapping_sub(i32::from(F::ZERO).wrapping_mul(bsum));
+                s = s.wrapping_sub(i32::from(F::ZERO).wrapping_mul(zero_sum::<F>(a, l.group, k)));
                 let sc = if F::UNIT_SCALES { 1 } else { i32::from(p[l.sc + k * ROWS + r] as i8) };
                 t = t.wrapping_add(sc.wrapping_mul(s));
                 if F::HAS_MINS {

@@ -110,6 +110,28 @@ pub unsafe fn dot_avx2<const N: usize>(c: &[__m256i; N], a: &[__m256i; N], umax:
     }
 }
 
+/// `Σ_m Σ₄ v[m]·a[m]` per 32-bit lane, exact, for signed values `v` (never -128) and any `i8`
+/// activations `a`: the sign trick, `vpmaddubsw(|a|, v·sgn a)` (`|a|` read unsigned, so -128
+/// gives 128; pair sums `≤ 2·128·127`), widened by `vpmaddwd`. What [`dot_avx2`] cannot do: a
+/// table of values spanning more than 127 (iq4_nl, iq4_xs), whose unsigned form would
+/// overflow its `i16` pair sums.
+///
+/// # Safety
+/// The CPU must have AVX2: call it only from a `#[target_feature(enable = "avx2")]` function
+/// (into which it is inlined).
+#[inline(always)]
+pub unsafe fn dot_signed_avx2<const N: usize>(v: &[__m256i; N], a: &[__m256i; N]) -> __m256i {
+    // SAFETY: the caller guarantees AVX2.
+    unsafe {
+        let mut s = _mm256_setzero_si256();
+        for (v, a) in v.iter().zip(a) {
+            let p = _mm256_maddubs_epi16(_mm256_abs_epi8(*a), _mm256_sign_epi8(*v, *a));
+            s = _mm256_add_epi32(s, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
+        }
+        s
+    }
+}
+
 /// [`dot_avx2`] with one `vpdpbusd` per four codes (the same exact sums, for any `u8` codes).
 ///
 /// # Safety

@@ -2,15 +2,18 @@
 //! register holds four codes of each of the group's 8 rows, the activation's four `i8` are
 //! broadcast, and each 16- (or 32-) element scale group of the 8 rows is summed in `i32`
 //! lanes and multiplied by the rows' scales (`vpmulld`). VNNI: one `vpdpbusd` per four
-//! codes; AVX2: `vpmaddubsw` (unsigned codes `< 64` times `i8`: pair sums `≤ 2·63·128`,
-//! exact) and `vpmaddwd` with ones. The lanes are [`crate::packed`]'s exact integers and the
-//! f32 steps its operations, so both kernels give the portable kernel's bits.
+//! codes; AVX2: `vpmaddubsw` (unsigned codes `≤ 127` times `i8`, as many pair sums added in
+//! `i16` as cannot overflow) and `vpmaddwd` with ones. A table spanning more than 127 (iq4_xs)
+//! is looked up signed on AVX2 and dotted with the sign trick
+//! ([`qforge_simd::planes::dot_signed_avx2`]), with no zero to subtract: the same integers.
+//! The lanes are [`crate::packed`]'s exact integers and the f32 steps its operations, so both
+//! kernels give the portable kernel's bits.
 
 use std::arch::x86_64::*;
 
-use crate::packed::{self, Layout, PackedCodes, ROWS, group_bsum};
+use crate::packed::{self, Layout, PackedCodes, ROWS, group_bsum, zero_sum};
 use crate::q8k::BlockQ8K;
-use qforge_simd::planes::{dot_avx2, dot_vnni, quads};
+use qforge_simd::planes::{dot_avx2, dot_signed_avx2, dot_vnni, quads};
 use qforge_simd::{Avx2, Vnni};
 
 /// [`crate::packed::dot_groups_rows`] with the SIMD kernel: `false` (nothing written)
@@ -47,18 +50,35 @@ pub(crate) fn packed_dot_groups<F: PackedCodes>(p: &[u8], n: usize, a: &[&[Block
 }
 
 /// Defines a group kernel (the body below) compiled with `$features`, whose four-code dot
-/// `s + Σ₄ c·a` is `vpdpbusd` (`$vnni`) or `vpmaddubsw` + `vpmaddwd` + `vpaddd`.
+/// `s + Σ₄ c·a` is `$dot`: `vpdpbusd` (`$vnni`: any `u8` code) or `vpmaddubsw` + `vpmaddwd` +
+/// `vpaddd`.
 macro_rules! group_kernel {
-    ($name:ident, $features:literal, $dot:ident) => {
+    ($name:ident, $features:literal, $dot:ident, $vnni:literal) => {
         /// Every group of `p` against each of the `R` rows `a[r]` (exactly `n` blocks each),
         /// row `r`'s results into part `r` of `out` (see [`packed_dot_groups`]).
         #[target_feature(enable = $features)]
         fn $name<F: PackedCodes, const R: usize>(p: &[u8], n: usize, a: [&[BlockQ8K]; R], out: &mut [f32]) {
             let l = const { Layout::of::<F>() };
             let umax = const { packed::umax::<F>() };
-            // A format's table of `u` per code, in both lanes (`vpshufb` looks codes up).
-            // SAFETY: the load reads exactly the 16 bytes of the table.
-            let table = F::TABLE.map(|t| _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(t.as_ptr().cast()) }));
+            // Signed values and the sign trick where `vpmaddubsw` cannot take the unsigned ones
+            // (only a table's `u` exceed 127): then there is no zero to subtract.
+            let signed = const { !$vnni && packed::umax::<F>() > 127 };
+            let zero = if signed { 0 } else { F::ZERO };
+            // A format's table of `u` per code (of `u − ZERO` where `signed`), in both lanes
+            // (`vpshufb` looks codes up).
+            let table = F::TABLE.map(|t| {
+                let t = if signed { t.map(|u| u.wrapping_sub(F::ZERO)) } else { t };
+                // SAFETY: the load reads exactly the 16 bytes of the table.
+                _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(t.as_ptr().cast()) })
+            });
+            // The four-code dots of `N` quads: `$dot`, or the sign trick.
+            macro_rules! dot {
+                ($n:literal, $c:expr, $a:expr) => {
+                    // SAFETY: this function has the features `$dot` needs, and AVX2, all
+                    // `dot_signed_avx2` needs.
+                    unsafe { if signed { dot_signed_avx2::<$n>($c, $a) } else { $dot::<$n>($c, $a, umax) } }
+                };
+            }
             // 16-element groups without a zero code whose sums fit an `i16` (q2_k): the two
             // groups of a unit scaled with one `vpmaddwd` instead of two `vpmulld`.
             let scale_pairs = const {
@@ -67,6 +87,17 @@ macro_rules! group_kernel {
                     && !F::UNIT_SCALES
                     && 16 * 128 * packed::umax::<F>() <= i16::MAX as u32
             };
+            // The zero's sums from the quants (a table with `u` above 127, where `bsums` are
+            // not read: see `packed::zero_sum`), once per call for all row groups.
+            let own_sums = const { F::ZERO != 0 && packed::umax::<F>() > 127 };
+            let zsums: [Vec<[i32; QK_K_GROUPS]>; R] = a.map(|a| {
+                if !own_sums || zero == 0 {
+                    return Vec::new();
+                }
+                a.iter()
+                    .map(|a| std::array::from_fn(|k| if k < l.groups { zero_sum::<F>(a, l.group, k) } else { 0 }))
+                    .collect()
+            });
             let len = out.len() / R;
             for (g, pg) in p.chunks_exact((n * l.size).max(1)).enumerate() {
                 let (mut acc, mut accm) = ([_mm256_setzero_ps(); R], [_mm256_setzero_ps(); R]);
@@ -95,16 +126,9 @@ macro_rules! group_kernel {
                                 let half = |v: &[__m256i; 8], h: usize| -> [__m256i; 4] {
                                     std::array::from_fn(|i| v[4 * h + i])
                                 };
-                                // SAFETY: this function has the features `$dot` needs.
-                                unsafe {
-                                    [
-                                        $dot::<4>(&half(&c, 0), &half(&av, 0), umax),
-                                        $dot::<4>(&half(&c, 1), &half(&av, 1), umax),
-                                    ]
-                                }
+                                [dot!(4, &half(&c, 0), &half(&av, 0)), dot!(4, &half(&c, 1), &half(&av, 1))]
                             } else {
-                                // SAFETY: this function has the features `$dot` needs.
-                                [unsafe { $dot::<8>(&c, &av, umax) }, _mm256_setzero_si256()]
+                                [dot!(8, &c, &av), _mm256_setzero_si256()]
                             };
                             if scale_pairs {
                                 // Both groups' sums as the `i16` pairs of each row's lane (they
@@ -119,8 +143,9 @@ macro_rules! group_kernel {
                             for (h, s) in s.iter().enumerate().take(32 / l.group) {
                                 let k = u * 32 / l.group + h;
                                 let mut s = *s;
-                                if F::ZERO != 0 {
-                                    let z = i32::from(F::ZERO).wrapping_mul(group_bsum(a, l.group, k));
+                                if zero != 0 {
+                                    let sum = if own_sums { zsums[r][i][k] } else { group_bsum(a, l.group, k) };
+                                    let z = i32::from(zero).wrapping_mul(sum);
                                     s = _mm256_sub_epi32(s, _mm256_set1_epi32(z));
                                 }
                                 if F::UNIT_SCALES {
@@ -211,6 +236,8 @@ unsafe fn pairs(b: &[u8; 16], signed: bool) -> __m256i {
 
 /// 32-element units per block.
 const QK_UNITS: usize = crate::QK_K / 32;
+/// The most scale groups a block has (of 16 elements).
+const QK_K_GROUPS: usize = crate::QK_K / 16;
 
-group_kernel!(groups_avx2, "avx2,fma,f16c", dot_avx2);
-group_kernel!(groups_vnni, "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", dot_vnni);
+group_kernel!(groups_avx2, "avx2,fma,f16c", dot_avx2, false);
+group_kernel!(groups_vnni, "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", dot_vnni, true);

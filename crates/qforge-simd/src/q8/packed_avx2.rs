@@ -13,7 +13,7 @@ use std::arch::x86_64::*;
 
 use super::packed::{Layout, umax, unsigned_form};
 use super::{Q8Act, Q8Weight, Scale, Values, f16};
-use crate::planes::{ROWS, dot_avx2, dot_vnni, quads};
+use crate::planes::{ROWS, dot_avx2, dot_signed_avx2 as dot_signed, dot_vnni, quads};
 use crate::{Avx2, Vnni};
 
 /// [`super::packed::dot_groups_rows`] with the SIMD kernel (arguments checked by the
@@ -50,24 +50,6 @@ pub(super) fn dot_groups<W: Q8Weight, A: Q8Act>(p: &[u8], n: usize, a: &[&[A]], 
         }
     }
     true
-}
-
-/// `Σ_m Σ₄ v[m]·a[m]` per 32-bit lane for signed values `v` (never -128) with the sign trick:
-/// `vpmaddubsw(|a|, v·sgn a)` (pair sums `≤ 2·127·128`, exact), widened by `vpmaddwd`.
-///
-/// # Safety
-/// The CPU must have AVX2 (the caller's target features; this is inlined into it).
-#[inline(always)]
-unsafe fn dot_signed<const N: usize>(v: &[__m256i; N], a: &[__m256i; N]) -> __m256i {
-    // SAFETY: the caller guarantees AVX2.
-    unsafe {
-        let mut s = _mm256_setzero_si256();
-        for (v, a) in v.iter().zip(a) {
-            let p = _mm256_maddubs_epi16(_mm256_abs_epi8(*a), _mm256_sign_epi8(*v, *a));
-            s = _mm256_add_epi32(s, _mm256_madd_epi16(p, _mm256_set1_epi16(1)));
-        }
-        s
-    }
 }
 
 /// The first `N` of `v`, or the last.
