@@ -3,8 +3,13 @@
 //! With it: generates one `.cu` per registered format with device code (see `src/codegen.rs`),
 //! compiles each to PTX with bindgen_cuda (nvcc from `.cuda/` or the user's toolkit, compute
 //! capability 80 set explicitly, `-fmad=false`), compiles the same headers for the host into
-//! a static library of `extern "C"` wrappers for the tests, and writes `modules.rs` /
-//! `host_fns.rs` into `OUT_DIR`.
+//! a static library of `extern "C"` wrappers for the tests (in as many translation units as
+//! cargo gives jobs, beside the PTX), and writes `modules.rs` / `host_fns.rs` into `OUT_DIR`.
+//!
+//! Under `cargo clippy` (`RUSTC_WORKSPACE_WRAPPER` is clippy-driver) nothing is compiled with
+//! nvcc: the sources are generated, the modules are empty, and nothing links. Clippy checks
+//! the Rust code, never runs or links it, and the `--features cuda` lint pass takes seconds
+//! instead of nvcc's minutes. A later build (another wrapper value) runs this script again.
 
 fn main() {
     println!("cargo:rerun-if-changed=build.rs");
@@ -47,7 +52,12 @@ mod cuda {
             println!("cargo:rerun-if-env-changed={var}");
         }
         println!("cargo:rerun-if-changed={}", kernels.display());
+        println!("cargo:rerun-if-env-changed=RUSTC_WORKSPACE_WRAPPER");
+        let lint_only = std::env::var_os("RUSTC_WORKSPACE_WRAPPER").is_some_and(|w| {
+            Path::new(&w).file_stem().is_some_and(|s| s.to_string_lossy().starts_with("clippy-driver"))
+        });
         let Some(tk) = toolkit::find(&workspace) else { panic!("qforge-cuda feature `cuda`: {}", toolkit::NOT_FOUND) };
+        set_env(&tk);
         println!("cargo:rerun-if-changed={}", tk.nvcc.display());
         let descs: Vec<&'static FormatDesc> =
             qforge_formats::FAMILIES.iter().flat_map(|f| f.iter()).map(|f| f.desc()).collect();
@@ -78,9 +88,28 @@ mod cuda {
         cu_files.push(kernels.join(codegen::UTIL_MODULE_FILE));
         let _ = std::fs::remove_file(out.join(Path::new(codegen::UTIL_MODULE_FILE).with_extension("ptx")));
 
-        build_ptx(&tk, &kernels, &gen_dir, &out, cu_files);
-        build_sm89(&tk, &kernels, &gen_dir, &out, &with_code);
-        build_host(&tk, &kernels, &gen_dir, &out, &with_code);
+        if lint_only {
+            // Empty modules: `modules.rs` embeds them, nothing runs them.
+            let stems = cu_files
+                .iter()
+                .map(|cu| cu.with_extension("ptx"))
+                .chain([PathBuf::from(codegen::SM89_MODULE).with_extension("ptx")]);
+            for ptx in stems {
+                write_if_changed(&out.join(ptx.file_name().expect("a file name")), "");
+            }
+            let sm89 = out.join(format!("{}.ptx", codegen::SM89_MODULE));
+            deflate(&sm89);
+        } else {
+            // The host units (the longest single step) beside the PTX modules, which
+            // bindgen_cuda compiles on its own threads.
+            std::thread::scope(|s| {
+                let host = s.spawn(|| build_host(&tk, &kernels, &gen_dir, &out, &with_code));
+                build_ptx(&tk, &kernels, &gen_dir, &out, cu_files);
+                build_sm89(&tk, &kernels, &gen_dir, &out, &with_code);
+                host.join().expect("the host compilation's thread");
+            });
+            link_host(&tk, &out);
+        }
         write_tables(&out, &with_code);
         write_a8_tables(&out, &with_code);
         write_q8_tables(&out, &with_code);
@@ -200,20 +229,23 @@ mod cuda {
         write_if_changed(&out.join("host8_fns.rs"), &format!("{host}\n{table}"));
     }
 
-    fn build_ptx(tk: &toolkit::Toolkit, kernels: &Path, gen_dir: &Path, out: &Path, cu_files: Vec<PathBuf>) {
-        // bindgen_cuda runs a plain `nvcc` and reads the compute capability from the
-        // environment (else it asks nvidia-smi, which build machines lack).
+    /// bindgen_cuda runs a plain `nvcc` and reads the compute capability from the environment
+    /// (else it asks nvidia-smi, which build machines lack): set both for this process.
+    fn set_env(tk: &toolkit::Toolkit) {
         let path = std::env::var_os("PATH").unwrap_or_default();
         let path = std::env::join_paths(std::iter::once(tk.bin_dir()).chain(std::env::split_paths(&path)))
             .expect("PATH entries are joinable");
         #[allow(unsafe_code)] // `set_var` is unsafe since edition 2024
-        // SAFETY: the build script is single-threaded here: no thread that could read the
-        // environment concurrently has been started yet (bindgen_cuda's rayon pool is created
-        // by `Builder::default()` below, after these writes).
+        // SAFETY: the build script is single-threaded here: `build` calls this before it starts
+        // any thread (the host compilation's, bindgen_cuda's rayon pool), so no thread can read
+        // the environment concurrently.
         unsafe {
             std::env::set_var("PATH", path);
             std::env::set_var("CUDA_COMPUTE_CAP", toolkit::COMPUTE_CAP.to_string());
         }
+    }
+
+    fn build_ptx(tk: &toolkit::Toolkit, kernels: &Path, gen_dir: &Path, out: &Path, cu_files: Vec<PathBuf>) {
         let ptx_files: Vec<PathBuf> =
             cu_files.iter().map(|cu| out.join(cu.with_extension("ptx").file_name().unwrap())).collect();
         let mut b = bindgen_cuda::Builder::default()
@@ -241,24 +273,45 @@ mod cuda {
         Box::leak(s.into_boxed_str())
     }
 
+    /// The host units ([`codegen::host_sources`], one per job cargo gives this script, at
+    /// most 8), compiled side by side into `host_check_<i>.o`.
     fn build_host(tk: &toolkit::Toolkit, kernels: &Path, gen_dir: &Path, out: &Path, formats: &[&'static FormatDesc]) {
-        let src = gen_dir.join("host_check.cu");
-        write_if_changed(&src, &codegen::host_source(formats.iter().copied()));
-        let obj = out.join("host_check.o");
-        let status = Command::new(&tk.nvcc)
-            .args(codegen::NVCC_HOST_FLAGS)
-            .arg(format!("-I{}", kernels.display()))
-            .arg(format!("-I{}", gen_dir.display()))
-            .arg(&src)
-            .arg("-o")
-            .arg(&obj)
-            .status()
-            .unwrap_or_else(|e| panic!("running {}: {e}", tk.nvcc.display()));
-        assert!(status.success(), "nvcc failed on the host compilation of the device code ({status})");
-        let lib = out.join("libqforge_cuda_host.a");
-        let _ = std::fs::remove_file(&lib);
-        let status = Command::new("ar").arg("crs").arg(&lib).arg(&obj).status().expect("running ar");
-        assert!(status.success(), "ar failed ({status})");
+        let jobs = std::env::var("NUM_JOBS").ok().and_then(|j| j.parse::<usize>().ok()).unwrap_or(2);
+        let units = codegen::host_sources(formats.iter().copied(), jobs.clamp(2, 8));
+        std::thread::scope(|s| {
+            let compiles: Vec<_> = units
+                .iter()
+                .enumerate()
+                .map(|(i, text)| {
+                    let src = gen_dir.join(format!("host_check_{i}.cu"));
+                    write_if_changed(&src, text);
+                    let obj = out.join(format!("host_check_{i}.o"));
+                    s.spawn(move || {
+                        let status = Command::new(&tk.nvcc)
+                            .args(codegen::NVCC_HOST_FLAGS)
+                            .arg(format!("-I{}", kernels.display()))
+                            .arg(format!("-I{}", gen_dir.display()))
+                            .arg(&src)
+                            .arg("-o")
+                            .arg(&obj)
+                            .status()
+                            .unwrap_or_else(|e| panic!("running {}: {e}", tk.nvcc.display()));
+                        assert!(status.success(), "nvcc failed on the host compilation {} ({status})", src.display());
+                        obj
+                    })
+                })
+                .collect();
+            let objs: Vec<PathBuf> =
+                compiles.into_iter().map(|c| c.join().expect("a host compilation's thread")).collect();
+            let lib = out.join("libqforge_cuda_host.a");
+            let _ = std::fs::remove_file(&lib);
+            let status = Command::new("ar").arg("crs").arg(&lib).args(&objs).status().expect("running ar");
+            assert!(status.success(), "ar failed ({status})");
+        });
+    }
+
+    /// Links the host units' library and what nvcc's host objects need.
+    fn link_host(tk: &toolkit::Toolkit, out: &Path) {
         println!("cargo:rustc-link-search=native={}", out.display());
         println!("cargo:rustc-link-lib=static=qforge_cuda_host");
         // nvcc's host objects register their (empty) device code with the static runtime.

@@ -53,15 +53,17 @@ fn a8_instantiate(d: &FormatDesc, macro_name: &str) -> String {
     }
 }
 
-/// The host translation unit's part for the 8-bit GEMMs: the quantizer once, the m16n8k32
-/// fragment layouts (for the test that holds them to the PTX ISA) and every A8 format's
-/// host wrappers `qf_host_gemm_<format>_a8_<out>`.
-fn a8_host_source<'a>(formats: impl IntoIterator<Item = &'a FormatDesc>) -> String {
+/// The host translation unit's part for the 8-bit GEMMs: the quantizer and the m16n8k32
+/// fragment layouts (for the test that holds them to the PTX ISA) where `common` (in one unit
+/// only), and every A8 format's host wrappers `qf_host_gemm_<format>_a8_<out>`.
+fn a8_host_source<'a>(formats: impl IntoIterator<Item = &'a FormatDesc>, common: bool) -> String {
     let mut s = String::from("#include \"gemm8.cuh\"\n") + &a8_cfg_typedef();
-    s += "QF_HOST_QUANTIZE_I8DYN\n\
+    if common {
+        s += "QF_HOST_QUANTIZE_I8DYN\n\
          extern \"C\" void qf_host_frag8_coords(int lane, int* rc) {\n    \
          for (int i = 0; i < 16; ++i) { rc[2 * i] = qf_frag_a8_row(lane, i); rc[2 * i + 1] = qf_frag_a8_col(lane, i); }\n    \
          for (int i = 0; i < 8; ++i) { rc[32 + 2 * i] = qf_frag_b8_row(lane, i); rc[33 + 2 * i] = qf_frag_b_col(lane); }\n}\n";
+    }
     for d in formats {
         s += &a8_instantiate(d, "QF_HOST_GEMM_A8_INSTANTIATE").replace("#include \"gemm8.cuh\"\n", "").replace(&a8_cfg_typedef(), "");
     }

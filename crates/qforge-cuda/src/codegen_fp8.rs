@@ -102,10 +102,14 @@ pub fn sm89_source<'a>(formats: impl IntoIterator<Item = &'a FormatDesc>) -> Str
     s
 }
 
-/// The host translation unit's part for the FP8 GEMM: the quantizer and the code tables once,
-/// both bodies of every format with it (`qf_host_gemm_<format>_fp8_<body>`).
-fn fp8_host_source<'a>(formats: impl IntoIterator<Item = &'a FormatDesc>) -> String {
-    let mut s = String::from("#include \"gemm_fp8.cuh\"\n") + &fp8_cfg_typedef() + "QF_HOST_QUANTIZE_FP8_1X128\n";
+/// The host translation unit's part for the FP8 GEMM: the quantizer and the code tables where
+/// `common` (in one unit only), both bodies of every format with it
+/// (`qf_host_gemm_<format>_fp8_<body>`).
+fn fp8_host_source<'a>(formats: impl IntoIterator<Item = &'a FormatDesc>, common: bool) -> String {
+    let mut s = String::from("#include \"gemm_fp8.cuh\"\n") + &fp8_cfg_typedef();
+    if common {
+        s += "QF_HOST_QUANTIZE_FP8_1X128\n";
+    }
     for d in formats {
         if let Some(w) = fp8_gemm(d) {
             for b in FP8_BODIES {
