@@ -116,6 +116,19 @@ mod cuda {
         write_fp8_tables(&out, &with_code);
     }
 
+    /// `nvcc flags -I… src -o out`, which must succeed.
+    fn nvcc(tk: &toolkit::Toolkit, flags: &[&str], includes: &[&Path], src: &Path, out: &Path) {
+        let status = Command::new(&tk.nvcc)
+            .args(flags)
+            .args(includes.iter().map(|i| format!("-I{}", i.display())))
+            .arg(src)
+            .arg("-o")
+            .arg(out)
+            .status()
+            .unwrap_or_else(|e| panic!("running {}: {e}", tk.nvcc.display()));
+        assert!(status.success(), "nvcc failed on {} ({status})", src.display());
+    }
+
     /// `codegen::SM89_MODULE`: the kernels that need compute capability 8.9 (the FP8 GEMM's
     /// e4m3 tensor-core body), compiled with nvcc for `compute_89` (bindgen_cuda builds every
     /// file for one compute capability), checked for unresolved externs like the others, deflated.
@@ -123,16 +136,7 @@ mod cuda {
         let src = gen_dir.join(format!("{}.cu", codegen::SM89_MODULE));
         write_if_changed(&src, &codegen::sm89_source(formats.iter().copied()));
         let ptx = out.join(format!("{}.ptx", codegen::SM89_MODULE));
-        let status = Command::new(&tk.nvcc)
-            .args(codegen::NVCC_SM89_FLAGS)
-            .arg(format!("-I{}", kernels.display()))
-            .arg(format!("-I{}", gen_dir.display()))
-            .arg(&src)
-            .arg("-o")
-            .arg(&ptx)
-            .status()
-            .unwrap_or_else(|e| panic!("running {}: {e}", tk.nvcc.display()));
-        assert!(status.success(), "nvcc failed on {} ({status})", src.display());
+        nvcc(tk, codegen::NVCC_SM89_FLAGS, &[kernels, gen_dir], &src, &ptx);
         let text = std::fs::read_to_string(&ptx).unwrap_or_else(|e| panic!("reading {}: {e}", ptx.display()));
         if let Some(line) = codegen::unresolved_extern(&text) {
             panic!("{}: unresolved `{line}`", ptx.display());
@@ -287,16 +291,7 @@ mod cuda {
                     write_if_changed(&src, text);
                     let obj = out.join(format!("host_check_{i}.o"));
                     s.spawn(move || {
-                        let status = Command::new(&tk.nvcc)
-                            .args(codegen::NVCC_HOST_FLAGS)
-                            .arg(format!("-I{}", kernels.display()))
-                            .arg(format!("-I{}", gen_dir.display()))
-                            .arg(&src)
-                            .arg("-o")
-                            .arg(&obj)
-                            .status()
-                            .unwrap_or_else(|e| panic!("running {}: {e}", tk.nvcc.display()));
-                        assert!(status.success(), "nvcc failed on the host compilation {} ({status})", src.display());
+                        nvcc(tk, codegen::NVCC_HOST_FLAGS, &[kernels, gen_dir], &src, &obj);
                         obj
                     })
                 })

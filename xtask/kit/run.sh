@@ -21,6 +21,14 @@ die() { echo "run.sh: $*" >&2; exit 2; }
 [ -f "$KIT/kit.txt" ] || die "$KIT/kit.txt is missing: not a complete kit (make one with cargo xtask gpu-kit)"
 command -v timeout >/dev/null || die "coreutils' timeout is needed"
 
+# The binaries travel gzip'd (a third of their size): each is unpacked beside its .gz, once.
+for z in "$KIT"/bin/*.gz "$KIT"/tests/*.gz; do
+  [ -e "$z" ] || continue
+  f="${z%.gz}"
+  [ -x "$f" ] && [ "$f" -nt "$z" ] && continue
+  { gzip -dc "$z" > "$f.part" && chmod +x "$f.part" && mv -f "$f.part" "$f"; } || die "cannot unpack $z"
+done
+
 # ---- --check: no GPU needed ----------------------------------------------------------------
 if [ "${1:-}" = "--check" ]; then
   fails=0

@@ -7,8 +7,11 @@
 //! CUDA test binaries (`cargo test --workspace --features cuda --no-run`: qforge-cuda's and the
 //! CLI's `cuda_device`); `golden/`, the ggml
 //! golden vectors the test matrix reads; `kit.txt`, what is in it. Binaries are copied
-//! stripped (`strip --strip-all`); the kit and the repository's tracked files together must
-//! stay under 64 MiB (what the GPU machine's transfer takes), with 1 MiB to spare.
+//! stripped (`strip --strip-all`) and gzip'd (`bin/qforge.gz`, …: a third of their size;
+//! `run.sh` unpacks them next to the `.gz` before anything else); the kit and the repository's
+//! tracked files together must stay under 64 MiB (what the GPU machine's transfer takes), with
+//! 1 MiB to spare. The unpacked copies `run.sh --check` made are removed after it, so the kit
+//! travels packed.
 //!
 //! `xtask kit-check-ptx` (run by `run.sh --check`) parses every module the kit's binaries
 //! embed (from `bin/xtask`, or a folder of `.ptx.z` files given as its argument): the `.version`
@@ -93,6 +96,7 @@ fn executables(msgs: &[serde_json::Value]) -> Vec<(String, String, PathBuf, bool
         .collect()
 }
 
+/// `from` stripped and gzip'd into `to` + `.gz` (`run.sh` unpacks it to `to`).
 fn copy_stripped(from: &Path, to: &Path) -> Result<()> {
     std::fs::copy(from, to).with_context(|| format!("copying {}", from.display()))?;
     // Symbols and debug info go (panic messages keep their file:line, which is data, not
@@ -100,6 +104,25 @@ fn copy_stripped(from: &Path, to: &Path) -> Result<()> {
     let ok = Command::new("strip").arg("--strip-all").arg(to).status().is_ok_and(|s| s.success());
     if !ok {
         eprintln!("gpu-kit: warning: `strip --strip-all {}` failed; kept unstripped", to.display());
+    }
+    let st = Command::new("gzip").args(["-6", "-n", "-f"]).arg(to).status().context("running gzip")?;
+    if !st.success() {
+        bail!("gzip {} failed ({st})", to.display());
+    }
+    Ok(())
+}
+
+/// Removes the binaries `run.sh` unpacked (each beside its `.gz`): the kit travels packed.
+fn remove_unpacked(kit: &Path) -> Result<()> {
+    for sub in ["bin", "tests"] {
+        for e in std::fs::read_dir(kit.join(sub))?.flatten() {
+            let p = e.path();
+            let mut z = p.clone().into_os_string();
+            z.push(".gz");
+            if p.extension().is_none_or(|x| x != "gz") && Path::new(&z).exists() {
+                std::fs::remove_file(&p).with_context(|| format!("removing {}", p.display()))?;
+            }
+        }
     }
     Ok(())
 }
@@ -246,6 +269,7 @@ pub fn build(out: Option<PathBuf>, profile: &str) -> Result<bool> {
         .env("PTXAS", tk.bin_dir().join("ptxas"))
         .status()
         .context("running run.sh --check")?;
+    remove_unpacked(&kit)?;
     eprintln!(
         "gpu-kit: copy {} to the GPU machine and run `{}/run.sh [OUTDIR]` there",
         kit.display(),
