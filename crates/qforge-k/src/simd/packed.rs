@@ -11,7 +11,7 @@
 
 use std::arch::x86_64::*;
 
-use crate::packed::{self, Layout, PackedCodes, ROWS, group_bsum};
+use crate::packed::{self, Layout, PackedCodes, ROWS, group_bsum, zero_sum};
 use crate::q8k::BlockQ8K;
 use qforge_simd::planes::{dot_avx2, dot_signed_avx2, dot_vnni, quads};
 use qforge_simd::{Avx2, Vnni};
@@ -87,27 +87,6 @@ macro_rules! group_kernel {
                     && !F::UNIT_SCALES
                     && 16 * 128 * packed::umax::<F>() <= i16::MAX as u32
             };
-            // The zero's sums from the quants (a table with `u` above 127, where `bsums` are
-            // not read: see `packed::zero_sum`), once per call for all row groups.
-            let own_sums = const { F::ZERO != 0 && packed::umax::<F>() > 127 };
-            let zsums: [Vec<[i32; QK_K_GROUPS]>; R] = a.map(|a| {
-                if !own_sums || zero == 0 {
-                    return Vec::new();
-                }
-                // Plain loops over fixed-size groups, which LLVM vectorizes (an iterator chain
-                // per group cost as much as the dot itself at 14 row groups per call).
-                let mut v = vec![[0i32; QK_K_GROUPS]; a.len()];
-                for (s, a) in v.iter_mut().zip(a.iter()) {
-                    for (s, q) in s.iter_mut().zip(a.qs.chunks_exact(l.group)) {
-                        let mut t = 0i32;
-                        for &q in q {
-                            t += i32::from(q);
-                        }
-                        *s = t;
-                    }
-                }
-                v
-            });
             let len = out.len() / R;
             for (g, pg) in p.chunks_exact((n * l.size).max(1)).enumerate() {
                 let (mut acc, mut accm) = ([_mm256_setzero_ps(); R], [_mm256_setzero_ps(); R]);
@@ -154,7 +133,7 @@ macro_rules! group_kernel {
                                 let k = u * 32 / l.group + h;
                                 let mut s = *s;
                                 if zero != 0 {
-                                    let sum = if own_sums { zsums[r][i][k] } else { group_bsum(a, l.group, k) };
+                                    let sum = zero_sum::<F>(a, l.group, k);
                                     let z = i32::from(zero).wrapping_mul(sum);
                                     s = _mm256_sub_epi32(s, _mm256_set1_epi32(z));
                                 }
@@ -246,8 +225,6 @@ unsafe fn pairs(b: &[u8; 16], signed: bool) -> __m256i {
 
 /// 32-element units per block.
 const QK_UNITS: usize = crate::QK_K / 32;
-/// The most scale groups a block has (of 16 elements).
-const QK_K_GROUPS: usize = crate::QK_K / 16;
 
 group_kernel!(groups_avx2, "avx2,fma,f16c", dot_avx2, false);
 group_kernel!(groups_vnni, "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", dot_vnni, true);
