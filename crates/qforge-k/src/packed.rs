@@ -107,6 +107,25 @@ pub const fn umax<F: PackedCodes>() -> u32 {
     }
 }
 
+/// Whether every value `u − ZERO` of `F`'s table is an `i8` other than -128: what the AVX2
+/// kernel's sign trick needs of a table with `u` above 127 (checked at compile time there).
+pub const fn signed_values_fit<F: PackedCodes>() -> bool {
+    match F::TABLE {
+        Some(t) => {
+            let mut i = 0;
+            while i < 16 {
+                let v = t[i] as i16 - F::ZERO as i16;
+                if v < -127 || v > 127 {
+                    return false;
+                }
+                i += 1;
+            }
+            true
+        }
+        None => false,
+    }
+}
+
 /// `u` of code `c` of `F`.
 #[inline(always)]
 fn value<F: PackedCodes>(c: u8) -> u8 {

@@ -62,7 +62,11 @@ macro_rules! group_kernel {
             let umax = const { packed::umax::<F>() };
             // Signed values and the sign trick where `vpmaddubsw` cannot take the unsigned ones
             // (only a table's `u` exceed 127): then there is no zero to subtract.
-            let signed = const { !$vnni && packed::umax::<F>() > 127 };
+            let signed = const {
+                let signed = !$vnni && packed::umax::<F>() > 127;
+                assert!(!signed || packed::signed_values_fit::<F>(), "a table the sign trick cannot dot");
+                signed
+            };
             let zero = if signed { 0 } else { F::ZERO };
             // A format's table of `u` per code (of `u − ZERO` where `signed`), in both lanes
             // (`vpshufb` looks codes up).
