@@ -59,7 +59,8 @@ impl PackedMatrix {
         let format = w.format();
         let packing = format.packing().ok_or_else(|| QuantError::Unsupported {
             format: format.desc().name,
-            reason: "no packed layout (q4_0, q4_1, q5_0, q5_1, q2_k … q6_k, tq1_0, tq2_0, q1_0 and q2_0 have one)"
+            reason: "no packed layout (the formats dotted with q8_0 / q8_1 activations have one, and those dotted \
+                     with q8_k but q8_k itself)"
                 .into(),
         })?;
         let (rows, rb) = (w.rows(), w.row_bytes());

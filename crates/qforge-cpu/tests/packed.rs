@@ -14,14 +14,15 @@ fn quantized(f: &'static dyn Format, n: usize, k: usize, seed: u64) -> QuantTens
     qforge_cpu::quantize(f, Shape::new([n, k]).unwrap(), &data(n * k, seed), None).unwrap()
 }
 
-/// The formats with a packed layout (those dotted with q8_k but q8_k itself, and those dotted
-/// with q8_0 / q8_1 but the 8-bit ones).
+/// The formats with a packed layout (those dotted with q8_k but q8_k itself, and every one
+/// dotted with q8_0 / q8_1).
 fn packed_formats() -> Vec<&'static dyn Format> {
     let fs: Vec<_> = qforge_formats::registry().iter().filter(|f| f.packing().is_some()).collect();
     let names: Vec<_> = fs.iter().map(|f| f.desc().name).collect();
     let want = [
-        "q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq2_xxs", "iq2_xs", "iq2_s",
-        "iq3_xxs", "iq3_s", "iq1_s", "iq1_m", "iq4_nl", "iq4_xs", "tq1_0", "tq2_0", "q1_0", "q2_0", "mxfp4", "nvfp4",
+        "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "q8_1", "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "iq2_xxs", "iq2_xs",
+        "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m", "iq4_nl", "iq4_xs", "tq1_0", "tq2_0", "q1_0", "q2_0", "mxfp4",
+        "nvfp4",
     ];
     assert_eq!(names, want, "the formats with a packed layout");
     fs
@@ -90,8 +91,8 @@ fn packed_results_do_not_depend_on_threads() {
 
 #[test]
 fn packed_errors_are_typed() {
-    let q80 = quantized(qforge_formats::get("q8_0").unwrap(), 3, 64, 1);
-    assert!(matches!(PackedMatrix::new(&q80), Err(QuantError::Unsupported { format: "q8_0", .. })));
+    let q8k = quantized(qforge_formats::get("q8_k").unwrap(), 3, 256, 1);
+    assert!(matches!(PackedMatrix::new(&q8k), Err(QuantError::Unsupported { format: "q8_k", .. })));
     let p = PackedMatrix::new(&quantized(qforge_formats::get("q6_k").unwrap(), 9, 300, 2)).unwrap();
     assert!(matches!(p.matvec(&data(299, 1)), Err(QuantError::ShapeMismatch { .. })));
     assert!(matches!(p.matmul(&[], 0), Err(QuantError::InvalidShape { .. })));

@@ -68,8 +68,8 @@ weight_block!(BlockQ4_0, Values::Offset(8), 4, |b| Codes::Nibbles { qs: &b.qs, q
 weight_block!(BlockQ4_1, Values::Unsigned, 4, |b| Codes::Nibbles { qs: &b.qs, qh: None }, m = m);
 weight_block!(BlockQ5_0, Values::Offset(16), 5, |b| Codes::Nibbles { qs: &b.qs, qh: Some(b.qh) });
 weight_block!(BlockQ5_1, Values::Unsigned, 5, |b| Codes::Nibbles { qs: &b.qs, qh: Some(b.qh) }, m = m);
-weight_block!(BlockQ8_0, Values::Signed8, 0, |b| Codes::Bytes(&b.qs));
-weight_block!(BlockQ8_1, Values::Signed8, 0, |b| Codes::Bytes(&b.qs));
+weight_block!(BlockQ8_0, Values::Signed8, 8, |b| Codes::Bytes(&b.qs));
+weight_block!(BlockQ8_1, Values::Signed8, 8, |b| Codes::Bytes(&b.qs));
 
 #[cfg(test)]
 mod tests {

@@ -6,7 +6,7 @@
 //! A code of up to 6 bits is split over at most two planes, each storing the unit's 8 quads
 //! in 32-byte slices: a 4-bit plane in 4 slices (slice `m / 2`, the low nibble for even `m`,
 //! the high one for odd), a 2-bit plane in 2 (slice `m / 4`, bits `2(m % 4)..`), a 1-bit plane
-//! in 1 (bit `m`). A unit's slices of all its planes lie together, so rows are read as one
+//! in 1 (bit `m`); 8-bit codes are whole bytes, quad `m` in slice `m`. A unit's slices of all its planes lie together, so rows are read as one
 //! stream (plane after plane, separate streams fell out of L2's prefetch: q6_k at 0.4×).
 //!
 //! | bits | planes (bit of the code they hold) | bytes per unit (8 rows) |
@@ -17,6 +17,7 @@
 //! | 4 | 4-bit (0) | 128 |
 //! | 5 | 4-bit (0), 1-bit (4) | 160 |
 //! | 6 | 4-bit (0), 2-bit (4) | 192 |
+//! | 8 | 8-bit (0) | 256 |
 
 /// Rows per group: the 32-bit lanes of a 256-bit register.
 pub const ROWS: usize = 8;
@@ -56,6 +57,8 @@ pub fn rows_parts<A>(
 /// Where a unit's planes lie (byte offsets within the unit) and the code bit each fills.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Planes {
+    /// The 8-bit plane (8 slices: whole bytes), if any; then the only one.
+    pub byte: Option<usize>,
     /// The 4-bit plane (4 slices), if any.
     pub nib: Option<usize>,
     /// The 2-bit plane (2 slices), if any, and the code bit its values go to.
@@ -67,19 +70,23 @@ pub struct Planes {
 }
 
 impl Planes {
-    /// The planes of `bits`-bit codes (1 to 6).
+    /// No planes, no bytes (the layout of a format without one).
+    pub const NONE: Planes = Planes { byte: None, nib: None, crumb: None, bit: None, unit: 0 };
+
+    /// The planes of `bits`-bit codes (1 to 6, or 8).
     ///
     /// # Panics
-    /// At compile time (every caller evaluates it in a constant) for `bits` outside 1..=6.
+    /// At compile time (every caller evaluates it in a constant) for `bits` outside 1..=6 and 8.
     pub const fn of_bits(bits: u32) -> Planes {
-        assert!(bits >= 1 && bits <= 6, "codes of 1 to 6 bits");
-        let none = Planes { nib: None, crumb: None, bit: None, unit: 0 };
+        assert!((bits >= 1 && bits <= 6) || bits == 8, "codes of 1 to 6 or 8 bits");
+        let none = Planes::NONE;
         match bits {
             1 => Planes { bit: Some((0, 0)), unit: 32, ..none },
             2 => Planes { crumb: Some((0, 0)), unit: 64, ..none },
             3 => Planes { crumb: Some((0, 0)), bit: Some((64, 2)), unit: 96, ..none },
             4 => Planes { nib: Some(0), unit: 128, ..none },
             5 => Planes { nib: Some(0), bit: Some((128, 4)), unit: 160, ..none },
+            8 => Planes { byte: Some(0), unit: 256, ..none },
             _ => Planes { nib: Some(0), crumb: Some((128, 4)), unit: 192, ..none },
         }
     }
@@ -95,6 +102,9 @@ impl Planes {
     /// Stores code `u` of element `e` (`< 32`) of row `r` into the unit's bytes `unit` (which
     /// start zeroed).
     pub fn put(&self, unit: &mut [u8], r: usize, e: usize, u: u8) {
+        if let Some(at) = self.byte {
+            unit[Self::pos(at, 8, r, e).0] = u;
+        }
         if let Some(at) = self.nib {
             let (o, s) = Self::pos(at, 4, r, e);
             unit[o] |= (u & 0xF) << s;
@@ -112,6 +122,9 @@ impl Planes {
     /// The code of element `e` (`< 32`) of row `r` in the unit's bytes `unit`.
     pub fn get(&self, unit: &[u8], r: usize, e: usize) -> u8 {
         let mut u = 0;
+        if let Some(at) = self.byte {
+            u = unit[Self::pos(at, 8, r, e).0];
+        }
         if let Some(at) = self.nib {
             let (o, s) = Self::pos(at, 4, r, e);
             u |= unit[o] >> s & 0xF;
@@ -137,7 +150,7 @@ mod tests {
 
     #[test]
     fn every_code_of_every_width_comes_back() {
-        for bits in 1..=6 {
+        for bits in [1, 2, 3, 4, 5, 6, 8] {
             let p = Planes::of_bits(bits);
             let mut unit = vec![0u8; p.unit];
             let code = |r: usize, e: usize| ((r * 37 + e * 11 + bits as usize) % (1 << bits)) as u8;

@@ -47,6 +47,9 @@ pub unsafe fn quad<const M: usize>(p: Planes, unit: &[u8]) -> __m256i {
     // SAFETY: the caller guarantees AVX2.
     unsafe {
         let mut c = _mm256_setzero_si256();
+        if let Some(at) = p.byte {
+            c = load(unit, at + M * 32);
+        }
         if let Some(at) = p.nib {
             c = field(load(unit, at + M / 2 * 32), 4 * (m % 2), 4, 0);
         }

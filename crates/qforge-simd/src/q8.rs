@@ -107,9 +107,10 @@ pub trait Q8Weight: bytemuck::Pod {
     const AFFINE: bool = false;
 
     /// Bits of the codes in the packed layout ([`packed`]): 1, 2, 4 or 5 (at least the
-    /// codes' width), or 0 for no packed layout (the default). Only formats with f16 scales
-    /// whose values have an unsigned form (offset codes, the affine formats' codes, tables
-    /// spanning at most 127) may set it; [`packed::packable`] checks at compile time.
+    /// codes' width), 8 for [`Values::Signed8`], or 0 for no packed layout (the default).
+    /// Only formats whose values have an unsigned form (offset codes, the affine formats'
+    /// codes, 8-bit signed codes, tables spanning at most 255) may set it;
+    /// [`packed::packable`] checks at compile time.
     const PACK_BITS: u32 = 0;
 
     /// The codes of unit `u`.

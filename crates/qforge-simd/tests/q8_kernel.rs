@@ -9,11 +9,12 @@
 //! Each check runs at every SIMD level the machine has (AVX2, and AVX-512 VNNI where present),
 //! forced in turn.
 //!
-//! The packed layout ([`qforge_simd::q8::packed`]) of every format that has one (all but q8_0 /
-//! q8_1): packing keeps every value and scale; the dispatched kernel equals the portable one
-//! bit for bit at every level (the portable level included), on random blocks against
-//! activations with -128 / 127 edges; and with finite scales every row is the exact dot to f32
-//! rounding. These tests need AVX2, FMA and F16C. On an x86-64 CPU without them they fail (an untested
+//! The packed layout ([`qforge_simd::q8::packed`]) of every format that has one (q8_0 / q8_1
+//! included, whose weights may be -128): packing keeps every value and scale; the dispatched
+//! kernel equals the portable one bit for bit at every level (the portable level included), on
+//! random blocks against activations with -128 / 127 edges and, a third of the time, without
+//! -128 (as the quantizers make them: the 8-bit codes' AVX2 path); and with finite scales every
+//! row is the exact dot to f32 rounding. These tests need AVX2, FMA and F16C. On an x86-64 CPU without them they fail (an untested
 //! kernel is not a pass) unless `QFORGE_ALLOW_NO_AVX2=1` says to skip them.
 #![cfg(target_arch = "x86_64")]
 
@@ -48,6 +49,18 @@ fn block<B: bytemuck::Pod>(rng: &mut Rng, halves: usize, raw: bool, extreme: boo
     bytemuck::pod_read_unaligned(&b)
 }
 
+/// Activation blocks as qforge's quantizers make them: every -128 quant (after the `ah`
+/// leading f16 fields) made -127.
+fn no_min<'a, A: Q8Act + 'a>(blocks: impl IntoIterator<Item = &'a mut A>, ah: usize) {
+    for b in blocks {
+        for q in &mut bytemuck::bytes_of_mut(b)[2 * ah..] {
+            if *q == 0x80 {
+                *q = 0x81;
+            }
+        }
+    }
+}
+
 /// `wh` / `ah`: the leading f16 fields of a weight / activation block. Every SIMD level the
 /// machine has (AVX2; AVX-512 VNNI) is forced in turn.
 fn check<W: Q8Weight, A: Q8Act>(wh: usize, ah: usize, seed: u64) {
@@ -72,13 +85,7 @@ fn check_at<W: Q8Weight, A: Q8Act>(wh: usize, ah: usize, seed: u64) {
             .collect();
         if case % 3 == 1 {
             // As the quantizers make them: no -128 activation (the 8-bit kernel's fast path).
-            for b in a.iter_mut().flatten() {
-                for q in &mut bytemuck::bytes_of_mut(b)[2 * ah..] {
-                    if *q == 0x80 {
-                        *q = 0x81;
-                    }
-                }
-            }
+            no_min(a.iter_mut().flatten(), ah);
         }
         let want: Vec<f32> = a.iter().map(|a| vec_dot_portable(&w, a)).collect();
         for (r, a) in a.iter().enumerate() {
@@ -167,7 +174,10 @@ fn check_packed<W: Q8Weight, A: Q8Act>(wh: usize, ah: usize, seed: u64) {
             let (nr, n) = (1 + case % 19, case % 6);
             let (raw, extreme) = (case % 7 == 3, case % 5 == 1);
             let w: Vec<W> = (0..nr * n).map(|_| block(&mut rng, wh, raw, extreme)).collect();
-            let a: Vec<A> = (0..n * W::UNITS).map(|_| block(&mut rng, ah, raw, extreme || case % 3 == 0)).collect();
+            let mut a: Vec<A> = (0..n * W::UNITS).map(|_| block(&mut rng, ah, raw, extreme || case % 3 == 0)).collect();
+            if case % 3 == 1 {
+                no_min(&mut a, ah);
+            }
             let p = pack(&w, nr, n);
             assert_eq!(p.len(), nr.div_ceil(ROWS) * n * l.size);
             // Every value comes back from the planes (through the unsigned form).
@@ -201,8 +211,11 @@ fn check_packed<W: Q8Weight, A: Q8Act>(wh: usize, ah: usize, seed: u64) {
             dot_groups::<W, A>(&p, n, &a, &mut got);
             // 1 to 6 activation rows at once (up to four per pass): each row's part is the
             // bits of its one-row call.
-            let more: Vec<Vec<A>> =
+            let mut more: Vec<Vec<A>> =
                 (0..case % 6).map(|_| (0..n * W::UNITS).map(|_| block(&mut rng, ah, raw, extreme)).collect()).collect();
+            if case % 3 == 1 {
+                no_min(more.iter_mut().flatten(), ah);
+            }
             let rows: Vec<&[A]> = std::iter::once(a.as_slice()).chain(more.iter().map(Vec::as_slice)).collect();
             let mut all = vec![f32::NAN; rows.len() * got.len()];
             dot_groups_rows::<W, A>(&p, n, &rows, &mut all);
@@ -268,9 +281,24 @@ fn low_bit_formats() {
     check::<qforge_lowbit::BlockQ2_0, BlockQ8_0>(1, 1, 11);
 }
 
-/// The formats without a packed layout say so (8-bit signed codes), the others have one.
+/// Every format of the shared kernel has a packed layout, of the same bytes per row and
+/// block as the plain one; 8-bit codes are stored as whole bytes, `v + 128`.
 #[test]
 fn packed_layouts() {
-    assert!(!packable::<BlockQ8_0>() && !packable::<BlockQ8_1>());
+    assert!(packable::<BlockQ8_0>() && packable::<BlockQ8_1>());
     assert!(packable::<BlockQ4_0>() && packable::<qforge_iq::BlockIq4Nl>() && packable::<qforge_fp4::BlockNvfp4>());
+    assert_eq!(Layout::of::<BlockQ8_0>().size, ROWS * size_of::<BlockQ8_0>());
+    assert_eq!(Layout::of::<BlockQ4_0>().size, ROWS * size_of::<BlockQ4_0>());
+    assert_eq!(unsigned_form::<BlockQ8_0>().map(|f| f.1), Some(128));
+    let w: Vec<BlockQ8_0> = (0..8)
+        .map(|r| {
+            let mut b: BlockQ8_0 = bytemuck::Zeroable::zeroed();
+            bytemuck::bytes_of_mut(&mut b)[2..].iter_mut().enumerate().for_each(|(e, q)| *q = (r * 32 + e) as u8);
+            b
+        })
+        .collect();
+    let p = pack(&w, 8, 1);
+    let l = Layout::of::<BlockQ8_0>();
+    // Quad m of row r: bytes 32m + 4r .. of the unit, each code with its sign bit flipped.
+    assert_eq!(p[l.codes + 32 * 3 + 4 * 5], ((5 * 32 + 12) as u8) ^ 0x80);
 }

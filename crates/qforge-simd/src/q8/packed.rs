@@ -1,6 +1,7 @@
 //! The packed (row-interleaved) layout of the formats dotted with q8_0 / q8_1 whose values
 //! have an unsigned form (`v = u − z`, `0 ≤ u ≤ 255`): q4_0, q4_1, q5_0, q5_1, iq4_nl, mxfp4,
-//! nvfp4, q1_0, q2_0 (each sets [`Q8Weight::PACK_BITS`]). See `qforge_k::packed` for the idea:
+//! nvfp4, q1_0, q2_0, and q8_0 / q8_1 (`u = v + 128`: 8-bit codes) (each sets
+//! [`Q8Weight::PACK_BITS`]). See `qforge_k::packed` for the idea:
 //! 8 weight rows in the 32-bit lanes of a register, the activation broadcast, one `vpdpbusd`
 //! per four codes of 8 rows, no horizontal sums.
 //!
@@ -26,14 +27,16 @@
 //! The same exact integers as the plain kernel ([`super::vec_dot`]) in another f32 order:
 //! the two agree to f32 rounding. On AVX2 (no VNNI), where `vpmaddubsw` needs `u ≤ 127`, a
 //! table spanning more than 127 (iq4_nl) is dotted with its signed values and the sign trick
-//! instead, the same integers.
+//! instead, the same integers; so are 8-bit codes, with the trick's sign taken from the
+//! weight (which may be -128) rather than the activation, so for activation rows without a
+//! -128 (every row qforge quantizes; a row holding one is dotted by the portable kernel).
 
 use super::{Q8Act, Q8Weight, Scale, Values, f16, unit_codes};
 use crate::planes::{Planes, ROWS};
 
 /// The unsigned form of `W`'s values: `u = table[code]` (for [`Values::Table`]; else `u` is
-/// the code) and `v = u − z`, every `u ≤ 255`; `None` where the values have none (8-bit signed
-/// codes, tables spanning more than 255).
+/// the packed code, [`packed_code`]) and `v = u − z`, every `u ≤ 255`; `None` where the values
+/// have none (tables spanning more than 255).
 pub const fn unsigned_form<W: Q8Weight>() -> Option<([u8; 16], u8)> {
     let identity = {
         let mut t = [0u8; 16];
@@ -47,6 +50,7 @@ pub const fn unsigned_form<W: Q8Weight>() -> Option<([u8; 16], u8)> {
     match W::VALUES {
         Values::Offset(k) if k >= 0 && k <= 96 => Some((identity, k as u8)),
         Values::Unsigned => Some((identity, 0)),
+        Values::Signed8 => Some((identity, 128)),
         Values::Table(t) => {
             let (mut lo, mut i) = (0i16, 0);
             while i < 16 {
@@ -73,12 +77,22 @@ pub const fn umax<W: Q8Weight>() -> u32 {
     }
 }
 
-/// Whether `W` has a packed layout: [`Q8Weight::PACK_BITS`] set, an unsigned form (for table
-/// formats, codes of at most 4 bits), and a kernel the shared q8 kernel supports.
+/// Whether `W` has a packed layout: [`Q8Weight::PACK_BITS`] set (8 for, and only for, 8-bit
+/// signed codes), an unsigned form (for table formats, codes of at most 4 bits), and a kernel
+/// the shared q8 kernel supports.
 pub const fn packable<W: Q8Weight>() -> bool {
     let bits = W::PACK_BITS;
     let table = matches!(W::VALUES, Values::Table(_));
-    matches!(bits, 1 | 2 | 4 | 5) && unsigned_form::<W>().is_some() && (!table || bits <= 4) && super::supported::<W>()
+    let signed8 = matches!(W::VALUES, Values::Signed8);
+    let bits_ok = if signed8 { bits == 8 } else { matches!(bits, 1 | 2 | 4 | 5) };
+    bits_ok && unsigned_form::<W>().is_some() && (!table || bits <= 4) && super::supported::<W>()
+}
+
+/// The code the packed layout stores for code `c` of `W`: `c`, or for 8-bit signed codes the
+/// unsigned `v + 128` (the sign bit flipped).
+#[inline(always)]
+pub const fn packed_code<W: Q8Weight>(c: u8) -> u8 {
+    if matches!(W::VALUES, Values::Signed8) { c ^ 0x80 } else { c }
 }
 
 /// Scale slots per unit: 2 for scales per half unit, else 1.
@@ -106,8 +120,7 @@ impl Layout {
     /// reaches a kernel with it, see [`dot_groups`]).
     pub const fn of<W: Q8Weight>() -> Layout {
         if !packable::<W>() {
-            let planes = Planes { nib: None, crumb: None, bit: None, unit: 0 };
-            return Layout { d: 0, m: 0, codes: 0, planes, size: 0 };
+            return Layout { d: 0, m: 0, codes: 0, planes: Planes::NONE, size: 0 };
         }
         let m = match W::SCALE {
             Scale::F16 => 2 * ROWS,
@@ -160,7 +173,7 @@ pub fn pack<W: Q8Weight>(w: &[W], rows: usize, n: usize) -> Vec<u8> {
             for u in 0..W::UNITS {
                 let unit = &mut p[l.codes + u * l.planes.unit..][..l.planes.unit];
                 for (e, &c) in unit_codes(blk, u).iter().enumerate() {
-                    l.planes.put(unit, r, e, c);
+                    l.planes.put(unit, r, e, packed_code::<W>(c));
                 }
             }
         }

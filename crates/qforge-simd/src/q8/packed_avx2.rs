@@ -5,7 +5,9 @@
 //! half unit) with the 8 rows' scales (`vcvtph2ps` of the f16 `d`, or a `vgatherdps` from the
 //! format's scale table) times the activation's. On AVX2, a table spanning more than 127
 //! (iq4_nl) is looked up signed and dotted with the sign trick (`vpmaddubsw(|a|, v·sgn a)`,
-//! exact: no value is -128), the same integers. The integers and f32 steps are the portable
+//! exact: no value is -128), the same integers; 8-bit codes (q8_0, whose weights may be -128)
+//! with the trick mirrored, `vpmaddubsw(|v|, a·sgn v)`, for activations without a -128 (a call
+//! with one is left to the portable kernel). The integers and f32 steps are the portable
 //! kernel's, so every level gives the same bits.
 #![allow(unsafe_code)]
 
@@ -25,6 +27,10 @@ pub(super) fn dot_groups<W: Q8Weight, A: Q8Act>(p: &[u8], n: usize, a: &[&[A]], 
         return false;
     }
     let vnni = Vnni::detect().is_some();
+    // The mirrored sign trick of 8-bit codes on AVX2 needs activations without a -128.
+    if !vnni && signed8::<W>() && a.iter().any(|a| a.iter().any(|b| b.qs().contains(&i8::MIN))) {
+        return false;
+    }
     let len = out.len() / a.len().max(1);
     for (a, out) in a.chunks(4).zip(out.chunks_mut((4 * len).max(1))) {
         macro_rules! rows {
@@ -52,6 +58,11 @@ pub(super) fn dot_groups<W: Q8Weight, A: Q8Act>(p: &[u8], n: usize, a: &[&[A]], 
     true
 }
 
+/// Whether `W`'s codes are 8-bit signed values (stored `v + 128`).
+const fn signed8<W: Q8Weight>() -> bool {
+    matches!(W::VALUES, Values::Signed8)
+}
+
 /// The first `N` of `v`, or the last.
 #[inline(always)]
 fn part<const N: usize>(v: &[__m256i; 8], h: usize) -> [__m256i; N] {
@@ -75,6 +86,7 @@ macro_rules! group_kernel {
             };
             let um = const { umax::<W>() };
             let is_table = const { matches!(W::VALUES, Values::Table(_)) };
+            let signed8 = const { signed8::<W>() };
             // Signed values and the sign trick where `vpmaddubsw` cannot take the unsigned ones.
             let signed = const { !$vnni && umax::<W>() > 127 };
             let (tv, z) = if signed {
@@ -143,6 +155,11 @@ macro_rules! group_kernel {
                             for c in c.iter_mut() {
                                 *c = _mm256_shuffle_epi8(tv, *c);
                             }
+                        } else if signed && signed8 {
+                            // `v = u − 128`: the sign bit flipped back.
+                            for c in c.iter_mut() {
+                                *c = _mm256_xor_si256(*c, _mm256_set1_epi8(i8::MIN));
+                            }
                         }
                         // The rows' scales of the unit (of each half unit), shared by the rows.
                         let sv = if hn == 2 {
@@ -170,7 +187,13 @@ macro_rules! group_kernel {
                                         let (ch, ah) = (part::<4>(&c, $h), part::<4>(&av, $h));
                                         // SAFETY: this function has the features both dots need.
                                         let s = unsafe {
-                                            if signed { dot_signed::<4>(&ch, &ah) } else { $dot::<4>(&ch, &ah, um) }
+                                            if signed && signed8 {
+                                                dot_signed::<4>(&ah, &ch)
+                                            } else if signed {
+                                                dot_signed::<4>(&ch, &ah)
+                                            } else {
+                                                $dot::<4>(&ch, &ah, um)
+                                            }
                                         };
                                         let s = _mm256_sub_epi32(s, _mm256_set1_epi32(zs[r][j][$h]));
                                         let x = _mm256_mul_ps(sv[$h], ad);
@@ -180,7 +203,11 @@ macro_rules! group_kernel {
                                 half_unit!(0);
                                 half_unit!(1);
                             } else {
-                                let s = if signed {
+                                let s = if signed && signed8 {
+                                    // SAFETY: this function has AVX2, all `dot_signed` needs;
+                                    // no activation is -128 (checked by `dot_groups`).
+                                    unsafe { dot_signed::<8>(&av, &c) }
+                                } else if signed {
                                     // SAFETY: this function has AVX2, all `dot_signed` needs.
                                     unsafe { dot_signed::<8>(&c, &av) }
                                 } else {
