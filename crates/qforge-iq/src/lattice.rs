@@ -23,42 +23,72 @@ pub(crate) struct Lattice<const G: usize> {
 impl<const G: usize> Lattice<G> {
     /// Builds the lattice from the grid's levels (`levels[j][i]` in `0..2^bits`), with
     /// `map_size` keys (ggml's `kmap_size`) and `nwant` distance shells per neighbour list.
+    /// Compiled for the CPU's SIMD level (the distances to every grid point vectorize there):
+    /// iq1_s's lattice, 43692 keys against 2048 points, is most of a quantizer's start-up.
     pub(crate) fn new(levels: &[[u8; G]], bits: u32, map_size: usize, nwant: usize) -> Self {
+        qforge_core::cpu::dispatch(
+            #[inline(always)]
+            || Self::build(levels, bits, map_size, nwant),
+        )
+    }
+
+    /// The body of [`Lattice::new`].
+    #[inline(always)]
+    fn build(levels: &[[u8; G]], bits: u32, map_size: usize, nwant: usize) -> Self {
         let grid: Vec<[i8; G]> = levels.iter().map(|l| l.map(|v| 2 * v as i8 + 1)).collect();
         let mut map = vec![-1i32; map_size];
         for (j, l) in levels.iter().enumerate() {
             map[Self::key_of(l, bits)] = j as i32;
         }
         let mask = (1usize << bits) - 1;
+        // The grid by position (`cols[i][j]`: value `i` of point `j`), so that the distances
+        // of all points to a key are one vectorized pass per position: every squared
+        // distance is at most `G·(2^(bits+1) − 2)²` (8 · 14² here), well inside a `u16`.
+        let cols: Vec<Vec<u16>> = (0..G).map(|i| grid.iter().map(|g| g[i] as u16).collect()).collect();
         let mut neighbours = Vec::new();
         let mut dist = vec![0u16; grid.len()];
+        let mut shells: Vec<u16> = Vec::with_capacity(nwant);
         #[allow(clippy::needless_range_loop)] // `map` is written at `key` inside the loop
         for key in 0..map_size {
             if map[key] >= 0 {
                 continue;
             }
-            let pos: [i32; G] = std::array::from_fn(|i| 2 * ((key >> (bits as usize * i)) & mask) as i32 + 1);
-            // The nwant smallest distinct squared distances.
-            let mut shells: Vec<u16> = Vec::with_capacity(nwant + 1);
-            for (d, g) in dist.iter_mut().zip(&grid) {
-                let mut d2 = 0i32;
-                for i in 0..G {
-                    let diff = g[i] as i32 - pos[i];
-                    d2 += diff * diff;
+            dist.fill(0);
+            for (i, col) in cols.iter().enumerate() {
+                let p = (2 * ((key >> (bits as usize * i)) & mask) + 1) as u16;
+                for (d, &c) in dist.iter_mut().zip(col) {
+                    let diff = c.abs_diff(p);
+                    *d += diff * diff;
                 }
-                *d = d2 as u16;
-                if let Err(at) = shells.binary_search(d)
-                    && at < nwant
-                {
-                    shells.insert(at, *d);
-                    shells.truncate(nwant);
+            }
+            // The nwant smallest distinct squared distances, ascending: successive minima.
+            shells.clear();
+            let mut floor = None;
+            while shells.len() < nwant {
+                let above = |d: u16| floor.is_none_or(|f| d > f);
+                let m = dist.iter().fold(u16::MAX, |m, &d| if above(d) { m.min(d) } else { m });
+                if m == u16::MAX {
+                    break; // fewer distinct distances than nwant (none reaches u16::MAX)
                 }
+                shells.push(m);
+                floor = Some(m);
             }
             let start = neighbours.len();
             map[key] = -(start as i32 + 1);
             neighbours.push(0);
             for &s in &shells {
-                neighbours.extend(dist.iter().enumerate().filter(|&(_, &d)| d == s).map(|(j, _)| j as u16));
+                // The points at distance `s`, in index order: a bit mask per 32 distances
+                // (one vector compare), then its set bits (few: a shell holds a handful).
+                for (c, chunk) in dist.chunks(32).enumerate() {
+                    let mut m = 0u32;
+                    for (k, &d) in chunk.iter().enumerate() {
+                        m |= u32::from(d == s) << k;
+                    }
+                    while m != 0 {
+                        neighbours.push((32 * c + m.trailing_zeros() as usize) as u16);
+                        m &= m - 1;
+                    }
+                }
             }
             neighbours[start] = (neighbours.len() - start - 1) as u16;
         }
@@ -153,6 +183,55 @@ pub(crate) fn levels_of<const G: usize>(words: impl Iterator<Item = u64>, level:
 mod tests {
     use super::*;
     use crate::tables::*;
+
+    /// ggml's neighbour search as it is written (every distance into the shell list, no early
+    /// exit), for keys `0..map_size`: the map and lists [`Lattice::new`] must give.
+    fn plain_search<const G: usize>(
+        levels: &[[u8; G]],
+        bits: u32,
+        map_size: usize,
+        nwant: usize,
+    ) -> (Vec<i32>, Vec<u16>) {
+        let grid: Vec<[i32; G]> = levels.iter().map(|l| l.map(|v| 2 * i32::from(v) + 1)).collect();
+        let mut map = vec![-1i32; map_size];
+        for (j, l) in levels.iter().enumerate() {
+            map[Lattice::<G>::key_of(l, bits)] = j as i32;
+        }
+        let mut lists = Vec::new();
+        for (key, m) in map.iter_mut().enumerate() {
+            if *m >= 0 {
+                continue;
+            }
+            let pos: Vec<i32> =
+                (0..G).map(|i| 2 * ((key >> (bits as usize * i)) & ((1 << bits) - 1)) as i32 + 1).collect();
+            let dist: Vec<i32> = grid.iter().map(|g| (0..G).map(|i| (g[i] - pos[i]).pow(2)).sum()).collect();
+            let mut shells = dist.clone();
+            shells.sort_unstable();
+            shells.dedup();
+            shells.truncate(nwant);
+            *m = -(lists.len() as i32 + 1);
+            let dist = &dist;
+            let list: Vec<u16> =
+                shells.iter().flat_map(|&s| (0..dist.len()).filter(move |&j| dist[j] == s)).map(|j| j as u16).collect();
+            lists.push(list.len() as u16);
+            lists.extend(list);
+        }
+        (map, lists)
+    }
+
+    /// The fast build gives the plain search's map and neighbour lists (iq2_xs's grid of 8
+    /// values, iq3_s's of 4, two shell counts).
+    #[test]
+    fn the_build_is_the_plain_search() {
+        let iq2 = levels_of::<8>(IQ2XS_GRID.iter().copied(), |b| b.saturating_sub(8) / 17);
+        let iq3 = levels_of::<4>(IQ3S_GRID.iter().map(|&w| u64::from(w)), |b| b / 2);
+        for nwant in [1, 2, 3] {
+            let lat = Lattice::new(&iq2, 2, 43692, nwant);
+            assert_eq!((lat.map, lat.neighbours), plain_search(&iq2, 2, 43692, nwant), "iq2_xs, {nwant} shells");
+            let lat = Lattice::new(&iq3, 3, 4096, nwant);
+            assert_eq!((lat.map, lat.neighbours), plain_search(&iq3, 3, 4096, nwant), "iq3_s, {nwant} shells");
+        }
+    }
 
     fn keys<const G: usize>(levels: &[[u8; G]], bits: u32) -> Vec<usize> {
         levels.iter().map(|l| Lattice::<G>::key_of(l, bits)).collect()
