@@ -43,7 +43,7 @@ impl<const G: usize> Lattice<G> {
         let mask = (1usize << bits) - 1;
         // The grid by position (`cols[i][j]`: value `i` of point `j`), so that the distances
         // of all points to a key are one vectorized pass per position: every squared
-        // distance is at most `G·(2^(bits+1) − 2)²` (8 · 14² here), well inside a `u16`.
+        // distance is at most `G·(2^(bits+1) − 2)²` (8·6² or 4·14² here), well inside a `u16`.
         let cols: Vec<Vec<u16>> = (0..G).map(|i| grid.iter().map(|g| g[i] as u16).collect()).collect();
         let mut neighbours = Vec::new();
         let mut dist = vec![0u16; grid.len()];
