@@ -81,13 +81,22 @@ fn best_neighbour2(
     l: &mut [i8],
 ) -> usize {
     let list = lat.neighbours(key);
+    // Each position's term for each of its three levels, `w·(scale·xg − x)²` as ggml computes
+    // it per neighbour (the same operations, so the same bits): a neighbour's distance is then
+    // eight lookups summed in ggml's order.
+    let mut terms = [[0.0f32; 3]; 8];
+    for (i, t) in terms.iter_mut().enumerate() {
+        for (t, &v) in t.iter_mut().zip(xg) {
+            let diff = scale * v - x[i];
+            *t = w[i] * diff * diff;
+        }
+    }
     let mut best = (f32::MAX, list.first().map_or(0, |&j| j as usize));
     for &j in list {
         let g = &lat.grid[j as usize];
         let mut d2 = 0.0f32;
-        for i in 0..8 {
-            let diff = scale * xg[((g[i] - 1) / 2) as usize] - x[i];
-            d2 += w[i] * diff * diff;
+        for (t, &g) in terms.iter().zip(g) {
+            d2 += t[((g - 1) / 2) as usize];
         }
         if d2 < best.0 {
             best = (d2, j as usize);
