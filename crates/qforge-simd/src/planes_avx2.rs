@@ -117,7 +117,9 @@ pub unsafe fn dot_avx2<const N: usize>(c: &[__m256i; N], a: &[__m256i; N], umax:
 /// activations `a`: the sign trick, `vpmaddubsw(|a|, v·sgn a)` (`|a|` read unsigned, so -128
 /// gives 128; pair sums `≤ 2·128·127`), widened by `vpmaddwd`. What [`dot_avx2`] cannot do: a
 /// table of values spanning more than 127 (iq4_nl, iq4_xs), whose unsigned form would
-/// overflow its `i16` pair sums.
+/// overflow its `i16` pair sums. The product is symmetric, so the roles may swap: 8-bit
+/// weights, which may be -128, go second, with activations free of -128 first (q8_0's packed
+/// kernel, [`crate::q8::packed`]).
 ///
 /// # Safety
 /// The CPU must have AVX2: call it only from a `#[target_feature(enable = "avx2")]` function
