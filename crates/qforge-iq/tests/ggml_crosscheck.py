@@ -1,8 +1,14 @@
 #!/usr/bin/env python3
 """Write a larger cross-check set for qforge-iq with ggml's own quantizers (PyPI ggml-py).
 
-    python3 crates/qforge-iq/tests/ggml_crosscheck.py /tmp/iqx [rows] [cols]
-    QFORGE_IQ_GGML_DIR=/tmp/iqx cargo test -p qforge-iq --test ggml_crosscheck -- --nocapture
+    QFORGE_GGML_LIB=/path/to/libggml-base.so python3 crates/qforge-iq/tests/ggml_crosscheck.py /tmp/iqx [rows] [cols]
+    QFORGE_IQ_GGML_DIR=/tmp/iqx cargo test -p qforge-iq --test ggml_crosscheck -- --ignored --nocapture
+
+QFORGE_GGML_LIB names the libggml-base.so of the ggml that llama-quantize uses (for example the
+llama.cpp vendored in llama-cpp-python's sdist, configured with GGML_NATIVE=OFF and built as the
+`ggml-base` target; never committed). Without it the script uses PyPI ggml-py 0.10.1, whose
+iq1_m quantizer predates llama.cpp's per-half prefix sums (PR #28706) and gives other bytes on
+sparse rows and near-ties, so it then writes no iq1_m data.
 
 Writes inputs.f32 (rows x cols: gaussian, heavy-tailed, outliers, tiny, huge, sparse and
 integer-valued rows with many ties), imatrix.f32 and, per format, <fmt>.plain.bin (without
@@ -23,8 +29,14 @@ def main():
     rows = int(sys.argv[2]) if len(sys.argv) > 2 else 64
     cols = int(sys.argv[3]) if len(sys.argv) > 3 else 1024
     os.makedirs(out, exist_ok=True)
-    import ggml
-    lib = ctypes.CDLL(os.path.join(os.path.dirname(ggml.__file__), "lib", "libggml-base.so"))
+    formats = dict(FORMATS)
+    lib_path = os.environ.get("QFORGE_GGML_LIB")
+    if not lib_path:
+        import ggml
+        lib_path = os.path.join(os.path.dirname(ggml.__file__), "lib", "libggml-base.so")
+        del formats["iq1_m"]
+        print("ggml-py: no iq1_m data (set QFORGE_GGML_LIB to a post-#28706 ggml)", file=sys.stderr)
+    lib = ctypes.CDLL(lib_path)
     rng = np.random.default_rng(7)
     kinds = [
         lambda: rng.standard_normal(cols),
@@ -43,7 +55,7 @@ def main():
     fp = ctypes.POINTER(ctypes.c_float)
     lib.ggml_row_size.restype = ctypes.c_size_t
     lib.ggml_quantize_requires_imatrix.restype = ctypes.c_bool
-    for name, tid in FORMATS.items():
+    for name, tid in formats.items():
         lib.ggml_quantize_init(ctypes.c_int(tid))
         rb = lib.ggml_row_size(ctypes.c_int(tid), ctypes.c_int64(cols))
         q = getattr(lib, f"quantize_{name}")
