@@ -25,17 +25,31 @@ pub(crate) fn packed_dot_groups<F: PackedCodes>(p: &[u8], n: usize, a: &[&[Block
     }
     let vnni = Vnni::detect().is_some();
     let len = out.len() / a.len().max(1);
+    let l = const { Layout::of::<F>() };
+    // A table with `u` above 127 on VNNI: the zero's multiplier is the sum of a group's quants
+    // themselves ([`zero_sum`]), which would otherwise be summed again for every group of 8
+    // weight rows. Summed here once per activation row, block and scale group instead (the
+    // same integers).
+    let sums: Vec<Vec<i32>> = if vnni && packed::umax::<F>() > 127 {
+        a.iter()
+            .map(|a| a[..n].iter().flat_map(|b| (0..l.groups).map(move |k| zero_sum::<F>(b, l.group, k))).collect())
+            .collect()
+    } else {
+        Vec::new()
+    };
+    let sums = &sums;
     // Up to four rows per pass over the packed blocks: each unit's codes are unpacked once
     // for all of them.
-    for (a, out) in a.chunks(4).zip(out.chunks_mut((4 * len).max(1))) {
+    for (c, (a, out)) in a.chunks(4).zip(out.chunks_mut((4 * len).max(1))).enumerate() {
         macro_rules! rows {
             ($($r:literal)+) => {{
                 let a = [$(&a[$r][..n]),+];
+                let zs = [$(sums.get(4 * c + $r).map_or(&[][..], |s| &s[..])),+];
                 // SAFETY: `Avx2::detect` has just checked that this CPU has AVX2, FMA and F16C,
                 // all `groups_avx2` needs, and `Vnni::detect` (where it found them) the AVX-512
                 // VNNI features `groups_vnni` needs besides.
                 unsafe {
-                    if vnni { groups_vnni::<F, { [$($r),+].len() }>(p, n, a, out) } else { groups_avx2::<F, { [$($r),+].len() }>(p, n, a, out) }
+                    if vnni { groups_vnni::<F, { [$($r),+].len() }>(p, n, a, zs, out) } else { groups_avx2::<F, { [$($r),+].len() }>(p, n, a, zs, out) }
                 }
             }};
         }
@@ -55,9 +69,16 @@ pub(crate) fn packed_dot_groups<F: PackedCodes>(p: &[u8], n: usize, a: &[&[Block
 macro_rules! group_kernel {
     ($name:ident, $features:literal, $dot:ident, $vnni:literal) => {
         /// Every group of `p` against each of the `R` rows `a[r]` (exactly `n` blocks each),
-        /// row `r`'s results into part `r` of `out` (see [`packed_dot_groups`]).
+        /// row `r`'s results into part `r` of `out` (see [`packed_dot_groups`]). `zs[r]`: row
+        /// `r`'s [`zero_sum`] of every block and scale group, or empty (then summed here).
         #[target_feature(enable = $features)]
-        fn $name<F: PackedCodes, const R: usize>(p: &[u8], n: usize, a: [&[BlockQ8K]; R], out: &mut [f32]) {
+        fn $name<F: PackedCodes, const R: usize>(
+            p: &[u8],
+            n: usize,
+            a: [&[BlockQ8K]; R],
+            zs: [&[i32]; R],
+            out: &mut [f32],
+        ) {
             let l = const { Layout::of::<F>() };
             let umax = const { packed::umax::<F>() };
             // Signed values and the sign trick where `vpmaddubsw` cannot take the unsigned ones
@@ -137,7 +158,10 @@ macro_rules! group_kernel {
                                 let k = u * 32 / l.group + h;
                                 let mut s = *s;
                                 if zero != 0 {
-                                    let sum = zero_sum::<F>(a, l.group, k);
+                                    let sum = match zs[r].get(i * l.groups + k) {
+                                        Some(&s) => s,
+                                        None => zero_sum::<F>(a, l.group, k),
+                                    };
                                     let z = i32::from(zero).wrapping_mul(sum);
                                     s = _mm256_sub_epi32(s, _mm256_set1_epi32(z));
                                 }
