@@ -4,7 +4,7 @@
     python3 xtask/scripts/ggml_bench.py FORMAT OP N      # prints one JSON object
     python3 xtask/scripts/ggml_bench.py FORMAT matvec N,K 1 [THREADS [repack]]
     python3 xtask/scripts/ggml_bench.py FORMAT matmul N,K M [THREADS [repack]]
-    python3 xtask/scripts/ggml_bench.py --features       # the x86 features ggml's CPU code was built with
+    python3 xtask/scripts/ggml_bench.py --features       # ggml's version, the x86 features its CPU code was built with
 
 OPs `matvec` / `matmul` time ggml's real mat-vec / mat-mul: a graph `ggml_mul_mat(W[FORMAT,
 K x N], x[f32, K x M])` computed by the CPU backend (`ggml_backend_cpu_init`,
@@ -185,11 +185,15 @@ def mul_mat(fmt, op, shape, m, threads, repack=False):
 
 
 def features():
-    """The instruction sets ggml-py's CPU backend was compiled for (`ggml_cpu_has_*`)."""
+    """The ggml version and the instruction sets its CPU backend was compiled for
+    (`ggml_cpu_has_*`)."""
     import ggml
 
     cpu = ctypes.CDLL(os.path.join(os.path.dirname(ggml.__file__), "lib", "libggml-cpu.so"))
-    out = {}
+    base = load_lib()
+    base.ggml_version.restype = ctypes.c_char_p
+    base.ggml_commit.restype = ctypes.c_char_p
+    out = {"version": f"ggml {base.ggml_version().decode()} ({base.ggml_commit().decode()})"}
     for name in ("avx2", "fma", "f16c", "avx_vnni", "avx512", "avx512_vbmi", "avx512_vnni", "avx512_bf16"):
         f = getattr(cpu, f"ggml_cpu_has_{name}", None)
         if f is not None:

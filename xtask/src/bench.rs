@@ -91,13 +91,24 @@ impl Cpu {
     }
 }
 
-/// A Python that can `import ggml`: for `--cpu native` the system one or `.venv/`, for
+/// Names a Python whose `import ggml` loads another ggml to measure against (for example a
+/// copy of `.venv/` whose `ggml/lib/` holds the libraries of a newer llama.cpp): used as is,
+/// nothing installed. The report's header names the ggml version it loaded.
+const PEER_ENV: &str = "QFORGE_GGML_PYTHON";
+
+/// A Python that can `import ggml`: `$QFORGE_GGML_PYTHON`, else for `--cpu native` the system one or `.venv/`, for
 /// `--cpu avx2` `.venv-avx2/` (each created on demand). An AVX2 ggml that reports AVX-512
 /// (an environment built some other way) is refused rather than measured.
 fn python(cpu: Cpu) -> Result<PathBuf> {
     let ok = |py: &Path| {
         Command::new(py).args(["-c", "import ggml, numpy"]).output().map(|o| o.status.success()).unwrap_or(false)
     };
+    if let Some(py) = std::env::var_os(PEER_ENV).filter(|p| !p.is_empty()).map(PathBuf::from) {
+        if !ok(&py) {
+            bail!("{PEER_ENV}={}: that Python cannot import ggml and numpy", py.display());
+        }
+        return Ok(py);
+    }
     let sys = PathBuf::from("python3");
     if cpu == Cpu::Native && ok(&sys) {
         return Ok(sys);
@@ -231,9 +242,14 @@ pub fn run(a: &Args<'_>) -> Result<bool> {
         let how = if flags.is_empty() { "a plain release build".to_string() } else { format!("RUSTFLAGS='{flags}'") };
         match cpu {
             Cpu::Native => println!(
-                "qforge: {} ({how}; kernels: {}); ggml: PyPI ggml-py (built with the host's native flags)",
+                "qforge: {} ({how}; kernels: {}); ggml: {}",
                 qforge.display(),
-                qforge_core::cpu::levels()
+                qforge_core::cpu::levels(),
+                if std::env::var_os(PEER_ENV).is_some_and(|p| !p.is_empty()) {
+                    format!("${PEER_ENV}'s")
+                } else {
+                    "PyPI ggml-py (built with the host's native flags)".to_string()
+                }
             ),
             Cpu::Avx2 => println!(
                 "qforge: {} ({how}; QFORGE_CPU=avx2); ggml: PyPI ggml-py built with AVX2+FMA+F16C+BMI2 only ({})",
@@ -243,6 +259,12 @@ pub fn run(a: &Args<'_>) -> Result<bool> {
         }
     }
     let py = python(cpu)?;
+    if !json {
+        let mut c = Command::new(&py);
+        c.arg(root().join("xtask/scripts/ggml_bench.py")).arg("--features");
+        let f = json_of(c)?;
+        println!("ggml: {} via {}", f["version"].as_str().unwrap_or("(version unknown)"), py.display());
+    }
     let names: Vec<String> = match formats {
         Some(list) => list.split(',').map(|s| s.trim().to_ascii_lowercase()).collect(),
         None => qforge_formats::registry().iter().map(|f| f.desc().name.to_string()).collect(),
