@@ -132,7 +132,9 @@ impl QuantAct {
                 let inv = 1.0 / scale;
                 let q = xp
                     .iter()
-                    .map(|&v| (v * inv + zero_point as f32).round_ties_even().clamp(-128.0, 127.0) as i8)
+                    .map(|&v| {
+                        qforge_core::round::round_ties_even(v * inv + zero_point as f32).clamp(-128.0, 127.0) as i8
+                    })
                     .collect();
                 QuantAct::Int8 { q, scale, zero_point }
             }

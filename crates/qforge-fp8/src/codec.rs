@@ -110,7 +110,7 @@ pub fn from_f32<K: Fp8Kind>(x: f32) -> u8 {
     // a / quantum, exact (a power-of-two scaling of a value that stays in f32's range).
     let n = a * pow2(K::BIAS + K::MBITS as i32 - e);
     // n < 2^(MBITS+1): rounding may carry into the next binade, which the sum handles.
-    let code = (((e - 1) as u32) << K::MBITS) + n.round_ties_even() as u32;
+    let code = (((e - 1) as u32) << K::MBITS) + crate::rounding::round_ties_even(n) as u32;
     sign | code.min(u32::from(K::MAX_CODE)) as u8
 }
 

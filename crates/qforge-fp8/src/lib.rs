@@ -23,6 +23,13 @@
 pub mod codec;
 pub mod grid;
 
+/// What [`codec`] rounds with (its build-script copy, which renders only the tables, takes
+/// std's): `qforge_core::round::round_ties_even`, the same bits as `f32::round_ties_even`
+/// without the libm call a plain x86-64 build makes of it.
+mod rounding {
+    pub(crate) use qforge_core::round::round_ties_even;
+}
+
 pub use codec::{E4m3, E5m2, Fp8Kind, from_f32, to_f32};
 
 use grid::BLOCK;

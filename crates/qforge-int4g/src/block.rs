@@ -98,7 +98,7 @@ impl<S: ScaleKind, const H: usize> Int4g<S, H> {
         let s = S::decode(raw);
         out.d = raw;
         out.qs = [0x88; H];
-        let q = |v: f32| ((v / s).round_ties_even().clamp(-8.0, 7.0) as i32 + 8) as u8;
+        let q = |v: f32| (qforge_core::round::round_ties_even(v / s).clamp(-8.0, 7.0) as i32 + 8) as u8;
         let (lo, hi) = x.split_at(x.len().min(H));
         for (b, &v) in out.qs.iter_mut().zip(lo) {
             *b = (*b & 0xF0) | q(v);
