@@ -93,48 +93,64 @@ impl Cpu {
 
 /// Names a Python whose `import ggml` loads another ggml to measure against (for example a
 /// copy of `.venv/` whose `ggml/lib/` holds the libraries of a newer llama.cpp): used as is,
-/// nothing installed. The report's header names the ggml version it loaded.
+/// nothing installed. The report names the ggml version it loaded.
 const PEER_ENV: &str = "QFORGE_GGML_PYTHON";
 
-/// A Python that can `import ggml`: `$QFORGE_GGML_PYTHON`, else for `--cpu native` the system one or `.venv/`, for
-/// `--cpu avx2` `.venv-avx2/` (each created on demand). An AVX2 ggml that reports AVX-512
-/// (an environment built some other way) is refused rather than measured.
-fn python(cpu: Cpu) -> Result<PathBuf> {
+/// The ggml side of a run: the Python that drives it and what its library says of itself
+/// (`ggml_bench.py --features`: version and instruction sets).
+struct Peer {
+    py: PathBuf,
+    /// `$QFORGE_GGML_PYTHON` chose it (not a ggml-py that xtask installs).
+    from_env: bool,
+    version: String,
+}
+
+/// A Python that can `import ggml`: `$QFORGE_GGML_PYTHON`, else for `--cpu native` the system
+/// one or `.venv/`, for `--cpu avx2` `.venv-avx2/` (each created on demand). For `--cpu avx2`
+/// a ggml that does not report AVX2 without AVX-512 (an environment built some other way, or
+/// a `$QFORGE_GGML_PYTHON` one) is refused rather than measured.
+fn peer(cpu: Cpu) -> Result<Peer> {
     let ok = |py: &Path| {
         Command::new(py).args(["-c", "import ggml, numpy"]).output().map(|o| o.status.success()).unwrap_or(false)
     };
-    if let Some(py) = std::env::var_os(PEER_ENV).filter(|p| !p.is_empty()).map(PathBuf::from) {
+    let env = std::env::var_os(PEER_ENV).filter(|p| !p.is_empty()).map(PathBuf::from);
+    let from_env = env.is_some();
+    let py = if let Some(py) = env {
         if !ok(&py) {
             bail!("{PEER_ENV}={}: that Python cannot import ggml and numpy", py.display());
         }
-        return Ok(py);
-    }
-    let sys = PathBuf::from("python3");
-    if cpu == Cpu::Native && ok(&sys) {
-        return Ok(sys);
-    }
-    let venv = cpu.venv();
-    let py = venv.join("bin/python3");
-    if !ok(&py) {
-        eprintln!("xtask: installing ggml-py==0.10.1 and numpy into {} (git-ignored)", venv.display());
-        let st = Command::new("python3").arg("-m").arg("venv").arg(&venv).status().context("python3 -m venv")?;
-        if !st.success() {
-            bail!("could not create {}", venv.display());
+        py
+    } else if cpu == Cpu::Native && ok(Path::new("python3")) {
+        PathBuf::from("python3")
+    } else {
+        let venv = cpu.venv();
+        let py = venv.join("bin/python3");
+        if !ok(&py) {
+            eprintln!("xtask: installing ggml-py==0.10.1 and numpy into {} (git-ignored)", venv.display());
+            let st = Command::new("python3").arg("-m").arg("venv").arg(&venv).status().context("python3 -m venv")?;
+            if !st.success() {
+                bail!("could not create {}", venv.display());
+            }
+            let st = cpu.pip_install(&venv.join("bin/pip")).status().context("pip install ggml-py")?;
+            if !st.success() || !ok(&py) {
+                bail!("could not install ggml-py into {}", venv.display());
+            }
         }
-        let st = cpu.pip_install(&venv.join("bin/pip")).status().context("pip install ggml-py")?;
-        if !st.success() || !ok(&py) {
-            bail!("could not install ggml-py into {}", venv.display());
-        }
+        py
+    };
+    let mut c = Command::new(&py);
+    c.arg(root().join("xtask/scripts/ggml_bench.py")).arg("--features");
+    let f = json_of(c)?;
+    if cpu == Cpu::Avx2 && (f["avx512"].as_bool() != Some(false) || f["avx2"].as_bool() != Some(true)) {
+        let fix = if from_env {
+            format!("unset {PEER_ENV} or point it at an AVX2-only build")
+        } else {
+            "delete the folder to rebuild it".into()
+        };
+        bail!("{}: its ggml reports {f}, not an AVX2-only build; {fix}", py.display());
     }
-    if cpu == Cpu::Avx2 {
-        let mut c = Command::new(&py);
-        c.arg(root().join("xtask/scripts/ggml_bench.py")).arg("--features");
-        let f = json_of(c)?;
-        if f["avx512"].as_bool() != Some(false) || f["avx2"].as_bool() != Some(true) {
-            bail!("{}: its ggml reports {f}, not an AVX2-only build; delete the folder to rebuild it", venv.display());
-        }
-    }
-    Ok(py)
+    let version = f["version"].as_str().unwrap_or("ggml (version unknown)").to_string();
+    Ok(Peer { py, from_env, version })
 }
 
 fn json_of(mut cmd: Command) -> Result<serde_json::Value> {
@@ -238,33 +254,19 @@ pub fn run(a: &Args<'_>) -> Result<bool> {
     }
     let qforge = build_cli(native)?;
     let flags = rustflags(native);
+    let peer = peer(cpu)?;
     if !json {
         let how = if flags.is_empty() { "a plain release build".to_string() } else { format!("RUSTFLAGS='{flags}'") };
-        match cpu {
-            Cpu::Native => println!(
-                "qforge: {} ({how}; kernels: {}); ggml: {}",
-                qforge.display(),
-                qforge_core::cpu::levels(),
-                if std::env::var_os(PEER_ENV).is_some_and(|p| !p.is_empty()) {
-                    format!("${PEER_ENV}'s")
-                } else {
-                    "PyPI ggml-py (built with the host's native flags)".to_string()
-                }
-            ),
-            Cpu::Avx2 => println!(
-                "qforge: {} ({how}; QFORGE_CPU=avx2); ggml: PyPI ggml-py built with AVX2+FMA+F16C+BMI2 only ({})",
-                qforge.display(),
-                cpu.venv().display()
-            ),
-        }
+        let (kernels, built) = match (cpu, peer.from_env) {
+            (Cpu::Native, false) => (qforge_core::cpu::levels(), "built with the host's native flags"),
+            (Cpu::Native, true) => (qforge_core::cpu::levels(), "as built there"),
+            (Cpu::Avx2, _) => ("QFORGE_CPU=avx2".to_string(), "its CPU code reports AVX2 and no AVX-512"),
+        };
+        let source = if peer.from_env { format!("${PEER_ENV}") } else { "PyPI ggml-py".to_string() };
+        println!("qforge: {} ({how}; kernels: {kernels})", qforge.display());
+        println!("ggml: {} ({source}, {built}) via {}", peer.version, peer.py.display());
     }
-    let py = python(cpu)?;
-    if !json {
-        let mut c = Command::new(&py);
-        c.arg(root().join("xtask/scripts/ggml_bench.py")).arg("--features");
-        let f = json_of(c)?;
-        println!("ggml: {} via {}", f["version"].as_str().unwrap_or("(version unknown)"), py.display());
-    }
+    let py = peer.py.clone();
     let names: Vec<String> = match formats {
         Some(list) => list.split(',').map(|s| s.trim().to_ascii_lowercase()).collect(),
         None => qforge_formats::registry().iter().map(|f| f.desc().name.to_string()).collect(),
@@ -337,7 +339,9 @@ pub fn run(a: &Args<'_>) -> Result<bool> {
     }
     if json {
         let cpu = format!("{cpu:?}").to_ascii_lowercase();
-        let v = serde_json::json!({ "qforge_rustflags": flags, "cpu": cpu, "rounds": rounds, "results": rows });
+        let v = serde_json::json!({
+            "qforge_rustflags": flags, "cpu": cpu, "rounds": rounds, "ggml": peer.version, "results": rows
+        });
         println!("{}", serde_json::to_string_pretty(&v)?);
     }
     Ok(true)
