@@ -231,13 +231,19 @@ pub(crate) fn group_bsum(a: &BlockQ8K, group: usize, k: usize) -> i32 {
     a.bsums[k * per..][..per].iter().map(|s| i32::from(s.get())).sum()
 }
 
+/// Whether [`zero_sum`] sums the quants themselves rather than reading `bsums`: a table with
+/// `u` above 127.
+pub(crate) const fn zero_from_quants<F: PackedCodes>() -> bool {
+    umax::<F>() > 127
+}
+
 /// What the zero is multiplied by in group `k` of `a`: the sum of the group's quants. Taken
 /// from `a.bsums` ([`group_bsum`]), except for a table with `u` above 127: the AVX2 kernel dots
 /// its values signed, with no zero, so every kernel sums the quants themselves and none reads
 /// `bsums` (the same bits whether or not they agree with the quants).
 #[inline(always)]
 pub(crate) fn zero_sum<F: PackedCodes>(a: &BlockQ8K, group: usize, k: usize) -> i32 {
-    if umax::<F>() > 127 {
+    if zero_from_quants::<F>() {
         a.qs[k * group..][..group].iter().map(|&q| i32::from(q)).sum()
     } else {
         group_bsum(a, group, k)

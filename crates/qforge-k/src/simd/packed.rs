@@ -26,25 +26,24 @@ pub(crate) fn packed_dot_groups<F: PackedCodes>(p: &[u8], n: usize, a: &[&[Block
     let vnni = Vnni::detect().is_some();
     let len = out.len() / a.len().max(1);
     let l = const { Layout::of::<F>() };
-    // A table with `u` above 127 on VNNI: the zero's multiplier is the sum of a group's quants
-    // themselves ([`zero_sum`]), which would otherwise be summed again for every group of 8
-    // weight rows. Summed here once per activation row, block and scale group instead (the
-    // same integers).
-    let sums: Vec<Vec<i32>> = if vnni && packed::umax::<F>() > 127 {
-        a.iter()
-            .map(|a| a[..n].iter().flat_map(|b| (0..l.groups).map(move |k| zero_sum::<F>(b, l.group, k))).collect())
-            .collect()
+    // Where the kernel subtracts a zero whose multiplier is the sum of a group's quants
+    // themselves ([`zero_sum`]: a table with `u` above 127, on VNNI), those sums are the same
+    // for every group of 8 weight rows: taken here once per activation row, block and scale
+    // group (`n · groups` per row, one buffer), not in the kernel for each group.
+    let per_row = n * l.groups;
+    let sums: Vec<i32> = if !sign_trick::<F>(vnni) && F::ZERO != 0 && packed::zero_from_quants::<F>() {
+        a.iter().flat_map(|a| &a[..n]).flat_map(|b| (0..l.groups).map(move |k| zero_sum::<F>(b, l.group, k))).collect()
     } else {
         Vec::new()
     };
-    let sums = &sums;
+    let row_sums = |r: usize| sums.get(r * per_row..(r + 1) * per_row).unwrap_or(&[]);
     // Up to four rows per pass over the packed blocks: each unit's codes are unpacked once
     // for all of them.
     for (c, (a, out)) in a.chunks(4).zip(out.chunks_mut((4 * len).max(1))).enumerate() {
         macro_rules! rows {
             ($($r:literal)+) => {{
                 let a = [$(&a[$r][..n]),+];
-                let zs = [$(sums.get(4 * c + $r).map_or(&[][..], |s| &s[..])),+];
+                let zs = [$(row_sums(4 * c + $r)),+];
                 // SAFETY: `Avx2::detect` has just checked that this CPU has AVX2, FMA and F16C,
                 // all `groups_avx2` needs, and `Vnni::detect` (where it found them) the AVX-512
                 // VNNI features `groups_vnni` needs besides.
@@ -61,6 +60,12 @@ pub(crate) fn packed_dot_groups<F: PackedCodes>(p: &[u8], n: usize, a: &[&[Block
         }
     }
     true
+}
+
+/// Whether the kernel at this level dots `F`'s values signed with the sign trick (AVX2, a
+/// table with `u` above 127), and so has no zero to subtract.
+const fn sign_trick<F: PackedCodes>(vnni: bool) -> bool {
+    !vnni && packed::umax::<F>() > 127
 }
 
 /// Defines a group kernel (the body below) compiled with `$features`, whose four-code dot
@@ -84,7 +89,7 @@ macro_rules! group_kernel {
             // Signed values and the sign trick where `vpmaddubsw` cannot take the unsigned ones
             // (only a table's `u` exceed 127): then there is no zero to subtract.
             let signed = const {
-                let signed = !$vnni && packed::umax::<F>() > 127;
+                let signed = sign_trick::<F>($vnni);
                 assert!(!signed || packed::signed_values_fit::<F>(), "a table the sign trick cannot dot");
                 signed
             };
