@@ -1,21 +1,24 @@
 // qforge kernels-cuda/gemm.cuh: the fused GEMM every format gets from its traits struct:
 //   y[m][n] = Σ_k x[m][k] · W[n][k]   (x: M × K f32 activations, W: the N × K quantized weights)
 // Weights are decoded from their blocks (the format's `decode`, exactly the dequant kernel's
-// values) straight into shared memory as f16 or bf16, activations rounded to the same type,
-// products on the tensor cores (mma.sync m16n8k16, f32 accumulators), every edge predicated
-// so that any M, N, K works without a padding copy. Written over warp.cuh's interface, so
-// the same body runs on the host in the tests.
+// values) as f16 or bf16, activations rounded to the same type, products on the tensor cores
+// (mma.sync m16n8k16, f32 accumulators), every edge predicated so that any M, N, K works
+// without a padding copy. Two bodies: the skinny instances (gemm_skinny.cuh, small M) and
+// the tiled ones (gemm_tiled.cuh). This file holds what they share (split-k ranges, the
+// epilogue), their kernels and host wrappers, and the 8-bit GEMMs' tile config. Written over
+// warp.cuh's interface, so the same bodies run on the host in the tests.
 #pragma once
 #include "warp.cuh"
 
-// A CTA tile: BM activation rows × BN weight rows, K in steps of BK, WM × WN warps, STAGES
-// k-steps of activations in flight (cp.async). One instance per entry of qforge-tiling's
-// FUSED_GEMM_TILES (qforge-cuda's codegen writes a `typedef … qf_gemm_cfg_<name>` for each).
+// The 8-bit GEMMs' CTA tile (gemm8.cuh, gemm_q8.cuh, gemm_fp8.cuh: codegen's A8_TILE /
+// FP8_TILE): BM activation rows × BN weight rows, K in steps of BK, WM × WN warps, STAGES
+// k-steps of activations in flight (cp.async), static shared memory.
 template <int BM_, int BN_, int BK_, int WM_, int WN_, int STAGES_>
 struct qf_gemm_cfg {
     static constexpr bool SKINNY = false;
     static constexpr int MIN_BLOCKS = 1;  // __launch_bounds__' minimum CTAs per multiprocessor
     static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_, STAGES = STAGES_;
+    static constexpr int KSPLIT = BK;  // split-k ranges are whole k-steps
     static constexpr int NW = WM * WN, NTH = 32 * NW;
     static constexpr int WTM = BM / WM, WTN = BN / WN;  // one warp's tile
     static constexpr int MT = WTM / 16, NT = WTN / 8;   // its mma tiles
@@ -26,13 +29,14 @@ struct qf_gemm_cfg {
     static_assert(LDS % 8 == 0, "ldmatrix rows 16-byte aligned");
 };
 
-// Split-k: the K range [*kb, *ke) of split z of `splits`, whole BK steps, as even as possible
-// (a split past the last step gets an empty range and writes zeros).
+// Split-k: the K range [*kb, *ke) of split z of `splits`, whole C::KSPLIT steps (an instance's
+// k-step, or the tiled instances' phase), as even as possible (a split past the last step gets
+// an empty range and writes zeros).
 template <class C>
 QF_HD void qf_gemm_krange(long long K, int splits, int z, long long* kb, long long* ke) {
-    const long long steps = (K + C::BK - 1) / C::BK;
+    const long long steps = (K + C::KSPLIT - 1) / C::KSPLIT;
     const long long per = (steps + splits - 1) / splits;
-    const long long b = (long long)z * per * C::BK, e = b + per * C::BK;
+    const long long b = (long long)z * per * C::KSPLIT, e = b + per * C::KSPLIT;
     *kb = b < K ? b : K;
     *ke = e < K ? e : K;
 }
@@ -66,122 +70,19 @@ QF_HD void qf_gemm_epilogue(qf_frag_c (*acc)[C::MT][C::NT][QF_LANE_SLOTS], void*
     });
 }
 
-// One CTA's tile (tm, tn) of y (elements of type `out`) over the K range [kb, ke) (kb a
-// multiple of C::BK). Xs / As / Ws: shared memory of C::SMEM_X f32 and C::SMEM_A / C::SMEM_W
-// 16-bit slots.
-//
-// Pipeline: the f32 activations of k-step s are copied with cp.async into stage s % STAGES of
-// Xs, STAGES - 1 steps ahead of the one being multiplied (one commit group per step, empty
-// past the end, so that wait<STAGES - 1> always means "step i has landed"). Per k-step the
-// CTA rounds its stage to T in As, decodes the weights straight into Ws (the decode reads
-// the blocks in global memory), and the warps load their fragments with ldmatrix.
-template <class F, class T, class C>
-QF_HD void qf_gemm_tile_mma(const float* x, const uint8_t* w, const uint8_t* grid, void* y, int out, long long M,
-                            long long N, long long K, long long kb, long long ke, long long tm, long long tn,
-                            float* Xs, uint16_t* As, uint16_t* Ws) {
-    typedef qf_layout<F> L;
-    static_assert(C::BK % F::CHUNK == 0, "a k-step holds whole decode chunks");
-    constexpr int CPK = C::BK / F::CHUNK;  // decode chunks per weight row and k-step
-    const long long m0 = tm * C::BM, n0 = tn * C::BN;
-    const long long nk = ke > kb ? (ke - kb + C::BK - 1) / C::BK : 0;
-
-    qf_frag_c acc[QF_WARP_SLOTS(C::NW)][C::MT][C::NT][QF_LANE_SLOTS];
-    qf_for_warps<C::NW>([&](int ws, int) {
-        qf_for_lanes([&](int ls, int) {
-#pragma unroll
-            for (int i = 0; i < C::MT; ++i)
-#pragma unroll
-                for (int j = 0; j < C::NT; ++j)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) acc[ws][i][j][ls].r[e] = 0.0f;
-        });
-    });
-
-    // Activations of k-step s (BM × BK, zero outside M × K) into stage s % STAGES.
-    auto issue = [&](long long s) {
-        if (s >= nk) return;
-        float* dst = Xs + (int)(s % C::STAGES) * (C::BM * C::BK);
-        const long long k0 = kb + s * C::BK;
-        qf_for_threads<C::NTH>([&](int t) {
-            for (int e = t; e < C::BM * C::BK; e += C::NTH) {
-                const long long gm = m0 + e / C::BK, gk = k0 + e % C::BK;
-                const bool ok = gm < M && gk < K;
-                qf_cp_async4(dst + e, ok ? x + gm * K + gk : x, ok);
-            }
-        });
-    };
-    for (int s = 0; s + 1 < C::STAGES; ++s) {
-        issue(s);
-        qf_cp_async_commit();
-    }
-
-    for (long long i = 0; i < nk; ++i) {
-        issue(i + C::STAGES - 1);
-        qf_cp_async_commit();
-        qf_cp_async_wait<C::STAGES - 1>();
-        qf_sync();
-        const long long k0 = kb + i * C::BK;
-        const float* xs = Xs + (int)(i % C::STAGES) * (C::BM * C::BK);
-        qf_for_threads<C::NTH>([&](int t) {
-            for (int e = t; e < C::BM * C::BK; e += C::NTH) As[(e / C::BK) * C::LDS + e % C::BK] = T::conv(xs[e]);
-        });
-        // Weights: BN rows × CPK chunks, decoded; 0 outside N × K (a block's padding too).
-        qf_for_threads<C::NTH>([&](int t) {
-            for (int it = t; it < C::BN * CPK; it += C::NTH) {
-                const int r = it / CPK, c = it % CPK;
-                const long long row = n0 + r, kk = k0 + (long long)c * F::CHUNK;
-                float v[F::CHUNK];
-                if (row < N && kk < K) {
-                    const long long b = kk / F::BLOCK;
-                    const int chunk = (int)(kk % F::BLOCK) / F::CHUNK;
-                    typename F::block tmp;
-                    L::decode(L::at(w, row, K, b, &tmp, chunk * F::CHUNK, F::CHUNK), chunk, L::scale(grid, row, K, b),
-                              v);
-                } else {
-#pragma unroll
-                    for (int j = 0; j < F::CHUNK; ++j) v[j] = 0.0f;
-                }
-                uint16_t* dst = Ws + r * C::LDS + c * F::CHUNK;
-#pragma unroll
-                for (int j = 0; j < F::CHUNK; ++j) dst[j] = T::conv(kk + j < K ? v[j] : 0.0f);
-            }
-        });
-        qf_sync();
-        qf_for_warps<C::NW>([&](int ws, int wid) {
-            const int wm = wid / C::WN, wn = wid % C::WN;
-#pragma unroll
-            for (int ks = 0; ks < C::BK; ks += 16) {
-                qf_frag_a a[C::MT][QF_LANE_SLOTS];
-                qf_frag_b b[C::NT][QF_LANE_SLOTS];
-#pragma unroll
-                for (int i = 0; i < C::MT; ++i) qf_ldsm_frag_a(a[i], As + (wm * C::WTM + i * 16) * C::LDS + ks, C::LDS);
-#pragma unroll
-                for (int j = 0; j < C::NT; ++j) qf_ldsm_frag_b(b[j], Ws + (wn * C::WTN + j * 8) * C::LDS + ks, C::LDS);
-#pragma unroll
-                for (int i = 0; i < C::MT; ++i)
-#pragma unroll
-                    for (int j = 0; j < C::NT; ++j) qf_mma_m16n8k16<T>(acc[ws][i][j], a[i], b[j]);
-            }
-        });
-        qf_sync();
-    }
-    qf_cp_async_wait<0>();
-
-    qf_gemm_epilogue<C>(acc, y, out, M, N, m0, n0);
-}
-
 #include "gemm_skinny.cuh"
+#include "gemm_tiled.cuh"
 
-// One CTA of instance C: the skinny body (gemm_skinny.cuh, the activations in As) or the
-// tiled one above.
+// One CTA of instance C: the skinny body (gemm_skinny.cuh) or the tiled one
+// (gemm_tiled.cuh), in C::SMEM_BYTES of shared memory at `smem` (16-byte aligned).
 template <class F, class T, class C>
 QF_HD void qf_gemm_tile(const float* x, const uint8_t* w, const uint8_t* grid, void* y, int out, long long M,
-                        long long N, long long K, long long kb, long long ke, long long tm, long long tn, float* Xs,
-                        uint16_t* As, uint16_t* Ws) {
+                        long long N, long long K, long long kb, long long ke, long long tm, long long tn,
+                        uint8_t* smem) {
     if constexpr (C::SKINNY) {
-        qf_gemms_tile<F, T, C>(x, w, grid, y, out, M, N, K, kb, ke, tm, tn, As);
+        qf_gemms_tile<F, T, C>(x, w, grid, y, out, M, N, K, kb, ke, tm, tn, reinterpret_cast<uint16_t*>(smem));
     } else {
-        qf_gemm_tile_mma<F, T, C>(x, w, grid, y, out, M, N, K, kb, ke, tm, tn, Xs, As, Ws);
+        qf_gemmt_tile<F, T, C>(x, w, grid, y, out, M, N, K, kb, ke, tm, tn, smem);
     }
 }
 
@@ -195,17 +96,11 @@ __device__ __forceinline__ void qf_gemm_kernel(const float* __restrict__ x, cons
     long long kb, ke;
     qf_gemm_krange<C>(K, splits, blockIdx.z, &kb, &ke);
     char* yz = static_cast<char*>(y) + (long long)blockIdx.z * M * N * qf_gemm_out_bytes(out);
-    if constexpr (C::SKINNY) {
-        // C::SMEM_BYTES of dynamic shared memory (the launch asks for them; above 48 KiB the
-        // runtime raises the kernel's limit first).
-        extern __shared__ __align__(16) uint16_t qf_gemms_smem[];
-        qf_gemms_tile<F, T, C>(x, w, grid, yz, out, M, N, K, kb, ke, blockIdx.y, blockIdx.x, qf_gemms_smem);
-    } else {
-        __shared__ __align__(16) float Xs[C::SMEM_X];
-        __shared__ __align__(16) uint16_t As[C::SMEM_A];
-        __shared__ __align__(16) uint16_t Ws[C::SMEM_W];
-        qf_gemm_tile_mma<F, T, C>(x, w, grid, yz, out, M, N, K, kb, ke, blockIdx.y, blockIdx.x, Xs, As, Ws);
-    }
+    // C::SMEM_BYTES of dynamic shared memory (the launch asks for them; above 48 KiB the
+    // runtime raises the kernel's limit first).
+    extern __shared__ __align__(16) uint16_t qf_gemms_smem[];
+    qf_gemm_tile<F, T, C>(x, w, grid, yz, out, M, N, K, kb, ke, blockIdx.y, blockIdx.x,
+                          reinterpret_cast<uint8_t*>(qf_gemms_smem));
 }
 
 // qforge_gemm_<format>_<mma>_<tile>: one kernel instance; qforge-cuda's codegen writes one
@@ -227,18 +122,16 @@ __device__ __forceinline__ void qf_gemm_kernel(const float* __restrict__ x, cons
                                                             long long N, long long K, int splits,       \
                                                             int out) {                                  \
         typedef qf_gemm_cfg_##CNAME C;                                                                  \
-        std::vector<float> xs(C::SMEM_X);                                                               \
-        std::vector<uint16_t> as(C::SMEM_A + 8), ws(C::SMEM_W + 8);                                     \
-        /* 16-byte aligned operand tiles, as the device's __align__(16) (ldmatrix checks it) */        \
-        uint16_t* As = as.data() + ((16 - (reinterpret_cast<uintptr_t>(as.data()) & 15)) & 15) / 2;      \
-        uint16_t* Ws = ws.data() + ((16 - (reinterpret_cast<uintptr_t>(ws.data()) & 15)) & 15) / 2;      \
+        std::vector<uint8_t> sm(C::SMEM_BYTES + 16);                                                    \
+        /* 16-byte aligned, as the device's __align__(16) (ldmatrix and cp.async check it) */         \
+        uint8_t* smem = sm.data() + ((16 - (reinterpret_cast<uintptr_t>(sm.data()) & 15)) & 15);         \
         for (int z = 0; z < splits; ++z) {                                                              \
             long long kb, ke;                                                                           \
             qf_gemm_krange<C>(K, splits, z, &kb, &ke);                                                  \
             char* yz = static_cast<char*>(y) + (long long)z * M * N * qf_gemm_out_bytes(out);           \
             for (long long tm = 0; tm < (M + C::BM - 1) / C::BM; ++tm)                                  \
                 for (long long tn = 0; tn < (N + C::BN - 1) / C::BN; ++tn)                              \
-                    qf_gemm_tile<F, MMA, C>(x, w, grid, yz, out, M, N, K, kb, ke, tm, tn, xs.data(), As, Ws); \
+                    qf_gemm_tile<F, MMA, C>(x, w, grid, yz, out, M, N, K, kb, ke, tm, tn, smem);          \
         }                                                                                               \
         if (qf_cp_async_pending() != 0) {                                                               \
             fprintf(stderr, "qf_host_gemm: %zu cp.async copies never waited for\n", qf_cp_async_pending()); \

@@ -25,8 +25,9 @@
 
 // A skinny instance: TOK activation rows (tokens, a multiple of 8) and ROWS weight rows per
 // CTA, KC K elements per phase (one activation tile in shared memory), NW warps of
-// ROWS / NW weight rows. The members the kernel and its host wrapper share with qf_gemm_cfg
-// (BK, NW, NTH, SMEM_X / SMEM_A / SMEM_W) keep their meaning; SKINNY routes qf_gemm_tile here.
+// ROWS / NW weight rows. The members the kernel and its host wrapper share with the tiled
+// instances (BM, BN, NW, NTH, KSPLIT, SMEM_BYTES) keep their meaning; SKINNY routes
+// qf_gemm_tile here.
 // SEG bytes of shared memory per weight row hold a phase's raw bytes of that row (a multiple
 // of 16; 16·odd so that the 8 rows a warp instruction reads start in different banks).
 // Shared memory is dynamic: SMEM_BYTES = the activation tile (TOK·BK 16-bit values) and the
@@ -39,9 +40,8 @@ struct qf_gemms_cfg {
     static constexpr int MT = TOK / 8;           // 8-token mma columns
     static constexpr int RT = ROWS / (16 * NW);  // 16-row mma tiles per warp
     static constexpr int MIN_BLOCKS = 2;         // two CTAs per multiprocessor (registers ≤ 128)
+    static constexpr int KSPLIT = BK;            // split-k ranges are whole phases
     static constexpr int XA_BYTES = TOK * BK * 2, SMEM_BYTES = XA_BYTES + ROWS * SEG;
-    // The host wrapper's buffers (qf_gemm_cfg's names): everything in the 16-bit one.
-    static constexpr int SMEM_X = 1, SMEM_A = SMEM_BYTES / 2, SMEM_W = 8;
     static_assert(TOK % 8 == 0 && ROWS % (16 * NW) == 0 && BK % 64 == 0, "whole mma tiles and slabs");
     static_assert(SEG % 16 == 0 && XA_BYTES % 16 == 0, "16-byte copies");
 };

@@ -24,13 +24,14 @@ pub enum GemmPath {
 
 /// (M, the smallest dequant + cuBLAS ÷ fused time ratio over the formats and shapes measured
 /// at that M), ascending M; the fused f16 GEMM or the format's int8 / FP8 one, whichever was
-/// faster. NVIDIA H200, the kit's `gpu-bench`. M = 1 to 64: 2026-11-27, second session, q4_0, iq2_xxs, mxfp4, fp8_e4m3 on N × K = 4096², 14336 × 4096, 4096 × 14336 and
-/// q8_0, q4_k, q5_k, q6_k, iq4_xs, nvfp4 on 4096². M = 128 to 8192 (the tiled instances,
-/// unchanged since; 0.17 at M = 128 in the second session): 2026-11-27, first session, also
-/// tq1_0, int4g. The skinny instances beat
-/// dequant + cuBLAS up to M = 32 on every format and shape (1.04–2.96×); at 48 the 64-token
-/// one does on 12 of the 18 format × shape cells, at 64 on 5 (0.78–1.51×); the tiled ones
-/// lose from M = 128 up.
+/// faster. NVIDIA H200, the kit's `gpu-bench`. M = 1 to 64 (the skinny instances):
+/// 2026-11-27, second session, q4_0, iq2_xxs, mxfp4, fp8_e4m3 on N × K = 4096², 14336 × 4096,
+/// 4096 × 14336 and q8_0, q4_k, q5_k, q6_k, iq4_xs, nvfp4 on 4096². M = 128 to 8192 (the tiled
+/// instances since they stage raw blocks, `gemm_tiled.cuh`): 2026-11-28, q4_0, iq2_xxs,
+/// fp8_e4m3 on the three shapes and q4_k on 4096² (the best: q4_0 4096 × 14336, 1.08× at
+/// M = 128, 0.51× at 8192). The skinny instances beat dequant + cuBLAS up to M = 32 on every
+/// format and shape (1.04–2.96×); at 48 the 64-token one does on 12 of the 18 format × shape
+/// cells, at 64 on 5 (0.78–1.51×); the tiled ones on 1 of 10 cells at M = 128 and none above.
 pub const FUSED_OVER_DEQUANT: &[(usize, f64)] = &[
     (1, 1.43),
     (8, 1.46),
@@ -39,10 +40,10 @@ pub const FUSED_OVER_DEQUANT: &[(usize, f64)] = &[
     (32, 1.04),
     (48, 0.90),
     (64, 0.78),
-    (128, 0.14),
-    (512, 0.11),
-    (2048, 0.05),
-    (8192, 0.04),
+    (128, 0.61),
+    (512, 0.33),
+    (2048, 0.20),
+    (8192, 0.16),
 ];
 
 /// The measured ratio that decides `m`: the one measured at `m`; below the first measured M

@@ -40,14 +40,20 @@ pub use qforge_tiling::{FUSED_GEMM_TILES, FusedTile};
 #[allow(unused_imports)] // the build script includes this file and reads only the tables
 pub use qforge_tiling::{SKINNY_MAX_M, skinny_split};
 
-/// The C++ type of an instance (`qf_gemm_cfg<bm, bn, bk, wm, wn, stages>` in
-/// `kernels-cuda/gemm.cuh`, or a skinny one's `qf_gemms_cfg<bm, bn, bk, wn, row bytes>` in
-/// `kernels-cuda/gemm_skinny.cuh`).
+/// The C++ type of an instance (a tiled one's `qf_gemmt_cfg<bm, bn, bk, wm, wn, row bytes>` in
+/// `kernels-cuda/gemm_tiled.cuh`, or a skinny one's `qf_gemms_cfg<bm, bn, bk, wn, row bytes>`
+/// in `kernels-cuda/gemm_skinny.cuh`).
 pub fn gemm_cfg_cpp(t: &FusedTile) -> String {
+    let seg = qforge_tiling::SKINNY_ROW_BYTES;
     if t.skinny {
-        let seg = qforge_tiling::SKINNY_ROW_BYTES;
         return format!("qf_gemms_cfg<{}, {}, {}, {}, {seg}>", t.bm, t.bn, t.bk, t.wn);
     }
+    format!("qf_gemmt_cfg<{}, {}, {}, {}, {}, {seg}>", t.bm, t.bn, t.bk, t.wm, t.wn)
+}
+
+/// The C++ type of the 8-bit GEMMs' tile ([`A8_TILE`], [`FP8_TILE`]):
+/// `qf_gemm_cfg<bm, bn, bk, wm, wn, stages>` in `kernels-cuda/gemm.cuh` (static shared memory).
+pub fn gemm8_cfg_cpp(t: &FusedTile) -> String {
     format!("qf_gemm_cfg<{}, {}, {}, {}, {}, {}>", t.bm, t.bn, t.bk, t.wm, t.wn, t.stages)
 }
 

@@ -1,14 +1,14 @@
 // The 8-bit tensor-core GEMMs' part of the generator (included into `codegen.rs`): which
 // formats get them, from the registry's data, and what they are called.
 
-/// The CTA tile of the A8 GEMM: the first of qforge-tiling's fused instances (the general
-/// 64 × 64 × 32 tile on 2 × 2 warps; the A8 kernel uses its shape, not its cp.async stages).
-/// Its `qf_gemm_cfg_<name>` is written by [`gemm_cfg_typedefs`]; gemm8.cuh names it
-/// `qf_gemm_cfg_a8`.
-pub const A8_TILE: FusedTile = FUSED_GEMM_TILES[0];
+/// The CTA tile of the 8-bit GEMMs (A8W4DQ, the int8 GEMM of the GGUF formats, FP8): 64 × 64,
+/// k-step 32 on 2 × 2 warps, 3 k-steps of activations in flight with `cp.async`, static
+/// shared memory (`qf_gemm_cfg` in gemm.cuh, [`gemm8_cfg_cpp`]). gemm8.cuh names it
+/// `qf_gemm_cfg_a8`. Not one of the fused GEMM's instances (those stage raw weight bytes).
+pub const A8_TILE: FusedTile = FusedTile { bm: 64, bn: 64, bk: 32, wm: 2, wn: 2, stages: 3, skinny: false };
 
 fn a8_cfg_typedef() -> String {
-    format!("typedef qf_gemm_cfg_{} qf_gemm_cfg_a8;\n", A8_TILE.name())
+    format!("typedef {} qf_gemm_cfg_a8;\n", gemm8_cfg_cpp(&A8_TILE))
 }
 
 /// The output types of the A8 GEMM, one kernel each (`QF_GEMM_A8_INSTANTIATE` in

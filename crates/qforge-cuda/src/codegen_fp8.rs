@@ -2,10 +2,10 @@
 // formats get it, from the registry's data, what its kernels are called and which module
 // holds them (`kernels-cuda/gemm_fp8.cuh`).
 
-/// The CTA tile of the FP8 GEMM: the first of qforge-tiling's fused instances (64 × 64, k-step
-/// 32 — a divisor of the 128-column scale blocks, so no k-step straddles two —, 2 × 2 warps).
-/// gemm_fp8.cuh names it `qf_gemm_cfg_fp8`.
-pub const FP8_TILE: FusedTile = FUSED_GEMM_TILES[0];
+/// The CTA tile of the FP8 GEMM: [`A8_TILE`] (64 × 64, k-step 32 — a divisor of the
+/// 128-column scale blocks, so no k-step straddles two —, 2 × 2 warps). gemm_fp8.cuh names it
+/// `qf_gemm_cfg_fp8`.
+pub const FP8_TILE: FusedTile = A8_TILE;
 
 /// The FP8 GEMM's activation quantizer (1 × 128 e4m3, `ActKind::Fp8x128`), in every module
 /// that has an FP8 GEMM.
@@ -70,7 +70,7 @@ pub fn sm89_kernel_names() -> Vec<String> {
 }
 
 fn fp8_cfg_typedef() -> String {
-    format!("typedef {} qf_gemm_cfg_fp8;\n", gemm_cfg_cpp(&FP8_TILE))
+    format!("typedef {} qf_gemm_cfg_fp8;\n", gemm8_cfg_cpp(&FP8_TILE))
 }
 
 /// The FP8 part of a format's own module: the quantizer and the f16 body; empty otherwise.

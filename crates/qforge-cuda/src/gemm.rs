@@ -142,9 +142,9 @@ impl Cuda {
         }
         drop(sync);
         let kern = self.kernels(w.format())?;
-        // The skinny instances' shared memory is dynamic (their limit raised when the module was
-        // loaded); the tiled ones' is static.
-        let smem = if t.skinny { t.smem_bytes() as u32 } else { 0 };
+        // Every instance's shared memory is dynamic (the limit raised when the module was
+        // loaded where it is over 48 KiB).
+        let smem = t.smem_bytes() as u32;
         let cfg =
             LaunchConfig { grid_dim: (gx, gy, splits as u32), block_dim: (t.threads(), 1, 1), shared_mem_bytes: smem };
         let (m64, n64, k64, s32) = (dim(m)?, dim(n)?, dim(k)?, splits as i32);

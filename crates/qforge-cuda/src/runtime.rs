@@ -327,11 +327,11 @@ impl Cuda {
         let names = crate::codegen::gemm_kernel_names(name);
         let gemm =
             names.chunks_exact(2).map(|g| Ok([load(&g[0])?, load(&g[1])?])).collect::<Result<Vec<_>, CudaError>>()?;
-        // The skinny instances take more than the default 48 KiB of dynamic shared memory. A
-        // device whose per-block limit is lower refuses the attribute; the tiler never
-        // chooses them there (and a forced launch fails with the driver's error).
+        // Instances may take more than the default 48 KiB of dynamic shared memory. A device
+        // whose per-block limit is lower refuses the attribute; the tiler never chooses such
+        // an instance there (and a forced launch fails with the driver's error).
         for (t, fns) in crate::codegen::FUSED_GEMM_TILES.iter().zip(&gemm) {
-            if t.skinny {
+            if t.smem_bytes() > 48 * 1024 {
                 for f in fns {
                     let _ = f.set_attribute(
                         cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,

@@ -118,21 +118,19 @@ fn every_instance_every_format_edge_shapes() {
     });
 }
 
-/// The skinny instances (small M: weights decoded straight into the mma's A fragments) on
-/// grids of several CTAs along N and M, whole and with K cut into 4 ranges: every format.
+/// Every instance besides the general one (the skinny ones: weights decoded straight into the
+/// mma's A fragments; the large tiled one: 128 × 128 CTAs) on grids of several CTAs along N
+/// and M, whole and with K cut into 4 ranges (several 256-element phases each): every format.
 #[test]
-fn skinny_instances_every_format_multi_cta_shapes() {
+fn instances_every_format_multi_cta_shapes() {
     let fs = formats();
-    let skinny: Vec<usize> = (0..qforge_cuda::codegen::FUSED_GEMM_TILES.len())
-        .filter(|&i| qforge_cuda::codegen::FUSED_GEMM_TILES[i].skinny)
-        .collect();
-    assert!(!skinny.is_empty());
+    let tiles = qforge_cuda::codegen::FUSED_GEMM_TILES;
+    assert!(tiles.iter().any(|t| t.skinny) && tiles.iter().skip(1).any(|t| !t.skinny));
     std::thread::scope(|s| {
         for chunk in fs.chunks(fs.len().div_ceil(2)) {
-            let skinny = &skinny;
             s.spawn(move || {
                 for &(f, h) in chunk {
-                    for &tile in skinny {
+                    for tile in 1..tiles.len() {
                         for splits in [1, 4] {
                             multi_cta(f, &on_instance(h, tile, splits), splits);
                         }

@@ -274,17 +274,10 @@ fn smem_parts(t: &Tile, kind: Option<MmaKind>, p: &Problem) -> SmemParts {
     }
 }
 
-/// The fused GEMM's shared memory (`FusedTile::smem_bytes`) as [`SmemParts`]: f32
-/// activations per stage, one k-step of f16 / bf16 operand tiles besides.
+/// The fused GEMM's shared memory (`FusedTile::smem_bytes`, for the instance's own stage
+/// count) as [`SmemParts`].
 fn fused_smem_parts(f: &crate::fused::FusedTile) -> SmemParts {
-    let (bm, bn, bk) = (f.bm as u64, f.bn as u64, f.bk as u64);
-    let pad = crate::fused::FUSED_ROW_PAD as u64;
-    SmemParts {
-        per_stage: bm * bk * crate::fused::FUSED_ACT_STAGE_BYTES,
-        floor: 0,
-        extra: (bm + bn) * (bk + pad) * 2,
-        barrier: 0,
-    }
+    SmemParts { per_stage: 0, floor: 0, extra: f.smem_bytes(), barrier: 0 }
 }
 
 fn regs_per_thread(t: &Tile, p: &Problem, kind: Option<MmaKind>) -> u64 {

@@ -20,7 +20,8 @@ pub struct FusedTile {
     pub wm: u32,
     /// Warps along N.
     pub wn: u32,
-    /// `cp.async` pipeline depth: k-steps of activations in flight in shared memory.
+    /// Pipeline depth: the tiled instances keep 2 phases of raw weight bytes (256 K elements
+    /// each) in flight in shared memory; the skinny ones 1.
     pub stages: u32,
     /// The skinny kernel (`qf_gemms_tile`, small M): `bm` activation rows (tokens) and `bn`
     /// weight rows per CTA with the product computed transposed (weights as the mma's A,
@@ -29,9 +30,6 @@ pub struct FusedTile {
     pub skinny: bool,
 }
 
-/// Bytes of one staged activation (the kernel copies the f32 activations as they are with
-/// `cp.async` and rounds them to the tensor-core type in shared memory).
-pub const FUSED_ACT_STAGE_BYTES: u64 = 4;
 /// Padding of a shared-memory row of the f16 / bf16 operand tiles, in 16-bit elements (16
 /// bytes: `ldmatrix` row addresses stay 16-byte aligned and rows fall in different banks).
 pub const FUSED_ROW_PAD: u32 = 8;
@@ -47,7 +45,7 @@ impl FusedTile {
         32 * self.warps()
     }
 
-    /// The instance's name, part of its kernels' entry points: `64x64x32_w2x2_s3`.
+    /// The instance's name, part of its kernels' entry points: `64x64x32_w2x2_s2`.
     pub fn name(&self) -> String {
         if self.skinny {
             format!("skinny{}x{}x{}_w{}", self.bm, self.bn, self.bk, self.wn)
@@ -56,16 +54,16 @@ impl FusedTile {
         }
     }
 
-    /// Shared memory of one CTA, bytes: `stages` k-steps of f32 activations, and one k-step
-    /// of f16 / bf16 activations and decoded weights, rows padded by [`FUSED_ROW_PAD`].
-    /// The skinny kernel (dynamic shared memory): `bm` × `bk` activations as f16 / bf16 and
-    /// [`SKINNY_ROW_BYTES`] of raw weight bytes per weight row.
+    /// Shared memory of one CTA (dynamic), bytes. Tiled: `stages` phases of raw weight bytes
+    /// ([`SKINNY_ROW_BYTES`] per weight row each) and two k-steps of f16 / bf16 activations and
+    /// decoded weights, rows padded by [`FUSED_ROW_PAD`]. Skinny: `bm` × `bk` activations as
+    /// f16 / bf16 and one phase of raw weight bytes.
     pub const fn smem_bytes(&self) -> u64 {
         let (bm, bn, bk) = (self.bm as u64, self.bn as u64, self.bk as u64);
         if self.skinny {
             return bm * bk * 2 + bn * SKINNY_ROW_BYTES;
         }
-        self.stages as u64 * bm * bk * FUSED_ACT_STAGE_BYTES + (bm + bn) * (bk + FUSED_ROW_PAD as u64) * 2
+        self.stages as u64 * bn * SKINNY_ROW_BYTES + 2 * (bm + bn) * (bk + FUSED_ROW_PAD as u64) * 2
     }
 
     /// The tiler's candidate for this instance.
@@ -88,12 +86,13 @@ impl FusedTile {
 
 /// Every kernel instance of the fused GEMM, the first the general one (the host checks run
 /// every shape on it). Kept small: each entry is two kernels per format (f16 and bf16
-/// tensor-core inputs; the output type is an argument) in every module's PTX. The tiled ones
-/// fit 48 KiB of static shared memory (no opt-in, so no per-kernel attribute at launch); the
-/// skinny ones take up to [`SKINNY_SMEM_MAX`] of dynamic shared memory:
-/// - 64 × 64, 2 × 2 warps of 32 × 32, 3 stages: the general tile;
-/// - 32 × 64, 1 × 4 warps of 32 × 16, 4 stages: small M (16–32 rows) without wasting half a tile;
-/// - 64 × 128, 2 × 4 warps of 32 × 32, 3 stages: large M and N (twice the work per activation load);
+/// tensor-core inputs; the output type is an argument) in every module's PTX. All take
+/// dynamic shared memory, the tiled ones up to [`TILED_SMEM_MAX`], the skinny ones up to
+/// [`SKINNY_SMEM_MAX`]:
+/// - tiled 64 × 64, 2 × 2 warps of 32 × 32, k-steps of 32, raw weight phases 2 deep: the
+///   general tile (many CTAs where M or N is small);
+/// - tiled 128 × 128, 2 × 4 warps of 64 × 32: large M (each decoded weight serves 128
+///   activation rows; 16 mma per warp per 16 K between fragment loads);
 /// - skinny 16 × 256, 8 warps of 32 weight rows each, 256 K per phase, and 64 × 128, 8 warps
 ///   of 16 rows (registers for 64 tokens): M up to [`SKINNY_MAX_M`] (weights streamed once
 ///   from memory straight into the tensor cores' registers; what bounds the small-M GEMM is
@@ -102,15 +101,14 @@ impl FusedTile {
 ///   decode); a 32-token instance as well pushed the GPU kit past its transfer limit (each
 ///   instance is two kernels in all 30 modules).
 pub const FUSED_GEMM_TILES: &[FusedTile] = &[
-    FusedTile { bm: 64, bn: 64, bk: 32, wm: 2, wn: 2, stages: 3, skinny: false },
-    FusedTile { bm: 32, bn: 64, bk: 32, wm: 1, wn: 4, stages: 4, skinny: false },
-    FusedTile { bm: 64, bn: 128, bk: 32, wm: 2, wn: 4, stages: 3, skinny: false },
+    FusedTile { bm: 64, bn: 64, bk: 32, wm: 2, wn: 2, stages: 2, skinny: false },
+    FusedTile { bm: 128, bn: 128, bk: 32, wm: 2, wn: 4, stages: 2, skinny: false },
     FusedTile { bm: 16, bn: 256, bk: 256, wm: 1, wn: 8, stages: 1, skinny: true },
     FusedTile { bm: 64, bn: 128, bk: 256, wm: 1, wn: 8, stages: 1, skinny: true },
 ];
 
-/// Shared memory of the skinny kernel per weight row: one 256-element K phase of the row's
-/// raw blocks (at most 292 bytes, q8_k's) in the 16-byte windows its copies cover; 16 times an
+/// Shared memory of the fused kernels per weight row and phase (both bodies): one 256-element
+/// K phase of the row's raw blocks (at most 292 bytes, q8_k's) in the 16-byte windows its copies cover; 16 times an
 /// odd number, so that the 8 rows one warp instruction reads start in different banks.
 pub const SKINNY_ROW_BYTES: u64 = 336;
 
@@ -125,15 +123,17 @@ pub const SKINNY_MAX_M: u64 = 64;
 /// CTAs of 8 warps).
 pub const SKINNY_CTAS_PER_SM: u64 = 2;
 
-/// The largest static shared memory a kernel may declare (CUDA's 48 KiB).
-pub const STATIC_SMEM_MAX: u64 = 48 * 1024;
+/// The most shared memory (dynamic) a tiled instance may take: within sm_80's per-block limit
+/// (163 KiB; sm_90's is 227 KiB). Devices with less (sm_86, sm_89: 99 KiB) run the instances
+/// that fit: the tiler checks each against the device.
+pub const TILED_SMEM_MAX: u64 = 160 * 1024;
 
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn instances_are_whole_mma_tiles_distinct_and_fit_static_shared_memory() {
+    fn instances_are_whole_mma_tiles_distinct_and_fit_their_shared_memory() {
         let mut names = std::collections::HashSet::new();
         for t in FUSED_GEMM_TILES {
             assert!(names.insert(t.name()), "{} twice", t.name());
@@ -142,12 +142,16 @@ mod tests {
                 assert!(t.wm == 1 && t.stages == 1 && t.bm % 8 == 0 && t.bn % (16 * t.wn) == 0, "{}", t.name());
                 assert!(t.bk % 64 == 0, "{}", t.name());
             } else {
+                // Whole mma tiles, k-steps that divide a 256-element phase, whole 4-float
+                // activation loads and 8-element decode chunks per thread.
                 assert!(t.bm % (16 * t.wm) == 0 && t.bn % (8 * t.wn) == 0 && t.bk % 16 == 0, "{}", t.name());
+                assert!(256 % t.bk == 0 && (t.bm * t.bk / 4) % t.threads() == 0, "{}", t.name());
+                assert!((t.bn * t.bk / 16) % t.threads() == 0 && t.stages == 2, "{}", t.name());
             }
-            let max = if t.skinny { SKINNY_SMEM_MAX } else { STATIC_SMEM_MAX };
+            let max = if t.skinny { SKINNY_SMEM_MAX } else { TILED_SMEM_MAX };
             assert!(t.stages >= 1 && t.smem_bytes() <= max, "{}: {} B", t.name(), t.smem_bytes());
             assert_eq!(FusedTile::of(&t.tile()), Some(t));
         }
-        assert_eq!(FUSED_GEMM_TILES[0].name(), "64x64x32_w2x2_s3");
+        assert_eq!(FUSED_GEMM_TILES[0].name(), "64x64x32_w2x2_s2");
     }
 }

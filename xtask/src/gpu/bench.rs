@@ -300,6 +300,7 @@ impl Ctx<'_> {
                 let (tile, c) = gpu.gemm_config(&ws[0], m, DType::F16, DType::F32)?;
                 let fused_config = format!("{} split {}", FUSED_GEMM_TILES[tile].name(), c.split_k);
                 let skinny_ms = self.skinny_beyond(&ws, &x, m, &mut y)?;
+                let tiled_ms = self.tiled_unsplit(&ws, &x, m, &mut y)?;
                 let int8 = self.int8_gemm(&ws, &x, m, &mut y)?;
                 let flop = 2.0 * (m * n * k) as f64;
                 r.gemm.push(GemmRow {
@@ -312,6 +313,7 @@ impl Ctx<'_> {
                     fused_tflops: flop / (fused_ms * 1e-3) / 1e12,
                     fused_config: Some(fused_config),
                     skinny_ms,
+                    tiled_ms,
                     int8,
                 });
             }
@@ -347,6 +349,31 @@ impl Ctx<'_> {
             Ok(())
         })? / ws.len() as f64;
         Ok(Some(ms))
+    }
+
+    /// Above `SKINNY_MAX_M`, every tiled instance unsplit on the same call: the tiler's choice
+    /// against the best instance measured.
+    fn tiled_unsplit(
+        &self,
+        ws: &[qforge_cuda::DeviceQuantTensor],
+        x: &CudaSlice<f32>,
+        m: usize,
+        y: &mut CudaSlice<f32>,
+    ) -> Result<Vec<(String, f64)>> {
+        if m <= qforge_cuda::codegen::SKINNY_MAX_M as usize {
+            return Ok(Vec::new());
+        }
+        let mut out = Vec::new();
+        for (tile, t) in FUSED_GEMM_TILES.iter().enumerate().filter(|(_, t)| !t.skinny) {
+            let ms = time_ms_n(&self.s, 1, GEMM_REPS, || {
+                for w in ws {
+                    self.gpu.gemm_tile_into(w, &x.slice(..), m, DType::F16, y, DType::F32, tile, 1, &self.s)?;
+                }
+                Ok(())
+            })? / ws.len() as f64;
+            out.push((t.name(), ms));
+        }
+        Ok(out)
     }
 
     /// The format's integer tensor-core GEMM, if it has one: the native q8 activations

@@ -115,6 +115,10 @@ pub struct GemmRow {
     /// call, where the tiler chose a tiled one.
     #[serde(default)]
     pub skinny_ms: Option<f64>,
+    /// Above `SKINNY_MAX_M`: every tiled instance on the same call, unsplit (`name`, ms): the
+    /// tiler's choice against the best one measured.
+    #[serde(default)]
+    pub tiled_ms: Vec<(String, f64)>,
     /// The format's integer tensor-core GEMM (its activations quantized on the GPU), if it
     /// has one.
     #[serde(default)]

@@ -280,12 +280,12 @@ fn gemm_markdown(b: &BenchReport) -> String {
     let mut s = String::from(
         "\n### GEMM (prompt processing; f16 inputs, f32 output; time ratios, > 1: the fused GEMM is faster)\n\n",
     );
-    s += "| format | N×K | M | fused ms | fused TFLOP/s | vs dequant + cuBLAS | vs cuBLAS f16 (unquantized) | int8 / fp8 tensor cores: path, ms, vs dequant + cuBLAS | fused instance (tiler) | skinny ms above its M |\n";
-    s += "|---|---|---|---|---|---|---|---|---|---|\n";
+    s += "| format | N×K | M | fused ms | fused TFLOP/s | vs dequant + cuBLAS | vs cuBLAS f16 (unquantized) | int8 / fp8 tensor cores: path, ms, vs dequant + cuBLAS | fused instance (tiler) | skinny ms above its M | tiled instances, unsplit, ms |\n";
+    s += "|---|---|---|---|---|---|---|---|---|---|---|\n";
     for d in &b.gemm_dense {
         let _ = writeln!(
             s,
-            "| f16 (cuBLAS) | {}×{} | {} | {:.3} | {:.1} | - | 1 | - | - | - |",
+            "| f16 (cuBLAS) | {}×{} | {} | {:.3} | {:.1} | - | 1 | - | - | - | - |",
             d.n, d.k, d.m, d.ms, d.tflops
         );
     }
@@ -293,7 +293,7 @@ fn gemm_markdown(b: &BenchReport) -> String {
         let dense = b.gemm_dense.iter().find(|d| (d.n, d.k, d.m) == (g.n, g.k, g.m));
         let _ = writeln!(
             s,
-            "| {} | {}×{} | {} | {:.3} | {:.1} | {:.2}× | {} | {} | {} | {} |",
+            "| {} | {}×{} | {} | {:.3} | {:.1} | {:.2}× | {} | {} | {} | {} | {} |",
             g.format,
             g.n,
             g.k,
@@ -309,7 +309,12 @@ fn gemm_markdown(b: &BenchReport) -> String {
                 g.dequant_cublas_ms / i.ms
             )),
             g.fused_config.as_deref().unwrap_or("-"),
-            g.skinny_ms.map_or("-".into(), |ms| format!("{ms:.3}"))
+            g.skinny_ms.map_or("-".into(), |ms| format!("{ms:.3}")),
+            if g.tiled_ms.is_empty() {
+                "-".into()
+            } else {
+                g.tiled_ms.iter().map(|(t, ms)| format!("{t} {ms:.3}")).collect::<Vec<_>>().join(", ")
+            }
         );
     }
     s

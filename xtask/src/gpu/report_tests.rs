@@ -63,6 +63,7 @@ fn bench() -> BenchReport {
             fused_tflops: 1.0,
             fused_config: Some("skinny16x256x256_w8 split 16".into()),
             skinny_ms: (m == 512).then_some(0.5),
+            tiled_ms: if m == 512 { vec![("64x64x32_w2x2_s2".into(), 0.7)] } else { Vec::new() },
             int8: None,
         });
     }

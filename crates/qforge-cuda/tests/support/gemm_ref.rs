@@ -170,8 +170,9 @@ pub fn instance(f: &'static dyn Format, gemm: Gemm<'_>, splits: usize) {
     }
 }
 
-/// Shapes whose grid holds several CTAs along N and M (the skinny instances' 256-row CTAs:
-/// the edge shapes fit one), each with partial edges, and K over many 256-element phases.
+/// Shapes whose grid holds several CTAs along N and M (the skinny instances' 256-row CTAs and
+/// the large tiled one's 128 × 128: the edge shapes fit one or two), each with partial edges,
+/// and K over many 256-element phases.
 pub const MULTI_CTA_SHAPES: [(usize, usize, usize); 3] = [(40, 600, 1000), (64, 513, 300), (3, 257, 4100)];
 
 /// One fused GEMM instance on [`MULTI_CTA_SHAPES`], f16 → f32 and bf16 → bf16, K cut into
