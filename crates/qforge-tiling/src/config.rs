@@ -427,7 +427,15 @@ pub(crate) fn shape(t: &Tile, split_k: u32, cx: &Ctx) -> Result<Shape, Reject> {
             peak_sm * eff * tile_eff
         }
     };
-    let t_compute = 2.0 * bmf * bnf * bkf / rate + bnf * bkf * decode_ops(p, kind) / (fp32_sm / 2.0);
+    // qforge's fused GEMM (gemm_tiled.cuh) produces every k-step on the warps that run the
+    // mma: each weight decoded by its format's chunk decode (fp8 grids included: a scale per
+    // chunk) and each activation rounded, per CTA (calibrated on an H200, docs/tiling.md).
+    let produce = if cx.fused {
+        (bnf * model::FUSED_DECODE_OPS + bmf * model::FUSED_ACT_OPS) * bkf
+    } else {
+        bnf * bkf * decode_ops(p, kind)
+    };
+    let t_compute = 2.0 * bmf * bnf * bkf / rate + produce / (fp32_sm / 2.0);
     let mut bytes_iter = bmf * bkf * p.act.bytes() as f64 + p.layout.slab_bytes(bnf, bkf);
     if t.variant == Variant::Wgmma {
         bytes_iter *= 1.0 - model::WGMMA_MULTICAST_SAVING;
@@ -646,9 +654,16 @@ impl Config {
         p.check()?;
         d.check()?;
         let bad = |reason: String| Err(TilingError::InvalidConfig { reason });
-        // A fused GEMM instance's tiles are no other table's (their warp counts differ).
-        let cx = Ctx { fused: crate::fused::FusedTile::of(&self.tile()).is_some(), ..Ctx::new(p, d) };
-        let pl = match plan(&self.tile(), self.split_k, &cx) {
+        // A fused GEMM instance's tile can also be one of the general mma_sync table's (the
+        // 128 × 128 × 32, 8-warp one is): the config is the fused one's where its shared
+        // memory says so, the general one's otherwise.
+        let fused = crate::fused::FusedTile::of(&self.tile()).is_some();
+        let plan_as = |fused: bool| plan(&self.tile(), self.split_k, &Ctx { fused, ..Ctx::new(p, d) });
+        let pl = match plan_as(fused) {
+            Ok(pl) if pl.smem == self.smem_bytes || !fused => Ok(pl),
+            first => plan_as(false).or(first),
+        };
+        let pl = match pl {
             Ok(pl) => pl,
             Err(r) => return bad(format!("{} {}: {}", self.variant.name(), self.shape_str(), r.describe())),
         };

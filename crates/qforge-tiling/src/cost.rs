@@ -59,6 +59,14 @@ pub mod model {
     pub const DEQUANT_OPS_QUANT: f64 = 4.0;
     /// CUDA-core ops to convert one dense / fp8 weight to the MMA input type when they differ.
     pub const DEQUANT_OPS_CONVERT: f64 = 1.0;
+    /// The fused GEMM's tiled instances (qforge-cuda's `gemm_tiled.cuh`): ops per weight
+    /// decoded into shared memory (any layout) and per f32 activation rounded there, each
+    /// k-step, on the warps that run the mma. Calibrated on an H200 (2026-11-28): 128 × 128 ×
+    /// 32 and 64 × 64 × 32 ran a k-step in 3.3–3.8× the mma time plus `DEQUANT_OPS_QUANT`'s
+    /// decode, i.e. 42–57 ops per (weight + activation) element.
+    pub const FUSED_DECODE_OPS: f64 = 32.0;
+    /// See [`FUSED_DECODE_OPS`].
+    pub const FUSED_ACT_OPS: f64 = 16.0;
     /// TMA multicast in a 2-CTA cluster saves this fraction of operand traffic (wgmma only).
     pub const WGMMA_MULTICAST_SAVING: f64 = 0.25;
     /// A weight matrix smaller than this fraction of L2 is read from DRAM once however many M tiles.

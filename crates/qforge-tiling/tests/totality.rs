@@ -397,3 +397,23 @@ fn small_m_takes_the_skinny_instances() {
         assert!(!FusedTile::of(&c.tile()).unwrap().skinny, "{name}");
     }
 }
+
+/// Above `SKINNY_MAX_M` on an H200, the fused GEMM takes its 128 × 128 instance unsplit from
+/// M = 512 up, for every layout kind: on the device it was the faster tiled instance in every
+/// measured cell (q4_0, q4_k, iq2_xxs, fp8_e4m3; 4096², 14336 × 4096, 4096 × 14336; M = 512 to
+/// 8192), 1.2–1.7× the 64 × 64 one (docs/cuda-figures.md, 2026-11-28).
+#[test]
+fn large_m_takes_the_large_tiled_instance() {
+    let h200 = Device::builtin("h200").unwrap();
+    for name in ["q4_0", "q4_k", "iq2_xxs", "fp8_e4m3"] {
+        let l = WeightLayout::from_format(qforge_formats::registry().get(name).unwrap()).unwrap();
+        for (n, k) in [(4096, 4096), (14336, 4096), (4096, 14336)] {
+            for m in [512, 2048, 8192] {
+                let c = select_fused(&Problem::f16(m, n, k, l).unwrap(), &h200).unwrap();
+                let inst = FusedTile::of(&c.tile()).unwrap();
+                assert!(!inst.skinny && inst.bm == 128 && inst.bn == 128, "{name} {n}x{k} m = {m}: {}", inst.name());
+                assert_eq!(c.split_k, 1, "{name} {n}x{k} m = {m}");
+            }
+        }
+    }
+}
