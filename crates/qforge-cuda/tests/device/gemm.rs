@@ -156,39 +156,60 @@ fn split_k_every_format_on_the_gpu() {
     }
 }
 
-/// Every fused GEMM instance (every config qforge-tiling can return), every format, on the
-/// edge-crossing shapes (every one but the general one also on grids of several CTAs), whole
-/// and split-k:
-/// the host check's cases on the device.
-#[test]
-#[ignore = "needs a CUDA GPU"]
-fn every_instance_every_format_on_the_gpu() {
+/// Fused GEMM instance `tile`, every format, on the edge-crossing shapes (every instance but
+/// the general one also on grids of several CTAs), whole and split-k: the host check's cases
+/// on the device.
+fn every_format_on_instance(tile: usize) {
     let gpu = device();
     let s = gpu.default_stream();
-    for tile in 0..qforge_cuda::codegen::FUSED_GEMM_TILES.len() {
-        for splits in [1, 3] {
-            let run = |w: &QuantTensor<'_>, x: &[f32], m: usize, mma: DType, out: DType| -> Vec<u8> {
-                let dw = gpu.upload(w, &s).unwrap();
-                let dx = s.clone_htod(x).unwrap();
-                let mut y = nan_buffer(&s, m * w.shape().rows(), out);
-                match &mut y {
-                    DeviceBuffer::F32(b) => gpu.gemm_tile_into(&dw, &dx.slice(..), m, mma, b, out, tile, splits, &s),
-                    DeviceBuffer::F16(b) | DeviceBuffer::Bf16(b) => {
-                        gpu.gemm_tile_into(&dw, &dx.slice(..), m, mma, b, out, tile, splits, &s)
-                    }
+    for splits in [1, 3] {
+        let run = |w: &QuantTensor<'_>, x: &[f32], m: usize, mma: DType, out: DType| -> Vec<u8> {
+            let dw = gpu.upload(w, &s).unwrap();
+            let dx = s.clone_htod(x).unwrap();
+            let mut y = nan_buffer(&s, m * w.shape().rows(), out);
+            match &mut y {
+                DeviceBuffer::F32(b) => gpu.gemm_tile_into(&dw, &dx.slice(..), m, mma, b, out, tile, splits, &s),
+                DeviceBuffer::F16(b) | DeviceBuffer::Bf16(b) => {
+                    gpu.gemm_tile_into(&dw, &dx.slice(..), m, mma, b, out, tile, splits, &s)
                 }
-                .unwrap();
-                y.to_host_bytes(&s).unwrap()
-            };
-            for f in qforge_formats::registry().iter().filter(|f| f.desc().cuda.is_some()) {
-                instance(f, &run, splits);
-                if tile > 0 {
-                    multi_cta(f, &run, splits);
-                }
+            }
+            .unwrap();
+            y.to_host_bytes(&s).unwrap()
+        };
+        for f in qforge_formats::registry().iter().filter(|f| f.desc().cuda.is_some()) {
+            instance(f, &run, splits);
+            if tile > 0 {
+                multi_cta(f, &run, splits);
             }
         }
     }
 }
+
+/// One GPU test per fused GEMM instance (every config qforge-tiling can return), so that the
+/// test harness runs them side by side: as one test they ran past the GPU kit's 170-second
+/// step on an H200 (2026-11-28).
+macro_rules! instance_tests {
+    ($($name:ident = $tile:literal),+ $(,)?) => {
+        $(
+            #[test]
+            #[ignore = "needs a CUDA GPU"]
+            fn $name() {
+                every_format_on_instance($tile);
+            }
+        )+
+        /// Every instance of `FUSED_GEMM_TILES` has its GPU test above.
+        #[test]
+        fn every_instance_has_a_gpu_test() {
+            assert_eq!([$($tile),+], std::array::from_fn::<usize, { qforge_cuda::codegen::FUSED_GEMM_TILES.len() }, _>(|i| i));
+        }
+    };
+}
+instance_tests!(
+    instance_0_every_format_on_the_gpu = 0,
+    instance_1_every_format_on_the_gpu = 1,
+    instance_2_every_format_on_the_gpu = 2,
+    instance_3_every_format_on_the_gpu = 3,
+);
 
 /// The device description comes from the device: its SM count and compute capability are
 /// the ones `info` reports, and every shape gets a config whose kernel is loaded.
