@@ -117,19 +117,8 @@ QF_HD void qf_gemm_i8_tile(const P& p, St&& store, long long M, long long N, lon
 
     qf_frag_c32 iacc[QF_WARP_SLOTS(C::NW)][C::MT][C::NT][QF_LANE_SLOTS];
     qf_frag_c facc[QF_WARP_SLOTS(C::NW)][C::MT][C::NT][QF_LANE_SLOTS];
-    qf_for_warps<C::NW>([&](int s, int) {
-        qf_for_lanes([&](int ls, int) {
-#pragma unroll
-            for (int i = 0; i < C::MT; ++i)
-#pragma unroll
-                for (int j = 0; j < C::NT; ++j)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        iacc[s][i][j][ls].r[e] = 0;
-                        facc[s][i][j][ls].r[e] = 0.0f;
-                    }
-        });
-    });
+    qf_zero_acc<C::NW, C::MT, C::NT>(iacc);
+    qf_zero_acc<C::NW, C::MT, C::NT>(facc);
     qf_for_threads<C::NTH>([&](int t) {
         for (int r = t; r < C::BM; r += C::NTH) p.tile_row(sd, r, m0 + r, M);
     });

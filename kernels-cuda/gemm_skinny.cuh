@@ -134,16 +134,7 @@ QF_HD void qf_gemms_tile(const float* x, const uint8_t* w, const uint8_t* grid, 
     const int mcols = M - m0 < C::TOK ? (int)((M - m0 + 7) / 8) : C::MT;
 
     qf_frag_c acc[QF_WARP_SLOTS(C::NW)][C::RT][C::MT][QF_LANE_SLOTS];
-    qf_for_warps<C::NW>([&](int ws, int) {
-        qf_for_lanes([&](int ls, int) {
-#pragma unroll
-            for (int i = 0; i < C::RT; ++i)
-#pragma unroll
-                for (int j = 0; j < C::MT; ++j)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) acc[ws][i][j][ls].r[e] = 0.0f;
-        });
-    });
+    qf_zero_acc<C::NW, C::RT, C::MT>(acc);
 
     for (long long k0 = kb; k0 < ke; k0 += C::BK) {
         const long long kend = ke < k0 + C::BK ? ke : k0 + C::BK;

@@ -100,16 +100,7 @@ QF_HD void qf_gemmt_tile(const float* x, const uint8_t* w, const uint8_t* grid, 
     const bool vec = (K & 3) == 0 && (reinterpret_cast<uintptr_t>(x) & 15) == 0;
 
     qf_frag_c acc[QF_WARP_SLOTS(C::NW)][C::MT][C::NT][QF_LANE_SLOTS];
-    qf_for_warps<C::NW>([&](int ws, int) {
-        qf_for_lanes([&](int ls, int) {
-#pragma unroll
-            for (int i = 0; i < C::MT; ++i)
-#pragma unroll
-                for (int j = 0; j < C::NT; ++j)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) acc[ws][i][j][ls].r[e] = 0.0f;
-        });
-    });
+    qf_zero_acc<C::NW, C::MT, C::NT>(acc);
 
     // Phase q's raw bytes of the CTA's rows into its slot (q & 1): one cp.async group.
     auto issue_raw = [&](long long q) {

@@ -118,6 +118,22 @@ QF_HD void qf_for_acc(int wid, int lane, Fn&& f) {
                 f(i, j, e, wm * C::WTM + i * 16 + qf_frag_c_row(lane, e), wn * C::WTN + j * 8 + qf_frag_c_col(lane, e));
 }
 
+// Every lane's accumulators of an A × B tile of fragments (qf_frag_c, qf_frag_c32) of each of
+// NW warps set to zero: the GEMMs' first step.
+template <int NW, int A, int B, class Frag>
+QF_HD void qf_zero_acc(Frag (*acc)[A][B][QF_LANE_SLOTS]) {
+    qf_for_warps<NW>([&](int ws, int) {
+        qf_for_lanes([&](int ls, int) {
+#pragma unroll
+            for (int i = 0; i < A; ++i)
+#pragma unroll
+                for (int j = 0; j < B; ++j)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) acc[ws][i][j][ls].r[e] = 0;
+        });
+    });
+}
+
 // pack2(lo, hi): the two values rounded as conv does, lo in the low half: one `cvt.rn.*x2.f32`
 // on the device, where a NaN becomes the canonical NaN (what the mma makes of a NaN does not
 // depend on its payload, so fragments need no more than that).

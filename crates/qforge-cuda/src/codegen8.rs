@@ -1,11 +1,11 @@
 // The 8-bit tensor-core GEMMs' part of the generator (included into `codegen.rs`): which
 // formats get them, from the registry's data, and what they are called.
 
-/// The CTA tile of the 8-bit GEMMs (A8W4DQ, the int8 GEMM of the GGUF formats, FP8): 64 × 64,
-/// k-step 32 on 2 × 2 warps, 3 k-steps of activations in flight with `cp.async`, static
-/// shared memory (`qf_gemm_cfg` in gemm.cuh, [`gemm8_cfg_cpp`]). gemm8.cuh names it
-/// `qf_gemm_cfg_a8`. Not one of the fused GEMM's instances (those stage raw weight bytes).
-pub const A8_TILE: FusedTile = FusedTile { bm: 64, bn: 64, bk: 32, wm: 2, wn: 2, stages: 3, skinny: false };
+/// The CTA tile of the 8-bit GEMMs (A8W4DQ, the int8 GEMM of the GGUF formats, FP8):
+/// qforge-tiling's [`EIGHT_BIT_TILE`](qforge_tiling::EIGHT_BIT_TILE), 64 × 64, k-step 32 on
+/// 2 × 2 warps, static shared memory (`qf_gemm_cfg` in gemm.cuh, [`gemm8_cfg_cpp`]).
+/// gemm8.cuh names it `qf_gemm_cfg_a8`.
+pub const A8_TILE: FusedTile = qforge_tiling::EIGHT_BIT_TILE;
 
 fn a8_cfg_typedef() -> String {
     format!("typedef {} qf_gemm_cfg_a8;\n", gemm8_cfg_cpp(&A8_TILE))

@@ -164,13 +164,13 @@ fn fp8_modules_hold_their_kernels() {
     assert!(without.into_iter().all(|f| qforge_cuda::codegen::fp8_kernel_names(f.desc().name).is_empty()));
 }
 
-/// The tile divides the 128-column scale blocks, as qforge-tiling's alignment rule for grid
-/// formats asks, and needs no pipeline stages (so K = 128, one block, is a whole number of
-/// k-steps: DeepGEMM's empty stage set cannot happen).
+/// The tile is qforge-tiling's 8-bit GEMM tile, divides the 128-column scale blocks, as
+/// qforge-tiling's alignment rule for grid formats asks, and needs no pipeline stages (so
+/// K = 128, one block, is a whole number of k-steps: DeepGEMM's empty stage set cannot happen).
 #[test]
-fn fp8_tile_is_a_tiling_instance_aligned_to_the_scale_blocks() {
+fn fp8_tile_is_the_tilers_8_bit_tile_aligned_to_the_scale_blocks() {
     let t = qforge_cuda::codegen::FP8_TILE;
-    assert!(qforge_cuda::codegen::FUSED_GEMM_TILES.contains(&t));
+    assert_eq!(t, qforge_tiling::EIGHT_BIT_TILE);
     assert_eq!(128 % t.bk, 0);
     assert_eq!(t.bk % 32, 0, "whole m16n8k32 steps");
 }

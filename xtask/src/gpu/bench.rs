@@ -342,13 +342,26 @@ impl Ctx<'_> {
         let (n, k) = (ws[0].shape().rows(), ws[0].shape().cols());
         let splits = qforge_cuda::codegen::skinny_split(&FUSED_GEMM_TILES[tile], m as u64, n as u64, k as u64, self.sms)
             as usize;
-        let ms = time_ms_n(&self.s, 1, GEMM_REPS, || {
+        Ok(Some(self.time_tile(ws, x, m, y, tile, splits)?))
+    }
+
+    /// Milliseconds per call of fused instance `tile` with `splits` K ranges, over the weight
+    /// copies `ws` (f16 inputs, f32 output).
+    fn time_tile(
+        &self,
+        ws: &[qforge_cuda::DeviceQuantTensor],
+        x: &CudaSlice<f32>,
+        m: usize,
+        y: &mut CudaSlice<f32>,
+        tile: usize,
+        splits: usize,
+    ) -> Result<f64> {
+        Ok(time_ms_n(&self.s, 1, GEMM_REPS, || {
             for w in ws {
                 self.gpu.gemm_tile_into(w, &x.slice(..), m, DType::F16, y, DType::F32, tile, splits, &self.s)?;
             }
             Ok(())
-        })? / ws.len() as f64;
-        Ok(Some(ms))
+        })? / ws.len() as f64)
     }
 
     /// Above `SKINNY_MAX_M`, every tiled instance unsplit on the same call: the tiler's choice
@@ -365,12 +378,7 @@ impl Ctx<'_> {
         }
         let mut out = Vec::new();
         for (tile, t) in FUSED_GEMM_TILES.iter().enumerate().filter(|(_, t)| !t.skinny) {
-            let ms = time_ms_n(&self.s, 1, GEMM_REPS, || {
-                for w in ws {
-                    self.gpu.gemm_tile_into(w, &x.slice(..), m, DType::F16, y, DType::F32, tile, 1, &self.s)?;
-                }
-                Ok(())
-            })? / ws.len() as f64;
+            let ms = self.time_tile(ws, x, m, y, tile, 1)?;
             out.push((t.name(), ms));
         }
         Ok(out)
