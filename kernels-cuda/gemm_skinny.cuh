@@ -75,6 +75,26 @@ struct qf_gemms_span {
     }
 };
 
+// A phase's raw bytes of `nrows` weight rows into shared memory: row r's bytes (span `sp`, the
+// first at byte lo0 + r·sp.stride of the tensor's `total` bytes) as the 16-byte windows around
+// them at dst + r·SEG, bytes past the tensor zero-filled; one cp.async group. Coalesced and
+// alignment-free whatever a block's size (both GEMM bodies stage their weights with it).
+template <int NTH, int SEG, class S>
+QF_HD void qf_gemm_stage_rows(uint8_t* dst, const uint8_t* w, long long total, const S& sp, long long lo0,
+                              int nrows) {
+    constexpr int VPR = SEG / 16;
+    qf_for_threads<NTH>([&](int t) {
+        for (int e = t; e < nrows * VPR; e += NTH) {
+            const int r = e / VPR, v = e % VPR;
+            const long long lo = lo0 + r * sp.stride;
+            const long long a = (lo & ~15ll) + 16 * v;
+            if (a >= lo + sp.len) continue;
+            qf_cp_async16(dst + r * SEG + 16 * v, w + a, total - a >= 16 ? 16 : (int)(total - a));
+        }
+    });
+    qf_cp_async_commit();
+}
+
 // Elements [k, k + CHUNK) of a weight row, k = e0 + rel (rel ≥ 0 from the phase's first
 // element e0, a block boundary or, for a grid format, k0), decoded from the row's staged
 // bytes `srow` (its bytes from element e0 on) into CHUNK / 2 pairs of T (the mma's input
@@ -121,7 +141,7 @@ QF_HD void qf_gemms_tile(const float* x, const uint8_t* w, const uint8_t* grid, 
                          long long N, long long K, long long kb, long long ke, long long tm, long long tn,
                          uint16_t* Xa) {
     typedef qf_gemms_span<F> S;
-    constexpr int CH = F::CHUNK, SLAB = 4 * CH, NSLAB = C::BK / SLAB, ST = CH / 4, VPR = C::SEG / 16;
+    constexpr int CH = F::CHUNK, SLAB = 4 * CH, NSLAB = C::BK / SLAB, ST = CH / 4;
     static_assert(CH % 4 == 0 && C::BK % SLAB == 0, "a phase holds whole slabs");
     static_assert(S::max_bytes(C::BK) + 15 <= C::SEG, "a phase's bytes of a row fit its SEG");
     const long long m0 = tm * C::TOK, n0 = tn * C::ROWS;
@@ -144,18 +164,8 @@ QF_HD void qf_gemms_tile(const float* x, const uint8_t* w, const uint8_t* grid, 
         // stride is a multiple of 16, so it is recomputed per phase, once per row).
         const long long lo0 = n0 * sp.stride + sp.first;
         qf_sync();  // the previous phase's fragment loads are done with Xa and Wst
-        // The rows' raw bytes of [k0, kend): row r's 16-byte windows into Wst + r·SEG (bytes
-        // past the tensor's values zero-filled), as one cp.async group.
-        qf_for_threads<C::NTH>([&](int t) {
-            for (int e = t; e < nrows * VPR; e += C::NTH) {
-                const int r = e / VPR, v = e % VPR;
-                const long long lo = lo0 + r * sp.stride;
-                const long long a = (lo & ~15ll) + 16 * v;
-                if (a >= lo + sp.len) continue;
-                qf_cp_async16(Wst + r * C::SEG + 16 * v, w + a, total - a >= 16 ? 16 : (int)(total - a));
-            }
-        });
-        qf_cp_async_commit();
+        // The rows' raw bytes of [k0, kend): row r's 16-byte windows into Wst + r·SEG.
+        qf_gemm_stage_rows<C::NTH, C::SEG>(Wst, w, total, sp, lo0, nrows);
         // Activations [m0, m0 + 8·mcols) × [k0, k0 + BK) as T, 0 outside M × [k0, kend), each at
         // its fragment-order slot: token r = 8·mt + g, element c = SLAB·s + CH·t + j →
         // ((mt·NSLAB + s)·32 + 4g + t)·CH + j. Consecutive threads read consecutive pairs of k.

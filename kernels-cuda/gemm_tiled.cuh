@@ -84,7 +84,7 @@ QF_HD void qf_gemmt_tile(const float* x, const uint8_t* w, const uint8_t* grid, 
                          long long N, long long K, long long kb, long long ke, long long tm, long long tn,
                          uint8_t* smem) {
     typedef qf_gemms_span<F> S;
-    constexpr int CH = F::CHUNK, CPK = C::BK / CH, VPR = C::SEG / 16, BK = C::BK, NTH = C::NTH;
+    constexpr int CH = F::CHUNK, CPK = C::BK / CH, BK = C::BK, NTH = C::NTH;
     static_assert(C::BK % CH == 0 && CH % 8 == 0, "a k-step holds whole chunks of 16-byte stores");
     static_assert(S::max_bytes(C::KP) + 15 <= C::SEG, "a phase's bytes of a row fit its SEG");
     static_assert(C::BN * CPK % NTH == 0, "whole chunks per thread");
@@ -107,17 +107,7 @@ QF_HD void qf_gemmt_tile(const float* x, const uint8_t* w, const uint8_t* grid, 
         const long long pk0 = kb + q * C::KP, pk1 = ke < pk0 + C::KP ? ke : pk0 + C::KP;
         const S sp(K, pk0, pk1);
         const long long lo0 = n0 * sp.stride + sp.first;
-        uint8_t* dst = Raw + (int)(q & 1) * (C::BN * C::SEG);
-        qf_for_threads<NTH>([&](int t) {
-            for (int e = t; e < nrows * VPR; e += NTH) {
-                const int r = e / VPR, v = e % VPR;
-                const long long lo = lo0 + r * sp.stride;
-                const long long a = (lo & ~15ll) + 16 * v;
-                if (a >= lo + sp.len) continue;
-                qf_cp_async16(dst + r * C::SEG + 16 * v, w + a, total - a >= 16 ? 16 : (int)(total - a));
-            }
-        });
-        qf_cp_async_commit();
+        qf_gemm_stage_rows<NTH, C::SEG>(Raw + (int)(q & 1) * (C::BN * C::SEG), w, total, sp, lo0, nrows);
     };
 
     // K-step i's activations (BM × BK, 0 outside M × [kb, ke)) into each thread's registers:
