@@ -130,6 +130,19 @@ step "gpu-bench" "$T_BENCH" "bench.log" "$KIT/bin/xtask" gpu-bench --out "$OUT/b
   ${QF_BENCH_FORMATS:+--formats "$QF_BENCH_FORMATS"} ${QF_BENCH_OPS:+--ops "$QF_BENCH_OPS"} \
   ${QF_BENCH_GEMM_M:+--gemm-m "$QF_BENCH_GEMM_M"}
 
+# QF_NCU=REGEX (optional): Nsight Compute on the first launch of the kernels that match, during
+# a gpu-bench run of QF_NCU_FORMATS (default q4_0) at QF_NCU_M (default 2048), into ncu.log:
+# speed of light, warp states (stall reasons), scheduler and occupancy. The GPU machines'
+# Firecracker runtime lets ncu read the counters; the clocks are left as they are.
+if [ -n "${QF_NCU:-}" ]; then
+  echo "== Nsight Compute on $QF_NCU"
+  NCU=$(command -v ncu || ls /opt/nvidia/nsight-compute/*/ncu 2>/dev/null | head -n 1)
+  step "ncu $QF_NCU" "${QF_T_NCU:-150}" "ncu.log" "${NCU:-ncu}" --clock-control none -k "regex:$QF_NCU" -c 1 \
+    --section SpeedOfLight --section WarpStateStats --section SchedulerStats --section Occupancy \
+    "$KIT/bin/xtask" gpu-bench --out "$OUT/ncu-bench.json" --formats "${QF_NCU_FORMATS:-q4_0}" --ops gemm \
+    --gemm-m "${QF_NCU_M:-2048}"
+fi
+
 # QF_SKIP_TORCH=1: leave the PyTorch peers out (their figures from an earlier run still hold).
 if [ -z "${QF_SKIP_TORCH:-}" ]; then
   echo "== the peers on this device (PyTorch: cuBLAS f16 / bf16, cuBLASLt FP8)"
