@@ -17,16 +17,18 @@
 // the host in the tests.
 #pragma once
 
-// A tiled instance: BM activation rows × BN weight rows per CTA, k-steps of BK, WM × WN warps;
-// SEG bytes of shared memory per weight row and phase (qforge-tiling's SKINNY_ROW_BYTES).
-// Shared memory is dynamic: SMEM_BYTES = two phases of raw rows and two k-steps of T operand
+// A tiled instance: BM activation rows × BN weight rows per CTA, k-steps of BK, WM × WN warps,
+// STAGES (2: the body's slots are q & 1) phases of raw weight bytes in flight, SEG bytes of
+// shared memory per weight row and phase (qforge-tiling's SKINNY_ROW_BYTES).
+// Shared memory is dynamic: SMEM_BYTES = STAGES phases of raw rows and two k-steps of T operand
 // tiles (rows padded by 8 elements: ldmatrix rows 16-byte aligned, 8 rows in distinct banks),
 // FusedTile::smem_bytes on the Rust side.
-template <int BM_, int BN_, int BK_, int WM_, int WN_, int SEG_>
+template <int BM_, int BN_, int BK_, int WM_, int WN_, int STAGES_, int SEG_>
 struct qf_gemmt_cfg {
     static constexpr bool SKINNY = false;
     static constexpr int MIN_BLOCKS = 1;
-    static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_, SEG = SEG_;
+    static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_, STAGES = STAGES_, SEG = SEG_;
+    static_assert(STAGES == 2, "the body keeps two raw phases, in slots q & 1");
     static constexpr int KP = 256;         // K elements per staged phase (a K-quant block)
     static constexpr int SPP = KP / BK;    // k-steps per phase
     static constexpr int KSPLIT = KP;      // split-k ranges are whole phases
@@ -35,7 +37,7 @@ struct qf_gemmt_cfg {
     static constexpr int MT = WTM / 16, NT = WTN / 8;   // its mma tiles
     static constexpr int LDS = BK + 8;                  // operand row stride (16-bit elements)
     static constexpr int AV = BM * BK / 4 / NTH;        // 4-float activation loads per thread and k-step
-    static constexpr int RAW_BYTES = 2 * BN * SEG, OPS_BYTES = 2 * (BM + BN) * LDS * 2;
+    static constexpr int RAW_BYTES = STAGES * BN * SEG, OPS_BYTES = 2 * (BM + BN) * LDS * 2;
     static constexpr int SMEM_BYTES = RAW_BYTES + OPS_BYTES;
     static_assert(WTM % 16 == 0 && WTN % 8 == 0 && BK % 16 == 0 && KP % BK == 0, "whole mma tiles and k-steps");
     static_assert(AV * 4 * NTH == BM * BK && AV >= 1, "whole 4-float loads per thread");
@@ -132,6 +134,12 @@ QF_HD void qf_gemmt_tile(const float* x, const uint8_t* w, const uint8_t* grid, 
         });
     };
 
+    // The span of the phase `produce` is in (CTA-uniform): its index, the rows' byte stride,
+    // its first element e0, row 0's first byte, and its elements from e0 to its end / its start.
+    struct {
+        long long q, stride, e0, lo0;
+        int span, lead;
+    } ph = {-1, 0, 0, 0, 0, 0};
     // K-step i's operands into buffer i & 1: the activations from the registers rounded to T,
     // the weights decoded from phase i / SPP's staged bytes (0 past the phase's end: a block's
     // padding, the split's end; rows past N decode row 0's bytes, whose products land in
@@ -150,10 +158,14 @@ QF_HD void qf_gemmt_tile(const float* x, const uint8_t* w, const uint8_t* grid, 
         });
         const long long q = i / C::SPP;
         const int s = (int)(i % C::SPP);
-        const long long pk0 = kb + q * C::KP, pk1 = ke < pk0 + C::KP ? ke : pk0 + C::KP;
-        const S sp(K, pk0, pk1);
-        const long long lo0 = n0 * sp.stride + sp.first;
-        const int span = (int)(pk1 - sp.e0), lead = (int)(pk0 - sp.e0);
+        if (q != ph.q) {
+            // The phase's span, once per phase (SPP k-steps): the same for the whole CTA.
+            const long long pk0 = kb + q * C::KP, pk1 = ke < pk0 + C::KP ? ke : pk0 + C::KP;
+            const S sp(K, pk0, pk1);
+            ph = {q, sp.stride, sp.e0, n0 * sp.stride + sp.first, (int)(pk1 - sp.e0), (int)(pk0 - sp.e0)};
+        }
+        const long long lo0 = ph.lo0;
+        const int span = ph.span, lead = ph.lead;
         const uint8_t* raw = Raw + (int)(q & 1) * (C::BN * C::SEG);
         qf_for_threads<NTH>([&](int t) {
 #pragma unroll
@@ -163,7 +175,7 @@ QF_HD void qf_gemmt_tile(const float* x, const uint8_t* w, const uint8_t* grid, 
                 const int rel = lead + s * BK + c * CH, rem = span - rel;
                 uint32_t pk[CH / 2];
                 if (rem > 0) {
-                    qf_gemms_pairs<F, T>(raw + rr * C::SEG + (int)((lo0 + rr * sp.stride) & 15), sp.e0,
+                    qf_gemms_pairs<F, T>(raw + rr * C::SEG + (int)((lo0 + rr * ph.stride) & 15), ph.e0,
                                          (unsigned)rel, rem < CH, rem, grid, n0 + rr, K, pk);
                 } else {
 #pragma unroll

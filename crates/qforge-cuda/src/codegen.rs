@@ -40,7 +40,7 @@ pub use qforge_tiling::{FUSED_GEMM_TILES, FusedTile};
 #[allow(unused_imports)] // the build script includes this file and reads only the tables
 pub use qforge_tiling::{SKINNY_MAX_M, skinny_split};
 
-/// The C++ type of an instance (a tiled one's `qf_gemmt_cfg<bm, bn, bk, wm, wn, row bytes>` in
+/// The C++ type of an instance (a tiled one's `qf_gemmt_cfg<bm, bn, bk, wm, wn, stages, row bytes>` in
 /// `kernels-cuda/gemm_tiled.cuh`, or a skinny one's `qf_gemms_cfg<bm, bn, bk, wn, row bytes>`
 /// in `kernels-cuda/gemm_skinny.cuh`).
 pub fn gemm_cfg_cpp(t: &FusedTile) -> String {
@@ -48,7 +48,7 @@ pub fn gemm_cfg_cpp(t: &FusedTile) -> String {
     if t.skinny {
         return format!("qf_gemms_cfg<{}, {}, {}, {}, {seg}>", t.bm, t.bn, t.bk, t.wn);
     }
-    format!("qf_gemmt_cfg<{}, {}, {}, {}, {}, {seg}>", t.bm, t.bn, t.bk, t.wm, t.wn)
+    format!("qf_gemmt_cfg<{}, {}, {}, {}, {}, {}, {seg}>", t.bm, t.bn, t.bk, t.wm, t.wn, t.stages)
 }
 
 /// The C++ type of the 8-bit GEMMs' tile ([`A8_TILE`], [`FP8_TILE`]):

@@ -331,7 +331,7 @@ impl Cuda {
         // whose per-block limit is lower refuses the attribute; the tiler never chooses such
         // an instance there (and a forced launch fails with the driver's error).
         for (t, fns) in crate::codegen::FUSED_GEMM_TILES.iter().zip(&gemm) {
-            if t.smem_bytes() > 48 * 1024 {
+            if t.smem_bytes() > qforge_tiling::SMEM_WITHOUT_OPT_IN {
                 for f in fns {
                     let _ = f.set_attribute(
                         cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,

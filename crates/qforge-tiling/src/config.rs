@@ -573,6 +573,10 @@ pub struct Config {
     pub grid: u64,
     /// Tensor-core input type, `None` for CUDA-core variants.
     pub mma: Option<MmaKind>,
+    /// Chosen by [`select_fused`](crate::select_fused): one of qforge-cuda's fused GEMM
+    /// instances ([`FUSED_GEMM_TILES`](crate::FUSED_GEMM_TILES)), whose shared memory and
+    /// production cost are the kernel's, not the general table's (a tile shape can be both).
+    pub fused: bool,
     /// Dynamic shared memory per CTA, bytes (rounded up to 128).
     pub smem_bytes: u64,
     /// Registers per thread the model assumes (accumulators plus a fixed overhead).
@@ -621,6 +625,7 @@ impl Config {
             persistent,
             grid,
             mma: pl.mma,
+            fused: cx.fused,
             smem_bytes: pl.smem,
             regs_per_thread: pl.regs,
             ctas_per_sm: pl.ctas_per_sm as u32,
@@ -654,16 +659,11 @@ impl Config {
         p.check()?;
         d.check()?;
         let bad = |reason: String| Err(TilingError::InvalidConfig { reason });
-        // A fused GEMM instance's tile can also be one of the general mma_sync table's (the
-        // 128 × 128 × 32, 8-warp one is): the config is the fused one's where its shared
-        // memory says so, the general one's otherwise.
-        let fused = crate::fused::FusedTile::of(&self.tile()).is_some();
-        let plan_as = |fused: bool| plan(&self.tile(), self.split_k, &Ctx { fused, ..Ctx::new(p, d) });
-        let pl = match plan_as(fused) {
-            Ok(pl) if pl.smem == self.smem_bytes || !fused => Ok(pl),
-            first => plan_as(false).or(first),
-        };
-        let pl = match pl {
+        if self.fused && crate::fused::FusedTile::of(&self.tile()).is_none() {
+            return bad(format!("{} {}: no fused GEMM instance", self.variant.name(), self.shape_str()));
+        }
+        let cx = Ctx { fused: self.fused, ..Ctx::new(p, d) };
+        let pl = match plan(&self.tile(), self.split_k, &cx) {
             Ok(pl) => pl,
             Err(r) => return bad(format!("{} {}: {}", self.variant.name(), self.shape_str(), r.describe())),
         };

@@ -130,6 +130,10 @@ pub const SKINNY_MAX_M: u64 = 64;
 /// CTAs of 8 warps).
 pub const SKINNY_CTAS_PER_SM: u64 = 2;
 
+/// The dynamic shared memory a kernel may take without raising its limit first (CUDA's 48 KiB
+/// on every architecture): an instance above it has its limit raised when its module loads.
+pub const SMEM_WITHOUT_OPT_IN: u64 = 48 * 1024;
+
 /// The most shared memory (dynamic) a tiled instance may take: within sm_80's per-block limit
 /// (163 KiB; sm_90's is 227 KiB). Devices with less (sm_86, sm_89: 99 KiB) run the instances
 /// that fit: the tiler checks each against the device.

@@ -48,7 +48,7 @@ pub use device::{
 pub use error::TilingError;
 pub use fused::{
     EIGHT_BIT_TILE, FUSED_GEMM_TILES, FUSED_ROW_PAD, FusedTile, SKINNY_CTAS_PER_SM, SKINNY_MAX_M, SKINNY_ROW_BYTES,
-    SKINNY_SMEM_MAX, TILED_SMEM_MAX,
+    SKINNY_SMEM_MAX, SMEM_WITHOUT_OPT_IN, TILED_SMEM_MAX,
 };
 pub use problem::{ActDType, LayoutKind, MAX_DIM, OutDType, Problem, WeightLayout, act_scale_group};
 pub use select::{CACHE_CAPACITY, Planner, candidates, select, select_fused, skinny_split};

@@ -63,9 +63,10 @@ pub(crate) fn packed_dot_groups<F: PackedCodes>(p: &[u8], n: usize, a: &[&[Block
 }
 
 /// Whether the kernel at this level dots `F`'s values signed with the sign trick (AVX2, a
-/// table with `u` above 127), and so has no zero to subtract.
+/// table with `u` above 127: the tables whose zero sums come from the quants), and so has no
+/// zero to subtract.
 const fn sign_trick<F: PackedCodes>(vnni: bool) -> bool {
-    !vnni && packed::umax::<F>() > 127
+    !vnni && packed::zero_from_quants::<F>()
 }
 
 /// Defines a group kernel (the body below) compiled with `$features`, whose four-code dot
