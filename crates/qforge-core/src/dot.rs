@@ -140,7 +140,7 @@ pub trait NativeDot: BlockFormat {
         false
     }
 
-    /// [`NativeDot::packed_dot`] for `a.len()` activation rows (at most [`MAX_DOT_ROWS`]):
+    /// [`NativeDot::packed_dot`] for `a.len()` activation rows (at most [`MAX_PACKED_DOT_ROWS`]):
     /// row `r`'s results into `out[r · len .. (r + 1) · len]`, `len = out.len() / a.len()`
     /// (checked by the caller). Each result must be bit-identical to `packed_dot`'s. The
     /// default calls `packed_dot` per row; a kernel may override it to unpack each packed
@@ -154,6 +154,11 @@ pub trait NativeDot: BlockFormat {
 /// The most activation rows one [`NativeDot::vec_dot_rows`] / [`DotKernel::dot_rows`] call
 /// receives (callers split longer lists).
 pub const MAX_DOT_ROWS: usize = 8;
+
+/// The most activation rows one [`NativeDot::packed_dot_rows`] call receives (callers split
+/// longer lists): enough for a kernel that decodes each packed block once for all of them to
+/// spend most of its time multiplying.
+pub const MAX_PACKED_DOT_ROWS: usize = 64;
 
 /// The dot kernel a registered format carries (the second parameter of
 /// [`Registered`](crate::Registered)). [`NoDot`] (the default) has none, [`GgmlDot`] uses the
@@ -314,15 +319,16 @@ impl<F: NativeDot> DotKernel<F> for GgmlDot {
     fn packed_dot_rows(p: &[u8], n: usize, acts: &[ActRow<'_>], out: &mut [f32]) -> Option<Result<(), QuantError>> {
         F::PACKING?;
         let len = out.len() / acts.len().max(1);
-        for (acts, out) in acts.chunks(MAX_DOT_ROWS).zip(out.chunks_mut((MAX_DOT_ROWS * len).max(1))) {
-            let mut rows: [&[<F::Act as BlockFormat>::Block]; MAX_DOT_ROWS] = [&[]; MAX_DOT_ROWS];
-            for (r, a) in rows.iter_mut().zip(acts) {
+        let mut rows: Vec<&[<F::Act as BlockFormat>::Block]> = Vec::with_capacity(acts.len().min(MAX_PACKED_DOT_ROWS));
+        for (acts, out) in acts.chunks(MAX_PACKED_DOT_ROWS).zip(out.chunks_mut((MAX_PACKED_DOT_ROWS * len).max(1))) {
+            rows.clear();
+            for a in acts {
                 match act_blocks::<F>(n, *a)? {
-                    Ok(a) => *r = a,
+                    Ok(a) => rows.push(a),
                     Err(e) => return Some(Err(e)),
                 }
             }
-            if !F::packed_dot_rows(p, n, &rows[..acts.len()], out) {
+            if !F::packed_dot_rows(p, n, &rows, out) {
                 return None;
             }
         }

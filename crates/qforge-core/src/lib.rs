@@ -110,7 +110,7 @@ mod tensor;
 
 pub use block::{BlockFormat, CudaDeviceCode, FormatDesc, Role, encode_blocks};
 pub use clayout::{CField, CLayout, CType, c_struct};
-pub use dot::{ActKind, ActRow, DotKernel, GgmlDot, MAX_DOT_ROWS, NativeDot, NoDot, Packing};
+pub use dot::{ActKind, ActRow, DotKernel, GgmlDot, MAX_DOT_ROWS, MAX_PACKED_DOT_ROWS, NativeDot, NoDot, Packing};
 pub use dtype::{DType, Elem, OutRow};
 pub use error::QuantError;
 pub use format::{Format, Registered, check_row_input};

@@ -10,7 +10,7 @@
 //! bit.
 
 use crate::act::{ActQuant, QuantAct};
-use qforge_core::{Format, MAX_DOT_ROWS, Packing, QuantError, QuantTensor};
+use qforge_core::{Format, MAX_PACKED_DOT_ROWS, Packing, QuantError, QuantTensor};
 use rayon::prelude::*;
 
 /// Rayon tasks per worker thread of a packed mat-vec.
@@ -142,15 +142,15 @@ impl PackedMatrix {
             |col: &mut Vec<f32>, (o, p)| {
                 // A few groups at a time against every activation row, so that they stay in
                 // L2 while the activation rows stream past.
-                // Up to `MAX_DOT_ROWS` activation rows per call: the kernels that can unpack
-                // each packed block once for several of them.
+                // Up to `MAX_PACKED_DOT_ROWS` activation rows per call: the kernels that can
+                // decode each packed block once for many of them.
                 for (o, p) in o.chunks_mut(tile * pr * m).zip(p.chunks(tile * gb)) {
                     let len = p.len() / gb.max(1) * pr;
-                    for (c, acts) in rows_acts.chunks(MAX_DOT_ROWS).enumerate() {
+                    for (c, acts) in rows_acts.chunks(MAX_PACKED_DOT_ROWS).enumerate() {
                         col.resize(len * acts.len(), 0.0);
                         self.format.packed_dot_rows(p, self.row_bytes, acts, col).ok_or_else(refused)??;
                         for (k, part) in col.chunks_exact(len.max(1)).enumerate() {
-                            let mi = c * MAX_DOT_ROWS + k;
+                            let mi = c * MAX_PACKED_DOT_ROWS + k;
                             for (r, v) in part.iter().enumerate() {
                                 o[r * m + mi] = *v;
                             }

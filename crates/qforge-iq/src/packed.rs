@@ -252,7 +252,7 @@ mod tests {
         (sum, mag)
     }
 
-    /// Groups of rows against 1–6 activation rows: the dispatched kernel (several rows at a
+    /// Groups of rows against 1–17 activation rows: the dispatched kernel (several rows at a
     /// time, and one) equals the portable one bit for bit at every SIMD level the machine has
     /// and with none (raw scales, edge quants, inconsistent `bsums` included); with finite
     /// scales and consistent activations each row is the plain dot's exact value to f32
@@ -262,7 +262,10 @@ mod tests {
             let mut rng = Rng::new(seed);
             let l = Layout::of::<F>();
             for case in 0..120 {
-                let (nr, n, m) = (1 + case % 19, case % 5, 1 + case % 6);
+                // Below and from the 8 activation rows at which AVX-512 VNNI takes the tile
+                // kernel (`qforge_k`'s `simd::tile`), with every rest of its passes of four.
+                let m = [1, 2, 3, 4, 5, 6, 8, 9, 11, 17][case % 10];
+                let (nr, n) = (1 + case % 19, case % 5);
                 let raw = case % 11 == 7;
                 let w = blocks::<F>(&mut rng, nr * n, raw);
                 let a: Vec<Vec<BlockQ8K>> = (0..m).map(|_| acts(&mut rng, n, raw)).collect();

@@ -20,6 +20,7 @@
 
 mod codes;
 mod packed;
+mod tile;
 
 use std::arch::x86_64::*;
 

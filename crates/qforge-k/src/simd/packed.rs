@@ -23,6 +23,10 @@ pub(crate) fn packed_dot_groups<F: PackedCodes>(p: &[u8], n: usize, a: &[&[Block
     if Avx2::detect().is_none() {
         return false;
     }
+    // Many rows (a mat-mul) on AVX-512 VNNI: each block decoded once for all of them.
+    if super::tile::tile_dot_groups::<F>(p, n, a, out) {
+        return true;
+    }
     let vnni = Vnni::detect().is_some();
     let len = out.len() / a.len().max(1);
     let l = const { Layout::of::<F>() };
