@@ -252,7 +252,7 @@ mod tests {
         (sum, mag)
     }
 
-    /// Groups of rows against 1–17 activation rows: the dispatched kernel (several rows at a
+    /// Groups of rows against 1–23 activation rows: the dispatched kernel (several rows at a
     /// time, and one) equals the portable one bit for bit at every SIMD level the machine has
     /// and with none (raw scales, edge quants, inconsistent `bsums` included); with finite
     /// scales and consistent activations each row is the plain dot's exact value to f32
@@ -263,8 +263,9 @@ mod tests {
             let l = Layout::of::<F>();
             for case in 0..120 {
                 // Below and from the 8 activation rows at which AVX-512 VNNI takes the tile
-                // kernel (`qforge_k`'s `simd::tile`), with every rest of its passes of four.
-                let m = [1, 2, 3, 4, 5, 6, 8, 9, 11, 17][case % 10];
+                // kernel (`qforge_k`'s `simd::tile`), with rests 0, 1, 5 and 7 of its passes of
+                // eight.
+                let m = [1, 2, 3, 4, 5, 6, 8, 9, 13, 23][case % 10];
                 let (nr, n) = (1 + case % 19, case % 5);
                 let raw = case % 11 == 7;
                 let w = blocks::<F>(&mut rng, nr * n, raw);

@@ -78,8 +78,8 @@ fn exact<F: Q8KCodes>(w: &[F::Block], a: &[BlockQ8K]) -> (f64, f64) {
 }
 
 /// Activation rows per case: below and from the 8 at which AVX-512 VNNI takes the tile kernel
-/// (`qforge_k`'s `simd::tile`), with every rest of its passes of four.
-const ACT_ROWS: [usize; 10] = [1, 2, 3, 4, 5, 6, 8, 9, 11, 17];
+/// (`qforge_k`'s `simd::tile`), with rests 0, 1, 5 and 7 of its passes of eight.
+const ACT_ROWS: [usize; 10] = [1, 2, 3, 4, 5, 6, 8, 9, 13, 23];
 
 /// Groups of rows against random activations: the dispatched kernel equals the portable one
 /// bit for bit (finite and raw scales, extreme codes and activations, inconsistent `bsums`) at
@@ -93,8 +93,8 @@ pub fn packed_kernels_agree<F: Q8KCodes>(seed: u64) {
             let (nr, n) = (1 + case % 21, case % 7);
             let (raw, extreme) = (case % 13 == 7, case % 4 == 1);
             let w = rows::<F>(&mut rng, nr, n, raw, extreme);
-            // 1 to 17 activation rows: the multi-row kernel (up to four per pass) and its rest,
-            // and from `TILE_ROWS` up, the tile kernel (four per pass and its rest).
+            // 1 to 23 activation rows: the multi-row kernel (up to four per pass) and its rest,
+            // and from 8 up, the tile kernel (eight per pass and its rests).
             let m = ACT_ROWS[case % ACT_ROWS.len()];
             let acts: Vec<Vec<BlockQ8K>> =
                 (0..m).map(|_| (0..n).map(|_| act(&mut rng, raw || case % 9 == 2, extreme)).collect()).collect();
