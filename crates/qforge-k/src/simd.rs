@@ -1,12 +1,15 @@
 //! AVX2 kernels of [`crate::dot`], chosen at run time where the CPU has AVX2, FMA and F16C;
 //! everything else runs the portable kernels.
 //!
-//! The only `unsafe` of the crate lives here (and in the submodule `codes`): 32-byte unaligned
-//! loads from fixed-size arrays, and the calls into the `#[target_feature]` functions after
-//! the run-time check.
+//! The only `unsafe` of the crate lives here (and in the submodules): unaligned loads from
+//! fixed-size arrays, and the calls into the `#[target_feature]` functions after the run-time
+//! check.
 //!
 //! * `codes`: the kernel of the [`crate::dot::Q8KCodes`] formats (every K-quant weight
 //!   format and the ternary ones), one or several activation rows.
+//! * `packed`: the packed layout's group kernel (AVX2, AVX-512 VNNI), one to seven activation
+//!   rows; `tile` (AVX-512 VNNI) and `tile_avx2`: its mat-mul kernel from eight rows, each
+//!   packed block decoded once for all of them.
 //! * Here: the block sum of the signed-code formats ([`crate::dot::Q8KDot`]: q8_k itself and
 //!   the I-quants of `qforge-iq`).
 //!
@@ -21,6 +24,7 @@
 mod codes;
 mod packed;
 mod tile;
+mod tile_avx2;
 
 use std::arch::x86_64::*;
 

@@ -42,11 +42,11 @@ pub(crate) const TILE_MIN_ROWS: usize = 8;
 const PASS: usize = 8;
 
 /// Quads (four elements) per block.
-const QUADS: usize = QK_K / 4;
+pub(super) const QUADS: usize = QK_K / 4;
 
 /// 16-element halves per block, and their pairs.
-const HALVES: usize = QK_K / 16;
-const PAIRS: usize = HALVES / 2;
+pub(super) const HALVES: usize = QK_K / 16;
+pub(super) const PAIRS: usize = HALVES / 2;
 
 /// One block of two groups of 8 weight rows, decoded (see the module docs).
 struct Tile {
@@ -61,9 +61,9 @@ struct Tile {
 /// Per activation row and block: the zero-sum pairs and the `bsums` pairs (`i16` halves of an
 /// `i32`), for [`Tile::zsc`] and [`Tile::mins`].
 #[derive(Clone, Copy)]
-struct RowSums {
-    zero: [i32; PAIRS],
-    bsums: [i32; PAIRS],
+pub(super) struct RowSums {
+    pub(super) zero: [i32; PAIRS],
+    pub(super) bsums: [i32; PAIRS],
 }
 
 /// Two `i16` as the halves of one `i32` lane (low first).
@@ -72,23 +72,29 @@ fn pair(lo: i32, hi: i32) -> i32 {
 }
 
 /// [`crate::packed::dot_groups_rows`] with this kernel, for `a.len() ≥` [`TILE_MIN_ROWS`] on a
-/// CPU with AVX-512 VNNI; `false` (nothing written) otherwise. Arguments as
+/// CPU with AVX-512 VNNI (or in its AVX2 form, [`super::tile_avx2`], on one with AVX2); `false`
+/// (nothing written) otherwise. Arguments as
 /// [`super::packed::packed_dot_groups`]'s.
 pub(crate) fn tile_dot_groups<F: PackedCodes>(p: &[u8], n: usize, a: &[&[BlockQ8K]], out: &mut [f32]) -> bool {
-    if a.len() < TILE_MIN_ROWS || qforge_simd::Vnni::detect().is_none() {
+    if a.len() < TILE_MIN_ROWS || qforge_simd::Avx2::detect().is_none() {
         return false;
     }
-    // SAFETY: `Vnni::detect` has just checked that this CPU has AVX2, FMA, F16C and AVX-512
-    // F / BW / VL / VNNI, all `row_sums` and `tile_vnni` need.
+    // SAFETY: `Avx2::detect` has just checked that this CPU has AVX2, FMA and F16C, all
+    // `row_sums` and `tile_avx2` need; `Vnni::detect` the AVX-512 F / BW / VL / VNNI that
+    // `tile_vnni` needs besides.
     unsafe {
         let sums = row_sums::<F>(a, n);
-        tile_vnni::<F>(p, n, a, &sums, out);
+        if qforge_simd::Vnni::detect().is_some() {
+            tile_vnni::<F>(p, n, a, &sums, out);
+        } else {
+            super::tile_avx2::tile_avx2::<F>(p, n, a, &sums, out);
+        }
     }
     true
 }
 
 /// Every row's [`RowSums`] of its first `n` blocks, row-major.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[target_feature(enable = "avx2,fma,f16c")]
 fn row_sums<F: PackedCodes>(a: &[&[BlockQ8K]], n: usize) -> Vec<RowSums> {
     let mut sums = Vec::with_capacity(a.len() * n);
     for a in a {
