@@ -8,8 +8,8 @@
 //! * `codes`: the kernel of the [`crate::dot::Q8KCodes`] formats (every K-quant weight
 //!   format and the ternary ones), one or several activation rows.
 //! * `packed`: the packed layout's group kernel (AVX2, AVX-512 VNNI), one to seven activation
-//!   rows; `tile` (AVX-512 VNNI) and `tile_avx2`: its mat-mul kernel from eight rows, each
-//!   packed block decoded once for all of them.
+//!   rows; `tile` (one body) and `tile_isa` (its AVX-512 VNNI and AVX2 register files): its
+//!   mat-mul kernel from eight rows, each packed block decoded once for all of them.
 //! * Here: the block sum of the signed-code formats ([`crate::dot::Q8KDot`]: q8_k itself and
 //!   the I-quants of `qforge-iq`).
 //!
@@ -24,7 +24,7 @@
 mod codes;
 mod packed;
 mod tile;
-mod tile_avx2;
+mod tile_isa;
 
 use std::arch::x86_64::*;
 
