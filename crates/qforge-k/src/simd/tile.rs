@@ -91,17 +91,29 @@ pub(super) trait Isa: Sized {
     unsafe fn group<F: PackedCodes, const R: usize>(c: &[Self::I], qs: &[&[i8; QK_K]; R], q0: usize) -> [Self::I; R];
     /// One pass of [`rows`] from row `r0` (as many rows as the register file takes, or those
     /// left); returns how many.
-    #[allow(clippy::too_many_arguments)]
     unsafe fn pass<F: PackedCodes>(
         t: &Tile<Self>,
-        a: &[&[BlockQ8K]],
-        sums: &[RowSums],
-        n: usize,
+        acts: Acts<'_>,
         i: usize,
         r0: usize,
-        acc: &mut [Self::F],
-        accm: &mut [Self::F],
+        acc: &mut [[Self::F; 2]],
     ) -> usize;
+}
+
+/// The activation rows of a call (each at least `n` blocks) and their [`RowSums`] (`n` per
+/// row, row-major).
+#[derive(Clone, Copy)]
+pub(super) struct Acts<'a> {
+    a: &'a [&'a [BlockQ8K]],
+    sums: &'a [RowSums],
+    n: usize,
+}
+
+impl Acts<'_> {
+    /// How many rows.
+    pub(super) fn len(&self) -> usize {
+        self.a.len()
+    }
 }
 
 /// Whether `V` dots `F`'s values signed (see [`Isa::SIGN_TRICK`]).
@@ -147,9 +159,9 @@ pub(crate) fn tile_dot_groups<F: PackedCodes>(p: &[u8], n: usize, a: &[&[BlockQ8
     unsafe {
         let sums = row_sums::<F>(a, n);
         if qforge_simd::Vnni::detect().is_some() {
-            tile_vnni::<F>(p, n, a, &sums, out);
+            tile_vnni::<F>(p, Acts { a, sums: &sums, n }, out);
         } else {
-            tile_avx2::<F>(p, n, a, &sums, out);
+            tile_avx2::<F>(p, Acts { a, sums: &sums, n }, out);
         }
     }
     true
@@ -187,16 +199,16 @@ fn row_sums<F: PackedCodes>(a: &[&[BlockQ8K]], n: usize) -> Vec<RowSums> {
 
 /// The kernel on AVX-512 VNNI.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn tile_vnni<F: PackedCodes>(p: &[u8], n: usize, a: &[&[BlockQ8K]], sums: &[RowSums], out: &mut [f32]) {
+fn tile_vnni<F: PackedCodes>(p: &[u8], acts: Acts<'_>, out: &mut [f32]) {
     // SAFETY: this function has the features `Zmm`'s functions need.
-    unsafe { kernel::<Zmm, F>(p, n, a, sums, out) }
+    unsafe { kernel::<Zmm, F>(p, acts, out) }
 }
 
 /// The kernel on AVX2.
 #[target_feature(enable = "avx2,fma,f16c")]
-fn tile_avx2<F: PackedCodes>(p: &[u8], n: usize, a: &[&[BlockQ8K]], sums: &[RowSums], out: &mut [f32]) {
+fn tile_avx2<F: PackedCodes>(p: &[u8], acts: Acts<'_>, out: &mut [f32]) {
     // SAFETY: this function has the features `Ymm`'s functions need.
-    unsafe { kernel::<Ymm, F>(p, n, a, sums, out) }
+    unsafe { kernel::<Ymm, F>(p, acts, out) }
 }
 
 /// Every tile of `p` (`V::ROWS / 8` groups), block by block, decoded and dotted with every row.
@@ -204,8 +216,9 @@ fn tile_avx2<F: PackedCodes>(p: &[u8], n: usize, a: &[&[BlockQ8K]], sums: &[RowS
 /// # Safety
 /// As [`Isa`]'s functions.
 #[inline(always)]
-unsafe fn kernel<V: Isa, F: PackedCodes>(p: &[u8], n: usize, a: &[&[BlockQ8K]], sums: &[RowSums], out: &mut [f32]) {
+unsafe fn kernel<V: Isa, F: PackedCodes>(p: &[u8], acts: Acts<'_>, out: &mut [f32]) {
     let l = const { Layout::of::<F>() };
+    let (a, n) = (acts.a, acts.n);
     let len = out.len() / a.len();
     let groups = len / ROWS;
     let gb = n * l.size;
@@ -220,23 +233,22 @@ unsafe fn kernel<V: Isa, F: PackedCodes>(p: &[u8], n: usize, a: &[&[BlockQ8K]], 
             d: V::zerof(),
             dmin: V::zerof(),
         };
-        let mut acc = vec![V::zerof(); a.len()];
-        let mut accm = vec![V::zerof(); if F::HAS_MINS { a.len() } else { 0 }];
+        // Per row, `acc` and `accm`.
+        let mut acc = vec![[V::zerof(); 2]; a.len()];
         for g in (0..groups).step_by(per_tile) {
             let pg = &p[g * gb..][..gb];
             let pg1 = if per_tile > 1 { p.get((g + 1) * gb..(g + 2) * gb) } else { None };
-            acc.fill(V::zerof());
-            accm.fill(V::zerof());
+            acc.fill([V::zerof(); 2]);
             for i in 0..n {
                 decode::<V, F>(&pg[i * l.size..][..l.size], pg1.map(|p| &p[i * l.size..][..l.size]), &mut tile);
                 let mut r = 0;
                 while r < a.len() {
-                    r += V::pass::<F>(&tile, a, sums, n, i, r, &mut acc, &mut accm);
+                    r += V::pass::<F>(&tile, acts, i, r, &mut acc);
                 }
             }
             let width = (groups - g).min(per_tile) * ROWS;
             for (r, out) in out.chunks_exact_mut(len).enumerate() {
-                let v = if F::HAS_MINS { V::subf(acc[r], accm[r]) } else { acc[r] };
+                let v = if F::HAS_MINS { V::subf(acc[r][0], acc[r][1]) } else { acc[r][0] };
                 V::store(v, &mut out[g * ROWS..][..width]);
             }
         }
@@ -291,22 +303,20 @@ unsafe fn decode<V: Isa, F: PackedCodes>(b: &[u8], b1: Option<&[u8]>, t: &mut Ti
     }
 }
 
-/// Rows `r0 .. r0 + R` of `a` against the decoded block `i` in `t`, into their `acc` (`accm`).
+/// Rows `r0 .. r0 + R` of `a` against the decoded block `i` in `t`, into their `acc` and
+/// `accm` (`acc[row]`).
 ///
 /// # Safety
 /// As [`Isa`]'s functions.
 #[inline(always)]
-#[allow(clippy::too_many_arguments)]
 pub(super) unsafe fn rows<V: Isa, F: PackedCodes, const R: usize>(
     t: &Tile<V>,
-    a: &[&[BlockQ8K]],
-    sums: &[RowSums],
-    n: usize,
+    acts: Acts<'_>,
     i: usize,
     r0: usize,
-    acc: &mut [V::F],
-    accm: &mut [V::F],
+    acc: &mut [[V::F; 2]],
 ) {
+    let Acts { a, sums, n } = acts;
     let l = const { Layout::of::<F>() };
     let per = l.group / 4; // quads per scale group
     let qs: [&[i8; QK_K]; R] = std::array::from_fn(|r| &a[r0 + r][i].qs);
@@ -328,13 +338,13 @@ pub(super) unsafe fn rows<V: Isa, F: PackedCodes, const R: usize>(
                 }
             }
             let ad = V::set1f(a[row][i].d.get());
-            acc[row] = V::fmadd(V::cvt(tot), V::mulf(t.d, ad), acc[row]);
+            acc[row][0] = V::fmadd(V::cvt(tot), V::mulf(t.d, ad), acc[row][0]);
             if F::HAS_MINS {
                 let mut m = V::zero();
                 for j in 0..PAIRS {
                     m = V::add(m, V::madd(t.mins[j], V::set1(rs.bsums[j])));
                 }
-                accm[row] = V::fmadd(V::cvt(m), V::mulf(t.dmin, ad), accm[row]);
+                acc[row][1] = V::fmadd(V::cvt(m), V::mulf(t.dmin, ad), acc[row][1]);
             }
         }
     }
@@ -344,23 +354,13 @@ pub(super) unsafe fn rows<V: Isa, F: PackedCodes, const R: usize>(
 macro_rules! passes {
     ($($r:literal)+; $last:literal) => {
         #[inline(always)]
-        #[allow(clippy::too_many_arguments)]
-        unsafe fn pass<F: PackedCodes>(
-            t: &Tile<Self>,
-            a: &[&[BlockQ8K]],
-            sums: &[RowSums],
-            n: usize,
-            i: usize,
-            r0: usize,
-            acc: &mut [Self::F],
-            accm: &mut [Self::F],
-        ) -> usize {
-            let left = a.len() - r0;
+        unsafe fn pass<F: PackedCodes>(t: &Tile<Self>, acts: Acts<'_>, i: usize, r0: usize, acc: &mut [[Self::F; 2]]) -> usize {
+            let left = acts.len() - r0;
             // SAFETY: the caller's guarantee.
             unsafe {
                 match left {
-                    $($r => rows::<Self, F, $r>(t, a, sums, n, i, r0, acc, accm),)+
-                    _ => rows::<Self, F, $last>(t, a, sums, n, i, r0, acc, accm),
+                    $($r => rows::<Self, F, $r>(t, acts, i, r0, acc),)+
+                    _ => rows::<Self, F, $last>(t, acts, i, r0, acc),
                 }
             }
             left.min($last)

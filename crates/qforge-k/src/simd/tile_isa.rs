@@ -6,10 +6,9 @@
 
 use std::arch::x86_64::*;
 
-use super::tile::{Isa, RowSums, Tile, passes, rows, signed};
+use super::tile::{Acts, Isa, Tile, passes, rows, signed};
 use crate::QK_K;
 use crate::packed::{Layout, PackedCodes, ROWS};
-use crate::q8k::BlockQ8K;
 use qforge_simd::planes::{dot_avx2, dot_signed_avx2, quads};
 
 /// AVX-512 VNNI: 16 weight rows (the tile's first group in lanes 0–7), eight activation rows per
@@ -39,15 +38,41 @@ fn unit<F: PackedCodes>(b: &[u8], u: usize) -> &[u8] {
     &b[l.codes + u * l.planes.unit..][..l.planes.unit]
 }
 
-/// The register file's one-intrinsic operations of [`Isa`].
+/// The one-intrinsic operations of [`Isa`], for `512` ([`Zmm`]) or `256` ([`Ymm`]): one table,
+/// a column per register file.
 macro_rules! ops {
-    ($($name:ident($($a:ident: $t:ty),*) -> $r:ty = $f:ident;)*) => {$(
+    ($w:tt) => {
+        ops!(@$w
+            zero() -> I = _mm512_setzero_si512 | _mm256_setzero_si256;
+            zerof() -> F = _mm512_setzero_ps | _mm256_setzero_ps;
+            add(a: I, b: I) -> I = _mm512_add_epi32 | _mm256_add_epi32;
+            sub(a: I, b: I) -> I = _mm512_sub_epi32 | _mm256_sub_epi32;
+            mullo(a: I, b: I) -> I = _mm512_mullo_epi32 | _mm256_mullo_epi32;
+            madd(a: I, b: I) -> I = _mm512_madd_epi16 | _mm256_madd_epi16;
+            set1(x: i32) -> I = _mm512_set1_epi32 | _mm256_set1_epi32;
+            set1f(x: f32) -> F = _mm512_set1_ps | _mm256_set1_ps;
+            cvt(a: I) -> F = _mm512_cvtepi32_ps | _mm256_cvtepi32_ps;
+            mulf(a: F, b: F) -> F = _mm512_mul_ps | _mm256_mul_ps;
+            fmadd(a: F, b: F, c: F) -> F = _mm512_fmadd_ps | _mm256_fmadd_ps;
+            subf(a: F, b: F) -> F = _mm512_sub_ps | _mm256_sub_ps;
+        );
+    };
+    (@512 $($name:ident($($a:ident: $t:tt),*) -> $r:tt = $f:ident | $_g:ident;)*) => {
+        $(ops!(@fn $name($($a: $t),*) -> $r = $f);)*
+    };
+    (@256 $($name:ident($($a:ident: $t:tt),*) -> $r:tt = $_f:ident | $g:ident;)*) => {
+        $(ops!(@fn $name($($a: $t),*) -> $r = $g);)*
+    };
+    (@fn $name:ident($($a:ident: $t:tt),*) -> $r:tt = $f:ident) => {
         #[inline(always)]
-        unsafe fn $name($($a: $t),*) -> $r {
+        unsafe fn $name($($a: ops!(@ty $t)),*) -> ops!(@ty $r) {
             // SAFETY: `Isa`'s contract: the caller has the register file's features.
             unsafe { $f($($a),*) }
         }
-    )*};
+    };
+    (@ty I) => { Self::I };
+    (@ty F) => { Self::F };
+    (@ty $t:ty) => { $t };
 }
 
 // In both impls, `Isa`'s contract (the caller has the register file's features: AVX-512 F /
@@ -59,20 +84,7 @@ impl Isa for Zmm {
     type I = __m512i;
     type F = __m512;
 
-    ops! {
-        zero() -> __m512i = _mm512_setzero_si512;
-        zerof() -> __m512 = _mm512_setzero_ps;
-        add(a: __m512i, b: __m512i) -> __m512i = _mm512_add_epi32;
-        sub(a: __m512i, b: __m512i) -> __m512i = _mm512_sub_epi32;
-        mullo(a: __m512i, b: __m512i) -> __m512i = _mm512_mullo_epi32;
-        madd(a: __m512i, b: __m512i) -> __m512i = _mm512_madd_epi16;
-        set1(x: i32) -> __m512i = _mm512_set1_epi32;
-        set1f(x: f32) -> __m512 = _mm512_set1_ps;
-        cvt(a: __m512i) -> __m512 = _mm512_cvtepi32_ps;
-        mulf(a: __m512, b: __m512) -> __m512 = _mm512_mul_ps;
-        fmadd(a: __m512, b: __m512, c: __m512) -> __m512 = _mm512_fmadd_ps;
-        subf(a: __m512, b: __m512) -> __m512 = _mm512_sub_ps;
-    }
+    ops!(512);
     #[inline(always)]
     unsafe fn pair(lo: __m512i, hi: __m512i) -> __m512i {
         // SAFETY: `Isa`'s contract (the features).
@@ -161,20 +173,7 @@ impl Isa for Ymm {
     type I = __m256i;
     type F = __m256;
 
-    ops! {
-        zero() -> __m256i = _mm256_setzero_si256;
-        zerof() -> __m256 = _mm256_setzero_ps;
-        add(a: __m256i, b: __m256i) -> __m256i = _mm256_add_epi32;
-        sub(a: __m256i, b: __m256i) -> __m256i = _mm256_sub_epi32;
-        mullo(a: __m256i, b: __m256i) -> __m256i = _mm256_mullo_epi32;
-        madd(a: __m256i, b: __m256i) -> __m256i = _mm256_madd_epi16;
-        set1(x: i32) -> __m256i = _mm256_set1_epi32;
-        set1f(x: f32) -> __m256 = _mm256_set1_ps;
-        cvt(a: __m256i) -> __m256 = _mm256_cvtepi32_ps;
-        mulf(a: __m256, b: __m256) -> __m256 = _mm256_mul_ps;
-        fmadd(a: __m256, b: __m256, c: __m256) -> __m256 = _mm256_fmadd_ps;
-        subf(a: __m256, b: __m256) -> __m256 = _mm256_sub_ps;
-    }
+    ops!(256);
     #[inline(always)]
     unsafe fn pair(lo: __m256i, hi: __m256i) -> __m256i {
         // SAFETY: `Isa`'s contract (the features).
