@@ -23,7 +23,8 @@ pub(crate) fn packed_dot_groups<F: PackedCodes>(p: &[u8], n: usize, a: &[&[Block
     if Avx2::detect().is_none() {
         return false;
     }
-    // Many rows (a mat-mul) on AVX-512 VNNI: each block decoded once for all of them.
+    // From `TILE_MIN_ROWS` activation rows (a mat-mul): the tile kernel, each block decoded
+    // once for all of them (AVX-512 VNNI or AVX2).
     if super::tile::tile_dot_groups::<F>(p, n, a, out) {
         return true;
     }

@@ -279,9 +279,8 @@ unsafe fn decode<V: Isa, F: PackedCodes>(b: &[u8], b1: Option<&[u8]>, t: &mut Ti
                 t.zsc[j] = if F::UNIT_SCALES {
                     V::set1(pair(z.into(), z.into()))
                 } else {
-                    let lo = V::bytes(b, b1, l.sc + half_group(2 * j) * ROWS, true);
-                    let hi = V::bytes(b, b1, l.sc + half_group(2 * j + 1) * ROWS, true);
-                    V::mullo16(V::pair(lo, hi), z)
+                    // From the scales just widened (their low 16 bits: the `i8` sign-extended).
+                    V::mullo16(V::pair(t.sc[half_group(2 * j)], t.sc[half_group(2 * j + 1)]), z)
                 };
             }
         }
