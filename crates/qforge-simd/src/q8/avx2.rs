@@ -218,7 +218,7 @@ fn no_min_acts<W: Q8Weight, A: Q8Act>(a: &[A]) -> bool {
 /// Whether one of the 32 quants is -128 (a branch-free OR over the block, which LLVM
 /// vectorizes: `contains` calls `memchr` per block, which cost half the mat-vec).
 #[inline]
-fn has_min(q: &[i8; QK8]) -> bool {
+pub(super) fn has_min(q: &[i8; QK8]) -> bool {
     q.iter().fold(false, |m, &x| m | (x == i8::MIN))
 }
 

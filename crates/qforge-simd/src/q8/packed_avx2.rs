@@ -28,22 +28,27 @@ pub(super) fn dot_groups<W: Q8Weight, A: Q8Act>(p: &[u8], n: usize, a: &[&[A]], 
     }
     let vnni = Vnni::detect().is_some();
     // The mirrored sign trick of 8-bit codes on AVX2 needs activations without a -128.
-    if !vnni && signed8::<W>() && a.iter().any(|a| a.iter().any(|b| b.qs().contains(&i8::MIN))) {
+    // (`has_min`, not `contains`: that calls `memchr` per block, 10 % of a q8_0 mat-mul.)
+    if !vnni && signed8::<W>() && a.iter().any(|a| a.iter().any(|b| super::avx2::has_min(b.qs()))) {
         return false;
     }
     let len = out.len() / a.len().max(1);
-    for (a, out) in a.chunks(4).zip(out.chunks_mut((4 * len).max(1))) {
+    // SAFETY: `Avx2::detect` has just checked that this CPU has AVX2, FMA and F16C.
+    let info = unsafe { act_info::<W, A>(a, vnni) };
+    let per_row = n * W::UNITS;
+    for ((a, info), out) in a.chunks(4).zip(info.chunks(4 * per_row)).zip(out.chunks_mut((4 * len).max(1))) {
         macro_rules! rows {
             ($($r:literal)+) => {{
                 let a = [$(a[$r]),+];
+                let info = [$(&info[$r * per_row..][..per_row]),+];
                 // SAFETY: `Avx2::detect` has just checked that this CPU has AVX2, FMA and F16C,
                 // all `groups_avx2` needs, and `Vnni::detect` (where it found them) the AVX-512
                 // VNNI features `groups_vnni` needs besides.
                 unsafe {
                     if vnni {
-                        groups_vnni::<W, A, { [$($r),+].len() }>(p, n, a, out)
+                        groups_vnni::<W, A, { [$($r),+].len() }>(p, n, a, info, out)
                     } else {
-                        groups_avx2::<W, A, { [$($r),+].len() }>(p, n, a, out)
+                        groups_avx2::<W, A, { [$($r),+].len() }>(p, n, a, info, out)
                     }
                 }
             }};
@@ -56,6 +61,51 @@ pub(super) fn dot_groups<W: Q8Weight, A: Q8Act>(p: &[u8], n: usize, a: &[&[A]], 
         }
     }
     true
+}
+
+/// What the kernel reads of an activation block besides its quants.
+#[derive(Clone, Copy)]
+struct ActInfo {
+    /// `z·Σq` of each half unit, or of the whole unit in slot 0 where `W`'s scales are per
+    /// unit (`z`: the zero of `W`'s unsigned form, 0 where it is dotted signed).
+    zs: [i32; 2],
+    /// `d` and `s`, widened.
+    ds: [f32; 2],
+}
+
+/// Every block's [`ActInfo`] of every row (`n · UNITS` each, checked by the caller),
+/// row-major: once per call, in plain loops compiled with the kernel's features (computed
+/// per kernel pass through closures, which did not inline, this was 20 % of a q8_0 mat-mul).
+#[target_feature(enable = "avx2,fma,f16c")]
+fn act_info<W: Q8Weight, A: Q8Act>(a: &[&[A]], vnni: bool) -> Vec<ActInfo> {
+    let z = match unsigned_form::<W>() {
+        Some((_, z)) if !signed::<W>(vnni) => i32::from(z),
+        _ => 0,
+    };
+    let per_half = matches!(W::SCALE, Scale::ByteHalves(_));
+    let mut info = Vec::with_capacity(a.iter().map(|a| a.len()).sum());
+    for a in a {
+        for b in a.iter() {
+            let mut zs = [0i32; 2];
+            if z != 0 {
+                let (lo, hi) = b.qs().split_at(16);
+                let (mut s0, mut s1) = (0i32, 0i32);
+                for (x, y) in lo.iter().zip(hi) {
+                    s0 += i32::from(*x);
+                    s1 += i32::from(*y);
+                }
+                zs = if per_half { [z * s0, z * s1] } else { [z * (s0 + s1), 0] };
+            }
+            info.push(ActInfo { zs, ds: [f16(b.d_bits()), f16(b.s_bits())] });
+        }
+    }
+    info
+}
+
+/// Whether the kernel dots `W`'s values signed (the sign trick), with no zero term: without
+/// VNNI, where `vpmaddubsw` cannot take the unsigned ones.
+const fn signed<W: Q8Weight>(vnni: bool) -> bool {
+    !vnni && umax::<W>() > 127
 }
 
 /// Whether `W`'s codes are 8-bit signed values (stored `v + 128`).
@@ -76,29 +126,36 @@ macro_rules! group_kernel {
         /// Every group of `p` against each of the `R` rows `a[r]`, row `r`'s results into
         /// part `r` of `out` (see [`dot_groups`]).
         #[target_feature(enable = $features)]
-        fn $name<W: Q8Weight, A: Q8Act, const R: usize>(p: &[u8], n: usize, a: [&[A]; R], out: &mut [f32]) {
+        fn $name<W: Q8Weight, A: Q8Act, const R: usize>(
+            p: &[u8],
+            n: usize,
+            a: [&[A]; R],
+            info: [&[ActInfo]; R],
+            out: &mut [f32],
+        ) {
             let l = const { Layout::of::<W>() };
-            let (table, z) = const {
+            let table = const {
                 match unsigned_form::<W>() {
-                    Some(f) => f,
-                    None => ([0; 16], 0),
+                    Some((t, _)) => t,
+                    None => [0; 16],
                 }
             };
             let um = const { umax::<W>() };
             let is_table = const { matches!(W::VALUES, Values::Table(_)) };
             let signed8 = const { signed8::<W>() };
             // Signed values and the sign trick where `vpmaddubsw` cannot take the unsigned ones.
-            let signed = const { !$vnni && umax::<W>() > 127 };
-            let (tv, z) = if signed {
+            let signed = const { signed::<W>($vnni) };
+            // (The zero term `z·Σa` is in `info`, 0 where the values are dotted signed.)
+            let tv = if signed {
                 let t = match W::VALUES {
                     Values::Table(t) => t,
                     _ => [0; 16],
                 };
                 // SAFETY: the load reads exactly the 16 bytes of `t`.
-                (_mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(t.as_ptr().cast()) }), 0)
+                _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(t.as_ptr().cast()) })
             } else {
                 // SAFETY: the load reads exactly the 16 bytes of `table`.
-                (_mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(table.as_ptr().cast()) }), z)
+                _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(table.as_ptr().cast()) })
             };
             let hn = const { if matches!(W::SCALE, Scale::ByteHalves(_)) { 2 } else { 1 } };
             let f16_scales = const { matches!(W::SCALE, Scale::F16) };
@@ -106,22 +163,6 @@ macro_rules! group_kernel {
                 Scale::Byte(t) | Scale::ByteHalves(t) => t,
                 Scale::F16 => &[0.0; 256],
             };
-            // Per activation unit, once per call: `z·Σa` of each half unit (the zero of the
-            // unsigned form; the whole unit's in slot 0 where the scales are per unit), and its
-            // f16 `d` and `s` widened (out of the loop: the widening is a call, across which
-            // every vector register would be spilled).
-            let zs: [Vec<[i32; 2]>; R] = a.map(|a| {
-                a.iter()
-                    .map(|a| {
-                        let mut zs = [0i32; 2];
-                        for (i, &q) in a.qs().iter().enumerate() {
-                            zs[if hn == 2 { i / 16 } else { 0 }] += i32::from(z) * i32::from(q);
-                        }
-                        zs
-                    })
-                    .collect()
-            });
-            let ads: [Vec<[f32; 2]>; R] = a.map(|a| a.iter().map(|a| [f16(a.d_bits()), f16(a.s_bits())]).collect());
             let len = out.len() / R;
             for (g, pg) in p.chunks_exact(n * l.size).enumerate() {
                 let (mut acc, mut accm) = ([_mm256_setzero_ps(); R], [_mm256_setzero_ps(); R]);
@@ -178,7 +219,7 @@ macro_rules! group_kernel {
                                 let q = act.qs()[4 * m..].first_chunk::<4>().expect("a quad of the unit");
                                 *v = _mm256_set1_epi32(i32::from_le_bytes(q.map(|x| x as u8)));
                             }
-                            let ad = _mm256_set1_ps(ads[r][j][0]);
+                            let ad = _mm256_set1_ps(info[r][j].ds[0]);
                             if hn == 2 {
                                 // Each half unit with its own scale (constant halves: `c` and
                                 // `av` stay in registers).
@@ -195,7 +236,7 @@ macro_rules! group_kernel {
                                                 $dot::<4>(&ch, &ah, um)
                                             }
                                         };
-                                        let s = _mm256_sub_epi32(s, _mm256_set1_epi32(zs[r][j][$h]));
+                                        let s = _mm256_sub_epi32(s, _mm256_set1_epi32(info[r][j].zs[$h]));
                                         let x = _mm256_mul_ps(sv[$h], ad);
                                         acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), x, acc[r]);
                                     }};
@@ -214,11 +255,11 @@ macro_rules! group_kernel {
                                     // SAFETY: this function has the features `$dot` needs.
                                     unsafe { $dot::<8>(&c, &av, um) }
                                 };
-                                let s = _mm256_sub_epi32(s, _mm256_set1_epi32(zs[r][j][0]));
+                                let s = _mm256_sub_epi32(s, _mm256_set1_epi32(info[r][j].zs[0]));
                                 acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(sv[0], ad), acc[r]);
                             }
                             if W::AFFINE {
-                                accm[r] = _mm256_fmadd_ps(mv, _mm256_set1_ps(ads[r][j][1]), accm[r]);
+                                accm[r] = _mm256_fmadd_ps(mv, _mm256_set1_ps(info[r][j].ds[1]), accm[r]);
                             }
                         }
                     }
