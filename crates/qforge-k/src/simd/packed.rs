@@ -146,6 +146,12 @@ macro_rules! group_kernel {
                             for (m, v) in av.iter_mut().enumerate() {
                                 *v = _mm256_set1_epi32(act(m));
                             }
+                            if F::UNIT_SCALES {
+                                // Every scale 1: the whole unit in one dot, the zero term once
+                                // per block below.
+                                t[r] = _mm256_add_epi32(t[r], dot!(8, &c, &av));
+                                continue;
+                            }
                             // The unit's scale groups (two of 16 elements, or one of 32).
                             let s = if l.group == 16 {
                                 let half = |v: &[__m256i; 8], h: usize| -> [__m256i; 4] {
@@ -176,15 +182,26 @@ macro_rules! group_kernel {
                                     let z = i32::from(zero).wrapping_mul(sum);
                                     s = _mm256_sub_epi32(s, _mm256_set1_epi32(z));
                                 }
-                                if F::UNIT_SCALES {
-                                    t[r] = _mm256_add_epi32(t[r], s);
-                                    continue;
-                                }
                                 let sc = pb[l.sc + k * ROWS..].first_chunk::<8>().expect("the scales");
                                 // SAFETY: the load reads exactly the 8 bytes of `sc`.
                                 let sc = _mm256_cvtepi8_epi32(unsafe { _mm_loadl_epi64(sc.as_ptr().cast()) });
                                 t[r] = _mm256_add_epi32(t[r], _mm256_mullo_epi32(s, sc));
                             }
+                        }
+                    }
+                    if F::UNIT_SCALES && zero != 0 {
+                        // `zero · Σa` of the whole block (the same integers as per group,
+                        // regrouped): one subtraction per block instead of one per group.
+                        for r in 0..R {
+                            let mut sum = 0i32;
+                            for k in 0..l.groups {
+                                sum = sum.wrapping_add(match zs[r].get(i * l.groups + k) {
+                                    Some(&s) => s,
+                                    None => zero_sum::<F>(&a[r][i], l.group, k),
+                                });
+                            }
+                            let z = i32::from(zero).wrapping_mul(sum);
+                            t[r] = _mm256_sub_epi32(t[r], _mm256_set1_epi32(z));
                         }
                     }
                     // The rows' `d` (`dmin`): 8 f16 at `at`, widened.

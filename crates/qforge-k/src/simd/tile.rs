@@ -19,8 +19,9 @@
 //! M = Σ_j madd(min pair j, bsums pair j)
 //! ```
 //!
-//! where a zero-sum pair holds two 16-element halves' `bsums` (or, for a table with `u` above
-//! 127, the sums of their quants: [`packed::zero_sum`]). Every pair product fits: `|ZERO·sc| ≤
+//! (with every scale 1, `UNIT_SCALES`, summed per 32-element unit, and the zero term one
+//! subtraction of `ZERO · Σ` zero sums per block), where a zero-sum pair holds two 16-element
+//! halves' `bsums` (or, for a table with `u` above 127, the sums of their quants: [`packed::zero_sum`]). Every pair product fits: `|ZERO·sc| ≤
 //! 255·128 < 2¹⁵` and the `bsums` are `i16`, so each `vpmaddwd` is exact. Then, as the
 //! reference: `acc = fma(T, d·a.d, acc)`, `accm = fma(M, dmin·a.d, accm)`, result `acc − accm`:
 //! the portable kernel's bits.
@@ -139,6 +140,9 @@ pub(super) struct Tile<V: Isa> {
 pub(super) struct RowSums {
     zero: [i32; PAIRS],
     bsums: [i32; PAIRS],
+    /// `ZERO ·` the sum of the zero-sum halves (wrapping): the whole zero term of a format
+    /// with unit scales, subtracted once per block.
+    zero_total: i32,
 }
 
 /// Two `i16` as the halves of one `i32` lane (low first).
@@ -191,7 +195,12 @@ fn row_sums<F: PackedCodes>(a: &[&[BlockQ8K]], n: usize) -> Vec<RowSums> {
                     *z = pair(half(0), half(1));
                 }
             }
-            sums.push(RowSums { zero, bsums });
+            let mut zero_total = 0i32;
+            for z in zero {
+                zero_total = zero_total.wrapping_add(i32::from(z as i16)).wrapping_add(z >> 16);
+            }
+            let zero_total = zero_total.wrapping_mul(i32::from(F::ZERO));
+            sums.push(RowSums { zero, bsums, zero_total });
         }
     }
     sums
@@ -273,15 +282,11 @@ unsafe fn decode<V: Isa, F: PackedCodes>(b: &[u8], b1: Option<&[u8]>, t: &mut Ti
                 t.sc[k] = V::bytes(b, b1, l.sc + k * ROWS, true);
             }
         }
-        if F::ZERO != 0 && !signed::<V, F>() {
+        if F::ZERO != 0 && !signed::<V, F>() && !F::UNIT_SCALES {
             let z = i16::from(F::ZERO);
             for j in 0..PAIRS {
-                t.zsc[j] = if F::UNIT_SCALES {
-                    V::set1(pair(z.into(), z.into()))
-                } else {
-                    // From the scales just widened (their low 16 bits: the `i8` sign-extended).
-                    V::mullo16(V::pair(t.sc[half_group(2 * j)], t.sc[half_group(2 * j + 1)]), z)
-                };
+                // From the scales just widened (their low 16 bits: the `i8` sign-extended).
+                t.zsc[j] = V::mullo16(V::pair(t.sc[half_group(2 * j)], t.sc[half_group(2 * j + 1)]), z);
             }
         }
         if F::HAS_MINS {
@@ -317,12 +322,14 @@ pub(super) unsafe fn rows<V: Isa, F: PackedCodes, const R: usize>(
 ) {
     let Acts { a, sums, n } = acts;
     let l = const { Layout::of::<F>() };
-    let per = l.group / 4; // quads per scale group
+    // Quads per scale group, and groups; with every scale 1, per 32-element unit (fewer,
+    // longer dots: fewer widenings).
+    let (per, groups) = if F::UNIT_SCALES { (8, QUADS / 8) } else { (l.group / 4, l.groups) };
     let qs: [&[i8; QK_K]; R] = std::array::from_fn(|r| &a[r0 + r][i].qs);
     // SAFETY: the caller's guarantee.
     unsafe {
         let mut tot = [V::zero(); R];
-        for k in 0..l.groups {
+        for k in 0..groups {
             let s = V::group::<F, R>(&t.codes[k * per..][..per], &qs, k * per);
             for (tot, s) in tot.iter_mut().zip(s) {
                 *tot = V::add(*tot, if F::UNIT_SCALES { s } else { V::mullo(s, t.sc[k]) });
@@ -331,7 +338,9 @@ pub(super) unsafe fn rows<V: Isa, F: PackedCodes, const R: usize>(
         for (r, mut tot) in tot.into_iter().enumerate() {
             let row = r0 + r;
             let rs = &sums[row * n + i];
-            if F::ZERO != 0 && !signed::<V, F>() {
+            if F::ZERO != 0 && !signed::<V, F>() && F::UNIT_SCALES {
+                tot = V::sub(tot, V::set1(rs.zero_total));
+            } else if F::ZERO != 0 && !signed::<V, F>() {
                 for j in 0..PAIRS {
                     tot = V::sub(tot, V::madd(t.zsc[j], V::set1(rs.zero[j])));
                 }
