@@ -35,8 +35,12 @@ pub(crate) fn packed_dot_groups<F: PackedCodes>(p: &[u8], n: usize, a: &[&[Block
     // themselves ([`zero_sum`]: a table with `u` above 127, on VNNI), those sums are the same
     // for every group of 8 weight rows: taken here once per activation row, block and scale
     // group (`n · groups` per row, one buffer), not in the kernel for each group.
-    let per_row = n * l.groups;
-    let sums: Vec<i32> = if !sign_trick::<F>(vnni) && F::ZERO != 0 && packed::zero_from_quants::<F>() {
+    // With every scale 1 (tq1_0, tq2_0) one sum per block: the whole block's zero term.
+    let unit_zero = F::UNIT_SCALES && F::ZERO != 0 && !sign_trick::<F>(vnni);
+    let per_row = if unit_zero { n } else { n * l.groups };
+    let sums: Vec<i32> = if unit_zero {
+        a.iter().flat_map(|a| &a[..n]).map(|b| block_zero_sum::<F>(b)).collect()
+    } else if !sign_trick::<F>(vnni) && F::ZERO != 0 && packed::zero_from_quants::<F>() {
         a.iter().flat_map(|a| &a[..n]).flat_map(|b| (0..l.groups).map(move |k| zero_sum::<F>(b, l.group, k))).collect()
     } else {
         Vec::new()
@@ -67,6 +71,17 @@ pub(crate) fn packed_dot_groups<F: PackedCodes>(p: &[u8], n: usize, a: &[&[Block
     true
 }
 
+/// The sum of every scale group's [`zero_sum`] of block `b` (wrapping, as the kernel's lanes).
+#[inline(always)]
+fn block_zero_sum<F: PackedCodes>(b: &BlockQ8K) -> i32 {
+    let l = const { Layout::of::<F>() };
+    let mut sum = 0i32;
+    for k in 0..l.groups {
+        sum = sum.wrapping_add(zero_sum::<F>(b, l.group, k));
+    }
+    sum
+}
+
 /// Whether the kernel at this level dots `F`'s values signed with the sign trick (AVX2, a
 /// table with `u` above 127: the tables whose zero sums come from the quants), and so has no
 /// zero to subtract.
@@ -81,7 +96,8 @@ macro_rules! group_kernel {
     ($name:ident, $features:literal, $dot:ident, $vnni:literal) => {
         /// Every group of `p` against each of the `R` rows `a[r]` (exactly `n` blocks each),
         /// row `r`'s results into part `r` of `out` (see [`packed_dot_groups`]). `zs[r]`: row
-        /// `r`'s [`zero_sum`] of every block and scale group, or empty (then summed here).
+        /// `r`'s [`zero_sum`] of every block and scale group (with unit scales, of every
+        /// block: [`block_zero_sum`]), or empty (then summed here).
         #[target_feature(enable = $features)]
         fn $name<F: PackedCodes, const R: usize>(
             p: &[u8],
@@ -192,14 +208,12 @@ macro_rules! group_kernel {
                     if F::UNIT_SCALES && zero != 0 {
                         // `zero · Σa` of the whole block (the same integers as per group,
                         // regrouped): one subtraction per block instead of one per group.
+                        // (`zs[r]`: one sum per block, taken once per call.)
                         for r in 0..R {
-                            let mut sum = 0i32;
-                            for k in 0..l.groups {
-                                sum = sum.wrapping_add(match zs[r].get(i * l.groups + k) {
-                                    Some(&s) => s,
-                                    None => zero_sum::<F>(&a[r][i], l.group, k),
-                                });
-                            }
+                            let sum = match zs[r].get(i) {
+                                Some(&s) => s,
+                                None => block_zero_sum::<F>(&a[r][i]),
+                            };
                             let z = i32::from(zero).wrapping_mul(sum);
                             t[r] = _mm256_sub_epi32(t[r], _mm256_set1_epi32(z));
                         }
