@@ -250,6 +250,18 @@ pub(crate) fn zero_sum<F: PackedCodes>(a: &BlockQ8K, group: usize, k: usize) -> 
     }
 }
 
+/// The sum of every scale group's [`zero_sum`] of block `a` (wrapping, as the kernels' lanes):
+/// with unit scales (`UNIT_SCALES`), `ZERO ·` it is the block's whole zero term.
+#[inline(always)]
+pub(crate) fn block_zero_sum<F: PackedCodes>(a: &BlockQ8K) -> i32 {
+    let l = const { Layout::of::<F>() };
+    let mut sum = 0i32;
+    for k in 0..l.groups {
+        sum = sum.wrapping_add(zero_sum::<F>(a, l.group, k));
+    }
+    sum
+}
+
 /// One group of 8 rows (`n` packed blocks, `p.len() == n · Layout::of::<F>().size`) against
 /// the activation row `a` (at least `n` blocks): the portable kernel (see the module docs).
 pub fn dot_group_portable<F: PackedCodes>(p: &[u8], a: &[BlockQ8K]) -> [f32; ROWS] {

@@ -11,7 +11,7 @@
 
 use std::arch::x86_64::*;
 
-use crate::packed::{self, Layout, PackedCodes, ROWS, group_bsum, zero_sum};
+use crate::packed::{self, Layout, PackedCodes, ROWS, block_zero_sum, group_bsum, zero_sum};
 use crate::q8k::BlockQ8K;
 use qforge_simd::planes::{dot_avx2, dot_signed_avx2, dot_vnni, quads};
 use qforge_simd::{Avx2, Vnni};
@@ -69,17 +69,6 @@ pub(crate) fn packed_dot_groups<F: PackedCodes>(p: &[u8], n: usize, a: &[&[Block
         }
     }
     true
-}
-
-/// The sum of every scale group's [`zero_sum`] of block `b` (wrapping, as the kernel's lanes).
-#[inline(always)]
-fn block_zero_sum<F: PackedCodes>(b: &BlockQ8K) -> i32 {
-    let l = const { Layout::of::<F>() };
-    let mut sum = 0i32;
-    for k in 0..l.groups {
-        sum = sum.wrapping_add(zero_sum::<F>(b, l.group, k));
-    }
-    sum
 }
 
 /// Whether the kernel at this level dots `F`'s values signed with the sign trick (AVX2, a

@@ -20,11 +20,12 @@
 //! ```
 //!
 //! (with every scale 1, `UNIT_SCALES`, summed per 32-element unit, and the zero term one
-//! subtraction of `ZERO · Σ` zero sums per block), where a zero-sum pair holds two 16-element
-//! halves' `bsums` (or, for a table with `u` above 127, the sums of their quants: [`packed::zero_sum`]). Every pair product fits: `|ZERO·sc| ≤
-//! 255·128 < 2¹⁵` and the `bsums` are `i16`, so each `vpmaddwd` is exact. Then, as the
-//! reference: `acc = fma(T, d·a.d, acc)`, `accm = fma(M, dmin·a.d, accm)`, result `acc − accm`:
-//! the portable kernel's bits.
+//! subtraction of `ZERO ·` [`packed::block_zero_sum`] per block), where a zero-sum pair holds
+//! two 16-element halves' `bsums` (or, for a table with `u` above 127, the sums of their
+//! quants: [`packed::zero_sum`]). Every pair product fits: `|ZERO·sc| ≤ 255·128 < 2¹⁵` and
+//! the `bsums` are `i16`, so each `vpmaddwd` is exact. Then, as the reference: `acc = fma(T,
+//! d·a.d, acc)`, `accm = fma(M, dmin·a.d, accm)`, result `acc − accm`: the portable kernel's
+//! bits.
 //!
 //! One body, two register files ([`Isa`], in `tile_isa`): AVX-512 VNNI tiles two groups (16
 //! rows in 512-bit lanes: `d` and `dmin` of an absent second group are zero and its lanes never
@@ -140,8 +141,8 @@ pub(super) struct Tile<V: Isa> {
 pub(super) struct RowSums {
     zero: [i32; PAIRS],
     bsums: [i32; PAIRS],
-    /// `ZERO ·` the sum of the zero-sum halves (wrapping): the whole zero term of a format
-    /// with unit scales, subtracted once per block.
+    /// `ZERO ·` [`packed::block_zero_sum`] (wrapping): the whole zero term of a format with
+    /// unit scales, subtracted once per block (0 for the others, which do not read it).
     zero_total: i32,
 }
 
@@ -195,11 +196,12 @@ fn row_sums<F: PackedCodes>(a: &[&[BlockQ8K]], n: usize) -> Vec<RowSums> {
                     *z = pair(half(0), half(1));
                 }
             }
-            let mut zero_total = 0i32;
-            for z in zero {
-                zero_total = zero_total.wrapping_add(i32::from(z as i16)).wrapping_add(z >> 16);
-            }
-            let zero_total = zero_total.wrapping_mul(i32::from(F::ZERO));
+            // Only the unit-scale formats read it.
+            let zero_total = if F::UNIT_SCALES && F::ZERO != 0 {
+                packed::block_zero_sum::<F>(b).wrapping_mul(i32::from(F::ZERO))
+            } else {
+                0
+            };
             sums.push(RowSums { zero, bsums, zero_total });
         }
     }
