@@ -79,6 +79,16 @@ mod cuda {
         for d in &with_code {
             let path = gen_dir.join(format!("{}.cu", codegen::module_stem(d.name)));
             write_if_changed(&path, &codegen::module_source(d).expect("filtered on cuda.is_some()"));
+            // bindgen_cuda asks cargo to rerun this script when a .cu it compiles changes. This
+            // one is an output of the script, written during the run, so cargo would see it as
+            // newer than the run and rerun the whole script (nvcc, minutes) once more on the
+            // next build. Its content is a function of the script's inputs, which cargo
+            // tracks already: an old modification time says "not an input".
+            std::fs::File::options()
+                .write(true)
+                .open(&path)
+                .and_then(|f| f.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(86_400)))
+                .unwrap_or_else(|e| panic!("setting the modification time of {}: {e}", path.display()));
             // bindgen_cuda skips a .cu whose .ptx is newer; any rerun of this script means an
             // input changed, so every module is compiled afresh.
             let _ = std::fs::remove_file(out.join(format!("{}.ptx", codegen::module_stem(d.name))));

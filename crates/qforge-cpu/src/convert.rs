@@ -3,9 +3,11 @@
 //! level ([`qforge_core::cpu::f32_to_f16_slice`], [`qforge_core::cpu::f32_to_bf16_slice`]).
 //!
 //! Dequantizing to f16 / bf16 decodes a row to an f32 scratch row with the format's f32 fast
-//! path, then converts it here: a format's f16 / bf16 output is then as fast as its f32
-//! output, with no per-format work, and bit-identical to converting each f32 value (every
-//! format's `decode` is defined as its f32 value rounded to the output dtype).
+//! path, then converts it here, with no per-format work, bit-identical to converting each f32
+//! value (every format's `decode` is defined as its f32 value rounded to the output dtype).
+//! The conversion pass costs what it costs: on an AVX2-only Zen 3, 0.7–1.0× the f32 speed
+//! for the decoders that run at 3–4 Gel/s (docs/matmul.md); faster still needs the 16-bit
+//! values produced without the f32 step (a table per block, looked up by code).
 //!
 
 use qforge_core::{OutRow, QuantError, bf16, f16};

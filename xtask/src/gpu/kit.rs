@@ -200,10 +200,20 @@ pub fn build(out: Option<PathBuf>, profile: &str) -> Result<bool> {
         }
         std::fs::remove_dir_all(&kit).with_context(|| format!("removing the old kit {}", kit.display()))?;
     }
-    // The workspace's bins (`qforge`, `xtask`) with the workspace's features, as the test
-    // build resolves them: with `--profile test` every library the tests built is reused.
-    let release = cargo_json(&["build", "--profile", profile, "--workspace", "--bins", "--features", "cuda"])?;
-    let tests = cargo_json(&["test", "--workspace", "--features", "cuda", "--no-run"])?;
+    // The workspace's bins (`qforge`, `xtask`) with the workspace's features, and the test
+    // binaries. With `--profile test` both come from one cargo invocation (`--all-targets`,
+    // every target `cargo test` builds, so the tests that follow reuse all of it): one build
+    // graph keeps both cores busy where two invocations in a row left one idle at each end
+    // (the long chain through qforge-cuda's build script, the links of the big binaries).
+    let (release, tests) = if profile == "test" {
+        let all = cargo_json(&["build", "--profile", "test", "--workspace", "--features", "cuda", "--all-targets"])?;
+        (all.clone(), all)
+    } else {
+        (
+            cargo_json(&["build", "--profile", profile, "--workspace", "--bins", "--features", "cuda"])?,
+            cargo_json(&["test", "--workspace", "--features", "cuda", "--no-run"])?,
+        )
+    };
 
     for sub in ["bin", "tests"] {
         std::fs::create_dir_all(kit.join(sub))?;
