@@ -41,6 +41,18 @@ mod cuda {
         }
     }
 
+    /// [`write_if_changed`] for a source this script generates and hands to bindgen_cuda,
+    /// which asks cargo to rerun the script when such a file changes. Written during the run,
+    /// it would look newer than the run, and the next build would run the whole script (nvcc,
+    /// minutes) again. Its content is a function of the script's inputs, which cargo tracks
+    /// already: an old modification time says "not an input". Best effort: a file system that
+    /// refuses the time only costs that one rerun.
+    fn write_generated_source(path: &Path, text: &str) {
+        write_if_changed(path, text);
+        let old = std::time::UNIX_EPOCH + std::time::Duration::from_secs(86_400);
+        let _ = std::fs::File::options().write(true).open(path).and_then(|f| f.set_modified(old));
+    }
+
     pub fn build() {
         let manifest = PathBuf::from(std::env::var("CARGO_MANIFEST_DIR").expect("cargo sets CARGO_MANIFEST_DIR"));
         let workspace = manifest.join("../..").canonicalize().expect("the workspace root exists");
@@ -78,17 +90,7 @@ mod cuda {
         let mut cu_files = Vec::new();
         for d in &with_code {
             let path = gen_dir.join(format!("{}.cu", codegen::module_stem(d.name)));
-            write_if_changed(&path, &codegen::module_source(d).expect("filtered on cuda.is_some()"));
-            // bindgen_cuda asks cargo to rerun this script when a .cu it compiles changes. This
-            // one is an output of the script, written during the run, so cargo would see it as
-            // newer than the run and rerun the whole script (nvcc, minutes) once more on the
-            // next build. Its content is a function of the script's inputs, which cargo
-            // tracks already: an old modification time says "not an input".
-            std::fs::File::options()
-                .write(true)
-                .open(&path)
-                .and_then(|f| f.set_modified(std::time::UNIX_EPOCH + std::time::Duration::from_secs(86_400)))
-                .unwrap_or_else(|e| panic!("setting the modification time of {}: {e}", path.display()));
+            write_generated_source(&path, &codegen::module_source(d).expect("filtered on cuda.is_some()"));
             // bindgen_cuda skips a .cu whose .ptx is newer; any rerun of this script means an
             // input changed, so every module is compiled afresh.
             let _ = std::fs::remove_file(out.join(format!("{}.ptx", codegen::module_stem(d.name))));

@@ -5,9 +5,10 @@
 //! Dequantizing to f16 / bf16 decodes a row to an f32 scratch row with the format's f32 fast
 //! path, then converts it here, with no per-format work, bit-identical to converting each f32
 //! value (every format's `decode` is defined as its f32 value rounded to the output dtype).
-//! The conversion pass costs what it costs: on an AVX2-only Zen 3, 0.7–1.0× the f32 speed
-//! for the decoders that run at 3–4 Gel/s (docs/matmul.md); faster still needs the 16-bit
-//! values produced without the f32 step (a table per block, looked up by code).
+//! The conversion is a second pass: on an AVX2-only Zen 3, f16 output runs at 0.86× the f32
+//! speed in geometric mean over the formats and bf16 at 0.79× (docs/matmul.md); as fast or
+//! faster needs the 16-bit values produced without the f32 step (a table per block, looked up
+//! by code).
 //!
 
 use qforge_core::{OutRow, QuantError, bf16, f16};

@@ -201,19 +201,20 @@ pub fn build(out: Option<PathBuf>, profile: &str) -> Result<bool> {
         std::fs::remove_dir_all(&kit).with_context(|| format!("removing the old kit {}", kit.display()))?;
     }
     // The workspace's bins (`qforge`, `xtask`) with the workspace's features, and the test
-    // binaries. With `--profile test` both come from one cargo invocation (`--all-targets`,
-    // every target `cargo test` builds, so the tests that follow reuse all of it): one build
-    // graph keeps both cores busy where two invocations in a row left one idle at each end
-    // (the long chain through qforge-cuda's build script, the links of the big binaries).
-    let (release, tests) = if profile == "test" {
-        let all = cargo_json(&["build", "--profile", "test", "--workspace", "--features", "cuda", "--all-targets"])?;
-        (all.clone(), all)
+    // binaries. With `--profile test` both come from one `cargo build --all-targets`: every
+    // target `cargo test` builds, so the tests that follow reuse all of it (as fast as the two
+    // invocations below on the 2-core EPYC, 2026-11-29). Another profile (release) builds the
+    // bins with it and the test binaries, which need the test profile, separately.
+    let release = if profile == "test" {
+        cargo_json(&["build", "--profile", "test", "--workspace", "--features", "cuda", "--all-targets"])?
     } else {
-        (
-            cargo_json(&["build", "--profile", profile, "--workspace", "--bins", "--features", "cuda"])?,
-            cargo_json(&["test", "--workspace", "--features", "cuda", "--no-run"])?,
-        )
+        cargo_json(&["build", "--profile", profile, "--workspace", "--bins", "--features", "cuda"])?
     };
+    let separate_tests = match profile {
+        "test" => None,
+        _ => Some(cargo_json(&["test", "--workspace", "--features", "cuda", "--no-run"])?),
+    };
+    let tests = separate_tests.as_deref().unwrap_or(&release);
 
     for sub in ["bin", "tests"] {
         std::fs::create_dir_all(kit.join(sub))?;
@@ -234,7 +235,7 @@ pub fn build(out: Option<PathBuf>, profile: &str) -> Result<bool> {
         listing.push(format!("bin bin/{name}"));
     }
     let mut n_tests = 0;
-    for (pkg, target, exe, test) in executables(&tests) {
+    for (pkg, target, exe, test) in executables(tests) {
         let wanted = TEST_TARGETS.iter().any(|(p, t)| *p == pkg && t.is_none_or(|t| t == target));
         // A binary without GPU-only tests checks nothing CI does not check already (the
         // host checks): it stays out, leaving the kit's budget to the binaries that need a GPU.
