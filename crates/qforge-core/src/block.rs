@@ -120,6 +120,12 @@ pub trait BlockFormat: Send + Sync + 'static {
     /// the member exists.
     const CUDA_CODES32: bool = false;
 
+    /// Whether [`decode_row`](BlockFormat::decode_row) writes f16 / bf16 rows without an f32
+    /// pass (the 4-bit-coded formats look their codes up in a 16-bit table, qforge-simd's
+    /// `half_lut`), so that a tensor-wide dequantize calls it directly instead of decoding to
+    /// f32 and converting the row. Either way the values are `O::from_f32` of the f32 decode.
+    const DIRECT_16BIT: bool = false;
+
     /// Reference decode of one block into `out` (`out.len() == DESC.block_size`). Each value
     /// is computed in f32 exactly as ggml's `to_float`, then converted with `O::from_f32`.
     ///
@@ -141,32 +147,40 @@ pub trait BlockFormat: Send + Sync + 'static {
     /// `blocks.len() * BLOCK_SIZE`). Override with a fast path; the default loops over blocks.
     #[inline(always)]
     fn decode_row<O: Elem>(blocks: &[Self::Block], out: &mut [O]) {
-        let bs = Self::DESC.block_size;
-        let mut chunks = out.chunks_exact_mut(bs);
-        let mut used = 0;
-        for (block, dst) in blocks.iter().zip(&mut chunks) {
-            Self::decode(block, dst);
-            used += 1;
-        }
-        let tail = chunks.into_remainder();
-        if let (false, Some(block)) = (tail.is_empty(), blocks.get(used)) {
-            // A partial last block: decode whole, keep the real elements.
-            const STACK: usize = 256;
-            if bs <= STACK {
-                let mut scratch = [O::default(); STACK];
-                Self::decode(block, &mut scratch[..bs]);
-                tail.copy_from_slice(&scratch[..tail.len()]);
-            } else {
-                let mut scratch = vec![O::default(); bs];
-                Self::decode(block, &mut scratch);
-                tail.copy_from_slice(&scratch[..tail.len()]);
-            }
-        }
+        decode_blocks_default::<Self, O>(blocks, out)
     }
 
     /// Encode a row (`blocks.len() == ceil(x.len() / BLOCK_SIZE)`). Override with a fast path.
     fn encode_row(x: &[f32], weights: Option<&[f32]>, blocks: &mut [Self::Block]) {
         encode_blocks::<Self>(x, weights, blocks)
+    }
+}
+
+/// [`BlockFormat::decode_row`]'s default: block by block with [`BlockFormat::decode`], a
+/// partial last block decoded whole into a scratch block. For formats that override
+/// `decode_row` for some output types only.
+#[inline(always)]
+pub fn decode_blocks_default<F: BlockFormat + ?Sized, O: Elem>(blocks: &[F::Block], out: &mut [O]) {
+    let bs = F::DESC.block_size;
+    let mut chunks = out.chunks_exact_mut(bs);
+    let mut used = 0;
+    for (block, dst) in blocks.iter().zip(&mut chunks) {
+        F::decode(block, dst);
+        used += 1;
+    }
+    let tail = chunks.into_remainder();
+    if let (false, Some(block)) = (tail.is_empty(), blocks.get(used)) {
+        // A partial last block: decode whole, keep the real elements.
+        const STACK: usize = 256;
+        if bs <= STACK {
+            let mut scratch = [O::default(); STACK];
+            F::decode(block, &mut scratch[..bs]);
+            tail.copy_from_slice(&scratch[..tail.len()]);
+        } else {
+            let mut scratch = vec![O::default(); bs];
+            F::decode(block, &mut scratch);
+            tail.copy_from_slice(&scratch[..tail.len()]);
+        }
     }
 }
 

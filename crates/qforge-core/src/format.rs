@@ -67,6 +67,20 @@ pub trait Format: Send + Sync + 'static {
         false
     }
 
+    /// Whether f16 / bf16 output of [`dequant_row_at`](Format::dequant_row_at) is written
+    /// without an f32 pass ([`BlockFormat::DIRECT_16BIT`]), so that it is faster than decoding
+    /// to f32 and converting; the values are the same either way. `false` unless a format says
+    /// so.
+    ///
+    /// # Errors
+    /// None.
+    ///
+    /// # Panics
+    /// Never (see [the trait docs](Format#panics)).
+    fn direct_16bit(&self) -> bool {
+        false
+    }
+
     /// How a tensor of this format is stored. The default is row blocks of the descriptor's
     /// `block_size` elements in `block_bytes` bytes; group-wise and grid formats override it.
     ///
@@ -636,6 +650,10 @@ impl<F: BlockFormat, D: DotKernel<F>> Format for Registered<F, D> {
 
     fn cuda_codes32(&self) -> bool {
         F::CUDA_CODES32
+    }
+
+    fn direct_16bit(&self) -> bool {
+        F::DIRECT_16BIT
     }
 
     fn dequant_row(&self, row: &[u8], out: OutRow<'_>) -> Result<(), QuantError> {

@@ -108,7 +108,7 @@ mod registry;
 pub mod round;
 mod tensor;
 
-pub use block::{BlockFormat, CudaDeviceCode, FormatDesc, Role, encode_blocks};
+pub use block::{BlockFormat, CudaDeviceCode, FormatDesc, Role, decode_blocks_default, encode_blocks};
 pub use clayout::{CField, CLayout, CType, c_struct};
 pub use dot::{ActKind, ActRow, DotKernel, GgmlDot, MAX_DOT_ROWS, MAX_PACKED_DOT_ROWS, NativeDot, NoDot, Packing};
 pub use dtype::{DType, Elem, OutRow};

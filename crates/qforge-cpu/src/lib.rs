@@ -77,9 +77,10 @@ pub fn dequantize_into<O: Elem>(t: &QuantTensor<'_>, out: &mut [O]) -> Result<()
     let aux = t.aux();
     let per = rows_per_task(cols);
     debug_assert_eq!(t.rows_data().len(), rows * rb);
-    // f16 / bf16: each row decoded by the f32 fast path into a scratch row, then converted
-    // (rows too long for a scratch row are decoded straight into the output instead).
-    let via_f32 = O::DTYPE != DType::F32 && cols <= MAX_SCRATCH_COLS;
+    // f16 / bf16: a format that writes them without an f32 pass does so straight into the
+    // output; the others decode each row by their f32 fast path into a scratch row, which is
+    // then converted (rows too long for a scratch row are decoded straight into the output).
+    let via_f32 = O::DTYPE != DType::F32 && !fmt.direct_16bit() && cols <= MAX_SCRATCH_COLS;
     // One scratch row per rayon split, not per task (a 16 KiB allocation and its zeroing for
     // every four rows of 4096).
     let scratch = || if via_f32 { vec![0f32; cols] } else { Vec::new() };

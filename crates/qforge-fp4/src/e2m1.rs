@@ -13,6 +13,9 @@ use qforge_core::Elem;
 /// This is the single source of the table: the CUDA device code renders it with [`c_header`].
 pub const E2M1_X2: [i8; 16] = [0, 1, 2, 3, 4, 6, 8, 12, 0, -1, -2, -3, -4, -6, -8, -12];
 
+/// [`E2M1_X2`] as f32, for the f16 / bf16 tables (`qforge_simd::half_lut`).
+pub(crate) static E2M1_X2_F32: [f32; 16] = qforge_simd::half_lut::f32_table(&E2M1_X2);
+
 /// The largest doubled E2M1 magnitude (the value 6.0).
 pub const E2M1_X2_MAX: i8 = 12;
 

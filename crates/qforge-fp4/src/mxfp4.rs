@@ -1,10 +1,11 @@
 //! mxfp4: OCP microscaling FP4 — 32 E2M1 values sharing one E8M0 power-of-two scale.
 
-use crate::e2m1::{amax, decode_group, encode_group};
+use crate::e2m1::{E2M1_X2_F32, amax, decode_group, encode_group};
 use crate::scale::{e8m0_from_amax, e8m0_to_f32_half};
 use crate::weighted;
 use bytemuck::{Pod, Zeroable};
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
+use qforge_simd::half_lut::{self, Codes32, Fifth, NibbleGroups, Tables, table};
 
 /// Elements per mxfp4 block (ggml's `QK_MXFP4`).
 pub const QK_MXFP4: usize = 32;
@@ -42,6 +43,7 @@ impl BlockFormat for Mxfp4 {
     };
     /// ggml's quantizer ignores importance weights (`GGML_UNUSED(quant_weights)`).
     const GGML_USES_IMPORTANCE: bool = false;
+    const DIRECT_16BIT: bool = true;
 
     /// ggml's `dequantize_row_mxfp4`: `x = E2M1_X2[code] · 2^(e - 128)`.
     #[inline(always)]
@@ -71,8 +73,21 @@ impl BlockFormat for Mxfp4 {
 
     #[inline(always)]
     fn decode_row<O: Elem>(blocks: &[BlockMxfp4], out: &mut [O]) {
+        if half_lut::decode_row::<Self, O>(blocks, out) {
+            return;
+        }
         for (b, dst) in blocks.iter().zip(out.chunks_mut(QK_MXFP4)) {
             Self::decode(b, dst);
         }
+    }
+}
+/// One group per block: `E2M1_X2[c]·2^(e-128)`, `decode_group`'s product.
+impl NibbleGroups for Mxfp4 {
+    type Block = BlockMxfp4;
+    const BLOCK: usize = QK_MXFP4;
+    #[inline(always)]
+    fn groups(b: &BlockMxfp4, mut f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>)) {
+        let d = e8m0_to_f32_half(b.e);
+        f(Tables::One(table(&E2M1_X2_F32, |k| k * d)), Codes32::SplitHalf(&b.qs), Fifth::None);
     }
 }

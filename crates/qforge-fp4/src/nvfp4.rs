@@ -1,10 +1,11 @@
 //! nvfp4: NVIDIA FP4 — 64 E2M1 values in four sub-blocks of 16, each with a UE4M3 scale.
 
-use crate::e2m1::{amax, decode_group, encode_group};
+use crate::e2m1::{E2M1_X2_F32, amax, decode_group, encode_group};
 use crate::scale::{ue4m3_from_f32, ue4m3_to_f32_half};
 use crate::weighted;
 use bytemuck::{Pod, Zeroable};
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
+use qforge_simd::half_lut::{self, Codes32, Fifth, NibbleGroups, Tables, table};
 
 /// Elements per nvfp4 block (ggml's `QK_NVFP4`).
 pub const QK_NVFP4: usize = 64;
@@ -59,6 +60,7 @@ impl BlockFormat for Nvfp4 {
     };
     /// ggml's quantizer ignores importance weights (`GGML_UNUSED(quant_weights)`).
     const GGML_USES_IMPORTANCE: bool = false;
+    const DIRECT_16BIT: bool = true;
 
     /// ggml's `dequantize_row_nvfp4`: `x = E2M1_X2[code] · ue4m3(d[s]) / 2`.
     #[inline(always)]
@@ -96,8 +98,24 @@ impl BlockFormat for Nvfp4 {
 
     #[inline(always)]
     fn decode_row<O: Elem>(blocks: &[BlockNvfp4], out: &mut [O]) {
+        if half_lut::decode_row::<Self, O>(blocks, out) {
+            return;
+        }
         for (b, dst) in blocks.iter().zip(out.chunks_mut(QK_NVFP4)) {
             Self::decode(b, dst);
+        }
+    }
+}
+/// Two groups per block, each two sub-blocks: `E2M1_X2[c]·ue4m3(d[s])/2`, `decode_group`'s product.
+impl NibbleGroups for Nvfp4 {
+    type Block = BlockNvfp4;
+    const BLOCK: usize = QK_NVFP4;
+    #[inline(always)]
+    fn groups(b: &BlockNvfp4, mut f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>)) {
+        for (g, qs) in b.qs.as_chunks::<16>().0.iter().enumerate() {
+            let [d0, d1] = [b.d[2 * g], b.d[2 * g + 1]].map(ue4m3_to_f32_half);
+            let tables = [table(&E2M1_X2_F32, |k| k * d0), table(&E2M1_X2_F32, |k| k * d1)];
+            f(Tables::Halves(tables), Codes32::SplitHalves(qs), Fifth::None);
         }
     }
 }

@@ -6,6 +6,7 @@ use qforge_core::{BlockFormat, CudaDeviceCode, DType, Elem, FormatDesc, Role};
 
 /// The family's CUDA device code (`kernels-cuda/README.md`).
 const CUDA_HEADER: &str = include_str!("../cuda/int4g.cuh");
+use qforge_simd::half_lut::{self, CODES, Codes32, Fifth, NibbleGroups, Tables, table};
 use std::marker::PhantomData;
 
 /// torchao's `eps` (`torch.finfo(torch.float32).eps` = 2^-23): the smallest scale
@@ -169,6 +170,7 @@ pub(crate) fn nibble<const H: usize>(qs: &[u8; H], i: usize) -> i32 {
 
 impl<S: ScaleKind, const H: usize> BlockFormat for Int4g<S, H> {
     type Block = BlockInt4g<S, H>;
+    const DIRECT_16BIT: bool = true;
     const DESC: FormatDesc = FormatDesc {
         name: "int4g",
         family: "int4g",
@@ -215,8 +217,34 @@ impl<S: ScaleKind, const H: usize> BlockFormat for Int4g<S, H> {
 
     #[inline(always)]
     fn decode_row<O: Elem>(blocks: &[Self::Block], out: &mut [O]) {
+        if half_lut::decode_row::<Self, O>(blocks, out) {
+            return;
+        }
         for (b, dst) in blocks.iter().zip(out.chunks_mut(2 * H)) {
             Self::decode(b, dst);
+        }
+    }
+}
+
+/// The group's `2·H` codes as 32-element groups, all on one table `(c - 8)·scale` (`decode`'s
+/// product): a 32-element group in split-half order; a longer one as the low nibbles of its
+/// bytes (elements `0..H`), then their high nibbles.
+impl<S: ScaleKind, const H: usize> NibbleGroups for Int4g<S, H> {
+    type Block = BlockInt4g<S, H>;
+    const BLOCK: usize = 2 * H;
+    #[inline(always)]
+    fn groups(b: &Self::Block, mut f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>)) {
+        let s = S::decode(b.d);
+        let t = table(&CODES, |c| (c - 8.0) * s);
+        if let Ok(q) = <&[u8; 16]>::try_from(&b.qs[..]) {
+            return f(Tables::One(t), Codes32::SplitHalf(q), Fifth::None);
+        }
+        let (chunks, _) = b.qs.as_chunks::<32>();
+        for q in chunks {
+            f(Tables::One(t), Codes32::Low(q), Fifth::None);
+        }
+        for q in chunks {
+            f(Tables::One(t), Codes32::High(q), Fifth::None);
         }
     }
 }

@@ -76,6 +76,9 @@ impl<S: ScaleKind, const H: usize> Format for Int4gFormat<S, H> {
         }
         lookup(group, dtype).map(Some)
     }
+    fn direct_16bit(&self) -> bool {
+        self.0.direct_16bit()
+    }
     fn native_act(&self) -> ActKind {
         self.0.native_act()
     }
@@ -162,6 +165,7 @@ mod tests {
         let (w, r): (&dyn Format, &dyn Format) = (&INT4G, &inner);
         assert_eq!(w.ggml_uses_importance(), r.ggml_uses_importance());
         assert_eq!(w.cuda_codes32(), r.cuda_codes32());
+        assert!(w.direct_16bit() && r.direct_16bit(), "f16 / bf16 rows by table, without an f32 pass");
         assert_eq!(w.stored_sum_rel_error().to_bits(), r.stored_sum_rel_error().to_bits());
         assert_eq!(w.native_act(), r.native_act());
         assert_eq!(w.row_bytes(300).unwrap(), r.row_bytes(300).unwrap());

@@ -9,6 +9,7 @@ use bytemuck::{Pod, Zeroable};
 use qforge_core::le::{F16Le, U16Le};
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
 use qforge_ggml_search::{GROUP_MAX_EPS, NoImatrix, nearest_int, padded, search_weights, signed_absmax, sum_sq};
+use qforge_simd::half_lut::{self, Codes32, Fifth, NibbleGroups, Tables, f32_table, table};
 
 /// Writes `dl * kvalues[q]` for the 32 values of the 16 bytes `qs` (low nibbles, then high
 /// nibbles) to `dst` (32 elements).
@@ -143,6 +144,7 @@ pub struct Iq4Nl;
 impl BlockFormat for Iq4Nl {
     type Block = BlockIq4Nl;
     const CUDA_CODES32: bool = true;
+    const DIRECT_16BIT: bool = true;
     const DESC: FormatDesc = FormatDesc {
         name: "iq4_nl",
         family: "iq",
@@ -159,6 +161,14 @@ impl BlockFormat for Iq4Nl {
     fn decode<O: Elem>(b: &BlockIq4Nl, out: &mut [O]) {
         if let Some(dst) = out.chunks_exact_mut(32).next() {
             emit32(dst, b.d.get(), &b.qs);
+        }
+    }
+
+    /// f16 / bf16 by table ([`half_lut`]), f32 block by block.
+    #[inline(always)]
+    fn decode_row<O: Elem>(blocks: &[BlockIq4Nl], out: &mut [O]) {
+        if !half_lut::decode_row::<Self, O>(blocks, out) {
+            qforge_core::decode_blocks_default::<Self, O>(blocks, out);
         }
     }
 
@@ -195,6 +205,7 @@ pub struct Iq4Xs;
 impl BlockFormat for Iq4Xs {
     type Block = BlockIq4Xs;
     const CUDA_CODES32: bool = true;
+    const DIRECT_16BIT: bool = true;
     const DESC: FormatDesc = FormatDesc {
         name: "iq4_xs",
         family: "iq",
@@ -212,6 +223,14 @@ impl BlockFormat for Iq4Xs {
         let d = b.d.get();
         for (ib, dst) in out.chunks_exact_mut(32).enumerate().take(QK_K / 32) {
             emit32(dst, d * xs_scale(b, ib) as f32, &b.qs[16 * ib..16 * ib + 16]);
+        }
+    }
+
+    /// f16 / bf16 by table ([`half_lut`]), f32 block by block.
+    #[inline(always)]
+    fn decode_row<O: Elem>(blocks: &[BlockIq4Xs], out: &mut [O]) {
+        if !half_lut::decode_row::<Self, O>(blocks, out) {
+            qforge_core::decode_blocks_default::<Self, O>(blocks, out);
         }
     }
 
@@ -276,6 +295,34 @@ impl SubBlocks for Iq4Xs {
     #[inline(always)]
     fn scales(b: &BlockIq4Xs) -> [i16; QK_K / 16] {
         per32(|ib| xs_scale(b, ib) as i16)
+    }
+}
+
+/// `kvalues_iq4nl` as f32, for the f16 / bf16 tables.
+static KVALUES_F32: [f32; 16] = f32_table(&KVALUES_IQ4NL);
+
+/// One group per block: `kvalues[c]·d`, `emit32`'s product.
+impl NibbleGroups for Iq4Nl {
+    type Block = BlockIq4Nl;
+    const BLOCK: usize = 32;
+    #[inline(always)]
+    fn groups(b: &BlockIq4Nl, mut f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>)) {
+        let d = b.d.get();
+        f(Tables::One(table(&KVALUES_F32, |k| k * d)), Codes32::SplitHalf(&b.qs), Fifth::None);
+    }
+}
+
+/// Eight groups per block, one per sub-block: `kvalues[c]·(d·(ls - 32))`, `emit32`'s product.
+impl NibbleGroups for Iq4Xs {
+    type Block = BlockIq4Xs;
+    const BLOCK: usize = QK_K;
+    #[inline(always)]
+    fn groups(b: &BlockIq4Xs, mut f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>)) {
+        let d = b.d.get();
+        for (ib, qs) in b.qs.as_chunks::<16>().0.iter().enumerate() {
+            let dl = d * xs_scale(b, ib) as f32;
+            f(Tables::One(table(&KVALUES_F32, |k| k * dl)), Codes32::SplitHalf(qs), Fifth::None);
+        }
     }
 }
 

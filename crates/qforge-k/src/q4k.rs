@@ -10,6 +10,7 @@ use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, FormatDesc, Role};
 use qforge_ggml_search::AffineSearch;
+use qforge_simd::half_lut::{CODES, CODES32, Codes32, Fifth, Tables, table};
 
 qforge_core::c_block! {
     /// ggml's `block_q4_K` (144 bytes): `x = d * sc[j] * q - dmin * m[j]`, `q in 0..16`.
@@ -121,12 +122,66 @@ impl DecodeBlock for Q4K {
     fn decode_f32(b: &BlockQ4K, y: &mut [f32; QK_K]) {
         decode_k4(b.d, b.dmin, &b.scales, &b.qs, None, y);
     }
+
+    const NIBBLES: bool = true;
+
+    #[inline(always)]
+    fn groups(b: &BlockQ4K, f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>)) {
+        k4_groups(b.d, b.dmin, &b.scales, &b.qs, None, f);
+    }
 }
 
 impl DecodeBlock for Q5K {
     #[inline(always)]
     fn decode_f32(b: &BlockQ5K, y: &mut [f32; QK_K]) {
         decode_k4(b.d, b.dmin, &b.scales, &b.qs, Some(&b.qh), y);
+    }
+
+    const NIBBLES: bool = true;
+
+    #[inline(always)]
+    fn groups(b: &BlockQ5K, f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>)) {
+        k4_groups(b.d, b.dmin, &b.scales, &b.qs, Some(&b.qh), f);
+    }
+}
+
+/// The `half_lut` groups of q4_k / q5_k (`decode_k4`'s layout): per 64 values, two groups on
+/// the low and the high nibbles of the same 32 bytes (with their fifth bits from `qh`), each
+/// with `decode_k4`'s `dl·c - ml`.
+#[inline(always)]
+fn k4_groups(
+    d: F16Le,
+    dmin: F16Le,
+    scales: &[u8; 12],
+    qs: &[u8; QK_K / 2],
+    qh: Option<&[u8; 32]>,
+    mut f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>),
+) {
+    let (d, dmin) = (d.get(), dmin.get());
+    // The two groups of each 32 bytes written out, so that each call's code layout is a
+    // constant (a loop over `[Low, High]` stayed a jump table per group).
+    for (p, q) in qs.as_chunks::<32>().0.iter().enumerate() {
+        k4_group(2 * p, Codes32::Low(q), (d, dmin), scales, qh, &mut f);
+        k4_group(2 * p + 1, Codes32::High(q), (d, dmin), scales, qh, &mut f);
+    }
+}
+
+/// Sub-block `j` of [`k4_groups`].
+#[inline(always)]
+fn k4_group(
+    j: usize,
+    codes: Codes32<'_>,
+    (d, dmin): (f32, f32),
+    scales: &[u8; 12],
+    qh: Option<&[u8; 32]>,
+    f: &mut impl FnMut(Tables, Codes32<'_>, Fifth<'_>),
+) {
+    let (sc, m) = scale_min_k4(j, scales);
+    let (dl, ml) = (d * sc as f32, dmin * m as f32);
+    let value = |c: f32| dl * c - ml;
+    match qh {
+        None => f(Tables::One(table(&CODES, value)), codes, Fifth::None),
+        Some(h) => f(Tables::Wide(table(&CODES32, value)), codes, Fifth::Bit(h, j as u32)),
     }
 }
 

@@ -53,6 +53,18 @@ pub(crate) trait LegacyBlock: Pod {
     /// How the 4- and 5-bit layouts are written from fields already in their stored form (the
     /// AVX2 reference quantizer's output); `None` for the 8-bit ones.
     const STORE_PACKED: Option<fn(&mut Self, Packed)> = None;
+    /// For the 4- and 5-bit formats: where their codes are, for f16 / bf16 rows looked up in a
+    /// table per block (`qforge_simd::half_lut`).
+    const TABLE_CODES: Option<TableCodes<Self>> = None;
+}
+
+/// Where a 4- or 5-bit block's codes are: the low nibbles in split-half order, the fifth bits
+/// (bit `j` of the little-endian word is element `j`'s; `None` for 4-bit codes), and the
+/// offset the decode subtracts from the code.
+pub(crate) struct TableCodes<B> {
+    pub qs: fn(&B) -> &[u8; 16],
+    pub qh: Option<fn(&B) -> [u8; 4]>,
+    pub offset: i32,
 }
 
 /// A 4- or 5-bit block's fields in their stored form: `d` and `m` (unused by the symmetric
@@ -230,6 +242,7 @@ impl LegacyBlock for BlockQ4_0 {
     const KIND: Kind = Kind::Symmetric;
     const BITS: u32 = 4;
     const USES_WEIGHTS: bool = true;
+    const TABLE_CODES: Option<TableCodes<Self>> = Some(TableCodes { qs: |b| &b.qs, qh: None, offset: 8 });
     const STORE_PACKED: Option<fn(&mut Self, Packed)> = Some(|b, p| {
         b.d = p.d;
         b.qs = p.qs;
@@ -253,6 +266,7 @@ impl LegacyBlock for BlockQ4_1 {
     const KIND: Kind = Kind::Affine;
     const BITS: u32 = 4;
     const USES_WEIGHTS: bool = true;
+    const TABLE_CODES: Option<TableCodes<Self>> = Some(TableCodes { qs: |b| &b.qs, qh: None, offset: 0 });
     const STORE_PACKED: Option<fn(&mut Self, Packed)> = Some(|b, p| {
         b.d = p.d;
         b.m = p.m;
@@ -282,6 +296,7 @@ impl LegacyBlock for BlockQ5_0 {
     const KIND: Kind = Kind::Symmetric;
     const BITS: u32 = 5;
     const USES_WEIGHTS: bool = true;
+    const TABLE_CODES: Option<TableCodes<Self>> = Some(TableCodes { qs: |b| &b.qs, qh: Some(|b| b.qh), offset: 16 });
     const STORE_PACKED: Option<fn(&mut Self, Packed)> = Some(|b, p| {
         b.d = p.d;
         b.qh = p.qh;
@@ -310,6 +325,7 @@ impl LegacyBlock for BlockQ5_1 {
     const KIND: Kind = Kind::Affine;
     const BITS: u32 = 5;
     const USES_WEIGHTS: bool = true;
+    const TABLE_CODES: Option<TableCodes<Self>> = Some(TableCodes { qs: |b| &b.qs, qh: Some(|b| b.qh), offset: 0 });
     const STORE_PACKED: Option<fn(&mut Self, Packed)> = Some(|b, p| {
         b.d = p.d;
         b.m = p.m;

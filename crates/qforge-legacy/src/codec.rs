@@ -8,6 +8,7 @@ use qforge_ggml_search::{
     AffineSearch, SymWeights, abs_max, importance_weights, make_qkx_quants, make_qx_quants, nearest_int, padded,
     sigma2, signed_absmax,
 };
+use qforge_simd::half_lut::{CODES, CODES32, Codes32, Fifth, NibbleGroups, Tables, table};
 
 /// ggml's `(int8_t)v` / `(uint8_t)v` on x86-64: truncate toward zero through a 32-bit
 /// conversion, where NaN and out-of-range values give `i32::MIN` (the "integer indefinite"
@@ -128,8 +129,33 @@ pub(crate) fn decode<B: LegacyBlock, O: Elem>(block: &B, out: &mut [O]) {
 /// Blocks decoded per batch before an f16 / bf16 conversion.
 const BATCH: usize = 8;
 
-/// Decode a row of blocks: f32 in place, other dtypes [`BATCH`] blocks at a time through a
-/// stack buffer; a trailing partial block keeps its real elements.
+/// The table description (`qforge_simd::half_lut`) of the blocks with
+/// [`LegacyBlock::TABLE_CODES`]: one group per block, `table[c] = (c - offset)·d (+ m)`, the
+/// expression of `decode_f32` (`c - offset` is exact in f32, the quant it converts).
+struct Nibbles<B>(std::marker::PhantomData<B>);
+
+impl<B: LegacyBlock> NibbleGroups for Nibbles<B> {
+    type Block = B;
+    const BLOCK: usize = QK;
+
+    #[inline(always)]
+    fn groups(b: &B, mut f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>)) {
+        let Some(tc) = B::TABLE_CODES else { return };
+        let (d, m, offset) = (b.d(), b.m(), tc.offset as f32);
+        let value = |c: f32| match B::KIND {
+            Kind::Symmetric => (c - offset) * d,
+            Kind::Affine => (c - offset) * d + m,
+        };
+        match tc.qh {
+            None => f(Tables::One(table(&CODES, value)), Codes32::SplitHalf((tc.qs)(b)), Fifth::None),
+            Some(qh) => f(Tables::Wide(table(&CODES32, value)), Codes32::SplitHalf((tc.qs)(b)), Fifth::Word(qh(b))),
+        }
+    }
+}
+
+/// Decode a row of blocks: f32 in place; f16 / bf16 by table for the 4- and 5-bit formats, else
+/// [`BATCH`] blocks at a time through a stack buffer; a trailing partial block keeps its real
+/// elements.
 #[inline(always)]
 pub(crate) fn decode_row<B: LegacyBlock, O: Elem>(blocks: &[B], out: &mut [O]) {
     if let OutRow::F32(o) = O::out_row(out) {
@@ -143,6 +169,9 @@ pub(crate) fn decode_row<B: LegacyBlock, O: Elem>(blocks: &[B], out: &mut [O]) {
         if let (false, Some(block)) = (tail.is_empty(), blocks.get(used)) {
             decode(block, tail);
         }
+        return;
+    }
+    if B::TABLE_CODES.is_some() && qforge_simd::half_lut::decode_row::<Nibbles<B>, O>(blocks, out) {
         return;
     }
     let mut y = [0f32; QK * BATCH];

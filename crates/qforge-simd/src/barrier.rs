@@ -14,6 +14,23 @@ pub fn opaque(x: u64) -> u64 {
     x
 }
 
+/// `r`, a reference the optimizer cannot see through: the values behind it are read at run
+/// time, as if they were data (the address passes through [`opaque`]; elsewhere through
+/// `black_box`).
+#[allow(unsafe_code)]
+#[inline(always)]
+pub fn opaque_ref<T>(r: &'static T) -> &'static T {
+    #[cfg(target_arch = "x86_64")]
+    {
+        let p = opaque(std::ptr::from_ref(r) as usize as u64) as usize as *const T;
+        // SAFETY: `opaque` returns its input unchanged, so `p` is the address of `r`: a valid,
+        // aligned `&'static T`.
+        unsafe { &*p }
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    std::hint::black_box(r)
+}
+
 #[cfg(all(test, target_arch = "x86_64"))]
 mod tests {
     #[test]
@@ -21,5 +38,11 @@ mod tests {
         for x in [0u64, 1, u64::MAX, 0x0123_4567_89ab_cdef] {
             assert_eq!(super::opaque(x), x);
         }
+    }
+
+    #[test]
+    fn opaque_ref_is_the_same_reference() {
+        static T: [f32; 3] = [1.0, -2.0, 3.5];
+        assert!(std::ptr::eq(super::opaque_ref(&T), &T));
     }
 }

@@ -9,6 +9,8 @@
 //!   [`rows::MAX_ROWS`] per pass over the weight row, with a const-generic row count.
 //! * [`planes`]: codes of 8 weight rows interleaved in bit planes, the code layout of the
 //!   packed (row-interleaved) weight layouts, and their AVX2 extraction.
+//! * [`half_lut`]: f16 / bf16 rows of the 4-bit-coded formats by table lookup, with no f32
+//!   pass (portable reference + AVX2).
 //! * [`lut`]: 16-entry table lookups of packed nibbles, branch-free code LLVM vectorizes.
 //! * `bytemask` (x86-64): AVX2 byte masks from packed bits (one bit per element spread over
 //!   32 bytes), shared by the kernels here and the grid I-quants' signs in `qforge-iq`.
@@ -17,7 +19,8 @@
 //!   family's `#[target_feature]` code takes before it is called; [`Vnni`] the same for the
 //!   AVX-512 VNNI kernels ([`qforge_core::cpu::Level::Avx512Vnni`]).
 //!
-//! `unsafe` lives only in the x86-64 kernel modules (`q8/avx2.rs`, `planes_avx2.rs`), the
+//! `unsafe` lives only in the x86-64 kernel modules (`q8/avx2.rs`, `planes_avx2.rs`,
+//! `half_lut_avx2.rs`), the
 //! empty `asm!` of [`barrier`] and `bytemask` (the AVX-512 form of its byte select), each
 //! block with its `SAFETY` comment.
 #![deny(unsafe_code)]
@@ -105,6 +108,9 @@ macro_rules! q8_native_dot {
 }
 #[cfg(target_arch = "x86_64")]
 pub mod bytemask;
+pub mod half_lut;
+#[cfg(target_arch = "x86_64")]
+mod half_lut_avx2;
 pub mod lut;
 pub mod planes;
 #[cfg(target_arch = "x86_64")]

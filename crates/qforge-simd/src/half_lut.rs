@@ -1,0 +1,355 @@
+//! f16 / bf16 rows of the 4-bit-coded formats straight from their codes, without an f32 pass.
+//!
+//! Every value of such a format is `table[code]`, where a group of 32 elements (or each half
+//! of it) has its own 16-entry table: `(code - 8)·d` for q4_0, `kvalues[code]·d` for
+//! iq4_nl, `d·sc·code - dmin·m` for a q4_k sub-block. Per group, the 16 table values are
+//! computed in f32 with the decoder's own expression (so the same f32 bits), rounded once to
+//! f16 / bf16, and the 32 codes looked up in the 16-bit table. Under AVX2 that is two
+//! `vpshufb` (the low and the high bytes of the table) and two unpacks per 32 values, about
+//! 0.6 instructions per value, where decoding to f32 and then converting makes a second pass
+//! of 0.25 (f16) to 0.4 (bf16) cycles per value over the row.
+//!
+//! A format describes its groups ([`NibbleGroups`]); [`decode_row`] does the rest, with the
+//! AVX2 kernel where [`crate::Avx2`] allows it and the portable loop (the reference) else.
+//! The values equal `Elem::from_f32` of the format's f32 decode, bit for bit, on every level.
+
+use qforge_core::round::{f32_to_bf16_bits, f32_to_f16_bits};
+use qforge_core::{Elem, OutRow, bf16, f16};
+
+/// Where the 32 4-bit codes of one group sit, in element order.
+#[derive(Clone, Copy, Debug)]
+pub enum Codes32<'a> {
+    /// ggml's split-half order: elements `0..16` are the low nibbles of the 16 bytes and
+    /// `16..32` their high nibbles (q4_0, q4_1, iq4_nl, iq4_xs's sub-blocks, mxfp4).
+    SplitHalf(&'a [u8; 16]),
+    /// Two 16-element halves, each in split-half order over its 8 bytes (two nvfp4 sub-blocks).
+    SplitHalves(&'a [u8; 16]),
+    /// The low nibbles of 32 bytes (q4_k's even sub-blocks, the first halves of int4g groups).
+    Low(&'a [u8; 32]),
+    /// The high nibbles of 32 bytes.
+    High(&'a [u8; 32]),
+}
+
+impl Codes32<'_> {
+    /// The 32 codes as bytes `0..16`, in element order (the portable reference).
+    #[inline(always)]
+    pub fn unpack(self) -> [u8; 32] {
+        match self {
+            Codes32::SplitHalf(q) => std::array::from_fn(|i| if i < 16 { q[i] & 0x0F } else { q[i - 16] >> 4 }),
+            Codes32::SplitHalves(q) => std::array::from_fn(|i| {
+                let (half, j) = (i / 16, i % 16);
+                let b = q[8 * half + j % 8];
+                if j < 8 { b & 0x0F } else { b >> 4 }
+            }),
+            Codes32::Low(q) => q.map(|b| b & 0x0F),
+            Codes32::High(q) => q.map(|b| b >> 4),
+        }
+    }
+}
+
+/// The fifth bits of 5-bit codes (read with [`Tables::Wide`] only).
+#[derive(Clone, Copy, Debug)]
+pub enum Fifth<'a> {
+    /// 4-bit codes.
+    None,
+    /// Bit `i` of the little-endian word is element `i`'s fifth bit (q5_0, q5_1).
+    Word([u8; 4]),
+    /// Bit `b` of byte `i` is element `i`'s fifth bit (q5_k's `qh`).
+    Bit(&'a [u8; 32], u32),
+}
+
+impl Fifth<'_> {
+    /// Element `i`'s fifth bit, as 0 or 16.
+    #[inline(always)]
+    fn of(self, i: usize) -> u8 {
+        let set = match self {
+            Fifth::None => false,
+            Fifth::Word(w) => w[i / 8] >> (i % 8) & 1 != 0,
+            Fifth::Bit(q, b) => q[i] >> b & 1 != 0,
+        };
+        if set { 16 } else { 0 }
+    }
+}
+
+/// The values the codes of one 32-element group stand for.
+#[derive(Clone, Copy, Debug)]
+pub enum Tables {
+    /// One table for all 32 elements.
+    One([f32; 16]),
+    /// One table per 16-element half (elements `0..16`, then `16..32`).
+    Halves([[f32; 16]; 2]),
+    /// One table of 32 values for 5-bit codes (the low 4 bits from [`Codes32`], the fifth
+    /// from [`Fifth`]).
+    Wide([f32; 32]),
+}
+
+impl Tables {
+    /// The value of element `i` of the group with the 4-bit code `c` and fifth bit `h` (0 or
+    /// 16, read by [`Tables::Wide`] only).
+    #[inline(always)]
+    fn value(&self, i: usize, c: u8, h: u8) -> f32 {
+        let c = usize::from(c & 0x0F);
+        match self {
+            Tables::One(t) => t[c],
+            Tables::Halves(t) => t[i / 16][c],
+            Tables::Wide(t) => t[c | usize::from(h & 16)],
+        }
+    }
+}
+
+/// The codes 0..16 as f32, for [`table`].
+pub static CODES: [f32; 16] = codes_f32();
+/// The codes 0..32 as f32, for [`table`] of [`Tables::Wide`].
+pub static CODES32: [f32; 32] = codes_f32();
+
+/// `[0., 1., …, N - 1]`.
+const fn codes_f32<const N: usize>() -> [f32; N] {
+    let mut out = [0f32; N];
+    let mut i = 0;
+    while i < N {
+        out[i] = i as f32;
+        i += 1;
+    }
+    out
+}
+
+/// A format's 16 integer values per code as f32 (a `static` for [`table`]).
+pub const fn f32_table(t: &[i8; 16]) -> [f32; 16] {
+    let mut out = [0f32; 16];
+    let mut i = 0;
+    while i < 16 {
+        out[i] = t[i] as f32;
+        i += 1;
+    }
+    out
+}
+
+/// The 16 values `value(v[c])` of a table, with `v` (the codes as f32, [`CODES`], or a
+/// format's values per code) read at run time, as the f32 decode reads the block's codes. With
+/// the constants in sight LLVM would fold some products (`d · -1.0` into `-d`), which flips
+/// the sign of a NaN that a NaN scale makes: the values would no longer be the f32 decode's
+/// bits.
+#[inline(always)]
+pub fn table<const N: usize>(v: &'static [f32; N], value: impl Fn(f32) -> f32) -> [f32; N] {
+    const { assert!(N == 16 || N == 32) };
+    // Sixteen at a time by `array::map`, which LLVM turns into straight vector code; a loop
+    // over the entries stayed a vector loop through the stack, and `map` of 32 entries an
+    // out-of-line call.
+    let v = crate::barrier::opaque_ref(v);
+    let mut out = [0f32; N];
+    if let (Some(o), Some(c)) = (out.first_chunk_mut::<16>(), v.first_chunk::<16>()) {
+        *o = c.map(&value);
+    }
+    if let (true, Some(o), Some(c)) = (N == 32, out.last_chunk_mut::<16>(), v.last_chunk::<16>()) {
+        *o = c.map(&value);
+    }
+    out
+}
+
+/// A block format whose every value is a 4-bit code looked up in a table of its 32-element
+/// group: the description [`decode_row`] needs to write f16 / bf16 without an f32 pass.
+pub trait NibbleGroups {
+    /// The block.
+    type Block;
+    /// Elements per block, a multiple of 32.
+    const BLOCK: usize;
+
+    /// Calls `f` for each 32-element group of `b` in element order (`BLOCK / 32` calls) with
+    /// its tables and codes (and fifth bits, for 5-bit codes on [`Tables::Wide`]). Each table entry must be computed with exactly the f32 operations
+    /// of the format's f32 decode of that code, so that the rounded values are the same bits:
+    /// build the tables with [`table`].
+    fn groups(b: &Self::Block, f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>));
+}
+
+/// The 16-bit output types and their rounding of f32 (round to nearest even, NaN stays NaN).
+pub(crate) trait Half: Copy + bytemuck::Pod {
+    /// Whether this is f16 (else bf16).
+    const F16: bool;
+    /// The bits of `v` rounded to this type.
+    fn bits(v: f32) -> u16;
+}
+
+impl Half for f16 {
+    const F16: bool = true;
+    #[inline(always)]
+    fn bits(v: f32) -> u16 {
+        f32_to_f16_bits(v)
+    }
+}
+
+impl Half for bf16 {
+    const F16: bool = false;
+    #[inline(always)]
+    fn bits(v: f32) -> u16 {
+        f32_to_bf16_bits(v)
+    }
+}
+
+/// Decodes a row of blocks (`out.len()` logical elements, at most `blocks.len() · BLOCK`; a
+/// partial last block keeps its real elements) straight to f16 or bf16 by table lookup, and
+/// returns `true`; returns `false` with nothing written for f32 output, which the format's
+/// own f32 decode serves better. The values are `O::from_f32` of the f32 decode, bit for bit.
+#[inline]
+pub fn decode_row<F: NibbleGroups, O: Elem>(blocks: &[F::Block], out: &mut [O]) -> bool {
+    match O::out_row(out) {
+        OutRow::F32(_) => false,
+        OutRow::F16(o) => {
+            rows::<F, f16>(blocks, bytemuck::cast_slice_mut(o));
+            true
+        }
+        OutRow::Bf16(o) => {
+            rows::<F, bf16>(blocks, bytemuck::cast_slice_mut(o));
+            true
+        }
+    }
+}
+
+/// [`decode_row`] into the bits of `H`: whole blocks in place, a partial last one through a
+/// scratch block.
+#[inline]
+fn rows<F: NibbleGroups, H: Half>(blocks: &[F::Block], out: &mut [u16]) {
+    const { assert!(F::BLOCK > 0 && F::BLOCK.is_multiple_of(32)) };
+    let whole = (out.len() / F::BLOCK).min(blocks.len());
+    let (body, tail) = out.split_at_mut(whole * F::BLOCK);
+    whole_blocks::<F, H>(&blocks[..whole], body);
+    if let (false, Some(last)) = (tail.is_empty(), blocks.get(whole)) {
+        let mut scratch = vec![0u16; F::BLOCK];
+        whole_blocks::<F, H>(std::slice::from_ref(last), &mut scratch);
+        let n = tail.len().min(F::BLOCK);
+        tail[..n].copy_from_slice(&scratch[..n]);
+    }
+}
+
+/// Whole blocks (`out.len() == blocks.len() · BLOCK`), with the AVX2 kernel where allowed.
+#[inline]
+fn whole_blocks<F: NibbleGroups, H: Half>(blocks: &[F::Block], out: &mut [u16]) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(t) = crate::Avx2::detect() {
+        crate::half_lut_avx2::whole_blocks::<F, H>(t, blocks, out);
+        return;
+    }
+    whole_blocks_portable::<F, H>(blocks, out);
+}
+
+/// The portable reference of [`whole_blocks`]: each table entry rounded, each code looked up.
+#[inline]
+fn whole_blocks_portable<F: NibbleGroups, H: Half>(blocks: &[F::Block], out: &mut [u16]) {
+    for (b, dst) in blocks.iter().zip(out.chunks_exact_mut(F::BLOCK)) {
+        let mut groups = dst.chunks_exact_mut(32);
+        F::groups(b, |tables, codes, fifth| {
+            let Some(g) = groups.next() else { return };
+            for (i, (o, c)) in g.iter_mut().zip(codes.unpack()).enumerate() {
+                *o = H::bits(tables.value(i, c, fifth.of(i)));
+            }
+        });
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A made-up format: 128 elements; the first group on one table in split-half order, the
+    /// second on two tables over the high nibbles of 32 bytes, then two 5-bit groups with their
+    /// fifth bits in a word and in bit 5 of 32 bytes.
+    struct Toy;
+    struct ToyBlock {
+        d: f32,
+        qs: [u8; 16],
+        qh: [u8; 32],
+        w: [u8; 4],
+    }
+
+    fn toy_table(d: f32, k: f32) -> [f32; 16] {
+        table(&CODES, |c| (c - k) * d)
+    }
+
+    impl NibbleGroups for Toy {
+        type Block = ToyBlock;
+        const BLOCK: usize = 128;
+        fn groups(b: &ToyBlock, mut f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>)) {
+            f(Tables::One(toy_table(b.d, 8.0)), Codes32::SplitHalf(&b.qs), Fifth::None);
+            f(Tables::Halves([toy_table(b.d, 3.0), toy_table(-b.d, 1.5)]), Codes32::High(&b.qh), Fifth::None);
+            let wide = Tables::Wide(table(&CODES32, |c| (c - 16.0) * b.d));
+            f(wide, Codes32::SplitHalf(&b.qs), Fifth::Word(b.w));
+            f(wide, Codes32::Low(&b.qh), Fifth::Bit(&b.qh, 5));
+        }
+    }
+
+    fn toy_f32(b: &ToyBlock) -> [f32; 128] {
+        let nib = |i: usize| if i < 16 { b.qs[i] & 15 } else { b.qs[i - 16] >> 4 };
+        std::array::from_fn(|i| match i {
+            0..32 => (f32::from(nib(i)) - 8.0) * b.d,
+            32..48 => (f32::from(b.qh[i - 32] >> 4) - 3.0) * b.d,
+            48..64 => (f32::from(b.qh[i - 32] >> 4) - 1.5) * -b.d,
+            64..96 => {
+                let j = i - 64;
+                let h = (u32::from_le_bytes(b.w) >> j & 1) as u8;
+                (f32::from(nib(j) | h << 4) - 16.0) * b.d
+            }
+            _ => {
+                let q = b.qh[i - 96];
+                (f32::from((q & 15) | (q >> 5 & 1) << 4) - 16.0) * b.d
+            }
+        })
+    }
+
+    fn blocks(n: usize, seed: u64) -> Vec<ToyBlock> {
+        let mut rng = qforge_core::rand::Rng::new(seed);
+        (0..n)
+            .map(|i| {
+                let d = match i % 5 {
+                    0 => f32::NAN,
+                    1 => 1e-9,
+                    2 => 70000.0 / 8.0,
+                    _ => (rng.unit_f32() - 0.5) * 0.02,
+                };
+                let qs = rng.bytes(16).try_into().expect("16 bytes");
+                let qh = rng.bytes(32).try_into().expect("32 bytes");
+                let w = rng.bytes(4).try_into().expect("4 bytes");
+                ToyBlock { d, qs, qh, w }
+            })
+            .collect()
+    }
+
+    #[test]
+    fn codes_unpack_in_element_order() {
+        let q: [u8; 32] = std::array::from_fn(|i| (i * 37 + 11) as u8);
+        let h: &[u8; 16] = q.first_chunk().expect("16");
+        let s = Codes32::SplitHalf(h).unpack();
+        let t = Codes32::SplitHalves(h).unpack();
+        for i in 0..16 {
+            assert_eq!((s[i], s[i + 16]), (h[i] & 15, h[i] >> 4));
+        }
+        for (half, j) in [(0, 0), (0, 7), (1, 0), (1, 7)] {
+            let b = h[8 * half + j];
+            assert_eq!((t[16 * half + j], t[16 * half + j + 8]), (b & 15, b >> 4));
+        }
+        assert_eq!(Codes32::Low(&q).unpack(), q.map(|b| b & 15));
+        assert_eq!(Codes32::High(&q).unpack(), q.map(|b| b >> 4));
+    }
+
+    /// Every level, both dtypes, with partial last blocks: `from_f32` of the f32 values.
+    #[test]
+    fn rows_equal_the_rounded_f32_decode_at_every_level() {
+        let b = blocks(9, 3);
+        let want: Vec<f32> = b.iter().flat_map(toy_f32).collect();
+        for level in qforge_core::cpu::testable_levels() {
+            for len in [1152, 1151, 1100, 1060, 1030, 128, 1] {
+                qforge_core::cpu::with_level(level, || {
+                    let mut h = vec![f16::ZERO; len];
+                    let mut g = vec![bf16::ZERO; len];
+                    assert!(decode_row::<Toy, f16>(&b, &mut h));
+                    assert!(decode_row::<Toy, bf16>(&b, &mut g));
+                    for i in 0..len {
+                        let (wh, wb) = (f16::from_f32(want[i]), bf16::from_f32(want[i]));
+                        let ctx = format!("{} len {len} element {i}: {}", level.name(), want[i]);
+                        assert_eq!(h[i].to_bits(), wh.to_bits(), "f16 {ctx}");
+                        assert_eq!(g[i].to_bits(), wb.to_bits(), "bf16 {ctx}");
+                    }
+                });
+            }
+        }
+        assert!(!decode_row::<Toy, f32>(&b, &mut [0f32; 128]));
+    }
+}

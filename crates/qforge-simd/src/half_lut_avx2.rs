@@ -1,0 +1,193 @@
+//! The AVX2 kernel of [`crate::half_lut`]: per 32-element group, the 16-entry table rounded
+//! with two `vcvtps2ph` (f16) or the rounding formula on 8 lanes (bf16), its low and high
+//! bytes split into two `vpshufb` tables, the codes looked up in both and the bytes unpacked
+//! into 16-bit values; 5-bit codes look up two such tables and blend by the fifth bit. The same
+//! bits as the portable loop (`half_lut`'s tests hold both).
+//!
+//! Only the row loop is `#[target_feature]`. The helpers below are `#[inline(always)]` unsafe
+//! functions instead (a `#[target_feature]` function cannot be forced inline, and the group
+//! body stayed a call per group once it grew): inlined into the loop, they and the intrinsics
+//! they call take its features.
+#![allow(unsafe_code)]
+
+use std::arch::x86_64::*;
+
+use crate::half_lut::{Codes32, Fifth, Half, NibbleGroups, Tables};
+
+/// [`crate::half_lut`]'s whole blocks (`out.len() == blocks.len() · F::BLOCK`) on the AVX2
+/// kernel.
+#[inline]
+pub(crate) fn whole_blocks<F: NibbleGroups, H: Half>(_: crate::Avx2, blocks: &[F::Block], out: &mut [u16]) {
+    // SAFETY: the `Avx2` token exists only where the CPU has AVX2, FMA and F16C, everything
+    // the `#[target_feature]` function enables.
+    unsafe { whole_blocks_avx2::<F, H>(blocks, out) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+fn whole_blocks_avx2<F: NibbleGroups, H: Half>(blocks: &[F::Block], out: &mut [u16]) {
+    for (b, dst) in blocks.iter().zip(out.chunks_exact_mut(F::BLOCK)) {
+        let (groups, _) = dst.as_chunks_mut::<32>();
+        let mut groups = groups.iter_mut();
+        F::groups(b, |tables, codes, fifth| {
+            let Some(g) = groups.next() else { return };
+            // SAFETY: this closure runs inside `whole_blocks_avx2`, on a CPU with AVX2 and
+            // F16C (the function's contract).
+            unsafe { group::<H>(&tables, codes, fifth, g) }
+        });
+    }
+}
+
+/// One group: the tables in `vpshufb` form, the codes as bytes, the lookup, the stores.
+///
+/// # Safety
+/// The CPU must have AVX2 and F16C.
+#[inline(always)]
+unsafe fn group<H: Half>(tables: &Tables, codes: Codes32<'_>, fifth: Fifth<'_>, out: &mut [u16; 32]) {
+    // SAFETY: the caller guarantees AVX2 and F16C, all the intrinsics and helpers need.
+    unsafe {
+        let c = code_bytes(codes);
+        let (l, h) = match tables {
+            Tables::One(t) => lookup(broadcast(split_bytes::<H>(t)), c),
+            Tables::Halves([a, b]) => lookup(lanes(split_bytes::<H>(a), split_bytes::<H>(b)), c),
+            Tables::Wide(t) => {
+                let (t0, t1) = t.split_at(16);
+                let (l0, h0) = lookup(broadcast(split_bytes::<H>(t0)), c);
+                let (l1, h1) = lookup(broadcast(split_bytes::<H>(t1)), c);
+                let high = fifth_mask(fifth);
+                (_mm256_blendv_epi8(l0, l1, high), _mm256_blendv_epi8(h0, h1, high))
+            }
+        };
+        // Lane 0 holds elements 0..16 and lane 1 elements 16..32; each unpack interleaves half
+        // a lane of low bytes with the matching high bytes.
+        let (a, b) = (_mm256_unpacklo_epi8(l, h), _mm256_unpackhi_epi8(l, h));
+        let (first, second) = out.split_at_mut(16);
+        // `first` and `second` are 16 u16 (32 bytes) each: the unaligned stores stay inside.
+        _mm256_storeu_si256(first.as_mut_ptr().cast(), _mm256_permute2x128_si256::<0x20>(a, b));
+        _mm256_storeu_si256(second.as_mut_ptr().cast(), _mm256_permute2x128_si256::<0x31>(a, b));
+    }
+}
+
+/// One table of [`split_bytes`] in both lanes: (its low bytes, its high bytes).
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[inline(always)]
+unsafe fn broadcast(x: __m256i) -> (__m256i, __m256i) {
+    // SAFETY: the caller guarantees AVX2.
+    unsafe { (_mm256_permute2x128_si256::<0x00>(x, x), _mm256_permute2x128_si256::<0x11>(x, x)) }
+}
+
+/// Two tables of [`split_bytes`], `a` in lane 0 and `b` in lane 1: (low bytes, high bytes).
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[inline(always)]
+unsafe fn lanes(a: __m256i, b: __m256i) -> (__m256i, __m256i) {
+    // SAFETY: the caller guarantees AVX2.
+    unsafe { (_mm256_permute2x128_si256::<0x20>(a, b), _mm256_permute2x128_si256::<0x31>(a, b)) }
+}
+
+/// The low and the high bytes of the table entries of the codes `c`.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[inline(always)]
+unsafe fn lookup((lo, hi): (__m256i, __m256i), c: __m256i) -> (__m256i, __m256i) {
+    // SAFETY: the caller guarantees AVX2.
+    unsafe { (_mm256_shuffle_epi8(lo, c), _mm256_shuffle_epi8(hi, c)) }
+}
+
+/// 0xFF in the bytes of the elements whose fifth bit is set, in [`code_bytes`]'s order.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[inline(always)]
+unsafe fn fifth_mask(fifth: Fifth<'_>) -> __m256i {
+    // SAFETY: the caller guarantees AVX2; `q` is 32 bytes, so the unaligned load stays inside.
+    unsafe {
+        match fifth {
+            Fifth::None => _mm256_setzero_si256(),
+            Fifth::Word(w) => crate::bytemask::bytes_from_bits(w),
+            Fifth::Bit(q, b) => {
+                let bit = _mm256_set1_epi8((1u8 << (b & 7)) as i8);
+                let v = _mm256_loadu_si256(q.as_ptr().cast());
+                _mm256_cmpeq_epi8(_mm256_and_si256(v, bit), bit)
+            }
+        }
+    }
+}
+
+/// 16 table values rounded to `H`, as `[low bytes of entries 0..16 | their high bytes]`.
+///
+/// # Safety
+/// The CPU must have AVX2 and F16C, and `t` must be 16 values.
+#[inline(always)]
+unsafe fn split_bytes<H: Half>(t: &[f32]) -> __m256i {
+    debug_assert_eq!(t.len(), 16);
+    // SAFETY: the caller guarantees AVX2, F16C and 16 values in `t`: the two unaligned 8-value
+    // loads stay inside.
+    unsafe {
+        let (v0, v1) = (_mm256_loadu_ps(t.as_ptr()), _mm256_loadu_ps(t.as_ptr().add(8)));
+        // The 16 results as u16, entries 0..8 in lane 0 and 8..16 in lane 1.
+        let w = if H::F16 {
+            _mm256_set_m128i(
+                _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v1),
+                _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v0),
+            )
+        } else {
+            // `packus` interleaves the lanes: [0..4, 8..12 | 4..8, 12..16], put back in order.
+            _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packus_epi32(bf16_bits(v0), bf16_bits(v1)))
+        };
+        // Per lane: the 8 low bytes, then the 8 high bytes; then the two lanes' low halves
+        // together and their high halves together.
+        let split = _mm256_setr_epi8(
+            0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,
+        );
+        _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_shuffle_epi8(w, split))
+    }
+}
+
+/// `qforge_core::round::f32_to_bf16_bits` of 8 lanes, in the low 16 bits of each 32-bit lane.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[inline(always)]
+unsafe fn bf16_bits(v: __m256) -> __m256i {
+    // SAFETY: the caller guarantees AVX2.
+    unsafe {
+        let x = _mm256_castps_si256(v);
+        let odd = _mm256_and_si256(_mm256_srli_epi32::<16>(x), _mm256_set1_epi32(1));
+        let rounded = _mm256_srli_epi32::<16>(_mm256_add_epi32(x, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), odd)));
+        let nan = _mm256_or_si256(_mm256_srli_epi32::<16>(x), _mm256_set1_epi32(0x0040));
+        let magnitude = _mm256_and_si256(x, _mm256_set1_epi32(0x7fff_ffff));
+        let is_nan = _mm256_cmpgt_epi32(magnitude, _mm256_set1_epi32(0x7f80_0000));
+        _mm256_blendv_epi8(rounded, nan, is_nan)
+    }
+}
+
+/// The 32 codes as bytes, elements 0..16 in lane 0 and 16..32 in lane 1.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[inline(always)]
+unsafe fn code_bytes(codes: Codes32<'_>) -> __m256i {
+    // SAFETY: the caller guarantees AVX2; each load reads exactly the 16 or 32 bytes of its
+    // array.
+    unsafe {
+        let m = _mm256_set1_epi8(0x0F);
+        let m128 = _mm_set1_epi8(0x0F);
+        match codes {
+            Codes32::SplitHalf(q) | Codes32::SplitHalves(q) => {
+                let x = _mm_loadu_si128(q.as_ptr().cast());
+                let (lo, hi) = (_mm_and_si128(x, m128), _mm_and_si128(_mm_srli_epi16::<4>(x), m128));
+                if matches!(codes, Codes32::SplitHalf(_)) {
+                    _mm256_set_m128i(hi, lo)
+                } else {
+                    _mm256_set_m128i(_mm_unpackhi_epi64(lo, hi), _mm_unpacklo_epi64(lo, hi))
+                }
+            }
+            Codes32::Low(q) => _mm256_and_si256(_mm256_loadu_si256(q.as_ptr().cast()), m),
+            Codes32::High(q) => _mm256_and_si256(_mm256_srli_epi16::<4>(_mm256_loadu_si256(q.as_ptr().cast())), m),
+        }
+    }
+}
