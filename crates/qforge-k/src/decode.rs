@@ -16,23 +16,23 @@ pub(crate) trait DecodeBlock: BlockFormat {
     /// Decodes `b` into `y`, exactly as ggml's `dequantize_row_q*_K` computes each value.
     fn decode_f32(b: &Self::Block, y: &mut [f32; QK_K]);
 
-    /// Whether every value is a 4- or 5-bit code looked up in a table per 32 elements (q4_k,
-    /// q5_k), which
+    /// Whether every value is a code of at most 5 bits looked up in a table per 32 (or 16)
+    /// elements (q2_k, q3_k, q4_k, q5_k), which
     /// [`DecodeBlock::groups`] describes: f16 / bf16 rows then skip the f32 pass.
-    const NIBBLES: bool = false;
+    const TABLE_GROUPS: bool = false;
 
     /// The 32-element groups of `b` (`qforge_simd::half_lut::NibbleGroups::groups`), for the
-    /// formats with [`DecodeBlock::NIBBLES`]; nothing for the others.
+    /// formats with [`DecodeBlock::TABLE_GROUPS`]; nothing for the others.
     #[inline(always)]
     fn groups(b: &Self::Block, f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>)) {
         let _ = (b, f);
     }
 }
 
-/// The `half_lut` description of a [`DecodeBlock`] with `NIBBLES`.
-struct Nibbles<F>(std::marker::PhantomData<F>);
+/// The `half_lut` description of a [`DecodeBlock`] with `TABLE_GROUPS`.
+struct TableGroups<F>(std::marker::PhantomData<F>);
 
-impl<F: DecodeBlock> NibbleGroups for Nibbles<F> {
+impl<F: DecodeBlock> NibbleGroups for TableGroups<F> {
     type Block = F::Block;
     const BLOCK: usize = QK_K;
     #[inline(always)]
@@ -45,7 +45,7 @@ impl<F: DecodeBlock> NibbleGroups for Nibbles<F> {
 /// [`DecodeBlock`] for `$block`.
 macro_rules! block_decoders {
     ($block:ty) => {
-        const DIRECT_16BIT: bool = <Self as $crate::decode::DecodeBlock>::NIBBLES;
+        const DIRECT_16BIT: bool = <Self as $crate::decode::DecodeBlock>::TABLE_GROUPS;
 
         fn decode<O: qforge_core::Elem>(b: &$block, out: &mut [O]) {
             $crate::decode::decode::<Self, O>(b, out);
@@ -91,7 +91,7 @@ pub(crate) fn decode<F: DecodeBlock, O: Elem>(b: &F::Block, out: &mut [O]) {
 /// real elements. Rows of every output type run compiled for AVX2 where the CPU has it (same
 /// operations, same bits).
 pub(crate) fn decode_row<F: DecodeBlock, O: Elem>(blocks: &[F::Block], out: &mut [O]) {
-    if F::NIBBLES && half_lut::decode_row::<Nibbles<F>, O>(blocks, out) {
+    if F::TABLE_GROUPS && half_lut::decode_row::<TableGroups<F>, O>(blocks, out) {
         return;
     }
     #[cfg(target_arch = "x86_64")]

@@ -10,6 +10,7 @@ use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, FormatDesc, Role};
 use qforge_ggml_search::{SymWeights, importance_weights, make_q3_quants, make_qx_quants, nearest_int, padded, sigma2};
+use qforge_simd::half_lut::{CODES8, Codes32, Fifth, Tables, table};
 use std::mem::offset_of;
 
 qforge_core::c_block! {
@@ -45,6 +46,28 @@ impl DecodeBlock for Q3K {
             let high = (b.hmask[l] >> hk & 1) as i32;
             dl[j] * (low as i32 - 4 + 4 * high) as f32
         });
+    }
+
+    const TABLE_GROUPS: bool = true;
+
+    /// [`decode::two_bit_planes`]' groups: bits `2k..2k+2` of `qs[32h..32h+32]` with bit
+    /// `4h + k` of `hmask` as the code's bit 2, one table per 16-element sub-block with
+    /// `decode_f32`'s `dl·(c - 4)` (`c - 4 = low - 4 + 4·high`, exact).
+    #[inline(always)]
+    fn groups(b: &BlockQ3K, mut f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>)) {
+        let d = b.d.get();
+        let sub = |j: usize| {
+            let dl = d * (scale_q3(j, &b.scales) as i32 - 32) as f32;
+            table(&CODES8, |c| dl * (c - 4.0))
+        };
+        for (h, q) in b.qs.as_chunks::<32>().0.iter().enumerate() {
+            for k in 0..4 {
+                let j = 8 * h + 2 * k;
+                let high = Some((&b.hmask, (4 * h + k) as u32));
+                let codes = Codes32::Field { q, shift: 2 * k as u32, width: 2, high };
+                f(Tables::Halves8([sub(j), sub(j + 1)]), codes, Fifth::None);
+            }
+        }
     }
 }
 

@@ -123,7 +123,7 @@ impl DecodeBlock for Q4K {
         decode_k4(b.d, b.dmin, &b.scales, &b.qs, None, y);
     }
 
-    const NIBBLES: bool = true;
+    const TABLE_GROUPS: bool = true;
 
     #[inline(always)]
     fn groups(b: &BlockQ4K, f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>)) {
@@ -137,7 +137,7 @@ impl DecodeBlock for Q5K {
         decode_k4(b.d, b.dmin, &b.scales, &b.qs, Some(&b.qh), y);
     }
 
-    const NIBBLES: bool = true;
+    const TABLE_GROUPS: bool = true;
 
     #[inline(always)]
     fn groups(b: &BlockQ5K, f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>)) {

@@ -28,6 +28,19 @@ pub enum Codes32<'a> {
     Low(&'a [u8; 32]),
     /// The high nibbles of 32 bytes.
     High(&'a [u8; 32]),
+    /// Narrower codes (q2_k, q3_k): bits `shift .. shift + width` of each of 32 bytes, and
+    /// with `high = Some((h, b))` bit `b` of byte `i` of `h` as bit `width` of element `i`'s
+    /// code (`width + 1 ≤ 4`).
+    Field {
+        /// The bytes holding the low bits.
+        q: &'a [u8; 32],
+        /// The first bit of the field (`shift + width ≤ 8`).
+        shift: u32,
+        /// The field's bits (1 to 3).
+        width: u32,
+        /// The bytes holding one more bit per element, and its position.
+        high: Option<(&'a [u8; 32], u32)>,
+    },
 }
 
 impl Codes32<'_> {
@@ -43,6 +56,11 @@ impl Codes32<'_> {
             }),
             Codes32::Low(q) => q.map(|b| b & 0x0F),
             Codes32::High(q) => q.map(|b| b >> 4),
+            Codes32::Field { q, shift, width, high } => std::array::from_fn(|i| {
+                let low = (q[i] >> (shift & 7)) & ((1u8 << (width & 3)) - 1);
+                let top = high.map_or(0, |(h, b)| (h[i] >> (b & 7)) & 1);
+                (low | top << (width & 3)) & 0x0F
+            }),
         }
     }
 }
@@ -78,6 +96,9 @@ pub enum Tables {
     One([f32; 16]),
     /// One table per 16-element half (elements `0..16`, then `16..32`).
     Halves([[f32; 16]; 2]),
+    /// One table of 8 values per 16-element half, for codes of at most 3 bits (q2_k, q3_k):
+    /// half the rounding work of [`Tables::Halves`].
+    Halves8([[f32; 8]; 2]),
     /// One table of 32 values for 5-bit codes (the low 4 bits from [`Codes32`], the fifth
     /// from [`Fifth`]).
     Wide([f32; 32]),
@@ -92,6 +113,7 @@ impl Tables {
         match self {
             Tables::One(t) => t[c],
             Tables::Halves(t) => t[i / 16][c],
+            Tables::Halves8(t) => t[i / 16][c & 7],
             Tables::Wide(t) => t[c | usize::from(h & 16)],
         }
     }
@@ -99,6 +121,8 @@ impl Tables {
 
 /// The codes 0..16 as f32, for [`table`].
 pub static CODES: [f32; 16] = codes_f32();
+/// The codes 0..8 as f32, for [`table`] of [`Tables::Halves8`].
+pub static CODES8: [f32; 8] = codes_f32();
 /// The codes 0..32 as f32, for [`table`] of [`Tables::Wide`].
 pub static CODES32: [f32; 32] = codes_f32();
 
@@ -124,19 +148,22 @@ pub const fn f32_table(t: &[i8; 16]) -> [f32; 16] {
     out
 }
 
-/// The 16 values `value(v[c])` of a table, with `v` (the codes as f32, [`CODES`], or a
-/// format's values per code) read at run time, as the f32 decode reads the block's codes. With
-/// the constants in sight LLVM would fold some products (`d · -1.0` into `-d`), which flips
-/// the sign of a NaN that a NaN scale makes: the values would no longer be the f32 decode's
-/// bits.
+/// The `N` values `value(v[c])` of a table (`N` = 8, 16 or 32), with `v` (the codes as f32,
+/// [`CODES`], or a format's values per code) read at run time, as the f32 decode reads the
+/// block's codes. With the constants in sight LLVM would fold some products (`d · -1.0` into
+/// `-d`), which flips the sign of a NaN that a NaN scale makes: the values would no longer be
+/// the f32 decode's bits.
 #[inline(always)]
 pub fn table<const N: usize>(v: &'static [f32; N], value: impl Fn(f32) -> f32) -> [f32; N] {
-    const { assert!(N == 16 || N == 32) };
-    // Sixteen at a time by `array::map`, which LLVM turns into straight vector code; a loop
-    // over the entries stayed a vector loop through the stack, and `map` of 32 entries an
-    // out-of-line call.
+    const { assert!(N == 8 || N == 16 || N == 32) };
+    // At most sixteen at a time by `array::map`, which LLVM turns into straight vector code; a
+    // loop over the entries stayed a vector loop through the stack, and `map` of 32 entries
+    // an out-of-line call.
     let v = crate::barrier::opaque_ref(v);
     let mut out = [0f32; N];
+    if let (true, Some(o), Some(c)) = (N == 8, out.first_chunk_mut::<8>(), v.first_chunk::<8>()) {
+        *o = c.map(&value);
+    }
     if let (Some(o), Some(c)) = (out.first_chunk_mut::<16>(), v.first_chunk::<16>()) {
         *o = c.map(&value);
     }
@@ -249,14 +276,16 @@ fn whole_blocks_portable<F: NibbleGroups, H: Half>(blocks: &[F::Block], out: &mu
 mod tests {
     use super::*;
 
-    /// A made-up format: 128 elements; the first group on one table in split-half order, the
+    /// A made-up format: 160 elements; the first group on one table in split-half order, the
     /// second on two tables over the high nibbles of 32 bytes, then two 5-bit groups with their
-    /// fifth bits in a word and in bit 5 of 32 bytes.
+    /// fifth bits in a word and in bit 5 of 32 bytes, then 3-bit codes from bits 3..5 of 32
+    /// bytes and bit 6 of 32 others, on two tables.
     struct Toy;
     struct ToyBlock {
         d: f32,
         qs: [u8; 16],
         qh: [u8; 32],
+        qx: [u8; 32],
         w: [u8; 4],
     }
 
@@ -266,17 +295,20 @@ mod tests {
 
     impl NibbleGroups for Toy {
         type Block = ToyBlock;
-        const BLOCK: usize = 128;
+        const BLOCK: usize = 160;
         fn groups(b: &ToyBlock, mut f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>)) {
             f(Tables::One(toy_table(b.d, 8.0)), Codes32::SplitHalf(&b.qs), Fifth::None);
             f(Tables::Halves([toy_table(b.d, 3.0), toy_table(-b.d, 1.5)]), Codes32::High(&b.qh), Fifth::None);
             let wide = Tables::Wide(table(&CODES32, |c| (c - 16.0) * b.d));
             f(wide, Codes32::SplitHalf(&b.qs), Fifth::Word(b.w));
             f(wide, Codes32::Low(&b.qh), Fifth::Bit(&b.qh, 5));
+            let field = Codes32::Field { q: &b.qh, shift: 3, width: 2, high: Some((&b.qx, 6)) };
+            let eight = |d: f32, k: f32| table(&CODES8, |c| (c - k) * d);
+            f(Tables::Halves8([eight(b.d, 4.0), eight(2.0 * b.d, 1.0)]), field, Fifth::None);
         }
     }
 
-    fn toy_f32(b: &ToyBlock) -> [f32; 128] {
+    fn toy_f32(b: &ToyBlock) -> [f32; 160] {
         let nib = |i: usize| if i < 16 { b.qs[i] & 15 } else { b.qs[i - 16] >> 4 };
         std::array::from_fn(|i| match i {
             0..32 => (f32::from(nib(i)) - 8.0) * b.d,
@@ -287,9 +319,14 @@ mod tests {
                 let h = (u32::from_le_bytes(b.w) >> j & 1) as u8;
                 (f32::from(nib(j) | h << 4) - 16.0) * b.d
             }
-            _ => {
+            96..128 => {
                 let q = b.qh[i - 96];
                 (f32::from((q & 15) | (q >> 5 & 1) << 4) - 16.0) * b.d
+            }
+            _ => {
+                let j = i - 128;
+                let c = f32::from((b.qh[j] >> 3 & 3) | (b.qx[j] >> 6 & 1) << 2);
+                if j < 16 { (c - 4.0) * b.d } else { (c - 1.0) * (2.0 * b.d) }
             }
         })
     }
@@ -306,8 +343,9 @@ mod tests {
                 };
                 let qs = rng.bytes(16).try_into().expect("16 bytes");
                 let qh = rng.bytes(32).try_into().expect("32 bytes");
+                let qx = rng.bytes(32).try_into().expect("32 bytes");
                 let w = rng.bytes(4).try_into().expect("4 bytes");
-                ToyBlock { d, qs, qh, w }
+                ToyBlock { d, qs, qh, qx, w }
             })
             .collect()
     }
@@ -327,6 +365,8 @@ mod tests {
         }
         assert_eq!(Codes32::Low(&q).unpack(), q.map(|b| b & 15));
         assert_eq!(Codes32::High(&q).unpack(), q.map(|b| b >> 4));
+        let field = Codes32::Field { q: &q, shift: 2, width: 2, high: Some((&q, 7)) };
+        assert_eq!(field.unpack(), q.map(|b| (b >> 2 & 3) | (b >> 7) << 2));
     }
 
     /// Every level, both dtypes, with partial last blocks: `from_f32` of the f32 values.
@@ -335,7 +375,7 @@ mod tests {
         let b = blocks(9, 3);
         let want: Vec<f32> = b.iter().flat_map(toy_f32).collect();
         for level in qforge_core::cpu::testable_levels() {
-            for len in [1152, 1151, 1100, 1060, 1030, 128, 1] {
+            for len in [1440, 1439, 1400, 1300, 1290, 160, 1] {
                 qforge_core::cpu::with_level(level, || {
                     let mut h = vec![f16::ZERO; len];
                     let mut g = vec![bf16::ZERO; len];
@@ -350,6 +390,6 @@ mod tests {
                 });
             }
         }
-        assert!(!decode_row::<Toy, f32>(&b, &mut [0f32; 128]));
+        assert!(!decode_row::<Toy, f32>(&b, &mut [0f32; 160]));
     }
 }

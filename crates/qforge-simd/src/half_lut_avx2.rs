@@ -49,6 +49,7 @@ unsafe fn group<H: Half>(tables: &Tables, codes: Codes32<'_>, fifth: Fifth<'_>, 
         let (l, h) = match tables {
             Tables::One(t) => lookup(broadcast(split_bytes::<H>(t)), c),
             Tables::Halves([a, b]) => lookup(lanes(split_bytes::<H>(a), split_bytes::<H>(b)), c),
+            Tables::Halves8([a, b]) => lookup(split_bytes8::<H>(a, b), c),
             Tables::Wide(t) => {
                 let (t0, t1) = t.split_at(16);
                 let (l0, h0) = lookup(broadcast(split_bytes::<H>(t0)), c);
@@ -147,6 +148,34 @@ unsafe fn split_bytes<H: Half>(t: &[f32]) -> __m256i {
     }
 }
 
+/// Two 8-entry tables rounded to `H`, `a` in lane 0 and `b` in lane 1: (their low bytes,
+/// their high bytes), each in the first 8 bytes of its lane (codes below 8 read only those).
+///
+/// # Safety
+/// The CPU must have AVX2 and F16C.
+#[inline(always)]
+unsafe fn split_bytes8<H: Half>(a: &[f32; 8], b: &[f32; 8]) -> (__m256i, __m256i) {
+    // SAFETY: the caller guarantees AVX2 and F16C; `a` and `b` are 8 f32 each, so the
+    // unaligned loads stay inside.
+    unsafe {
+        let (va, vb) = (_mm256_loadu_ps(a.as_ptr()), _mm256_loadu_ps(b.as_ptr()));
+        // The 16 results as u16, `a`'s in lane 0 and `b`'s in lane 1.
+        let w = if H::F16 {
+            _mm256_set_m128i(
+                _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(vb),
+                _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(va),
+            )
+        } else {
+            _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packus_epi32(bf16_bits(va), bf16_bits(vb)))
+        };
+        let split = _mm256_setr_epi8(
+            0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,
+        );
+        let x = _mm256_shuffle_epi8(w, split);
+        (x, _mm256_unpackhi_epi64(x, x))
+    }
+}
+
 /// `qforge_core::round::f32_to_bf16_bits` of 8 lanes, in the low 16 bits of each 32-bit lane.
 ///
 /// # Safety
@@ -188,6 +217,16 @@ unsafe fn code_bytes(codes: Codes32<'_>) -> __m256i {
             }
             Codes32::Low(q) => _mm256_and_si256(_mm256_loadu_si256(q.as_ptr().cast()), m),
             Codes32::High(q) => _mm256_and_si256(_mm256_srli_epi16::<4>(_mm256_loadu_si256(q.as_ptr().cast())), m),
+            Codes32::Field { q, shift, width, high } => {
+                // 16-bit shifts: the bits they move across bytes fall outside the masks.
+                let count = |n: u32| _mm_cvtsi32_si128((n & 7) as i32);
+                let v = _mm256_srl_epi16(_mm256_loadu_si256(q.as_ptr().cast()), count(shift));
+                let low = _mm256_and_si256(v, _mm256_set1_epi8(((1u8 << (width & 3)) - 1) as i8));
+                let Some((h, b)) = high else { return low };
+                let h = _mm256_srl_epi16(_mm256_loadu_si256(h.as_ptr().cast()), count(b));
+                let top = _mm256_and_si256(h, _mm256_set1_epi8(1));
+                _mm256_or_si256(low, _mm256_sll_epi16(top, count(width)))
+            }
         }
     }
 }
