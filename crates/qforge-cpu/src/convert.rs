@@ -2,14 +2,13 @@
 //! `bf16::from_f32` (round to nearest even; NaN stays NaN), vectorized for the CPU's SIMD
 //! level ([`qforge_core::cpu::f32_to_f16_slice`], [`qforge_core::cpu::f32_to_bf16_slice`]).
 //!
-//! Dequantizing to f16 / bf16 decodes a row to an f32 scratch row with the format's f32 fast
-//! path, then converts it here, with no per-format work, bit-identical to converting each f32
-//! value (every format's `decode` is defined as its f32 value rounded to the output dtype).
-//! The conversion is a second pass: on an AVX2-only Zen 3, f16 output runs at 0.86× the f32
-//! speed in geometric mean over the formats and bf16 at 0.79× (docs/matmul.md); as fast or
-//! faster needs the 16-bit values produced without the f32 step (a table per block, looked up
-//! by code).
-//!
+//! Dequantizing to f16 / bf16 with a format that has no 16-bit row path of its own
+//! ([`qforge_core::Format::direct_16bit`]) decodes a row to an f32 scratch row with the
+//! format's f32 fast path, then converts it here, with no per-format work, bit-identical to
+//! converting each f32 value (every format's `decode` is defined as its f32 value rounded to
+//! the output dtype). That conversion is a second pass over the row; the 2- to 5-bit-coded
+//! formats skip it (a 16-bit table per group, looked up by code: `qforge_simd::half_lut`).
+//! Measured figures for both kinds: docs/matmul.md.
 
 use qforge_core::{OutRow, QuantError, bf16, f16};
 use rayon::prelude::*;

@@ -86,6 +86,19 @@ fn wrong_sizes_are_typed_errors() {
 /// level: `qforge_core::cpu::dispatch`) gives the portable build's bits at every level the
 /// machine has, for f32 / f16 / bf16, on raw random bytes (NaN / Inf / subnormal scales
 /// included) and a partial last block.
+/// The formats whose f16 / bf16 rows come from a 16-bit table per group (no f32 pass) say so,
+/// so that `dequantize` takes that path (their values are checked above and below, as every
+/// format's).
+#[test]
+fn table_coded_formats_write_16_bit_rows_directly() {
+    let direct: Vec<&str> = formats().into_iter().filter(|f| f.direct_16bit()).map(|f| f.desc().name).collect();
+    for name in
+        ["q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "iq4_nl", "iq4_xs", "mxfp4", "nvfp4", "int4g"]
+    {
+        assert!(direct.contains(&name), "{name} lost its direct 16-bit path: {direct:?}");
+    }
+}
+
 #[test]
 fn row_decode_is_the_same_at_every_simd_level() {
     use qforge_core::cpu::{Level, testable_levels, with_level};

@@ -5,7 +5,7 @@ use crate::scale::{e8m0_from_amax, e8m0_to_f32_half};
 use crate::weighted;
 use bytemuck::{Pod, Zeroable};
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
-use qforge_simd::half_lut::{self, Codes32, Fifth, NibbleGroups, Tables, table};
+use qforge_simd::half_lut::{self, Codes32, Fifth, TableGroups, Tables, table};
 
 /// Elements per mxfp4 block (ggml's `QK_MXFP4`).
 pub const QK_MXFP4: usize = 32;
@@ -82,7 +82,7 @@ impl BlockFormat for Mxfp4 {
     }
 }
 /// One group per block: `E2M1_X2[c]·2^(e-128)`, `decode_group`'s product.
-impl NibbleGroups for Mxfp4 {
+impl TableGroups for Mxfp4 {
     type Block = BlockMxfp4;
     const BLOCK: usize = QK_MXFP4;
     #[inline(always)]

@@ -5,7 +5,7 @@ use crate::scale::{ue4m3_from_f32, ue4m3_to_f32_half};
 use crate::weighted;
 use bytemuck::{Pod, Zeroable};
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
-use qforge_simd::half_lut::{self, Codes32, Fifth, NibbleGroups, Tables, table};
+use qforge_simd::half_lut::{self, Codes32, Fifth, TableGroups, Tables, table};
 
 /// Elements per nvfp4 block (ggml's `QK_NVFP4`).
 pub const QK_NVFP4: usize = 64;
@@ -107,7 +107,7 @@ impl BlockFormat for Nvfp4 {
     }
 }
 /// Two groups per block, each two sub-blocks: `E2M1_X2[c]·ue4m3(d[s])/2`, `decode_group`'s product.
-impl NibbleGroups for Nvfp4 {
+impl TableGroups for Nvfp4 {
     type Block = BlockNvfp4;
     const BLOCK: usize = QK_NVFP4;
     #[inline(always)]

@@ -6,7 +6,7 @@ use qforge_core::{BlockFormat, CudaDeviceCode, DType, Elem, FormatDesc, Role};
 
 /// The family's CUDA device code (`kernels-cuda/README.md`).
 const CUDA_HEADER: &str = include_str!("../cuda/int4g.cuh");
-use qforge_simd::half_lut::{self, CODES, Codes32, Fifth, NibbleGroups, Tables, table};
+use qforge_simd::half_lut::{self, CODES, Codes32, Fifth, TableGroups, Tables, table};
 use std::marker::PhantomData;
 
 /// torchao's `eps` (`torch.finfo(torch.float32).eps` = 2^-23): the smallest scale
@@ -229,7 +229,7 @@ impl<S: ScaleKind, const H: usize> BlockFormat for Int4g<S, H> {
 /// The group's `2·H` codes as 32-element groups, all on one table `(c - 8)·scale` (`decode`'s
 /// product): a 32-element group in split-half order; a longer one as the low nibbles of its
 /// bytes (elements `0..H`), then their high nibbles.
-impl<S: ScaleKind, const H: usize> NibbleGroups for Int4g<S, H> {
+impl<S: ScaleKind, const H: usize> TableGroups for Int4g<S, H> {
     type Block = BlockInt4g<S, H>;
     const BLOCK: usize = 2 * H;
     #[inline(always)]

@@ -9,7 +9,7 @@ use bytemuck::{Pod, Zeroable};
 use qforge_core::le::{F16Le, U16Le};
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
 use qforge_ggml_search::{GROUP_MAX_EPS, NoImatrix, nearest_int, padded, search_weights, signed_absmax, sum_sq};
-use qforge_simd::half_lut::{self, Codes32, Fifth, NibbleGroups, Tables, f32_table, table};
+use qforge_simd::half_lut::{self, Codes32, Fifth, TableGroups, Tables, f32_table, table};
 
 /// Writes `dl * kvalues[q]` for the 32 values of the 16 bytes `qs` (low nibbles, then high
 /// nibbles) to `dst` (32 elements).
@@ -302,7 +302,7 @@ impl SubBlocks for Iq4Xs {
 static KVALUES_F32: [f32; 16] = f32_table(&KVALUES_IQ4NL);
 
 /// One group per block: `kvalues[c]·d`, `emit32`'s product.
-impl NibbleGroups for Iq4Nl {
+impl TableGroups for Iq4Nl {
     type Block = BlockIq4Nl;
     const BLOCK: usize = 32;
     #[inline(always)]
@@ -313,7 +313,7 @@ impl NibbleGroups for Iq4Nl {
 }
 
 /// Eight groups per block, one per sub-block: `kvalues[c]·(d·(ls - 32))`, `emit32`'s product.
-impl NibbleGroups for Iq4Xs {
+impl TableGroups for Iq4Xs {
     type Block = BlockIq4Xs;
     const BLOCK: usize = QK_K;
     #[inline(always)]

@@ -9,7 +9,7 @@
 
 use crate::QK_K;
 use qforge_core::{BlockFormat, Elem, OutRow};
-use qforge_simd::half_lut::{self, Codes32, Fifth, NibbleGroups, Tables};
+use qforge_simd::half_lut::{self, Codes32, Fifth, TableGroups, Tables};
 
 /// A K-quant format's fast whole-block f32 decoder.
 pub(crate) trait DecodeBlock: BlockFormat {
@@ -21,7 +21,7 @@ pub(crate) trait DecodeBlock: BlockFormat {
     /// [`DecodeBlock::groups`] describes: f16 / bf16 rows then skip the f32 pass.
     const TABLE_GROUPS: bool = false;
 
-    /// The 32-element groups of `b` (`qforge_simd::half_lut::NibbleGroups::groups`), for the
+    /// The 32-element groups of `b` (`qforge_simd::half_lut::TableGroups::groups`), for the
     /// formats with [`DecodeBlock::TABLE_GROUPS`]; nothing for the others.
     #[inline(always)]
     fn groups(b: &Self::Block, f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>)) {
@@ -30,9 +30,9 @@ pub(crate) trait DecodeBlock: BlockFormat {
 }
 
 /// The `half_lut` description of a [`DecodeBlock`] with `TABLE_GROUPS`.
-struct TableGroups<F>(std::marker::PhantomData<F>);
+struct Groups<F>(std::marker::PhantomData<F>);
 
-impl<F: DecodeBlock> NibbleGroups for TableGroups<F> {
+impl<F: DecodeBlock> TableGroups for Groups<F> {
     type Block = F::Block;
     const BLOCK: usize = QK_K;
     #[inline(always)]
@@ -91,7 +91,7 @@ pub(crate) fn decode<F: DecodeBlock, O: Elem>(b: &F::Block, out: &mut [O]) {
 /// real elements. Rows of every output type run compiled for AVX2 where the CPU has it (same
 /// operations, same bits).
 pub(crate) fn decode_row<F: DecodeBlock, O: Elem>(blocks: &[F::Block], out: &mut [O]) {
-    if F::TABLE_GROUPS && half_lut::decode_row::<TableGroups<F>, O>(blocks, out) {
+    if F::TABLE_GROUPS && half_lut::decode_row::<Groups<F>, O>(blocks, out) {
         return;
     }
     #[cfg(target_arch = "x86_64")]

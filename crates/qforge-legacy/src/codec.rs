@@ -8,7 +8,7 @@ use qforge_ggml_search::{
     AffineSearch, SymWeights, abs_max, importance_weights, make_qkx_quants, make_qx_quants, nearest_int, padded,
     sigma2, signed_absmax,
 };
-use qforge_simd::half_lut::{CODES, CODES32, Codes32, Fifth, NibbleGroups, Tables, table};
+use qforge_simd::half_lut::{CODES, CODES32, Codes32, Fifth, TableGroups, Tables, table};
 
 /// ggml's `(int8_t)v` / `(uint8_t)v` on x86-64: truncate toward zero through a 32-bit
 /// conversion, where NaN and out-of-range values give `i32::MIN` (the "integer indefinite"
@@ -132,9 +132,9 @@ const BATCH: usize = 8;
 /// The table description (`qforge_simd::half_lut`) of the blocks with
 /// [`LegacyBlock::TABLE_CODES`]: one group per block, `table[c] = (c - offset)·d (+ m)`, the
 /// expression of `decode_f32` (`c - offset` is exact in f32, the quant it converts).
-struct Nibbles<B>(std::marker::PhantomData<B>);
+struct Groups<B>(std::marker::PhantomData<B>);
 
-impl<B: LegacyBlock> NibbleGroups for Nibbles<B> {
+impl<B: LegacyBlock> TableGroups for Groups<B> {
     type Block = B;
     const BLOCK: usize = QK;
 
@@ -171,7 +171,7 @@ pub(crate) fn decode_row<B: LegacyBlock, O: Elem>(blocks: &[B], out: &mut [O]) {
         }
         return;
     }
-    if B::TABLE_CODES.is_some() && qforge_simd::half_lut::decode_row::<Nibbles<B>, O>(blocks, out) {
+    if B::TABLE_CODES.is_some() && qforge_simd::half_lut::decode_row::<Groups<B>, O>(blocks, out) {
         return;
     }
     let mut y = [0f32; QK * BATCH];

@@ -1,22 +1,24 @@
-//! f16 / bf16 rows of the 4-bit-coded formats straight from their codes, without an f32 pass.
+//! f16 / bf16 rows of the 2- to 5-bit-coded formats straight from their codes, without an
+//! f32 pass.
 //!
 //! Every value of such a format is `table[code]`, where a group of 32 elements (or each half
-//! of it) has its own 16-entry table: `(code - 8)·d` for q4_0, `kvalues[code]·d` for
-//! iq4_nl, `d·sc·code - dmin·m` for a q4_k sub-block. Per group, the 16 table values are
-//! computed in f32 with the decoder's own expression (so the same f32 bits), rounded once to
-//! f16 / bf16, and the 32 codes looked up in the 16-bit table. Under AVX2 that is two
-//! `vpshufb` (the low and the high bytes of the table) and two unpacks per 32 values, about
-//! 0.6 instructions per value, where decoding to f32 and then converting makes a second pass
-//! of 0.25 (f16) to 0.4 (bf16) cycles per value over the row.
+//! of it) has its own table: `(code - 8)·d` for q4_0, `kvalues[code]·d` for iq4_nl,
+//! `d·sc·code - dmin·m` for a q4_k sub-block, 32 entries for 5-bit codes, 8 per 16 elements
+//! for q2_k / q3_k. Per group, the table values are computed in f32 with the decoder's own
+//! expression (so the same f32 bits), rounded once to f16 / bf16, and the 32 codes looked up
+//! in the 16-bit table. Under AVX2 that is two `vpshufb` (the low and the high bytes of the
+//! table; four and a blend by the fifth bit for 5-bit codes) and two unpacks per 32 values,
+//! where decoding to f32 and then converting makes a second pass of 0.25 (f16) to 0.4 (bf16)
+//! cycles per value over the row.
 //!
-//! A format describes its groups ([`NibbleGroups`]); [`decode_row`] does the rest, with the
+//! A format describes its groups ([`TableGroups`]); [`decode_row`] does the rest, with the
 //! AVX2 kernel where [`crate::Avx2`] allows it and the portable loop (the reference) else.
 //! The values equal `Elem::from_f32` of the format's f32 decode, bit for bit, on every level.
 
 use qforge_core::round::{f32_to_bf16_bits, f32_to_f16_bits};
 use qforge_core::{Elem, OutRow, bf16, f16};
 
-/// Where the 32 4-bit codes of one group sit, in element order.
+/// Where the 32 codes (4 bits at most; the fifth is [`Fifth`]) of one group sit, in element order.
 #[derive(Clone, Copy, Debug)]
 pub enum Codes32<'a> {
     /// ggml's split-half order: elements `0..16` are the low nibbles of the 16 bytes and
@@ -173,9 +175,10 @@ pub fn table<const N: usize>(v: &'static [f32; N], value: impl Fn(f32) -> f32) -
     out
 }
 
-/// A block format whose every value is a 4-bit code looked up in a table of its 32-element
-/// group: the description [`decode_row`] needs to write f16 / bf16 without an f32 pass.
-pub trait NibbleGroups {
+/// A block format whose every value is a code of at most 5 bits looked up in a table of its
+/// 32-element group (or of each 16-element half): the description [`decode_row`] needs to
+/// write f16 / bf16 without an f32 pass.
+pub trait TableGroups {
     /// The block.
     type Block;
     /// Elements per block, a multiple of 32.
@@ -217,7 +220,7 @@ impl Half for bf16 {
 /// returns `true`; returns `false` with nothing written for f32 output, which the format's
 /// own f32 decode serves better. The values are `O::from_f32` of the f32 decode, bit for bit.
 #[inline]
-pub fn decode_row<F: NibbleGroups, O: Elem>(blocks: &[F::Block], out: &mut [O]) -> bool {
+pub fn decode_row<F: TableGroups, O: Elem>(blocks: &[F::Block], out: &mut [O]) -> bool {
     match O::out_row(out) {
         OutRow::F32(_) => false,
         OutRow::F16(o) => {
@@ -234,7 +237,7 @@ pub fn decode_row<F: NibbleGroups, O: Elem>(blocks: &[F::Block], out: &mut [O]) 
 /// [`decode_row`] into the bits of `H`: whole blocks in place, a partial last one through a
 /// scratch block.
 #[inline]
-fn rows<F: NibbleGroups, H: Half>(blocks: &[F::Block], out: &mut [u16]) {
+fn rows<F: TableGroups, H: Half>(blocks: &[F::Block], out: &mut [u16]) {
     const { assert!(F::BLOCK > 0 && F::BLOCK.is_multiple_of(32)) };
     let whole = (out.len() / F::BLOCK).min(blocks.len());
     let (body, tail) = out.split_at_mut(whole * F::BLOCK);
@@ -249,7 +252,7 @@ fn rows<F: NibbleGroups, H: Half>(blocks: &[F::Block], out: &mut [u16]) {
 
 /// Whole blocks (`out.len() == blocks.len() · BLOCK`), with the AVX2 kernel where allowed.
 #[inline]
-fn whole_blocks<F: NibbleGroups, H: Half>(blocks: &[F::Block], out: &mut [u16]) {
+fn whole_blocks<F: TableGroups, H: Half>(blocks: &[F::Block], out: &mut [u16]) {
     #[cfg(target_arch = "x86_64")]
     if let Some(t) = crate::Avx2::detect() {
         crate::half_lut_avx2::whole_blocks::<F, H>(t, blocks, out);
@@ -260,7 +263,7 @@ fn whole_blocks<F: NibbleGroups, H: Half>(blocks: &[F::Block], out: &mut [u16]) 
 
 /// The portable reference of [`whole_blocks`]: each table entry rounded, each code looked up.
 #[inline]
-fn whole_blocks_portable<F: NibbleGroups, H: Half>(blocks: &[F::Block], out: &mut [u16]) {
+fn whole_blocks_portable<F: TableGroups, H: Half>(blocks: &[F::Block], out: &mut [u16]) {
     for (b, dst) in blocks.iter().zip(out.chunks_exact_mut(F::BLOCK)) {
         let mut groups = dst.chunks_exact_mut(32);
         F::groups(b, |tables, codes, fifth| {
@@ -293,7 +296,7 @@ mod tests {
         table(&CODES, |c| (c - k) * d)
     }
 
-    impl NibbleGroups for Toy {
+    impl TableGroups for Toy {
         type Block = ToyBlock;
         const BLOCK: usize = 160;
         fn groups(b: &ToyBlock, mut f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>)) {

@@ -12,19 +12,19 @@
 
 use std::arch::x86_64::*;
 
-use crate::half_lut::{Codes32, Fifth, Half, NibbleGroups, Tables};
+use crate::half_lut::{Codes32, Fifth, Half, TableGroups, Tables};
 
 /// [`crate::half_lut`]'s whole blocks (`out.len() == blocks.len() · F::BLOCK`) on the AVX2
 /// kernel.
 #[inline]
-pub(crate) fn whole_blocks<F: NibbleGroups, H: Half>(_: crate::Avx2, blocks: &[F::Block], out: &mut [u16]) {
+pub(crate) fn whole_blocks<F: TableGroups, H: Half>(_: crate::Avx2, blocks: &[F::Block], out: &mut [u16]) {
     // SAFETY: the `Avx2` token exists only where the CPU has AVX2, FMA and F16C, everything
     // the `#[target_feature]` function enables.
     unsafe { whole_blocks_avx2::<F, H>(blocks, out) }
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-fn whole_blocks_avx2<F: NibbleGroups, H: Half>(blocks: &[F::Block], out: &mut [u16]) {
+fn whole_blocks_avx2<F: TableGroups, H: Half>(blocks: &[F::Block], out: &mut [u16]) {
     for (b, dst) in blocks.iter().zip(out.chunks_exact_mut(F::BLOCK)) {
         let (groups, _) = dst.as_chunks_mut::<32>();
         let mut groups = groups.iter_mut();
