@@ -128,23 +128,9 @@ unsafe fn split_bytes<H: Half>(t: &[f32]) -> __m256i {
     // SAFETY: the caller guarantees AVX2, F16C and 16 values in `t`: the two unaligned 8-value
     // loads stay inside.
     unsafe {
-        let (v0, v1) = (_mm256_loadu_ps(t.as_ptr()), _mm256_loadu_ps(t.as_ptr().add(8)));
-        // The 16 results as u16, entries 0..8 in lane 0 and 8..16 in lane 1.
-        let w = if H::F16 {
-            _mm256_set_m128i(
-                _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v1),
-                _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v0),
-            )
-        } else {
-            // `packus` interleaves the lanes: [0..4, 8..12 | 4..8, 12..16], put back in order.
-            _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packus_epi32(bf16_bits(v0), bf16_bits(v1)))
-        };
-        // Per lane: the 8 low bytes, then the 8 high bytes; then the two lanes' low halves
-        // together and their high halves together.
-        let split = _mm256_setr_epi8(
-            0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,
-        );
-        _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_shuffle_epi8(w, split))
+        let x = lane_bytes::<H>(_mm256_loadu_ps(t.as_ptr()), _mm256_loadu_ps(t.as_ptr().add(8)));
+        // The two lanes' low halves together, then their high halves.
+        _mm256_permute4x64_epi64::<0b11_01_10_00>(x)
     }
 }
 
@@ -158,21 +144,33 @@ unsafe fn split_bytes8<H: Half>(a: &[f32; 8], b: &[f32; 8]) -> (__m256i, __m256i
     // SAFETY: the caller guarantees AVX2 and F16C; `a` and `b` are 8 f32 each, so the
     // unaligned loads stay inside.
     unsafe {
-        let (va, vb) = (_mm256_loadu_ps(a.as_ptr()), _mm256_loadu_ps(b.as_ptr()));
-        // The 16 results as u16, `a`'s in lane 0 and `b`'s in lane 1.
+        let x = lane_bytes::<H>(_mm256_loadu_ps(a.as_ptr()), _mm256_loadu_ps(b.as_ptr()));
+        (x, _mm256_unpackhi_epi64(x, x))
+    }
+}
+
+/// `v0` and `v1` rounded to `H`, each in its lane as `[its 8 low bytes | its 8 high bytes]`.
+///
+/// # Safety
+/// The CPU must have AVX2 and F16C.
+#[inline(always)]
+unsafe fn lane_bytes<H: Half>(v0: __m256, v1: __m256) -> __m256i {
+    // SAFETY: the caller guarantees AVX2 and F16C.
+    unsafe {
+        // The 16 results as u16, `v0`'s in lane 0 and `v1`'s in lane 1.
         let w = if H::F16 {
             _mm256_set_m128i(
-                _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(vb),
-                _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(va),
+                _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v1),
+                _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v0),
             )
         } else {
-            _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packus_epi32(bf16_bits(va), bf16_bits(vb)))
+            // `packus` interleaves the lanes: [0..4, 8..12 | 4..8, 12..16], put back in order.
+            _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packus_epi32(bf16_bits(v0), bf16_bits(v1)))
         };
         let split = _mm256_setr_epi8(
             0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,
         );
-        let x = _mm256_shuffle_epi8(w, split);
-        (x, _mm256_unpackhi_epi64(x, x))
+        _mm256_shuffle_epi8(w, split)
     }
 }
 
