@@ -82,10 +82,6 @@ fn wrong_sizes_are_typed_errors() {
     assert_eq!(qforge_cpu::dequantize::<f32>(&t).unwrap(), vec![0.0; 128]);
 }
 
-/// Every format's row decode (`Format::dequant_row_at`, which runs compiled for the CPU's SIMD
-/// level: `qforge_core::cpu::dispatch`) gives the portable build's bits at every level the
-/// machine has, for f32 / f16 / bf16, on raw random bytes (NaN / Inf / subnormal scales
-/// included) and a partial last block.
 /// The formats whose f16 / bf16 rows come from a 16-bit table per group (no f32 pass) say so,
 /// so that `dequantize` takes that path (their values are checked above and below, as every
 /// format's).
@@ -99,6 +95,10 @@ fn table_coded_formats_write_16_bit_rows_directly() {
     }
 }
 
+/// Every format's row decode (`Format::dequant_row_at`, which runs compiled for the CPU's SIMD
+/// level: `qforge_core::cpu::dispatch`) gives the portable build's bits at every level the
+/// machine has, for f32 / f16 / bf16, on raw random bytes (NaN / Inf / subnormal scales
+/// included) and a partial last block.
 #[test]
 fn row_decode_is_the_same_at_every_simd_level() {
     use qforge_core::cpu::{Level, testable_levels, with_level};

@@ -13,7 +13,10 @@
 //!
 //! A format describes its groups ([`TableGroups`]); [`decode_row`] does the rest, with the
 //! AVX2 kernel where [`crate::Avx2`] allows it and the portable loop (the reference) else.
-//! The values equal `Elem::from_f32` of the format's f32 decode, bit for bit, on every level.
+//! The values equal `Elem::from_f32` of the format's f32 decode, bit for bit, on every level;
+//! a NaN (a NaN scale's) stays NaN, its sign and payload as unspecified as Rust leaves them
+//! between two compiled expressions (q4_1's `c·d + m` with both `d` and `m` NaN keeps one of
+//! the two). Each level's own output is fixed (qforge-cpu's level test, on random bytes).
 
 use qforge_core::round::{f32_to_bf16_bits, f32_to_f16_bits};
 use qforge_core::{Elem, OutRow, bf16, f16};
@@ -98,8 +101,9 @@ pub enum Tables {
     One([f32; 16]),
     /// One table per 16-element half (elements `0..16`, then `16..32`).
     Halves([[f32; 16]; 2]),
-    /// One table of 8 values per 16-element half, for codes of at most 3 bits (q2_k, q3_k):
-    /// half the rounding work of [`Tables::Halves`].
+    /// One table of 8 values per 16-element half, for codes of at most 3 bits (q2_k, q3_k;
+    /// larger codes are a bug of the format's description): half the rounding work of
+    /// [`Tables::Halves`].
     Halves8([[f32; 8]; 2]),
     /// One table of 32 values for 5-bit codes (the low 4 bits from [`Codes32`], the fifth
     /// from [`Fifth`]).
@@ -115,7 +119,11 @@ impl Tables {
         match self {
             Tables::One(t) => t[c],
             Tables::Halves(t) => t[i / 16][c],
-            Tables::Halves8(t) => t[i / 16][c & 7],
+            Tables::Halves8(t) => {
+                // The AVX2 lookup reads another table's bytes for codes from 8 on.
+                debug_assert!(c < 8, "a Halves8 table takes codes below 8");
+                t[i / 16][c & 7]
+            }
             Tables::Wide(t) => t[c | usize::from(h & 16)],
         }
     }
@@ -218,7 +226,8 @@ impl Half for bf16 {
 /// Decodes a row of blocks (`out.len()` logical elements, at most `blocks.len() · BLOCK`; a
 /// partial last block keeps its real elements) straight to f16 or bf16 by table lookup, and
 /// returns `true`; returns `false` with nothing written for f32 output, which the format's
-/// own f32 decode serves better. The values are `O::from_f32` of the f32 decode, bit for bit.
+/// own f32 decode serves better. The values are `O::from_f32` of the f32 decode, bit for bit
+/// (a NaN stays NaN: see the module docs).
 #[inline]
 pub fn decode_row<F: TableGroups, O: Elem>(blocks: &[F::Block], out: &mut [O]) -> bool {
     match O::out_row(out) {
@@ -243,8 +252,16 @@ fn rows<F: TableGroups, H: Half>(blocks: &[F::Block], out: &mut [u16]) {
     let (body, tail) = out.split_at_mut(whole * F::BLOCK);
     whole_blocks::<F, H>(&blocks[..whole], body);
     if let (false, Some(last)) = (tail.is_empty(), blocks.get(whole)) {
-        let mut scratch = vec![0u16; F::BLOCK];
-        whole_blocks::<F, H>(std::slice::from_ref(last), &mut scratch);
+        // On the stack up to the K-quants' 256 (a row with a partial last block is common: any
+        // odd column count); int4g's longer groups allocate.
+        let (mut small, mut large) = ([0u16; 256], Vec::new());
+        let scratch = if F::BLOCK <= small.len() {
+            &mut small[..F::BLOCK]
+        } else {
+            large.resize(F::BLOCK, 0);
+            &mut large[..]
+        };
+        whole_blocks::<F, H>(std::slice::from_ref(last), scratch);
         let n = tail.len().min(F::BLOCK);
         tail[..n].copy_from_slice(&scratch[..n]);
     }
