@@ -23,7 +23,10 @@ pub(crate) struct Levels<O> {
 impl<O: Elem> Levels<O> {
     #[inline(always)]
     pub fn new(d: f32) -> Self {
-        Levels { d, lut: std::array::from_fn(|t| O::from_f32((t as f32 - 1.0) * d)) }
+        // The products from codes the optimizer cannot see, as `get` computes them for f32:
+        // with constant codes, `(0 - 1.0) · d` folds into `-d`, which flips a NaN scale's sign.
+        let v = qforge_simd::half_lut::table(&qforge_simd::half_lut::CODES8, |c| (c - 1.0) * d);
+        Levels { d, lut: std::array::from_fn(|t| O::from_f32(v[t])) }
     }
 
     #[inline(always)]

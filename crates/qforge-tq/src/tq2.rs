@@ -6,6 +6,7 @@ use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
 use qforge_k::dot::{Q8KCodes, crumbs};
+use qforge_simd::half_lut::{self, CODES8, Codes32, Fifth, TableGroups, Tables, table};
 
 qforge_core::c_block! {
     /// ggml's `block_tq2_0` (66 bytes): 64 code bytes, then the f16 scale `d`. Bits `2l..2l+2` of
@@ -88,6 +89,7 @@ impl BlockFormat for Tq2_0 {
     };
     /// ggml's `quantize_tq2_0` ignores importance weights (`(void)quant_weights`).
     const GGML_USES_IMPORTANCE: bool = false;
+    const DIRECT_16BIT: bool = true;
 
     /// ggml's `dequantize_row_tq2_0`: `x = (float)(q - 1) · d` for the 2-bit field `q` (the
     /// unused `q = 3` decodes to `2d`). Writes at most `out.len()` elements.
@@ -108,7 +110,27 @@ impl BlockFormat for Tq2_0 {
     }
 
     fn decode_row<O: Elem>(blocks: &[BlockTq2_0], out: &mut [O]) {
-        decode_row::<Self, O>(blocks, out);
+        if !half_lut::decode_row::<Self, O>(blocks, out) {
+            decode_row::<Self, O>(blocks, out);
+        }
+    }
+}
+
+/// `unpack_block`'s order: group `4h + l` is bits `2l..2l+2` of `qs[32h..32h+32]`, all on the
+/// block's table `(c - 1)·d` (ggml's `(q - 1) * d`; `Levels` computes the same product).
+impl TableGroups for Tq2_0 {
+    type Block = BlockTq2_0;
+    const BLOCK: usize = QK_K;
+    #[inline(always)]
+    fn groups(b: &BlockTq2_0, mut f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>)) {
+        let d = b.d.get();
+        let t = table(&CODES8, |c| (c - 1.0) * d);
+        for q in b.qs.as_chunks::<32>().0 {
+            for l in 0..4 {
+                let codes = Codes32::Field { q, shift: 2 * l, width: 2, high: None };
+                f(Tables::Halves8([t, t]), codes, Fifth::None);
+            }
+        }
     }
 }
 
