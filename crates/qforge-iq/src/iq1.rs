@@ -181,6 +181,13 @@ impl BlockFormat for Iq1S {
         cuda: crate::device_code("qf_iq1_s"),
     };
 
+    /// Straight to f16 / bf16 with AVX2 ([`crate::unpack::decode_row`]).
+    const DIRECT_16BIT: bool = true;
+
+    fn decode_row<O: Elem>(blocks: &[BlockIq1S], out: &mut [O]) {
+        crate::unpack::decode_row::<Self, O>(blocks, out)
+    }
+
     #[inline(always)]
     fn decode<O: Elem>(b: &BlockIq1S, out: &mut [O]) {
         let d = b.d.get();
@@ -302,6 +309,13 @@ impl BlockFormat for Iq1M {
         summary: "1.75 bpw ternary grid quant: 2048-entry {-1,0,1} grid, shift per 8, 3-bit scales per 16",
         cuda: crate::device_code("qf_iq1_m"),
     };
+
+    /// Straight to f16 / bf16 with AVX2 ([`crate::unpack::decode_row`]).
+    const DIRECT_16BIT: bool = true;
+
+    fn decode_row<O: Elem>(blocks: &[BlockIq1M], out: &mut [O]) {
+        crate::unpack::decode_row::<Self, O>(blocks, out)
+    }
 
     #[inline(always)]
     fn decode<O: Elem>(b: &BlockIq1M, out: &mut [O]) {

@@ -90,6 +90,13 @@ impl BlockFormat for Iq2Xxs {
         cuda: crate::device_code("qf_iq2_xxs"),
     };
 
+    /// Straight to f16 / bf16 with AVX2 ([`crate::unpack::decode_row`]).
+    const DIRECT_16BIT: bool = true;
+
+    fn decode_row<O: Elem>(blocks: &[BlockIq2Xxs], out: &mut [O]) {
+        crate::unpack::decode_row::<Self, O>(blocks, out)
+    }
+
     fn decode<O: Elem>(b: &BlockIq2Xxs, out: &mut [O]) {
         let d = b.d.get();
         let mut it = groups8(out);
@@ -163,6 +170,13 @@ impl BlockFormat for Iq2Xs {
         summary: "2.31 bpw grid quant: 8-value points of a 512-entry E8 grid, 4-bit scales per 16",
         cuda: crate::device_code("qf_iq2_xs"),
     };
+
+    /// Straight to f16 / bf16 with AVX2 ([`crate::unpack::decode_row`]).
+    const DIRECT_16BIT: bool = true;
+
+    fn decode_row<O: Elem>(blocks: &[BlockIq2Xs], out: &mut [O]) {
+        crate::unpack::decode_row::<Self, O>(blocks, out)
+    }
 
     #[inline(always)]
     fn decode<O: Elem>(b: &BlockIq2Xs, out: &mut [O]) {
@@ -239,6 +253,13 @@ impl BlockFormat for Iq2S {
         summary: "2.56 bpw grid quant: 1024-entry E8 grid, 8 sign bits per 8 values, 4-bit scales per 16",
         cuda: crate::device_code("qf_iq2_s"),
     };
+
+    /// Straight to f16 / bf16 with AVX2 ([`crate::unpack::decode_row`]).
+    const DIRECT_16BIT: bool = true;
+
+    fn decode_row<O: Elem>(blocks: &[BlockIq2S], out: &mut [O]) {
+        crate::unpack::decode_row::<Self, O>(blocks, out)
+    }
 
     fn decode<O: Elem>(b: &BlockIq2S, out: &mut [O]) {
         let d = b.d.get();

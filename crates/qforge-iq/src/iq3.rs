@@ -71,6 +71,13 @@ impl BlockFormat for Iq3Xxs {
         cuda: crate::device_code("qf_iq3_xxs"),
     };
 
+    /// Straight to f16 / bf16 with AVX2 ([`crate::unpack::decode_row`]).
+    const DIRECT_16BIT: bool = true;
+
+    fn decode_row<O: Elem>(blocks: &[BlockIq3Xxs], out: &mut [O]) {
+        crate::unpack::decode_row::<Self, O>(blocks, out)
+    }
+
     fn decode<O: Elem>(b: &BlockIq3Xxs, out: &mut [O]) {
         let d = b.d.get();
         let mut it = groups8(out);
@@ -150,6 +157,13 @@ impl BlockFormat for Iq3S {
         summary: "3.44 bpw grid quant: 512-entry D4 grid, 8 sign bits per 8 values, 4-bit odd scales per 32",
         cuda: crate::device_code("qf_iq3_s"),
     };
+
+    /// Straight to f16 / bf16 with AVX2 ([`crate::unpack::decode_row`]).
+    const DIRECT_16BIT: bool = true;
+
+    fn decode_row<O: Elem>(blocks: &[BlockIq3S], out: &mut [O]) {
+        crate::unpack::decode_row::<Self, O>(blocks, out)
+    }
 
     fn decode<O: Elem>(b: &BlockIq3S, out: &mut [O]) {
         let d = b.d.get();

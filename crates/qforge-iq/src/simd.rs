@@ -159,11 +159,6 @@ macro_rules! rows_kernel {
         $(#[$doc])*
         #[target_feature(enable = $features)]
         fn $name<F: SubBlocks, const R: usize, const P: bool>(w: &[F::Block], a: [&[BlockQ8K]; R]) -> [f32; R] {
-    // SAFETY: `KVALUES_IQ4NL` is 16 bytes, exactly what the unaligned 16-byte load reads.
-    let table = _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()) });
-    let low4 = _mm256_set1_epi8(0x0F);
-    let ones = _mm256_set1_epi8(1);
-    let eight = _mm256_set1_epi8(8);
     // Within each 128-bit lane: the even `i16`s to the low 8 bytes, the odd ones to the high 8.
     #[rustfmt::skip]
     let split = _mm256_setr_epi8(
@@ -196,39 +191,12 @@ macro_rules! rows_kernel {
         let mut pick = _mm256_set1_epi16(0x0100);
         let mut acc = [_mm256_setzero_si256(); R];
         for ib in 0..QK_K / 32 {
-            // The grid entries and the sign bytes (±1) loaded straight into a register each.
-            let load = |g, signs| {
-                let g = match g {
-                    GridWords::W64(w) => load_u64x4(w),
-                    GridWords::W32(w) => load_u32x8(w),
-                };
-                let s = match signs {
-                    GridSigns::Pm1(s) => load_u64x4(s),
-                    GridSigns::Bits(bits) => _mm256_or_si256(bytes_from_bits(bits), ones),
-                    GridSigns::Words(m) => {
-                        let s: &[i8; 32] = &WORDS_PM1[usize::from(m & 15)];
-                        // SAFETY: `s` is 32 bytes, exactly what the unaligned 32-byte load reads.
-                        unsafe { _mm256_loadu_si256(s.as_ptr().cast()) }
-                    }
-                };
-                (g, s)
-            };
             let v = match F::sub_block(b, pre, ib) {
-                SubBlock::Grid(g, signs) => {
-                    let (g, s) = load(g, signs);
-                    if P == ACT_SIGNED { Values::GridSigns(g, s) } else { Values::Signed(_mm256_sign_epi8(g, s)) }
+                SubBlock::Grid(g, signs) if P == ACT_SIGNED => {
+                    let (g, s) = grid_signs(g, signs);
+                    Values::GridSigns(g, s)
                 }
-                SubBlock::Shifted(g, shifts) => {
-                    // `8·g ± 1`: 8, 0 or -8 by the ternary entry, plus the ±1 shift.
-                    let (g, s) = load(g, shifts);
-                    Values::Signed(_mm256_add_epi8(_mm256_sign_epi8(eight, g), s))
-                }
-                SubBlock::Nibbles(q) => {
-                    // SAFETY: `q` is 16 bytes, exactly what the unaligned 16-byte load reads.
-                    let lo = unsafe { _mm_loadu_si128(q.as_ptr().cast()) };
-                    let idx = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(lo), lo), low4);
-                    Values::Signed(_mm256_shuffle_epi8(table, idx))
-                }
+                sb => Values::Signed(signed_values(sb)),
             };
             // Values 0..16 (low lane) take the scale of group 2·ib, 16..32 that of 2·ib + 1.
             let s = _mm256_shuffle_epi8(scales, pick);
@@ -295,6 +263,52 @@ fn acc_vnni(acc: __m256i, p: __m256i, s: __m256i) -> __m256i {
     _mm256_dpwssd_epi32(acc, p, s)
 }
 
+/// A sub-block's grid entries and its sign bytes (±1), each loaded straight into a register.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn grid_signs(g: GridWords, signs: GridSigns) -> (__m256i, __m256i) {
+    let g = match g {
+        GridWords::W64(w) => load_u64x4(w),
+        GridWords::W32(w) => load_u32x8(w),
+    };
+    let s = match signs {
+        GridSigns::Pm1(s) => load_u64x4(s),
+        GridSigns::Bits(bits) => _mm256_or_si256(bytes_from_bits(bits), _mm256_set1_epi8(1)),
+        GridSigns::Words(m) => {
+            let s: &[i8; 32] = &WORDS_PM1[usize::from(m & 15)];
+            // SAFETY: `s` is 32 bytes, exactly what the unaligned 32-byte load reads.
+            unsafe { _mm256_loadu_si256(s.as_ptr().cast()) }
+        }
+    };
+    (g, s)
+}
+
+/// A sub-block's 32 values as signed bytes, values 0..16 in the low lane: the grid entries
+/// with their signs (`vpsignb`); iq1's `8·g ± 1` (8, 0 or -8 by the ternary entry, plus the
+/// ±1 shift); iq4_xs's nibbles through `kvalues_iq4nl` (one `vpshufb`).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(crate) fn signed_values(sb: SubBlock<'_>) -> __m256i {
+    match sb {
+        SubBlock::Grid(g, signs) => {
+            let (g, s) = grid_signs(g, signs);
+            _mm256_sign_epi8(g, s)
+        }
+        SubBlock::Shifted(g, shifts) => {
+            let (g, s) = grid_signs(g, shifts);
+            _mm256_add_epi8(_mm256_sign_epi8(_mm256_set1_epi8(8), g), s)
+        }
+        SubBlock::Nibbles(q) => {
+            // SAFETY: `KVALUES_IQ4NL` and `q` are 16 bytes each, exactly what each unaligned
+            // 16-byte load reads.
+            let (table, lo) =
+                unsafe { (_mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()), _mm_loadu_si128(q.as_ptr().cast())) };
+            let idx = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(lo), lo), _mm256_set1_epi8(0x0F));
+            _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(table), idx)
+        }
+    }
+}
+
 /// [`GridSigns::Words`] `m` as bytes: -1 in 8-byte word `l` where bit `l` of `m` is set, else
 /// +1 (one 32-byte load per sub-block).
 static WORDS_PM1: [[i8; 32]; 16] = {
@@ -340,6 +354,9 @@ fn load_u32x8(w: [&u32; 8]) -> __m256i {
     };
     _mm256_set_m128i(half(&w[4..]), half(&w[..4]))
 }
+
+mod decode;
+pub(crate) use decode::decode_row;
 
 #[cfg(test)]
 mod tests;

@@ -270,6 +270,18 @@ impl<F: SubBlocks> KDot for F {
     }
 }
 
+/// `BlockFormat::decode_row` of the grid I-quants: the AVX2 kernel (`simd/decode.rs`: every
+/// output type in one pass, f16 / bf16 without an f32 row) where the CPU has it, else the
+/// format's `decode` block by block.
+#[inline(always)]
+pub(crate) fn decode_row<F: SubBlocks, O: qforge_core::Elem>(blocks: &[F::Block], out: &mut [O]) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::simd::decode_row::<F, O>(blocks, out) {
+        return;
+    }
+    qforge_core::decode_blocks_default::<F, O>(blocks, out)
+}
+
 /// Each scale of the 8 sub-blocks of 32 values, repeated over its two 16-value groups.
 #[inline(always)]
 pub(crate) fn per32(ls: impl Fn(usize) -> i16) -> [i16; QK_K / 16] {

@@ -13,6 +13,7 @@
 use std::arch::x86_64::*;
 
 use crate::half_lut::{Codes32, Fifth, Half, TableGroups, Tables};
+use crate::store8::bf16_bits;
 
 /// [`crate::half_lut`]'s whole blocks (`out.len() == blocks.len() · F::BLOCK`) on the AVX2
 /// kernel.
@@ -171,24 +172,6 @@ unsafe fn lane_bytes<H: Half>(v0: __m256, v1: __m256) -> __m256i {
             0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,
         );
         _mm256_shuffle_epi8(w, split)
-    }
-}
-
-/// `qforge_core::round::f32_to_bf16_bits` of 8 lanes, in the low 16 bits of each 32-bit lane.
-///
-/// # Safety
-/// The CPU must have AVX2.
-#[inline(always)]
-unsafe fn bf16_bits(v: __m256) -> __m256i {
-    // SAFETY: the caller guarantees AVX2.
-    unsafe {
-        let x = _mm256_castps_si256(v);
-        let odd = _mm256_and_si256(_mm256_srli_epi32::<16>(x), _mm256_set1_epi32(1));
-        let rounded = _mm256_srli_epi32::<16>(_mm256_add_epi32(x, _mm256_add_epi32(_mm256_set1_epi32(0x7fff), odd)));
-        let nan = _mm256_or_si256(_mm256_srli_epi32::<16>(x), _mm256_set1_epi32(0x0040));
-        let magnitude = _mm256_and_si256(x, _mm256_set1_epi32(0x7fff_ffff));
-        let is_nan = _mm256_cmpgt_epi32(magnitude, _mm256_set1_epi32(0x7f80_0000));
-        _mm256_blendv_epi8(rounded, nan, is_nan)
     }
 }
 

@@ -14,13 +14,15 @@
 //! * [`lut`]: 16-entry table lookups of packed nibbles, branch-free code LLVM vectorizes.
 //! * `bytemask` (x86-64): AVX2 byte masks from packed bits (one bit per element spread over
 //!   32 bytes), shared by the kernels here and the grid I-quants' signs in `qforge-iq`.
+//! * `store8` (x86-64): 8 f32 lanes stored as f32, f16 or bf16 in the decoder's own pass
+//!   (the grid I-quants' dequant).
 //! * [`barrier`]: optimization barriers for scalar code feeding the SIMD kernels.
 //! * [`Avx2`]: the proof that this CPU runs the AVX2 kernels (AVX2, FMA, F16C), which every
 //!   family's `#[target_feature]` code takes before it is called; [`Vnni`] the same for the
 //!   AVX-512 VNNI kernels ([`qforge_core::cpu::Level::Avx512Vnni`]).
 //!
 //! `unsafe` lives only in the x86-64 kernel modules (`q8/avx2.rs`, `planes_avx2.rs`,
-//! `half_lut_avx2.rs`), the
+//! `half_lut_avx2.rs`, `store8.rs`), the
 //! empty `asm!` of [`barrier`] and `bytemask` (the AVX-512 form of its byte select), each
 //! block with its `SAFETY` comment.
 #![deny(unsafe_code)]
@@ -117,6 +119,8 @@ pub mod planes;
 mod planes_avx2;
 pub mod q8;
 pub mod rows;
+#[cfg(target_arch = "x86_64")]
+pub mod store8;
 
 /// A token that exists only on a CPU with AVX2, FMA and F16C ([`qforge_core::cpu::avx2`]):
 /// a kernel holding one may call `#[target_feature(enable = "avx2,fma,f16c")]` functions.
