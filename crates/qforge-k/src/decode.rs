@@ -44,6 +44,21 @@ impl<F: DecodeBlock> TableGroups for Groups<F> {
 /// The `decode` / `decode_row` of a `BlockFormat` impl whose format implements
 /// [`DecodeBlock`] for `$block`.
 macro_rules! block_decoders {
+    // A `Q8KCodes` format without mins (q6_k): its rows decode from the codes in one pass
+    // ([`decode_codes_row`]) where the CPU allows it, f16 / bf16 without an f32 pass.
+    (codes $block:ty) => {
+        const DIRECT_16BIT: bool = true;
+
+        fn decode<O: qforge_core::Elem>(b: &$block, out: &mut [O]) {
+            $crate::decode::decode::<Self, O>(b, out);
+        }
+
+        fn decode_row<O: qforge_core::Elem>(blocks: &[$block], out: &mut [O]) {
+            if !$crate::decode::decode_codes_row::<Self, O>(blocks, out) {
+                $crate::decode::decode_row::<Self, O>(blocks, out);
+            }
+        }
+    };
     ($block:ty) => {
         const DIRECT_16BIT: bool = <Self as $crate::decode::DecodeBlock>::TABLE_GROUPS;
 
@@ -99,6 +114,23 @@ pub(crate) fn decode_row<F: DecodeBlock, O: Elem>(blocks: &[F::Block], out: &mut
         return;
     }
     decode_row_portable::<F, O>(blocks, out)
+}
+
+/// Decodes a row of a [`crate::dot::Q8KCodes`] format without mins (q6_k, tq1_0: `d · scale
+/// · (code − ZERO)`) straight into `out` (`out.len()` logical elements, at most
+/// `blocks.len() · QK_K`) in one pass, f16 / bf16 rounded in registers, and returns `true`;
+/// `false` with nothing written where the CPU lacks AVX2 or the format has mins. The same
+/// values as the format's `decode`.
+pub fn decode_codes_row<F: crate::dot::Q8KCodes, O: Elem>(blocks: &[F::Block], out: &mut [O]) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        crate::simd::decode_codes_row::<F, O>(blocks, out)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (blocks, out);
+        false
+    }
 }
 
 /// The body of [`decode_row`], inlined into each build of it (portable, AVX2).

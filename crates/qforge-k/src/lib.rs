@@ -30,7 +30,7 @@ mod q8k;
 mod simd;
 mod symmetric;
 
-pub use decode::decode_blocks;
+pub use decode::{decode_blocks, decode_codes_row};
 pub use q2k::{BlockQ2K, Q2K};
 pub use q3k::{BlockQ3K, Q3K};
 pub use q4k::{BlockQ4K, BlockQ5K, Q4K, Q5K};

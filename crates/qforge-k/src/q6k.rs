@@ -115,7 +115,7 @@ impl BlockFormat for Q6K {
         cuda: crate::cuda("qf_q6_k"),
     };
 
-    crate::decode::block_decoders!(BlockQ6K);
+    crate::decode::block_decoders!(codes BlockQ6K);
 
     /// ggml's `quantize_row_q6_K_ref` / `_impl` (which use the raw importance weights).
     fn encode_row(x: &[f32], weights: Option<&[f32]>, blocks: &mut [BlockQ6K]) {

@@ -7,6 +7,8 @@
 //!
 //! * `codes`: the kernel of the [`crate::dot::Q8KCodes`] formats (every K-quant weight
 //!   format and the ternary ones), one or several activation rows.
+//! * `decode`: dequantization of the [`crate::dot::Q8KCodes`] formats without mins (q6_k,
+//!   tq1_0) to f32 / f16 / bf16 in one pass.
 //! * `packed`: the packed layout's group kernel (AVX2, AVX-512 VNNI), one to seven activation
 //!   rows; `tile` (one body) and `tile_isa` (its AVX-512 VNNI and AVX2 register files): its
 //!   mat-mul kernel from eight rows, each packed block decoded once for all of them.
@@ -22,6 +24,7 @@
 #![allow(unsafe_code)]
 
 mod codes;
+mod decode;
 mod packed;
 mod tile;
 mod tile_isa;
@@ -29,6 +32,7 @@ mod tile_isa;
 use std::arch::x86_64::*;
 
 pub(crate) use codes::{codes_dot_rows, codes_dot_weight_rows};
+pub(crate) use decode::decode_row as decode_codes_row;
 pub(crate) use packed::packed_dot_groups;
 
 use crate::QK_K;

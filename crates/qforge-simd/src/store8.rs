@@ -10,62 +10,117 @@ use std::arch::x86_64::*;
 
 use qforge_core::{Elem, OutRow};
 
-/// Stores the 8 lanes of `v` into `dst` as `O` (each `O::from_f32` of its lane).
+/// Stores the 16 lanes of `v0` then `v1` into `dst` as `O`, each `O::from_f32` of its lane:
+/// f32 as they are; f16 with `vcvtps2ph`; bf16 rounded to nearest even on the lanes, a NaN
+/// kept NaN where `NAN` (the caller that knows no lane is NaN passes `false`, which skips 4
+/// of the rounding's 9 instructions; a NaN lane would then come out as some other value,
+/// wrong but never undefined). f16 and bf16 go out as one 32-byte store.
 ///
 /// # Safety
 /// The CPU must have AVX2 and F16C.
 #[inline(always)]
-pub unsafe fn store<O: Elem>(v: __m256, dst: &mut [O; 8]) {
-    // SAFETY: the caller's guarantee, passed on.
-    unsafe { store_as::<O, true>(v, dst) }
-}
-
-/// [`store`] for lanes the caller knows are not NaN (a decoder whose scale is not NaN and
-/// whose values are finite and nonzero): bf16 then skips the NaN case of the rounding, 4 of
-/// its 9 instructions. A NaN lane would come out as some other bf16 value (wrong, never
-/// undefined); f32 and f16 are stored exactly as by [`store`].
-///
-/// # Safety
-/// The CPU must have AVX2 and F16C.
-#[inline(always)]
-pub unsafe fn store_not_nan<O: Elem>(v: __m256, dst: &mut [O; 8]) {
-    // SAFETY: the caller's guarantee, passed on.
-    unsafe { store_as::<O, false>(v, dst) }
-}
-
-/// [`store`] (`NAN`) or [`store_not_nan`].
-///
-/// # Safety
-/// The CPU must have AVX2 and F16C.
-#[inline(always)]
-unsafe fn store_as<O: Elem, const NAN: bool>(v: __m256, dst: &mut [O; 8]) {
+pub unsafe fn store16<O: Elem, const NAN: bool>(v0: __m256, v1: __m256, dst: &mut [O; 16]) {
     // The match is on the type, so it folds away once inlined.
     match O::out_row(dst) {
         OutRow::F32(o) => {
-            if let Ok(o) = <&mut [f32; 8]>::try_from(o) {
-                // SAFETY: `o` is 8 f32, the 32 bytes the unaligned store writes; the caller
-                // guarantees AVX.
-                unsafe { _mm256_storeu_ps(o.as_mut_ptr(), v) }
-            }
-        }
-        OutRow::F16(o) => {
-            if let Ok(o) = <&mut [qforge_core::f16; 8]>::try_from(o) {
-                // SAFETY: `o` is 8 f16, the 16 bytes the unaligned store writes; the caller
-                // guarantees AVX2 and F16C.
-                unsafe { _mm_storeu_si128(o.as_mut_ptr().cast(), _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v)) }
-            }
-        }
-        OutRow::Bf16(o) => {
-            if let Ok(o) = <&mut [qforge_core::bf16; 8]>::try_from(o) {
-                // SAFETY: `o` is 8 bf16, the 16 bytes the unaligned store writes; the caller
-                // guarantees AVX2.
+            if let Ok(o) = <&mut [f32; 16]>::try_from(o) {
+                // SAFETY: `o` is 16 f32, the 64 bytes the two unaligned stores write; the
+                // caller guarantees AVX.
                 unsafe {
-                    let b = if NAN { bf16_bits(v) } else { bf16_bits_not_nan(v) };
-                    let packed = _mm_packus_epi32(_mm256_castsi256_si128(b), _mm256_extracti128_si256::<1>(b));
-                    _mm_storeu_si128(o.as_mut_ptr().cast(), packed)
+                    _mm256_storeu_ps(o.as_mut_ptr(), v0);
+                    _mm256_storeu_ps(o.as_mut_ptr().add(8), v1);
                 }
             }
         }
+        OutRow::F16(o) => {
+            if let Ok(o) = <&mut [qforge_core::f16; 16]>::try_from(o) {
+                // SAFETY: `o` is 16 f16, the 32 bytes the unaligned store writes; the caller
+                // guarantees AVX2 and F16C.
+                unsafe {
+                    let (h0, h1) = (
+                        _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v0),
+                        _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v1),
+                    );
+                    _mm256_storeu_si256(o.as_mut_ptr().cast(), _mm256_set_m128i(h1, h0));
+                }
+            }
+        }
+        OutRow::Bf16(o) => {
+            if let Ok(o) = <&mut [qforge_core::bf16; 16]>::try_from(o) {
+                // SAFETY: `o` is 16 bf16, the 32 bytes the unaligned store writes; the caller
+                // guarantees AVX2.
+                unsafe {
+                    let (b0, b1) = if NAN {
+                        (bf16_bits(v0), bf16_bits(v1))
+                    } else {
+                        (bf16_bits_not_nan(v0), bf16_bits_not_nan(v1))
+                    };
+                    // `packus` interleaves the lanes: [v0 0..4, v1 0..4 | v0 4..8, v1 4..8].
+                    let packed = _mm256_packus_epi32(b0, b1);
+                    _mm256_storeu_si256(o.as_mut_ptr().cast(), _mm256_permute4x64_epi64::<0b11_01_10_00>(packed));
+                }
+            }
+        }
+    }
+}
+
+/// The 32 signed bytes of `v` (values 0..16 in the low lane) as f32, the first 16 times
+/// `factors[0]` and the others times `factors[1]` (`factor · v`, one rounding), the sign bit
+/// flipped where the byte of `negate` is negative (ggml's `· (sign ? -1.f : 1.f)` of the grid
+/// I-quants, which flips a NaN's sign too), stored into `dst` as `O` by [`store16`] (`NAN`
+/// false: the caller knows no product is NaN).
+///
+/// # Safety
+/// The CPU must have AVX2 and F16C.
+#[inline(always)]
+pub unsafe fn scaled_i8x32<O: Elem, const NAN: bool>(
+    v: __m256i,
+    factors: [f32; 2],
+    negate: Option<__m256i>,
+    dst: &mut [O; 32],
+) {
+    // SAFETY: the caller guarantees AVX2 and F16C, all the intrinsics here need.
+    unsafe {
+        let (sixteens, _) = dst.as_chunks_mut::<16>();
+        for (h, o) in sixteens.iter_mut().enumerate() {
+            let f = _mm256_set1_ps(factors[h]);
+            let (x0, x1) = (scaled_quarter(v, f, negate, 2 * h), scaled_quarter(v, f, negate, 2 * h + 1));
+            store16::<O, NAN>(x0, x1, o);
+        }
+    }
+}
+
+/// Bytes `8k .. 8k + 8` of `v` as f32 times `f`, negated where those of `negate` are.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[inline(always)]
+unsafe fn scaled_quarter(v: __m256i, f: __m256, negate: Option<__m256i>, k: usize) -> __m256 {
+    // SAFETY: the caller guarantees AVX2.
+    unsafe {
+        let x = _mm256_mul_ps(f, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(quarter(v, k))));
+        match negate {
+            // The bytes widened to 32 bits keep their sign bit.
+            Some(n) => {
+                let sign = _mm256_and_si256(_mm256_cvtepi8_epi32(quarter(n, k)), _mm256_set1_epi32(i32::MIN));
+                _mm256_xor_ps(x, _mm256_castsi256_ps(sign))
+            }
+            None => x,
+        }
+    }
+}
+
+/// Bytes `8k .. 8k + 8` of `x` in the low 8 bytes (`k < 4`). (A function, not a closure: a
+/// closure does not take its caller's target features and would stay an out-of-line call.)
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[inline(always)]
+unsafe fn quarter(x: __m256i, k: usize) -> __m128i {
+    // SAFETY: the caller guarantees AVX2.
+    unsafe {
+        let half = if k < 2 { _mm256_castsi256_si128(x) } else { _mm256_extracti128_si256::<1>(x) };
+        if k.is_multiple_of(2) { half } else { _mm_unpackhi_epi64(half, half) }
     }
 }
 
@@ -147,21 +202,30 @@ mod tests {
         values.resize(values.len().next_multiple_of(8), 0.5);
         for x in values.as_chunks::<8>().0 {
             // SAFETY: AVX2 and F16C checked above; `x` is 8 f32, the 32 bytes loaded.
-            let v = unsafe { _mm256_loadu_ps(x.as_ptr()) };
-            let (mut a, mut b, mut c) = ([0f32; 8], [f16::ZERO; 8], [bf16::ZERO; 8]);
+            let w = unsafe {
+                let v = _mm256_loadu_ps(x.as_ptr());
+                [v, _mm256_permute_ps::<0b00_01_10_11>(v)]
+            };
+            let (mut a, mut b, mut c) = ([0f32; 16], [f16::ZERO; 16], [bf16::ZERO; 16]);
+            let (mut b2, mut c2) = ([f16::ZERO; 16], [bf16::ZERO; 16]);
             // SAFETY: as above.
-            unsafe { (store(v, &mut a), store(v, &mut b), store(v, &mut c)) };
-            let (mut b2, mut c2) = ([f16::ZERO; 8], [bf16::ZERO; 8]);
-            // SAFETY: as above.
-            unsafe { (store_not_nan(v, &mut b2), store_not_nan(v, &mut c2)) };
-            for i in 0..8 {
+            unsafe {
+                store16::<f32, true>(w[0], w[1], &mut a);
+                store16::<f16, true>(w[0], w[1], &mut b);
+                store16::<bf16, true>(w[0], w[1], &mut c);
+                store16::<f16, false>(w[0], w[1], &mut b2);
+                store16::<bf16, false>(w[0], w[1], &mut c2);
+            }
+            // Lanes 0..8 are `x`, 8..16 `x` in reverse order within each 128-bit half.
+            let want: Vec<f32> = x.iter().copied().chain([3, 2, 1, 0, 7, 6, 5, 4].map(|i| x[i])).collect();
+            for (i, &x) in want.iter().enumerate() {
+                assert_eq!(a[i].to_bits(), x.to_bits());
+                assert_eq!(b[i].to_bits(), <f16 as Elem>::from_f32(x).to_bits(), "f16 of {:#x}", x.to_bits());
+                assert_eq!(c[i].to_bits(), <bf16 as Elem>::from_f32(x).to_bits(), "bf16 of {:#x}", x.to_bits());
                 assert_eq!(b2[i].to_bits(), b[i].to_bits());
-                if !x[i].is_nan() {
-                    assert_eq!(c2[i].to_bits(), c[i].to_bits(), "bf16 (not NaN) of {:#x}", x[i].to_bits());
+                if !x.is_nan() {
+                    assert_eq!(c2[i].to_bits(), c[i].to_bits(), "bf16 (not NaN) of {:#x}", x.to_bits());
                 }
-                assert_eq!(a[i].to_bits(), x[i].to_bits());
-                assert_eq!(b[i].to_bits(), <f16 as Elem>::from_f32(x[i]).to_bits(), "f16 of {:#x}", x[i].to_bits());
-                assert_eq!(c[i].to_bits(), <bf16 as Elem>::from_f32(x[i]).to_bits(), "bf16 of {:#x}", x[i].to_bits());
             }
         }
     }

@@ -160,6 +160,8 @@ impl BlockFormat for Tq1_0 {
     };
     /// ggml's `quantize_tq1_0` ignores importance weights (`(void)quant_weights`).
     const GGML_USES_IMPORTANCE: bool = false;
+    /// Straight to f16 / bf16 with AVX2 (`decode_row`).
+    const DIRECT_16BIT: bool = true;
 
     /// ggml's `dequantize_row_tq1_0`: `x = (float)(t - 1) · d`. Writes at most `out.len()`.
     #[inline(always)]
@@ -181,8 +183,12 @@ impl BlockFormat for Tq1_0 {
         out.d = q.d;
     }
 
+    /// From the codes in one pass where the CPU allows it (`qforge_k::decode_codes_row`:
+    /// f16 / bf16 rounded in registers), else block by block.
     fn decode_row<O: Elem>(blocks: &[BlockTq1_0], out: &mut [O]) {
-        decode_row::<Self, O>(blocks, out);
+        if !qforge_k::decode_codes_row::<Self, O>(blocks, out) {
+            decode_row::<Self, O>(blocks, out);
+        }
     }
 }
 

@@ -3,7 +3,7 @@
 //! come from [`signed_values`] (the dot kernel's unpack: grid entries loaded straight into a
 //! register, signs by `vpsignb`), 8 at a time widened to f32 and multiplied by the 16-value
 //! group's factor `D_MUL · d · scale`, then stored as the output type
-//! ([`qforge_simd::store8::store`]: f16 with `vcvtps2ph` in registers, no f32 row).
+//! ([`qforge_simd::store8::scaled_i8x32`]: f16 with `vcvtps2ph` in registers, no f32 row).
 //!
 //! The same bits as each format's `decode` (ggml's `dequantize_row_iq*`): ggml computes
 //! `d · (0.5 + s) · 0.25 · g · ±1` (iq2_xxs; the others alike), here `±((d · D_MUL · (2s +
@@ -20,7 +20,7 @@ use std::arch::x86_64::*;
 
 use qforge_core::Elem;
 use qforge_simd::Avx2;
-use qforge_simd::store8::{store, store_not_nan};
+use qforge_simd::store8::scaled_i8x32;
 
 use super::{grid_signs, signed_values};
 use crate::common::QK_K;
@@ -54,14 +54,6 @@ fn blocks_with<F: SubBlocks, O: Elem>(_: Avx2, blocks: &[F::Block], out: &mut [[
     unsafe { blocks_avx2::<F, O>(blocks, out) }
 }
 
-/// Bytes `8k .. 8k + 8` of `v` in the low 8 bytes (`k < 4`).
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-fn quarter(v: __m256i, k: usize) -> __m128i {
-    let half = if k < 2 { _mm256_castsi256_si128(v) } else { _mm256_extracti128_si256::<1>(v) };
-    if k.is_multiple_of(2) { half } else { _mm_unpackhi_epi64(half, half) }
-}
-
 /// Whole blocks, block `i` into `out[i]`.
 #[target_feature(enable = "avx2,fma,f16c")]
 fn blocks_avx2<F: SubBlocks, O: Elem>(blocks: &[F::Block], out: &mut [[O; QK_K]]) {
@@ -86,30 +78,16 @@ fn block<F: SubBlocks, O: Elem, const NAN: bool>(b: &F::Block, d: f32, o: &mut [
             // The grid formats negate `d·s·g` (ggml's `· (sign ? -1.f : 1.f)`, which flips
             // a NaN's sign too): magnitudes and sign bytes apart. iq1's values are signed
             // integers, multiplied as they are (ggml's `dl · (g + delta)`).
-            let (v, signs) = match F::sub_block(b, &pre, ib) {
+            let (v, negate) = match F::sub_block(b, &pre, ib) {
                 SubBlock::Grid(g, s) => {
                     let (g, s) = grid_signs(g, s);
                     (g, Some(s))
                 }
                 sb => (signed_values(sb), None),
             };
-            // Values 0..16 (the low lane) take group 2·ib's factor, 16..32 group 2·ib + 1's.
-            let (eights, _) = dst.as_chunks_mut::<8>();
-            for (k, o) in eights.iter_mut().enumerate() {
-                let factor = _mm256_set1_ps(d * f32::from(scales[2 * ib + k / 2]));
-                let x = _mm256_mul_ps(factor, _mm256_cvtepi32_ps(_mm256_cvtepi8_epi32(quarter(v, k))));
-                let x = match signs {
-                    // Sign bytes ±1 widened to ±1 in 32 bits: the sign bit where negative.
-                    Some(s) => {
-                        let negative =
-                            _mm256_and_si256(_mm256_cvtepi8_epi32(quarter(s, k)), _mm256_set1_epi32(i32::MIN));
-                        _mm256_xor_ps(x, _mm256_castsi256_ps(negative))
-                    }
-                    None => x,
-                };
-                // SAFETY: this function's features include the AVX2 and F16C the stores need.
-                unsafe { if NAN { store(x, o) } else { store_not_nan(x, o) } };
-            }
+            let factors = [d * f32::from(scales[2 * ib]), d * f32::from(scales[2 * ib + 1])];
+            // SAFETY: this function's features include the AVX2 and F16C the stores need.
+            unsafe { scaled_i8x32::<O, NAN>(v, factors, negate, dst) };
         }
     }
 }
