@@ -91,7 +91,7 @@ fn formats_without_an_f32_pass_write_16_bit_rows_directly() {
     let direct: Vec<&str> = formats().into_iter().filter(|f| f.direct_16bit()).map(|f| f.desc().name).collect();
     let tables = ["q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "iq4_nl", "iq4_xs", "mxfp4", "nvfp4"];
     let grids = ["iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m"];
-    for name in tables.into_iter().chain(["int4g", "tq2_0", "q6_k", "tq1_0"]).chain(grids) {
+    for name in tables.into_iter().chain(["int4g", "tq2_0", "q6_k", "tq1_0", "fp8_e4m3", "fp8_e5m2"]).chain(grids) {
         assert!(direct.contains(&name), "{name} lost its direct 16-bit path: {direct:?}");
     }
 }

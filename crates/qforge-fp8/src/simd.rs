@@ -1,0 +1,72 @@
+//! AVX2 dequantization of the fp8 formats to f32, f16 or bf16 in one pass: 16 codes at a
+//! time through the branch-free decode (the magnitude bits placed in an f32 and scaled, the
+//! special codes selected: no table lookups, which stay scalar loads), times the block's
+//! scale, stored as the output type ([`qforge_simd::store8::store16`]: f16 / bf16 rounded in
+//! registers, no f32 row). The same bits as [`crate::to_f32`]`(q) · s` (the decode equals the
+//! table for all 256 codes, NaN payloads included: `decode_equals_the_table`).
+#![allow(unsafe_code)]
+
+use std::arch::x86_64::*;
+
+use qforge_core::Elem;
+use qforge_simd::Avx2;
+use qforge_simd::store8::store16;
+
+use crate::grid::BLOCK;
+use crate::{Fp8Kind, decode};
+
+/// `out[i] = O::from_f32(to_f32(bytes[i]) · s)`, `s` the scale of element `i`'s 128-element
+/// block, with AVX2.
+#[inline]
+pub(crate) fn decode_row<K: Fp8Kind, O: Elem>(_: Avx2, bytes: &[u8], scales: impl Iterator<Item = f32>, out: &mut [O]) {
+    // SAFETY: the `Avx2` token exists only where the CPU has AVX2, FMA and F16C, everything
+    // the `#[target_feature]` function enables.
+    unsafe { row_avx2::<K, O>(bytes, scales, out) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+fn row_avx2<K: Fp8Kind, O: Elem>(bytes: &[u8], scales: impl Iterator<Item = f32>, out: &mut [O]) {
+    for ((q, o), s) in bytes.chunks(BLOCK).zip(out.chunks_mut(BLOCK)).zip(scales) {
+        let n = q.len().min(o.len());
+        let (q16, q_rest) = q[..n].as_chunks::<16>();
+        let (o16, o_rest) = o[..n].as_chunks_mut::<16>();
+        // Without NaN / Inf codes and with a finite scale no product is NaN: bf16 then
+        // rounds without its NaN case. (A fold, not `any`: no early exit, so it vectorizes.)
+        let special = q.iter().fold(false, |m, &c| m | is_special::<K>(c));
+        if special || !s.is_finite() {
+            block::<K, O, true>(q16, s, o16);
+        } else {
+            block::<K, O, false>(q16, s, o16);
+        }
+        for (&c, o) in q_rest.iter().zip(o_rest) {
+            *o = O::from_f32(decode::<K>(c) * s);
+        }
+    }
+}
+
+/// Whether `c` is a NaN or infinity code (its magnitude's exponent bits all ones for e5m2,
+/// the magnitude `0x7F` for e4m3).
+#[inline(always)]
+fn is_special<K: Fp8Kind>(c: u8) -> bool {
+    let mag = c & 0x7F;
+    if K::IEEE_SPECIALS { mag >> K::MBITS == 0x7F >> K::MBITS } else { mag == 0x7F }
+}
+
+/// 16-code chunks of one block with scale `s`, NaN lanes rounded as NaN where `NAN` (else
+/// there are none).
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn block<K: Fp8Kind, O: Elem, const NAN: bool>(q16: &[[u8; 16]], s: f32, o16: &mut [[O; 16]]) {
+    {
+        for (c, dst) in q16.iter().zip(o16) {
+            // A plain loop over a fixed array: LLVM vectorizes the decode 8 lanes wide.
+            let mut v = [0f32; 16];
+            for (v, &c) in v.iter_mut().zip(c) {
+                *v = decode::<K>(c) * s;
+            }
+            // SAFETY: `v` is 16 f32, the 64 bytes the two unaligned loads read; this
+            // function's features include the AVX2 and F16C `store16` needs.
+            unsafe { store16::<O, NAN>(_mm256_loadu_ps(v.as_ptr()), _mm256_loadu_ps(v.as_ptr().add(8)), dst) };
+        }
+    }
+}
