@@ -85,13 +85,15 @@ fn wrong_sizes_are_typed_errors() {
 /// The formats whose f16 / bf16 rows need no f32 pass say so, so that `dequantize` takes that
 /// path (their values are checked above and below, as every format's): those looked up in a
 /// 16-bit table per group (qforge-simd's `half_lut`), and those whose values are rounded in
-/// registers before the store (qforge-simd's `store8`: the grid I-quants, q6_k, tq1_0).
+/// registers before the store (qforge-simd's `store8`: the grid I-quants, q6_k, tq1_0, fp8,
+/// q8_0 / q8_k).
 #[test]
 fn formats_without_an_f32_pass_write_16_bit_rows_directly() {
     let direct: Vec<&str> = formats().into_iter().filter(|f| f.direct_16bit()).map(|f| f.desc().name).collect();
     let tables = ["q4_0", "q4_1", "q5_0", "q5_1", "q2_k", "q3_k", "q4_k", "q5_k", "iq4_nl", "iq4_xs", "mxfp4", "nvfp4"];
     let grids = ["iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m"];
-    for name in tables.into_iter().chain(["int4g", "tq2_0", "q6_k", "tq1_0", "fp8_e4m3", "fp8_e5m2"]).chain(grids) {
+    let one_pass = ["q6_k", "tq1_0", "fp8_e4m3", "fp8_e5m2", "q8_0", "q8_k"];
+    for name in tables.into_iter().chain(["int4g", "tq2_0"]).chain(one_pass).chain(grids) {
         assert!(direct.contains(&name), "{name} lost its direct 16-bit path: {direct:?}");
     }
 }

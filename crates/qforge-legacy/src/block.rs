@@ -56,6 +56,9 @@ pub(crate) trait LegacyBlock: Pod {
     /// For the 4- and 5-bit formats: where their codes are, for f16 / bf16 rows looked up in a
     /// table per block (`qforge_simd::half_lut`).
     const TABLE_CODES: Option<TableCodes<Self>> = None;
+    /// For the 8-bit formats: their 32 values as signed bytes, for rows decoded in one pass
+    /// (`qforge_simd::i8_groups`: f16 / bf16 rounded in registers); `None` for the others.
+    const I8_VALUES: Option<fn(&Self) -> &[i8; QK]> = None;
 }
 
 /// Where a 4- or 5-bit block's codes are: the low nibbles in split-half order, the fifth bits
@@ -360,6 +363,7 @@ impl LegacyBlock for BlockQ8_0 {
     const KIND: Kind = Kind::Symmetric;
     const BITS: u32 = 8;
     const USES_WEIGHTS: bool = false;
+    const I8_VALUES: Option<fn(&Self) -> &[i8; QK]> = Some(|b| &b.qs);
     #[inline(always)]
     fn d_f16(&self) -> F16Le {
         self.d
@@ -379,6 +383,7 @@ impl LegacyBlock for BlockQ8_1 {
     const KIND: Kind = Kind::Symmetric;
     const BITS: u32 = 8;
     const USES_WEIGHTS: bool = false;
+    const I8_VALUES: Option<fn(&Self) -> &[i8; QK]> = Some(|b| &b.qs);
     #[inline(always)]
     fn d_f16(&self) -> F16Le {
         self.d

@@ -9,6 +9,7 @@ use qforge_ggml_search::{
     sigma2, signed_absmax,
 };
 use qforge_simd::half_lut::{CODES, CODES32, Codes32, Fifth, TableGroups, Tables, table};
+use qforge_simd::i8_groups::I8Groups;
 
 /// ggml's `(int8_t)v` / `(uint8_t)v` on x86-64: truncate toward zero through a 32-bit
 /// conversion, where NaN and out-of-range values give `i32::MIN` (the "integer indefinite"
@@ -153,9 +154,26 @@ impl<B: LegacyBlock> TableGroups for Groups<B> {
     }
 }
 
-/// Decode a row of blocks: f32 in place; f16 / bf16 by table for the 4- and 5-bit formats, else
-/// [`BATCH`] blocks at a time through a stack buffer; a trailing partial block keeps its real
-/// elements.
+/// The [`qforge_simd::i8_groups`] description of the blocks with [`LegacyBlock::I8_VALUES`]:
+/// one group per block, `q · d` (`decode_f32`'s product).
+struct I8<B>(std::marker::PhantomData<B>);
+
+impl<B: LegacyBlock> I8Groups for I8<B> {
+    type Block = B;
+    const BLOCK: usize = QK;
+
+    #[inline(always)]
+    fn groups(b: &B, mut f: impl FnMut([f32; 2], &[i8; 32])) {
+        if let Some(values) = B::I8_VALUES {
+            let d = b.d();
+            f([d, d], values(b));
+        }
+    }
+}
+
+/// Decode a row of blocks: f32 in place; f16 / bf16 by table for the 4- and 5-bit formats, in
+/// one pass for the 8-bit ones ([`I8`]), else (a format with neither) [`BATCH`] blocks at a
+/// time through a stack buffer; a trailing partial block keeps its real elements.
 #[inline(always)]
 pub(crate) fn decode_row<B: LegacyBlock, O: Elem>(blocks: &[B], out: &mut [O]) {
     if let OutRow::F32(o) = O::out_row(out) {
@@ -172,6 +190,10 @@ pub(crate) fn decode_row<B: LegacyBlock, O: Elem>(blocks: &[B], out: &mut [O]) {
         return;
     }
     if B::TABLE_CODES.is_some() && qforge_simd::half_lut::decode_row::<Groups<B>, O>(blocks, out) {
+        return;
+    }
+    if B::I8_VALUES.is_some() {
+        qforge_simd::i8_groups::decode_row::<I8<B>, O>(blocks, out);
         return;
     }
     let mut y = [0f32; QK * BATCH];

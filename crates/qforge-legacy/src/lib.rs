@@ -50,7 +50,8 @@ macro_rules! legacy_format {
             };
             $(const STORED_SUM_REL_ERROR: f64 = $sum;)?
             const GGML_USES_IMPORTANCE: bool = <$block as block::LegacyBlock>::USES_WEIGHTS;
-            const DIRECT_16BIT: bool = <$block as block::LegacyBlock>::TABLE_CODES.is_some();
+            const DIRECT_16BIT: bool =
+                <$block as block::LegacyBlock>::TABLE_CODES.is_some() || <$block as block::LegacyBlock>::I8_VALUES.is_some();
             // Every legacy weight format has the int8 GEMM's codes32 (legacy.cuh's qf_legacy_w8).
             const CUDA_CODES32: bool = matches!(Role::$role, Role::Weight);
 

@@ -14,6 +14,8 @@
 //! * [`lut`]: 16-entry table lookups of packed nibbles, branch-free code LLVM vectorizes.
 //! * `bytemask` (x86-64): AVX2 byte masks from packed bits (one bit per element spread over
 //!   32 bytes), shared by the kernels here and the grid I-quants' signs in `qforge-iq`.
+//! * [`i8_groups`]: f32 / f16 / bf16 rows of the formats whose values are signed bytes times
+//!   a factor per 16 elements (q8_0, q8_k), in one pass (portable reference + AVX2).
 //! * `store8` (x86-64): 8 f32 lanes stored as f32, f16 or bf16 in the decoder's own pass
 //!   (the grid I-quants' dequant).
 //! * [`barrier`]: optimization barriers for scalar code feeding the SIMD kernels.
@@ -22,7 +24,7 @@
 //!   AVX-512 VNNI kernels ([`qforge_core::cpu::Level::Avx512Vnni`]).
 //!
 //! `unsafe` lives only in the x86-64 kernel modules (`q8/avx2.rs`, `planes_avx2.rs`,
-//! `half_lut_avx2.rs`, `store8.rs`), the
+//! `half_lut_avx2.rs`, `store8.rs`, `i8_groups.rs`' AVX2 module), the
 //! empty `asm!` of [`barrier`] and `bytemask` (the AVX-512 form of its byte select), each
 //! block with its `SAFETY` comment.
 #![deny(unsafe_code)]
@@ -113,6 +115,7 @@ pub mod bytemask;
 pub mod half_lut;
 #[cfg(target_arch = "x86_64")]
 mod half_lut_avx2;
+pub mod i8_groups;
 pub mod lut;
 pub mod planes;
 #[cfg(target_arch = "x86_64")]
