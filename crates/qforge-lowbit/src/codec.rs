@@ -3,6 +3,7 @@
 use crate::spec::{MAX_QK, QS_BYTES, Spec, level};
 use qforge_core::Elem;
 use qforge_core::le::F16Le;
+use qforge_simd::half_lut::{CODES, Codes32, Fifth, Tables, table};
 
 /// The code of element `j` (LSB-first packing, `S::BITS` bits per code).
 #[inline(always)]
@@ -11,15 +12,48 @@ pub fn code<S: Spec>(qs: &[u8; QS_BYTES], j: usize) -> u8 {
     (qs[bit / 8] >> (bit % 8)) & ((1u8 << S::BITS) - 1)
 }
 
-/// ggml's `dequantize_row_q1_0` / `q2_0` of one block: `O::from_f32((float)(STEP·c − 1) · d)`
-/// per element (q1_0's `bit ? d : −d` is `±1.0 · d`, the same bits; `0 · d` keeps the sign
-/// of `d` and NaN / Inf scales propagate as in ggml). Writes at most `S::QK` elements.
+/// The f32 value of code `c` (as f32) with scale `d`, as ggml 0.25.3 computes it: q1_0's
+/// `bit ? d : −d` (a negation: a NaN scale's sign flips for a 0 bit), q2_0's `(float)(c − 1) ·
+/// d` (a multiplication: a NaN keeps its sign, and `0 · d` keeps the sign of `d`); checked by
+/// `nan_scale_signs_match_ggml`. Callers pass `c` from behind an optimization barrier
+/// ([`qforge_simd::half_lut::table`]), so that LLVM cannot fold q2_0's `-1.0 · d` into `-d`.
+#[inline(always)]
+fn value<S: Spec>(c: f32, d: f32) -> f32 {
+    debug_assert!(S::BITS == 1 || S::STEP == 1, "q2_0's levels are c - 1");
+    match S::BITS {
+        1 => {
+            if c == 0.0 {
+                -d
+            } else {
+                d
+            }
+        }
+        _ => (c - 1.0) * d,
+    }
+}
+
+/// ggml's `dequantize_row_q1_0` / `q2_0` of one block ([`value`] of each code, then
+/// `O::from_f32`). Writes at most `S::QK` elements.
 #[inline(always)]
 pub fn decode<S: Spec, O: Elem>(d: F16Le, qs: &[u8; QS_BYTES], out: &mut [O]) {
+    static CODES4: [f32; 4] = [0.0, 1.0, 2.0, 3.0];
     let d = d.get();
-    let lut: [O; 4] = std::array::from_fn(|c| O::from_f32(f32::from(level::<S>(c as u8)) * d));
+    let c = qforge_simd::barrier::opaque_ref(&CODES4);
+    let lut = [0, 1, 2, 3].map(|k| O::from_f32(value::<S>(c[k], d)));
     for (j, o) in out.iter_mut().take(S::QK).enumerate() {
         *o = lut[usize::from(code::<S>(qs, j))];
+    }
+}
+
+/// The block's 32-element groups for f16 / bf16 rows by table lookup
+/// (`qforge_simd::half_lut`): one table of [`value`]s, the codes packed LSB first.
+#[inline(always)]
+pub fn groups<S: Spec>(d: F16Le, qs: &[u8; QS_BYTES], mut f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>)) {
+    let d = d.get();
+    let t = Tables::One(table(&CODES, |c| value::<S>(c, d)));
+    match S::BITS {
+        1 => qs.as_chunks::<4>().0.iter().for_each(|g| f(t, Codes32::Bits(*g), Fifth::None)),
+        _ => qs.as_chunks::<8>().0.iter().for_each(|g| f(t, Codes32::Pairs(*g), Fifth::None)),
     }
 }
 

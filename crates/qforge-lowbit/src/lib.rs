@@ -92,13 +92,35 @@ macro_rules! lowbit_format {
             };
             /// ggml's `quantize_q1_0` / `quantize_q2_0` call the reference with or without weights.
             const GGML_USES_IMPORTANCE: bool = false;
+            /// f16 / bf16 rows by table lookup (`qforge_simd::half_lut`), no f32 pass.
+            const DIRECT_16BIT: bool = true;
 
+            #[inline(always)]
             fn decode<O: Elem>(b: &$block, out: &mut [O]) {
                 codec::decode::<Self, O>(b.d, &b.qs, out)
             }
 
             fn encode(x: &[f32], weights: Option<&[f32]>, out: &mut $block) {
                 (out.d, out.qs) = codec::encode::<Self>(x, weights);
+            }
+
+            fn decode_row<O: Elem>(blocks: &[$block], out: &mut [O]) {
+                if !qforge_simd::half_lut::decode_row::<Self, O>(blocks, out) {
+                    qforge_core::decode_blocks_default::<Self, O>(blocks, out);
+                }
+            }
+        }
+
+        impl qforge_simd::half_lut::TableGroups for $fmt {
+            type Block = $block;
+            const BLOCK: usize = <$fmt as spec::Spec>::QK;
+
+            #[inline(always)]
+            fn groups(
+                b: &$block,
+                f: impl FnMut(qforge_simd::half_lut::Tables, qforge_simd::half_lut::Codes32<'_>, qforge_simd::half_lut::Fifth<'_>),
+            ) {
+                codec::groups::<Self>(b.d, &b.qs, f)
             }
         }
 
@@ -120,6 +142,7 @@ lowbit_format!(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::spec::QS_BYTES;
 
     #[test]
     fn descriptors_match_ggml() {
@@ -132,6 +155,42 @@ mod tests {
             assert_eq!((d.name, d.ggml_type, d.block_size, d.block_bytes), (name, Some(id), bs, 18));
             assert_eq!((d.family, d.role, d.dot_type), ("lowbit", Role::Weight, Some("q8_0")));
             assert!(d.cuda.is_some() && !d.summary.is_empty() && !d.summary.contains('\n'));
+        }
+    }
+
+    /// A NaN scale's sign, as ggml 0.25.3's `dequantize_row_q1_0` / `q2_0` give it (measured
+    /// through ggml-py's ctypes): q1_0's `bit ? d : -d` negates (the sign flips for a 0 bit),
+    /// q2_0's `(2c - 1)·d`-style product keeps the NaN's sign for every code. f32, f16 and bf16
+    /// rows at every SIMD level the machine has.
+    #[test]
+    fn nan_scale_signs_match_ggml() {
+        use qforge_core::{OutRow, bf16, f16};
+        let mut rng = qforge_core::rand::Rng::new(3);
+        for (f, flips) in FORMATS.iter().zip([true, false]) {
+            let n = f.desc().block_size * 3 - 5;
+            let mut row = Vec::new();
+            for _ in 0..3 {
+                row.extend([0x12, 0x7e]); // f16 NaN 0x7e12 -> f32 0x7fc24000
+                row.extend(rng.bytes(QS_BYTES));
+            }
+            let first = |j: usize| row[2 + 18 * (j / f.desc().block_size) + j % f.desc().block_size / 8] >> (j % 8) & 1;
+            for level in qforge_core::cpu::testable_levels() {
+                qforge_core::cpu::with_level(level, || {
+                    let (mut a, mut b, mut c) = (vec![0f32; n], vec![f16::ZERO; n], vec![bf16::ZERO; n]);
+                    f.dequant_row(&row, OutRow::F32(&mut a)).unwrap();
+                    f.dequant_row(&row, OutRow::F16(&mut b)).unwrap();
+                    f.dequant_row(&row, OutRow::Bf16(&mut c)).unwrap();
+                    for j in 0..n {
+                        let negative = flips && first(j) == 0;
+                        let want = if negative { 0xffc2_4000u32 } else { 0x7fc2_4000 };
+                        let name = f.desc().name;
+                        assert_eq!(a[j].to_bits(), want, "{name} element {j} at {}", level.name());
+                        let w16 = if negative { 0xfe12u16 } else { 0x7e12 };
+                        assert_eq!(b[j].to_bits(), w16, "{name} f16 element {j} at {}", level.name());
+                        assert_eq!(c[j].to_bits(), (want >> 16) as u16, "{name} bf16 element {j} at {}", level.name());
+                    }
+                });
+            }
         }
     }
 }

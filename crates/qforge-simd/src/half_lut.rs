@@ -1,4 +1,4 @@
-//! f16 / bf16 rows of the 2- to 5-bit-coded formats straight from their codes, without an
+//! f16 / bf16 rows of the 1- to 5-bit-coded formats straight from their codes, without an
 //! f32 pass.
 //!
 //! Every value of such a format is `table[code]`, where a group of 32 elements (or each half
@@ -46,6 +46,11 @@ pub enum Codes32<'a> {
         /// The bytes holding one more bit per element, and its position.
         high: Option<(&'a [u8; 32], u32)>,
     },
+    /// 1-bit codes packed LSB first: element `i`'s code is bit `i % 8` of byte `i / 8` (q1_0).
+    Bits([u8; 4]),
+    /// 2-bit codes packed LSB first: element `i`'s code is bits `2·(i % 4) ..` of byte `i / 4`
+    /// (q2_0).
+    Pairs([u8; 8]),
 }
 
 impl Codes32<'_> {
@@ -66,6 +71,8 @@ impl Codes32<'_> {
                 let top = high.map_or(0, |(h, b)| (h[i] >> (b & 7)) & 1);
                 (low | top << (width & 3)) & 0x0F
             }),
+            Codes32::Bits(q) => std::array::from_fn(|i| q[i / 8] >> (i % 8) & 1),
+            Codes32::Pairs(q) => std::array::from_fn(|i| q[i / 4] >> (2 * (i % 4)) & 3),
         }
     }
 }
@@ -296,10 +303,11 @@ fn whole_blocks_portable<F: TableGroups, H: Half>(blocks: &[F::Block], out: &mut
 mod tests {
     use super::*;
 
-    /// A made-up format: 160 elements; the first group on one table in split-half order, the
+    /// A made-up format: 224 elements; the first group on one table in split-half order, the
     /// second on two tables over the high nibbles of 32 bytes, then two 5-bit groups with their
     /// fifth bits in a word and in bit 5 of 32 bytes, then 3-bit codes from bits 3..5 of 32
-    /// bytes and bit 6 of 32 others, on two tables.
+    /// bytes and bit 6 of 32 others, on two tables; then 1-bit codes of a word and 2-bit codes
+    /// packed LSB first in 8 bytes.
     struct Toy;
     struct ToyBlock {
         d: f32,
@@ -315,7 +323,7 @@ mod tests {
 
     impl TableGroups for Toy {
         type Block = ToyBlock;
-        const BLOCK: usize = 160;
+        const BLOCK: usize = 224;
         fn groups(b: &ToyBlock, mut f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>)) {
             f(Tables::One(toy_table(b.d, 8.0)), Codes32::SplitHalf(&b.qs), Fifth::None);
             f(Tables::Halves([toy_table(b.d, 3.0), toy_table(-b.d, 1.5)]), Codes32::High(&b.qh), Fifth::None);
@@ -325,10 +333,13 @@ mod tests {
             let field = Codes32::Field { q: &b.qh, shift: 3, width: 2, high: Some((&b.qx, 6)) };
             let eight = |d: f32, k: f32| table(&CODES8, |c| (c - k) * d);
             f(Tables::Halves8([eight(b.d, 4.0), eight(2.0 * b.d, 1.0)]), field, Fifth::None);
+            f(Tables::One(toy_table(b.d, 1.0)), Codes32::Bits(b.w), Fifth::None);
+            let pairs: &[u8; 8] = b.qs.first_chunk().expect("8 bytes");
+            f(Tables::One(toy_table(b.d, 2.0)), Codes32::Pairs(*pairs), Fifth::None);
         }
     }
 
-    fn toy_f32(b: &ToyBlock) -> [f32; 160] {
+    fn toy_f32(b: &ToyBlock) -> [f32; 224] {
         let nib = |i: usize| if i < 16 { b.qs[i] & 15 } else { b.qs[i - 16] >> 4 };
         std::array::from_fn(|i| match i {
             0..32 => (f32::from(nib(i)) - 8.0) * b.d,
@@ -343,11 +354,13 @@ mod tests {
                 let q = b.qh[i - 96];
                 (f32::from((q & 15) | (q >> 5 & 1) << 4) - 16.0) * b.d
             }
-            _ => {
+            128..160 => {
                 let j = i - 128;
                 let c = f32::from((b.qh[j] >> 3 & 3) | (b.qx[j] >> 6 & 1) << 2);
                 if j < 16 { (c - 4.0) * b.d } else { (c - 1.0) * (2.0 * b.d) }
             }
+            160..192 => (f32::from(b.w[(i - 160) / 8] >> ((i - 160) % 8) & 1) - 1.0) * b.d,
+            _ => (f32::from(b.qs[(i - 192) / 4] >> (2 * ((i - 192) % 4)) & 3) - 2.0) * b.d,
         })
     }
 
@@ -387,6 +400,11 @@ mod tests {
         assert_eq!(Codes32::High(&q).unpack(), q.map(|b| b >> 4));
         let field = Codes32::Field { q: &q, shift: 2, width: 2, high: Some((&q, 7)) };
         assert_eq!(field.unpack(), q.map(|b| (b >> 2 & 3) | (b >> 7) << 2));
+        let bits = Codes32::Bits([0b1000_0001, 0, 0b0000_0010, 0x80]).unpack();
+        let set: Vec<usize> = (0..32).filter(|&i| bits[i] == 1).collect();
+        assert_eq!((set, bits.iter().all(|&c| c < 2)), (vec![0, 7, 17, 31], true));
+        let pairs = Codes32::Pairs([0b11_10_01_00, 0, 0, 0, 0, 0, 0, 0b00_01_10_11]).unpack();
+        assert_eq!((&pairs[..4], &pairs[28..]), (&[0, 1, 2, 3][..], &[3, 2, 1, 0][..]));
     }
 
     /// Every level, both dtypes, with partial last blocks: `from_f32` of the f32 values.
@@ -395,7 +413,7 @@ mod tests {
         let b = blocks(9, 3);
         let want: Vec<f32> = b.iter().flat_map(toy_f32).collect();
         for level in qforge_core::cpu::testable_levels() {
-            for len in [1440, 1439, 1400, 1300, 1290, 160, 1] {
+            for len in [2016, 2015, 1900, 1300, 1290, 224, 1] {
                 qforge_core::cpu::with_level(level, || {
                     let mut h = vec![f16::ZERO; len];
                     let mut g = vec![bf16::ZERO; len];
@@ -410,6 +428,6 @@ mod tests {
                 });
             }
         }
-        assert!(!decode_row::<Toy, f32>(&b, &mut [0f32; 160]));
+        assert!(!decode_row::<Toy, f32>(&b, &mut [0f32; 224]));
     }
 }

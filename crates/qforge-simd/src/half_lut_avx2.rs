@@ -208,6 +208,23 @@ unsafe fn code_bytes(codes: Codes32<'_>) -> __m256i {
                 let top = _mm256_and_si256(h, _mm256_set1_epi8(1));
                 _mm256_or_si256(low, _mm256_sll_epi16(top, count(width)))
             }
+            Codes32::Bits(q) => _mm256_and_si256(crate::bytemask::bytes_from_bits(q), _mm256_set1_epi8(1)),
+            Codes32::Pairs(q) => {
+                // Byte `i` of each lane's half takes source byte `i / 4` (elements 0..16 from
+                // bytes 0..4, 16..32 from bytes 4..8), then the field at `2·(i % 4)`: the byte
+                // shifted by 0, 2, 4 or 6 (16-bit shifts; the mask drops what crosses bytes),
+                // chosen by the position's blend masks.
+                let x = _mm256_shuffle_epi8(
+                    _mm256_set1_epi64x(i64::from_le_bytes(q)),
+                    _mm256_setr_epi8(
+                        0, 0, 0, 0, 1, 1, 1, 1, 2, 2, 2, 2, 3, 3, 3, 3, 4, 4, 4, 4, 5, 5, 5, 5, 6, 6, 6, 6, 7, 7, 7, 7,
+                    ),
+                );
+                let v = _mm256_blendv_epi8(x, _mm256_srli_epi16::<2>(x), _mm256_set1_epi32(0x0000_FF00));
+                let v = _mm256_blendv_epi8(v, _mm256_srli_epi16::<4>(x), _mm256_set1_epi32(0x00FF_0000));
+                let v = _mm256_blendv_epi8(v, _mm256_srli_epi16::<6>(x), _mm256_set1_epi32(0xFF00_0000u32 as i32));
+                _mm256_and_si256(v, _mm256_set1_epi8(3))
+            }
         }
     }
 }

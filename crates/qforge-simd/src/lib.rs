@@ -9,7 +9,7 @@
 //!   [`rows::MAX_ROWS`] per pass over the weight row, with a const-generic row count.
 //! * [`planes`]: codes of 8 weight rows interleaved in bit planes, the code layout of the
 //!   packed (row-interleaved) weight layouts, and their AVX2 extraction.
-//! * [`half_lut`]: f16 / bf16 rows of the 2- to 5-bit-coded formats by table lookup, with no f32
+//! * [`half_lut`]: f16 / bf16 rows of the 1- to 5-bit-coded formats by table lookup, with no f32
 //!   pass (portable reference + AVX2).
 //! * [`lut`]: 16-entry table lookups of packed nibbles, branch-free code LLVM vectorizes.
 //! * `bytemask` (x86-64): AVX2 byte masks from packed bits (one bit per element spread over
