@@ -263,7 +263,7 @@ impl BlockFormat for Q5K {
         cuda: crate::cuda("qf_q5_k"),
     };
 
-    crate::decode::block_decoders!(BlockQ5K);
+    crate::decode::block_decoders!(codes16 BlockQ5K);
 
     fn encode_row(x: &[f32], weights: Option<&[f32]>, blocks: &mut [BlockQ5K]) {
         crate::encode_row::<Self>(x, weights, blocks)

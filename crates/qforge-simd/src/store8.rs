@@ -65,10 +65,11 @@ pub unsafe fn store16<O: Elem, const NAN: bool>(v0: __m256, v1: __m256, dst: &mu
 }
 
 /// The 32 signed bytes of `v` (values 0..16 in the low lane) as f32, the first 16 times
-/// `factors[0]` and the others times `factors[1]` (`factor · v`, one rounding), the sign bit
-/// flipped where the byte of `negate` is negative (ggml's `· (sign ? -1.f : 1.f)` of the grid
-/// I-quants, which flips a NaN's sign too), stored into `dst` as `O` by [`store16`] (`NAN`
-/// false: the caller knows no product is NaN).
+/// `factors[0]` and the others times `factors[1]` (`factor · v`, one rounding), less
+/// `offsets[h]` where given (`factor · v − offset`, the K-quants' mins: two roundings, as
+/// ggml's `d1 · q − m1`), the sign bit flipped where the byte of `negate` is negative (ggml's
+/// `· (sign ? -1.f : 1.f)` of the grid I-quants, which flips a NaN's sign too), stored into
+/// `dst` as `O` by [`store16`] (`NAN` false: the caller knows no value is NaN).
 ///
 /// # Safety
 /// The CPU must have AVX2 and F16C.
@@ -76,6 +77,7 @@ pub unsafe fn store16<O: Elem, const NAN: bool>(v0: __m256, v1: __m256, dst: &mu
 pub unsafe fn scaled_i8x32<O: Elem, const NAN: bool>(
     v: __m256i,
     factors: [f32; 2],
+    offsets: Option<[f32; 2]>,
     negate: Option<__m256i>,
     dst: &mut [O; 32],
 ) {
@@ -84,7 +86,11 @@ pub unsafe fn scaled_i8x32<O: Elem, const NAN: bool>(
         let (sixteens, _) = dst.as_chunks_mut::<16>();
         for (h, o) in sixteens.iter_mut().enumerate() {
             let f = _mm256_set1_ps(factors[h]);
-            let (x0, x1) = (scaled_quarter(v, f, negate, 2 * h), scaled_quarter(v, f, negate, 2 * h + 1));
+            let (mut x0, mut x1) = (scaled_quarter(v, f, negate, 2 * h), scaled_quarter(v, f, negate, 2 * h + 1));
+            if let Some(m) = offsets {
+                let m = _mm256_set1_ps(m[h]);
+                (x0, x1) = (_mm256_sub_ps(x0, m), _mm256_sub_ps(x1, m));
+            }
             store16::<O, NAN>(x0, x1, o);
         }
     }
@@ -132,7 +138,7 @@ unsafe fn quarter(x: __m256i, k: usize) -> __m128i {
 /// # Safety
 /// The CPU must have AVX2.
 #[inline(always)]
-unsafe fn bf16_bits_not_nan(v: __m256) -> __m256i {
+pub(crate) unsafe fn bf16_bits_not_nan(v: __m256) -> __m256i {
     // SAFETY: the caller guarantees AVX2.
     unsafe {
         let x = _mm256_castps_si256(v);

@@ -87,7 +87,7 @@ fn block<F: SubBlocks, O: Elem, const NAN: bool>(b: &F::Block, d: f32, o: &mut [
             };
             let factors = [d * f32::from(scales[2 * ib]), d * f32::from(scales[2 * ib + 1])];
             // SAFETY: this function's features include the AVX2 and F16C the stores need.
-            unsafe { scaled_i8x32::<O, NAN>(v, factors, negate, dst) };
+            unsafe { scaled_i8x32::<O, NAN>(v, factors, None, negate, dst) };
         }
     }
 }

@@ -1,13 +1,14 @@
-//! AVX2 dequantization of the [`Q8KCodes`] formats without mins (q6_k, and the ternary tq1_0
+//! AVX2 dequantization of the [`Q8KCodes`] formats (q6_k, q5_k, and the ternary tq1_0
 //! of `qforge-tq`) to f32, f16 or bf16 in one pass: each 32-element chunk's codes
 //! ([`Q8KCodes::chunk`], the dot kernels' unpack) less the zero code as signed bytes, 8 at
-//! a time widened to f32 and multiplied by the 16-element group's factor `d · scale`, then
-//! stored as the output type ([`qforge_simd::store8::scaled_i8x32`]: f16 with `vcvtps2ph`
+//! a time widened to f32 and multiplied by the 16-element group's factor `d · scale` (less
+//! its min term `dmin · min` for q5_k), then stored as the output type ([`qforge_simd::store8::scaled_i8x32`]: f16 with `vcvtps2ph`
 //! in registers, no f32 row).
 //!
 //! The same bits as ggml's `dequantize_row_q6_K` (`d · sc · (q − 32)`, with `d · sc` first)
-//! and `dequantize_row_tq1_0` (`(t − 1) · d`; its unit scales make `d · 1 = d`): the same
-//! two multiplications of the same operands. qforge-cpu's level test (random blocks, NaN
+//! and `dequantize_row_tq1_0` (`(t − 1) · d`; its unit scales make `d · 1 = d`), and
+//! `dequantize_row_q5_K` (`d1 · q − m1`, `d1 = d · sc`, `m1 = dmin · m`): the same
+//! operations on the same operands, in the same order. qforge-cpu's level test (random blocks, NaN
 //! and infinite scales included) and the formats' conformance suites hold it.
 #![allow(unsafe_code)]
 
@@ -20,16 +21,13 @@ use qforge_simd::store8::scaled_i8x32;
 use crate::QK_K;
 use crate::dot::Q8KCodes;
 
-/// Decodes a row of blocks of a format without mins (`out.len()` logical elements, at most
-/// `blocks.len() · QK_K`; a partial last block keeps its real elements) with AVX2 and returns
-/// `true`; `false` with nothing written where the CPU lacks AVX2 (or the format has mins).
+/// Decodes a row of blocks (`out.len()` logical elements, at most `blocks.len() · QK_K`; a
+/// partial last block keeps its real elements) with AVX2 and returns `true`; `false` with
+/// nothing written where the CPU lacks AVX2.
 pub(crate) fn decode_row<F: Q8KCodes, O: Elem>(blocks: &[F::Block], out: &mut [O]) -> bool {
     let Some(avx2) = Avx2::detect() else {
         return false;
     };
-    if F::HAS_MINS {
-        return false;
-    }
     let whole = (out.len() / QK_K).min(blocks.len());
     let (body, tail) = out.split_at_mut(whole * QK_K);
     let (body, _) = body.as_chunks_mut::<QK_K>();
@@ -55,11 +53,18 @@ fn blocks_with<F: Q8KCodes, O: Elem>(_: Avx2, blocks: &[F::Block], out: &mut [[O
 #[target_feature(enable = "avx2,fma,f16c")]
 fn blocks_avx2<F: Q8KCodes, O: Elem>(blocks: &[F::Block], out: &mut [[O; QK_K]]) {
     for (b, o) in blocks.iter().zip(out) {
-        // `d` widened with `vcvtph2ps` (exact).
-        let d = _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(F::d_dmin(b)[0].bits()))));
-        // A finite `d` times an `i8` scale times a code below 64 is finite: no NaN, so bf16
-        // rounds without its NaN case (an infinite `d` times a zero makes one).
-        if d.is_finite() { block::<F, O, false>(b, d, o) } else { block::<F, O, true>(b, d, o) }
+        // `d` and `dmin` widened with `vcvtph2ps` (exact).
+        let [d, dmin] = F::d_dmin(b);
+        let dm = _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(d.bits()) | i32::from(dmin.bits()) << 16));
+        let (d, dmin) = (_mm_cvtss_f32(dm), _mm_cvtss_f32(_mm_movehdup_ps(dm)));
+        // A finite `d` (and `dmin`) times an `i8` scale times a code below 64 (less a finite
+        // min term) is finite: no NaN, so bf16 rounds without its NaN case (an infinite `d`
+        // times a zero makes one).
+        if d.is_finite() && dmin.is_finite() {
+            block::<F, O, false>(b, d, dmin, o)
+        } else {
+            block::<F, O, true>(b, d, dmin, o)
+        }
     }
 }
 
@@ -67,8 +72,8 @@ fn blocks_avx2<F: Q8KCodes, O: Elem>(blocks: &[F::Block], out: &mut [[O; QK_K]])
 /// there are none).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn block<F: Q8KCodes, O: Elem, const NAN: bool>(b: &F::Block, d: f32, o: &mut [O; QK_K]) {
-    let (sc, _) = F::scales(b);
+fn block<F: Q8KCodes, O: Elem, const NAN: bool>(b: &F::Block, d: f32, dmin: f32, o: &mut [O; QK_K]) {
+    let (sc, mins) = F::scales(b);
     let zero = _mm256_set1_epi8(F::ZERO as i8);
     // Constant chunk indices, so that every shift in the format's `chunk` is a constant (as
     // the dot kernel's unpack).
@@ -79,7 +84,9 @@ fn block<F: Q8KCodes, O: Elem, const NAN: bool>(b: &F::Block, d: f32, o: &mut [O
         // Codes below 64 less a zero of at most 32: `i8` without wrapping.
         let v = _mm256_sub_epi8(q, zero);
         let factors = [d * f32::from(sc[2 * c]), d * f32::from(sc[2 * c + 1])];
+        // ggml's `m1 = dmin · m` of the formats with mins, subtracted from each product.
+        let offsets = F::HAS_MINS.then(|| [dmin * f32::from(mins[2 * c]), dmin * f32::from(mins[2 * c + 1])]);
         // SAFETY: this function's features include the AVX2 and F16C the stores need.
-        unsafe { scaled_i8x32::<O, NAN>(v, factors, None, dst) };
+        unsafe { scaled_i8x32::<O, NAN>(v, factors, offsets, None, dst) };
     }
 }
