@@ -121,9 +121,10 @@ pub trait BlockFormat: Send + Sync + 'static {
     const CUDA_CODES32: bool = false;
 
     /// Whether [`decode_row`](BlockFormat::decode_row) writes f16 / bf16 rows without an f32
-    /// pass (the 2- to 5-bit-coded formats look their codes up in a 16-bit table, qforge-simd's
-    /// `half_lut`), so that a tensor-wide dequantize calls it directly instead of decoding to
-    /// f32 and converting the row. Either way the values are `O::from_f32` of the f32 decode.
+    /// pass (the 1- to 5-bit-coded formats look their codes up in a 16-bit table, qforge-simd's
+    /// `half_lut`; the others round their values in registers before the store, its `store8`),
+    /// so that a tensor-wide dequantize calls it directly instead of decoding to f32 and
+    /// converting the row. Either way the values are `O::from_f32` of the f32 decode.
     const DIRECT_16BIT: bool = false;
 
     /// Reference decode of one block into `out` (`out.len() == DESC.block_size`). Each value

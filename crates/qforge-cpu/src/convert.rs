@@ -6,9 +6,11 @@
 //! ([`qforge_core::Format::direct_16bit`]) decodes a row to an f32 scratch row with the
 //! format's f32 fast path, then converts it here, with no per-format work, bit-identical to
 //! converting each f32 value (every format's `decode` is defined as its f32 value rounded to
-//! the output dtype). That conversion is a second pass over the row; the 2- to 5-bit-coded
-//! formats skip it (a 16-bit table per group, looked up by code: `qforge_simd::half_lut`).
-//! Measured figures for both kinds: docs/matmul.md.
+//! the output dtype). That conversion is a second pass over the row, which every registered
+//! format now skips: the 1- to 5-bit-coded ones look their codes up in a 16-bit table per
+//! group (`qforge_simd::half_lut`), the others round their values in registers before the
+//! store (`qforge_simd::store8`). It stays for a format added without such a path. Measured
+//! figures: docs/matmul.md.
 
 use qforge_core::{OutRow, QuantError, bf16, f16};
 use rayon::prelude::*;

@@ -125,6 +125,27 @@ pub mod rows;
 #[cfg(target_arch = "x86_64")]
 pub mod store8;
 
+/// A row of `blocks` decoded into `out` (`out.len()` logical elements, at most `blocks.len() ·
+/// N`) by `whole`, which decodes whole blocks in place, block `i` into its `out[i]`; a partial
+/// last block goes through a scratch block on the stack, of which the real elements are kept.
+/// The row driver of the one-pass decoders (qforge-iq's grid formats, qforge-k's codes).
+#[inline]
+pub fn block_rows<B, O: Copy + Default, const N: usize>(
+    blocks: &[B],
+    out: &mut [O],
+    mut whole: impl FnMut(&[B], &mut [[O; N]]),
+) {
+    let n = (out.len() / N).min(blocks.len());
+    let (body, tail) = out.split_at_mut(n * N);
+    whole(&blocks[..n], body.as_chunks_mut::<N>().0);
+    if let (false, Some(last)) = (tail.is_empty(), blocks.get(n)) {
+        let mut scratch = [[O::default(); N]];
+        whole(std::slice::from_ref(last), &mut scratch);
+        let k = tail.len().min(N);
+        tail[..k].copy_from_slice(&scratch[0][..k]);
+    }
+}
+
 /// A token that exists only on a CPU with AVX2, FMA and F16C ([`qforge_core::cpu::avx2`]):
 /// a kernel holding one may call `#[target_feature(enable = "avx2,fma,f16c")]` functions.
 #[derive(Clone, Copy, Debug)]

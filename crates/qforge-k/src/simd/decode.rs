@@ -28,16 +28,7 @@ pub(crate) fn decode_row<F: Q8KCodes, O: Elem>(blocks: &[F::Block], out: &mut [O
     let Some(avx2) = Avx2::detect() else {
         return false;
     };
-    let whole = (out.len() / QK_K).min(blocks.len());
-    let (body, tail) = out.split_at_mut(whole * QK_K);
-    let (body, _) = body.as_chunks_mut::<QK_K>();
-    blocks_with::<F, O>(avx2, &blocks[..whole], body);
-    if let (false, Some(last)) = (tail.is_empty(), blocks.get(whole)) {
-        let mut scratch = [[O::default(); QK_K]];
-        blocks_with::<F, O>(avx2, std::slice::from_ref(last), &mut scratch);
-        let n = tail.len().min(QK_K);
-        tail[..n].copy_from_slice(&scratch[0][..n]);
-    }
+    qforge_simd::block_rows::<_, O, QK_K>(blocks, out, |b, o| blocks_with::<F, O>(avx2, b, o));
     true
 }
 
