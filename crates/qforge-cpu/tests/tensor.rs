@@ -133,3 +133,53 @@ fn row_decode_is_the_same_at_every_simd_level() {
         }
     }
 }
+
+/// A format without a 16-bit row path of its own (every registered one has one): blocks of 4
+/// signed bytes, value `code / 16`.
+struct Toy;
+
+impl qforge_core::BlockFormat for Toy {
+    type Block = [u8; 4];
+    const DESC: qforge_core::FormatDesc = qforge_core::FormatDesc {
+        name: "toy",
+        family: "test",
+        ggml_type: None,
+        block_size: 4,
+        block_bytes: 4,
+        role: qforge_core::Role::Weight,
+        dot_type: None,
+        summary: "4 x i8 codes, fixed scale 1/16",
+        cuda: None,
+    };
+    fn decode<O: qforge_core::Elem>(block: &[u8; 4], out: &mut [O]) {
+        for (o, &b) in out.iter_mut().zip(block) {
+            *o = O::from_f32(f32::from(b as i8) / 16.0);
+        }
+    }
+    fn encode(x: &[f32], _weights: Option<&[f32]>, out: &mut [u8; 4]) {
+        *out = [0; 4];
+        for (o, &v) in out.iter_mut().zip(x) {
+            *o = (v * 16.0).round().clamp(-128.0, 127.0) as i8 as u8;
+        }
+    }
+}
+
+/// `dequantize` to f16 / bf16 of a format without `DIRECT_16BIT` decodes each row to an f32
+/// scratch row and converts it: the same bits as converting its f32 dequantization, rows
+/// with a partial last block, several rayon tasks.
+#[test]
+fn formats_without_a_16_bit_path_convert_an_f32_row() {
+    static TOY: qforge_core::Registered<Toy> = qforge_core::Registered::<Toy>::NEW;
+    let toy: &dyn Format = &TOY;
+    assert!(!toy.direct_16bit());
+    let (rows, cols) = (70, 1001);
+    let t = qforge_cpu::quantize(toy, Shape::new([rows, cols]).unwrap(), &data(rows * cols, 9), None).unwrap();
+    let y32 = qforge_cpu::dequantize::<f32>(&t).unwrap();
+    let y16 = qforge_cpu::dequantize::<f16>(&t).unwrap();
+    let yb = qforge_cpu::dequantize::<bf16>(&t).unwrap();
+    assert!(y32.iter().any(|&v| v != 0.0 && v.fract() != 0.0));
+    for ((&a, h), b) in y32.iter().zip(&y16).zip(&yb) {
+        assert_eq!(h.to_bits(), f16::from_f32(a).to_bits());
+        assert_eq!(b.to_bits(), bf16::from_f32(a).to_bits());
+    }
+}
