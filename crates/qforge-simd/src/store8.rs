@@ -1,9 +1,10 @@
-//! AVX2 (x86-64): 8 f32 lanes stored as a dequantizer's output element type — f32 as they
-//! are, f16 with `vcvtps2ph`, bf16 with the round-to-nearest-even formula on the lanes
+//! AVX2 (x86-64): f32 lanes stored as a dequantizer's output element type — f32 as they are,
+//! f16 with `vcvtps2ph`, bf16 with the round-to-nearest-even formula on the lanes
 //! (`qforge_core::round::f32_to_bf16_bits`, NaN kept NaN) — so that a decoder that computes
-//! its values 8 at a time in f32 writes every output type in the same pass, with no f32 row
-//! to convert afterwards. The same bits as `O::from_f32` of each lane (the tests below and
-//! every caller's level tests hold it).
+//! its values in f32 registers writes every output type in the same pass, with no f32 row to
+//! convert afterwards: [`store16`] (16 lanes), and [`scaled_i8x32`] (32 signed bytes times
+//! per-16 factors, the one-pass decoders' common step). The same bits as `O::from_f32` of each
+//! lane (the tests below and every caller's level tests hold it).
 #![allow(unsafe_code)]
 
 use std::arch::x86_64::*;
