@@ -44,24 +44,17 @@ impl<F: DecodeBlock> TableGroups for Groups<F> {
 /// The `decode` / `decode_row` of a `BlockFormat` impl whose format implements
 /// [`DecodeBlock`] for `$block`.
 macro_rules! block_decoders {
-    // A `Q8KCodes` format (q6_k) whose rows decode from the codes in one pass
-    // ([`decode_codes_row`]) where the CPU allows it, f16 / bf16 without an f32 pass.
+    // A `Q8KCodes` format whose rows decode from the codes in one pass ([`codes_row`]) where
+    // the CPU allows it, f16 / bf16 without an f32 pass: every dtype (`codes`, q6_k), or f16 /
+    // bf16 only with f32 by the family's row decode (`codes16`, q5_k: on the EPYC its 32-entry
+    // tables cost f16 / bf16 more than the codes path, whose f32 was ~12 % slower).
     (codes $block:ty) => {
-        const DIRECT_16BIT: bool = true;
-
-        fn decode<O: qforge_core::Elem>(b: &$block, out: &mut [O]) {
-            $crate::decode::decode::<Self, O>(b, out);
-        }
-
-        fn decode_row<O: qforge_core::Elem>(blocks: &[$block], out: &mut [O]) {
-            if !$crate::decode::decode_codes_row::<Self, O>(blocks, out) {
-                $crate::decode::decode_row::<Self, O>(blocks, out);
-            }
-        }
+        $crate::decode::block_decoders!(@codes $block, true);
     };
-    // The same for f16 / bf16 only, f32 by the family's row decode (q5_k: on the EPYC its
-    // 32-entry tables cost f16 / bf16 more than the codes path, whose f32 was ~12 % slower).
     (codes16 $block:ty) => {
+        $crate::decode::block_decoders!(@codes $block, false);
+    };
+    (@codes $block:ty, $f32_codes:literal) => {
         const DIRECT_16BIT: bool = true;
 
         fn decode<O: qforge_core::Elem>(b: &$block, out: &mut [O]) {
@@ -69,11 +62,7 @@ macro_rules! block_decoders {
         }
 
         fn decode_row<O: qforge_core::Elem>(blocks: &[$block], out: &mut [O]) {
-            if let qforge_core::OutRow::F32(o) = O::out_row(out) {
-                $crate::decode::decode_row::<Self, f32>(blocks, o);
-            } else if !$crate::decode::decode_codes_row::<Self, O>(blocks, out) {
-                $crate::decode::decode_row::<Self, O>(blocks, out);
-            }
+            $crate::decode::codes_row::<Self, O>(blocks, out, $f32_codes);
         }
     };
     ($block:ty) => {
@@ -133,11 +122,26 @@ pub(crate) fn decode_row<F: DecodeBlock, O: Elem>(blocks: &[F::Block], out: &mut
     decode_row_portable::<F, O>(blocks, out)
 }
 
+/// [`decode_row`] from the codes ([`decode_codes_row`]) where the CPU allows it; f32 by
+/// [`decode_row`] unless `f32_codes`.
+#[inline(always)]
+pub(crate) fn codes_row<F: DecodeBlock + crate::dot::Q8KCodes, O: Elem>(
+    blocks: &[F::Block],
+    out: &mut [O],
+    f32_codes: bool,
+) {
+    if let (false, OutRow::F32(o)) = (f32_codes, O::out_row(out)) {
+        decode_row::<F, f32>(blocks, o);
+    } else if !decode_codes_row::<F, O>(blocks, out) {
+        decode_row::<F, O>(blocks, out);
+    }
+}
+
 /// Decodes a row of a [`crate::dot::Q8KCodes`] format (`d · scale · (code − ZERO)`, less
 /// `dmin · min` where the format has mins: q6_k, q5_k, tq1_0) straight into `out` (`out.len()` logical elements, at most
 /// `blocks.len() · QK_K`) in one pass, f16 / bf16 rounded in registers, and returns `true`;
-/// `false` with nothing written where the CPU lacks AVX2 or the format has mins. The same
-/// values as the format's `decode`.
+/// `false` with nothing written where the CPU lacks AVX2. The same values as the format's
+/// `decode`.
 pub fn decode_codes_row<F: crate::dot::Q8KCodes, O: Elem>(blocks: &[F::Block], out: &mut [O]) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
