@@ -53,16 +53,25 @@ const fn bits_of(n: usize) -> u32 {
     if n <= 8 { 3 } else { 4 }
 }
 
-/// The code of `value` in `values` (the nearest where it is not one of them, which the tests
-/// show never happens: every value a block decodes to is in its format's set).
-fn code_of(values: &[i8], value: i8) -> u8 {
-    let mut best = 0;
-    for (c, &v) in values.iter().enumerate() {
-        if (i16::from(v) - i16::from(value)).abs() < (i16::from(values[best]) - i16::from(value)).abs() {
-            best = c;
+/// The code of every `i8` value (indexed by its byte) in `values`: the nearest value's, where
+/// it is not one of them, which the tests show never happens (every value a block decodes to
+/// is in its format's set). A table, so that packing costs a load per weight, not a search.
+const fn code_table(values: &[i8]) -> [u8; 256] {
+    let mut t = [0u8; 256];
+    let mut x = 0;
+    while x < 256 {
+        let value = x as u8 as i8 as i16;
+        let (mut best, mut c) = (0, 1);
+        while c < values.len() {
+            if (values[c] as i16 - value).abs() < (values[best] as i16 - value).abs() {
+                best = c;
+            }
+            c += 1;
         }
+        t[x] = best as u8;
+        x += 1;
     }
-    best as u8
+    t
 }
 
 /// `F`'s `d` and no `dmin`.
@@ -80,7 +89,8 @@ fn codes<F: GridValues>(b: &F::Block) -> [[u8; 32]; 8] {
     let mut v = [[0i8; 8]; QK_K / 8];
     let _ = <F as KDot>::ints(b, &mut v);
     let v: [[i8; 32]; 8] = bytemuck::cast(v);
-    v.map(|unit| unit.map(|x| code_of(F::VALUES, x)))
+    let table = const { &code_table(F::VALUES) };
+    v.map(|unit| unit.map(|x| table[usize::from(x as u8)]))
 }
 
 /// iq2's grid bytes (8, 25, 43), signed.

@@ -208,9 +208,7 @@ pub fn pack<F: PackedCodes>(w: &[F::Block], rows: usize, n: usize) -> Vec<u8> {
             }
             for (u, chunk) in F::codes(blk).iter().enumerate() {
                 let unit = &mut p[l.codes + u * l.planes.unit..][..l.planes.unit];
-                for (e, &c) in chunk.iter().enumerate() {
-                    l.planes.put(unit, r, e, c);
-                }
+                l.planes.put_row(unit, r, chunk);
             }
         }
     }

@@ -119,6 +119,42 @@ impl Planes {
         }
     }
 
+    /// Stores the 32 codes of row `r` (element order) into the unit's bytes `unit`: the bytes
+    /// [`Planes::put`] gives element by element, written as whole 32-bit words (a row's four
+    /// bytes of a slice are its own), so that packing runs at memory speed rather than per
+    /// bit. The row's words are overwritten, so `unit` need not start zeroed.
+    pub fn put_row(&self, unit: &mut [u8], r: usize, codes: &[u8; 32]) {
+        let quads: [u32; 8] = std::array::from_fn(|m| {
+            u32::from_le_bytes([codes[4 * m], codes[4 * m + 1], codes[4 * m + 2], codes[4 * m + 3]])
+        });
+        let mut word = |at: usize, slice: usize, v: u32| {
+            let o = at + slice * 32 + 4 * r;
+            unit[o..o + 4].copy_from_slice(&v.to_le_bytes());
+        };
+        if let Some(at) = self.byte {
+            for (m, &q) in quads.iter().enumerate() {
+                word(at, m, q);
+            }
+        }
+        if let Some(at) = self.nib {
+            for s in 0..4 {
+                word(at, s, quads[2 * s] & 0x0F0F_0F0F | (quads[2 * s + 1] & 0x0F0F_0F0F) << 4);
+            }
+        }
+        // A code's bits `to..` of each byte, masked to the plane's width before the bits of the
+        // next byte that the shift brought down can land in it.
+        if let Some((at, to)) = self.crumb {
+            for s in 0..2 {
+                let v = (0..4).fold(0, |v, t| v | (quads[4 * s + t] >> to & 0x0303_0303) << (2 * t));
+                word(at, s, v);
+            }
+        }
+        if let Some((at, to)) = self.bit {
+            let v = (0..8).fold(0, |v, t| v | (quads[t] >> to & 0x0101_0101) << t);
+            word(at, 0, v);
+        }
+    }
+
     /// The code of element `e` (`< 32`) of row `r` in the unit's bytes `unit`.
     pub fn get(&self, unit: &[u8], r: usize, e: usize) -> u8 {
         let mut u = 0;
@@ -166,6 +202,36 @@ mod tests {
             }
             // Every byte of the unit is used.
             assert!(unit.iter().any(|&b| b != 0));
+        }
+    }
+
+    #[test]
+    fn a_row_at_once_stores_the_bytes_of_put() {
+        // Codes with bits above the width too (every plane ignores those), over a unit that
+        // starts dirty (put_row overwrites its words).
+        let mut seed = 0x9E37_79B9u32;
+        let mut next = || {
+            seed ^= seed << 13;
+            seed ^= seed >> 17;
+            seed ^= seed << 5;
+            seed as u8
+        };
+        for bits in [1, 2, 3, 4, 5, 6, 8] {
+            let p = Planes::of_bits(bits);
+            for _ in 0..20 {
+                let codes: [[u8; 32]; ROWS] = std::array::from_fn(|_| std::array::from_fn(|_| next()));
+                let mut by_element = vec![0u8; p.unit];
+                for (r, c) in codes.iter().enumerate() {
+                    for (e, &u) in c.iter().enumerate() {
+                        p.put(&mut by_element, r, e, u);
+                    }
+                }
+                let mut by_row = vec![0xA5u8; p.unit];
+                for (r, c) in codes.iter().enumerate() {
+                    p.put_row(&mut by_row, r, c);
+                }
+                assert_eq!(by_row, by_element, "{bits} bits");
+            }
         }
     }
 }

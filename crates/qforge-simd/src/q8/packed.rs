@@ -172,9 +172,7 @@ pub fn pack<W: Q8Weight>(w: &[W], rows: usize, n: usize) -> Vec<u8> {
             }
             for u in 0..W::UNITS {
                 let unit = &mut p[l.codes + u * l.planes.unit..][..l.planes.unit];
-                for (e, &c) in unit_codes(blk, u).iter().enumerate() {
-                    l.planes.put(unit, r, e, packed_code::<W>(c));
-                }
+                l.planes.put_row(unit, r, &unit_codes(blk, u).map(packed_code::<W>));
             }
         }
     }
