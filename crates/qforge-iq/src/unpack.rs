@@ -274,7 +274,7 @@ impl<F: SubBlocks> KDot for F {
 /// output type in one pass, f16 / bf16 without an f32 row) where the CPU has it, else the
 /// format's `decode` block by block.
 #[inline(always)]
-pub(crate) fn decode_row<F: SubBlocks, O: qforge_core::Elem>(blocks: &[F::Block], out: &mut [O]) {
+pub(crate) fn decode_row<F: crate::packed::GridValues, O: qforge_core::Elem>(blocks: &[F::Block], out: &mut [O]) {
     #[cfg(target_arch = "x86_64")]
     if crate::simd::decode_row::<F, O>(blocks, out) {
         return;

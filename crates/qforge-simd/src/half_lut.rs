@@ -112,6 +112,11 @@ pub enum Tables {
     /// larger codes are a bug of the format's description): half the rounding work of
     /// [`Tables::Halves`].
     Halves8([[f32; 8]; 2]),
+    /// Eight magnitudes' values per 16-element half, codes `8..16` their negations (`-x` of
+    /// the f32, which flips a NaN's sign too: ggml's `· (sign ? -1.f : 1.f)` of the grid
+    /// I-quants): on AVX2 one sign flip of the rounded 16-bit values instead of rounding
+    /// sixteen entries.
+    Signed8([[f32; 8]; 2]),
     /// One table of 32 values for 5-bit codes (the low 4 bits from [`Codes32`], the fifth
     /// from [`Fifth`]).
     Wide([f32; 32]),
@@ -130,6 +135,10 @@ impl Tables {
                 // The AVX2 lookup reads another table's bytes for codes from 8 on.
                 debug_assert!(c < 8, "a Halves8 table takes codes below 8");
                 t[i / 16][c & 7]
+            }
+            Tables::Signed8(t) => {
+                let m = t[i / 16][c & 7];
+                if c < 8 { m } else { -m }
             }
             Tables::Wide(t) => t[c | usize::from(h & 16)],
         }
@@ -250,6 +259,9 @@ pub fn decode_row<F: TableGroups, O: Elem>(blocks: &[F::Block], out: &mut [O]) -
     }
 }
 
+#[cfg(target_arch = "x86_64")]
+pub use crate::half_lut_avx2::group_from_codes;
+
 /// [`decode_row`] into the bits of `H`: whole blocks in place, a partial last one through a
 /// scratch block.
 #[inline]
@@ -303,11 +315,12 @@ fn whole_blocks_portable<F: TableGroups, H: Half>(blocks: &[F::Block], out: &mut
 mod tests {
     use super::*;
 
-    /// A made-up format: 224 elements; the first group on one table in split-half order, the
+    /// A made-up format: 256 elements; the first group on one table in split-half order, the
     /// second on two tables over the high nibbles of 32 bytes, then two 5-bit groups with their
     /// fifth bits in a word and in bit 5 of 32 bytes, then 3-bit codes from bits 3..5 of 32
     /// bytes and bit 6 of 32 others, on two tables; then 1-bit codes of a word and 2-bit codes
-    /// packed LSB first in 8 bytes.
+    /// packed LSB first in 8 bytes; then eight magnitudes per half and their negations, by
+    /// the high nibbles of 32 bytes.
     struct Toy;
     struct ToyBlock {
         d: f32,
@@ -323,7 +336,7 @@ mod tests {
 
     impl TableGroups for Toy {
         type Block = ToyBlock;
-        const BLOCK: usize = 224;
+        const BLOCK: usize = 256;
         fn groups(b: &ToyBlock, mut f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>)) {
             f(Tables::One(toy_table(b.d, 8.0)), Codes32::SplitHalf(&b.qs), Fifth::None);
             f(Tables::Halves([toy_table(b.d, 3.0), toy_table(-b.d, 1.5)]), Codes32::High(&b.qh), Fifth::None);
@@ -336,10 +349,12 @@ mod tests {
             f(Tables::One(toy_table(b.d, 1.0)), Codes32::Bits(b.w), Fifth::None);
             let pairs: &[u8; 8] = b.qs.first_chunk().expect("8 bytes");
             f(Tables::One(toy_table(b.d, 2.0)), Codes32::Pairs(*pairs), Fifth::None);
+            let mags = |d: f32| table(&CODES8, |c| (c + 0.5) * d);
+            f(Tables::Signed8([mags(b.d), mags(3.0 * b.d)]), Codes32::High(&b.qx), Fifth::None);
         }
     }
 
-    fn toy_f32(b: &ToyBlock) -> [f32; 224] {
+    fn toy_f32(b: &ToyBlock) -> [f32; 256] {
         let nib = |i: usize| if i < 16 { b.qs[i] & 15 } else { b.qs[i - 16] >> 4 };
         std::array::from_fn(|i| match i {
             0..32 => (f32::from(nib(i)) - 8.0) * b.d,
@@ -360,7 +375,12 @@ mod tests {
                 if j < 16 { (c - 4.0) * b.d } else { (c - 1.0) * (2.0 * b.d) }
             }
             160..192 => (f32::from(b.w[(i - 160) / 8] >> ((i - 160) % 8) & 1) - 1.0) * b.d,
-            _ => (f32::from(b.qs[(i - 192) / 4] >> (2 * ((i - 192) % 4)) & 3) - 2.0) * b.d,
+            192..224 => (f32::from(b.qs[(i - 192) / 4] >> (2 * ((i - 192) % 4)) & 3) - 2.0) * b.d,
+            _ => {
+                let (j, c) = (i - 224, b.qx[i - 224] >> 4);
+                let m = (f32::from(c & 7) + 0.5) * if j < 16 { b.d } else { 3.0 * b.d };
+                if c < 8 { m } else { -m }
+            }
         })
     }
 
@@ -413,7 +433,7 @@ mod tests {
         let b = blocks(9, 3);
         let want: Vec<f32> = b.iter().flat_map(toy_f32).collect();
         for level in qforge_core::cpu::testable_levels() {
-            for len in [2016, 2015, 1900, 1300, 1290, 224, 1] {
+            for len in [2304, 2303, 1900, 1300, 1290, 256, 1] {
                 qforge_core::cpu::with_level(level, || {
                     let mut h = vec![f16::ZERO; len];
                     let mut g = vec![bf16::ZERO; len];
@@ -428,6 +448,6 @@ mod tests {
                 });
             }
         }
-        assert!(!decode_row::<Toy, f32>(&b, &mut [0f32; 224]));
+        assert!(!decode_row::<Toy, f32>(&b, &mut [0f32; 256]));
     }
 }

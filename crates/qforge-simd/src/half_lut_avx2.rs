@@ -14,6 +14,7 @@ use std::arch::x86_64::*;
 
 use crate::half_lut::{Codes32, Fifth, Half, TableGroups, Tables};
 use crate::store8::{bf16_bits, bf16_bits_not_nan};
+use qforge_core::{Elem, OutRow, bf16, f16};
 
 /// [`crate::half_lut`]'s whole blocks (`out.len() == blocks.len() · F::BLOCK`) on the AVX2
 /// kernel.
@@ -44,13 +45,30 @@ fn whole_blocks_avx2<F: TableGroups, H: Half>(blocks: &[F::Block], out: &mut [u1
 /// The CPU must have AVX2 and F16C.
 #[inline(always)]
 unsafe fn group<H: Half>(tables: &Tables, codes: Codes32<'_>, fifth: Fifth<'_>, out: &mut [u16; 32]) {
+    // SAFETY: the caller guarantees AVX2 and F16C, all the helpers need.
+    unsafe { lookup_store::<H>(tables, code_bytes(codes), fifth, out) }
+}
+
+/// The values of the codes `c` (bytes `0..16`, elements `0..16` in lane 0; the fifth bits
+/// from `fifth`) in `tables`, rounded to `H`, stored into `out`.
+///
+/// # Safety
+/// The CPU must have AVX2 and F16C.
+#[inline(always)]
+pub(crate) unsafe fn lookup_store<H: Half>(tables: &Tables, c: __m256i, fifth: Fifth<'_>, out: &mut [u16; 32]) {
     // SAFETY: the caller guarantees AVX2 and F16C, all the intrinsics and helpers need.
     unsafe {
-        let c = code_bytes(codes);
         let (l, h) = match tables {
             Tables::One(t) => lookup(broadcast(split_bytes::<H>(t)), c),
             Tables::Halves([a, b]) => lookup(lanes(split_bytes::<H>(a), split_bytes::<H>(b)), c),
             Tables::Halves8([a, b]) => lookup(split_bytes8::<H>(a, b), c),
+            Tables::Signed8([a, b]) => {
+                // Codes 8..16 read the same low bytes and the high bytes with the sign bit
+                // flipped: the rounded value of `-x` is the rounded `x` negated, NaN included.
+                let x = lane_bytes::<H>(_mm256_loadu_ps(a.as_ptr()), _mm256_loadu_ps(b.as_ptr()));
+                let flip = _mm256_set_epi64x(0x8080_8080_8080_8080u64 as i64, 0, 0x8080_8080_8080_8080u64 as i64, 0);
+                lookup((_mm256_unpacklo_epi64(x, x), _mm256_xor_si256(_mm256_unpackhi_epi64(x, x), flip)), c)
+            }
             Tables::Wide(t) => {
                 let (t0, t1) = t.split_at(16);
                 let (l0, h0) = lookup(broadcast(split_bytes::<H>(t0)), c);
@@ -66,6 +84,37 @@ unsafe fn group<H: Half>(tables: &Tables, codes: Codes32<'_>, fifth: Fifth<'_>, 
         // `first` and `second` are 16 u16 (32 bytes) each: the unaligned stores stay inside.
         _mm256_storeu_si256(first.as_mut_ptr().cast(), _mm256_permute2x128_si256::<0x20>(a, b));
         _mm256_storeu_si256(second.as_mut_ptr().cast(), _mm256_permute2x128_si256::<0x31>(a, b));
+    }
+}
+
+/// One group's 32 values looked up from codes a decoder already holds in a register (bytes
+/// `0..16`, elements `0..16` in the low lane), stored as `O`: the AVX2 step of
+/// [`crate::half_lut::decode_row`] for formats whose codes are computed, not read (the grid I-quants' values).
+/// Returns `false` with nothing written for f32 output. [`Tables::Wide`](crate::half_lut::Tables::Wide) reads every fifth
+/// bit as 0.
+///
+/// # Safety
+/// The CPU must have AVX2 and F16C.
+#[inline(always)]
+pub unsafe fn group_from_codes<O: Elem>(tables: &Tables, codes: __m256i, out: &mut [O; 32]) -> bool {
+    // SAFETY: the caller guarantees AVX2 and F16C; each arm's `out` is the 32 elements of
+    // 16 bits that the lookup stores.
+    unsafe {
+        // No closures here: one would not take the caller's features, and every intrinsic
+        // in it would become a call.
+        match O::out_row(out) {
+            OutRow::F32(_) => false,
+            OutRow::F16(o) => {
+                let Ok(o) = <&mut [f16; 32]>::try_from(o) else { return false };
+                lookup_store::<f16>(tables, codes, Fifth::None, bytemuck::cast_mut(o));
+                true
+            }
+            OutRow::Bf16(o) => {
+                let Ok(o) = <&mut [bf16; 32]>::try_from(o) else { return false };
+                lookup_store::<bf16>(tables, codes, Fifth::None, bytemuck::cast_mut(o));
+                true
+            }
+        }
     }
 }
 

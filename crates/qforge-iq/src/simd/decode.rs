@@ -18,18 +18,20 @@
 
 use std::arch::x86_64::*;
 
-use qforge_core::Elem;
+use qforge_core::{DType, Elem};
 use qforge_simd::Avx2;
+use qforge_simd::half_lut::{Tables, group_from_codes};
 use qforge_simd::store8::scaled_i8x32;
 
 use super::{grid_signs, signed_values};
 use crate::common::QK_K;
+use crate::packed::GridValues;
 use crate::unpack::{SubBlock, SubBlocks};
 
 /// Decodes a row of blocks (`out.len()` logical elements, at most `blocks.len() · QK_K`; a
 /// partial last block keeps its real elements) with AVX2 and returns `true`; `false` with
 /// nothing written where the CPU lacks it.
-pub(crate) fn decode_row<F: SubBlocks, O: Elem>(blocks: &[F::Block], out: &mut [O]) -> bool {
+pub(crate) fn decode_row<F: GridValues, O: Elem>(blocks: &[F::Block], out: &mut [O]) -> bool {
     let Some(avx2) = Avx2::detect() else {
         return false;
     };
@@ -39,7 +41,7 @@ pub(crate) fn decode_row<F: SubBlocks, O: Elem>(blocks: &[F::Block], out: &mut [
 
 /// [`blocks_avx2`] behind the proof of AVX2.
 #[inline]
-fn blocks_with<F: SubBlocks, O: Elem>(_: Avx2, blocks: &[F::Block], out: &mut [[O; QK_K]]) {
+fn blocks_with<F: GridValues, O: Elem>(_: Avx2, blocks: &[F::Block], out: &mut [[O; QK_K]]) {
     // SAFETY: the `Avx2` token exists only where the CPU has AVX2, FMA and F16C, everything
     // the `#[target_feature]` function enables.
     unsafe { blocks_avx2::<F, O>(blocks, out) }
@@ -47,10 +49,10 @@ fn blocks_with<F: SubBlocks, O: Elem>(_: Avx2, blocks: &[F::Block], out: &mut [[
 
 /// Whole blocks, block `i` into `out[i]`.
 #[target_feature(enable = "avx2,fma,f16c")]
-fn blocks_avx2<F: SubBlocks, O: Elem>(blocks: &[F::Block], out: &mut [[O; QK_K]]) {
+fn blocks_avx2<F: GridValues, O: Elem>(blocks: &[F::Block], out: &mut [[O; QK_K]]) {
     for (b, o) in blocks.iter().zip(out) {
         // `D_MUL · d`, the f16 widened with `vcvtph2ps` (exact).
-        let d = F::D_MUL * _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(F::d_bits(b)))));
+        let d = <F as SubBlocks>::D_MUL * _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(F::d_bits(b)))));
         // The values are nonzero integers, so only a NaN `d` makes NaNs (an infinite one
         // makes infinities): bf16 rounds without its NaN case otherwise.
         if d.is_nan() { block::<F, O, true>(b, d, o) } else { block::<F, O, false>(b, d, o) }
@@ -60,12 +62,13 @@ fn blocks_avx2<F: SubBlocks, O: Elem>(blocks: &[F::Block], out: &mut [[O; QK_K]]
 /// One block with factor `d`, its NaN lanes rounded as NaN where `NAN` (else there are none).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn block<F: SubBlocks, O: Elem, const NAN: bool>(b: &F::Block, d: f32, o: &mut [O; QK_K]) {
+fn block<F: GridValues, O: Elem, const NAN: bool>(b: &F::Block, d: f32, o: &mut [O; QK_K]) {
     {
         let pre = F::prepare(b);
-        let scales = F::scales(b);
+        let scales = <F as SubBlocks>::scales(b);
         let (subs, _) = o.as_chunks_mut::<32>();
         for (ib, dst) in subs.iter_mut().enumerate() {
+            let factors = [d * f32::from(scales[2 * ib]), d * f32::from(scales[2 * ib + 1])];
             // The grid formats negate `d·s·g` (ggml's `· (sign ? -1.f : 1.f)`, which flips
             // a NaN's sign too): magnitudes and sign bytes apart. iq1's values are signed
             // integers, multiplied as they are (ggml's `dl · (g + delta)`).
@@ -76,9 +79,94 @@ fn block<F: SubBlocks, O: Elem, const NAN: bool>(b: &F::Block, d: f32, o: &mut [
                 }
                 sb => (signed_values(sb), None),
             };
-            let factors = [d * f32::from(scales[2 * ib]), d * f32::from(scales[2 * ib + 1])];
+            if O::DTYPE != DType::F32 {
+                // Magnitudes and signs: the grid's own; iq1's `|v|` and the sign of `v` where
+                // no factor is NaN (then `f · −m` is `−(f · m)`, bit for bit).
+                let signed = match negate {
+                    Some(s) => Some((v, s)),
+                    None if !NAN => Some((_mm256_abs_epi8(v), v)),
+                    None => None,
+                };
+                if let Some((m, s)) = signed {
+                    group_16bit::<F, O>(m, s, factors, dst);
+                    continue;
+                }
+            }
             // SAFETY: this function's features include the AVX2 and F16C the stores need.
             unsafe { scaled_i8x32::<O, NAN>(v, factors, None, negate, dst) };
         }
     }
+}
+
+/// One sub-block to f16 / bf16 by table (`qforge_simd::half_lut`), from its magnitudes `m`
+/// (each one of the format's at most 8) and signs (the bytes of `s` negative where the value
+/// is): each value's code computed in a register, the 16-bit values of the codes rounded
+/// once per 16-value group and looked up (`vpshufb`), instead of rounding every value. The
+/// code is the magnitude's index (`m >> grid_shift`), plus 8 where the sign is negative, on
+/// a [`Tables::Signed8`] of `factor · magnitude`, whose negation is a flip of the rounded
+/// sign bit: the f32 path's XOR. Each entry is the f32 path's product, so the same bits.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn group_16bit<F: GridValues, O: Elem>(m: __m256i, s: __m256i, [f0, f1]: [f32; 2], dst: &mut [O; 32]) {
+    let mags = const { &grid_magnitudes(F::VALUES) };
+    let shift = _mm_cvtsi32_si128(const { grid_shift(F::VALUES) } as i32);
+    let index = _mm256_and_si256(_mm256_srl_epi16(m, shift), _mm256_set1_epi8(7));
+    // Each byte's sign bit to bit 3 (a 16-bit shift: what it brings down from the next byte
+    // lands above bit 3, masked off).
+    let sign = _mm256_and_si256(_mm256_srli_epi16::<4>(s), _mm256_set1_epi8(8));
+    // One table for both halves where the scales come per 32 (the same vector twice, which
+    // LLVM then rounds once).
+    let first = scaled8(mags, f0);
+    let tables = Tables::Signed8([first, if F::SCALE_GROUP == 32 { first } else { scaled8(mags, f1) }]);
+    // SAFETY: this function's features include the AVX2 and F16C the lookup needs.
+    unsafe { group_from_codes::<O>(&tables, _mm256_or_si256(index, sign), dst) };
+}
+
+/// `f · v` of the 8 values at `v`, read at run time as the f32 path reads its codes (with
+/// the constants in sight LLVM may fold a product, which can flip a NaN's sign: see
+/// `qforge_simd::half_lut::table`). Intrinsics, not `half_lut::table`: its closure, compiled
+/// with this function's features, could not be inlined into `array::map` and stayed a call.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn scaled8(v: &'static [f32; 8], f: f32) -> [f32; 8] {
+    let v = qforge_simd::barrier::opaque_ref(v);
+    let mut out = [0f32; 8];
+    // SAFETY: `v` and `out` are 8 f32 each, the 32 bytes each unaligned access reads or writes.
+    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), _mm256_mul_ps(_mm256_set1_ps(f), _mm256_loadu_ps(v.as_ptr()))) };
+    out
+}
+
+/// The fewest bits a format's positive values (its grid bytes; iq1's `|8g ± 1|`) can be
+/// shifted right by for each to land on its own index below 8. Checked at compile time.
+const fn grid_shift(values: &[i8]) -> u32 {
+    let mut shift = 0;
+    while shift < 8 {
+        let mut seen = 0u32;
+        let (mut i, mut ok) = (0, true);
+        while i < values.len() {
+            if values[i] > 0 {
+                let k = (values[i] as u32) >> shift;
+                ok &= k < 8 && seen & (1 << (k & 31)) == 0;
+                seen |= 1 << (k & 7);
+            }
+            i += 1;
+        }
+        if ok {
+            return shift;
+        }
+        shift += 1;
+    }
+    panic!("the grid's magnitudes need more than 8 indices")
+}
+
+/// Each magnitude (positive value) at its index `value >> grid_shift`.
+const fn grid_magnitudes(values: &[i8]) -> [f32; 8] {
+    let (mut t, shift, mut i) = ([0f32; 8], grid_shift(values), 0);
+    while i < values.len() {
+        if values[i] > 0 {
+            t[(values[i] as usize >> shift) & 7] = values[i] as f32;
+        }
+        i += 1;
+    }
+    t
 }
