@@ -91,7 +91,7 @@ pub enum Fifth<'a> {
 impl Fifth<'_> {
     /// Element `i`'s fifth bit, as 0 or 16.
     #[inline(always)]
-    fn of(self, i: usize) -> u8 {
+    pub(crate) fn of(self, i: usize) -> u8 {
         let set = match self {
             Fifth::None => false,
             Fifth::Word(w) => w[i / 8] >> (i % 8) & 1 != 0,
@@ -126,7 +126,7 @@ impl Tables {
     /// The value of element `i` of the group with the 4-bit code `c` and fifth bit `h` (0 or
     /// 16, read by [`Tables::Wide`] only).
     #[inline(always)]
-    fn value(&self, i: usize, c: u8, h: u8) -> f32 {
+    pub(crate) fn value(&self, i: usize, c: u8, h: u8) -> f32 {
         let c = usize::from(c & 0x0F);
         match self {
             Tables::One(t) => t[c],
@@ -213,6 +213,12 @@ pub trait TableGroups {
     /// of the format's f32 decode of that code, so that the rounded values are the same bits:
     /// build the tables with [`table`].
     fn groups(b: &Self::Block, f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>));
+
+    /// Whether [`decode_row`] serves f32 rows too (the f32 table entries looked up with
+    /// `vpermps`): for a format whose own f32 decode is slower than that (q1_0 / q2_0, whose
+    /// codes are 1 or 2 bits packed LSB first). Its groups should not use [`Tables::Wide`],
+    /// which the AVX2 f32 lookup decodes value by value.
+    const F32: bool = false;
 }
 
 /// The 16-bit output types and their rounding of f32 (round to nearest even, NaN stays NaN).
@@ -241,12 +247,16 @@ impl Half for bf16 {
 
 /// Decodes a row of blocks (`out.len()` logical elements, at most `blocks.len() · BLOCK`; a
 /// partial last block keeps its real elements) straight to f16 or bf16 by table lookup, and
-/// returns `true`; returns `false` with nothing written for f32 output, which the format's
-/// own f32 decode serves better. The values are `O::from_f32` of the f32 decode, bit for bit
-/// (a NaN stays NaN: see the module docs).
+/// returns `true`; for f32 output the same where the format asks for it ([`TableGroups::F32`]),
+/// else `false` with nothing written: the format's own f32 decode serves it better. The values
+/// are `O::from_f32` of the f32 decode, bit for bit (a NaN stays NaN: see the module docs).
 #[inline]
 pub fn decode_row<F: TableGroups, O: Elem>(blocks: &[F::Block], out: &mut [O]) -> bool {
     match O::out_row(out) {
+        OutRow::F32(o) if F::F32 => {
+            rows_of::<F, f32>(blocks, o, whole_blocks_f32::<F>);
+            true
+        }
         OutRow::F32(_) => false,
         OutRow::F16(o) => {
             rows::<F, f16>(blocks, bytemuck::cast_slice_mut(o));
@@ -262,27 +272,53 @@ pub fn decode_row<F: TableGroups, O: Elem>(blocks: &[F::Block], out: &mut [O]) -
 #[cfg(target_arch = "x86_64")]
 pub use crate::half_lut_avx2::group_from_codes;
 
-/// [`decode_row`] into the bits of `H`: whole blocks in place, a partial last one through a
-/// scratch block.
+/// [`decode_row`] into the bits of `H`.
 #[inline]
 fn rows<F: TableGroups, H: Half>(blocks: &[F::Block], out: &mut [u16]) {
+    rows_of::<F, u16>(blocks, out, whole_blocks::<F, H>);
+}
+
+/// A row by `whole`, which decodes whole blocks in place: whole blocks in place, a partial
+/// last one through a scratch block.
+#[inline]
+fn rows_of<F: TableGroups, T: Copy + Default>(blocks: &[F::Block], out: &mut [T], whole: fn(&[F::Block], &mut [T])) {
     const { assert!(F::BLOCK > 0 && F::BLOCK.is_multiple_of(32)) };
-    let whole = (out.len() / F::BLOCK).min(blocks.len());
-    let (body, tail) = out.split_at_mut(whole * F::BLOCK);
-    whole_blocks::<F, H>(&blocks[..whole], body);
-    if let (false, Some(last)) = (tail.is_empty(), blocks.get(whole)) {
+    let n = (out.len() / F::BLOCK).min(blocks.len());
+    let (body, tail) = out.split_at_mut(n * F::BLOCK);
+    whole(&blocks[..n], body);
+    if let (false, Some(last)) = (tail.is_empty(), blocks.get(n)) {
         // On the stack up to the K-quants' 256 (a row with a partial last block is common: any
         // odd column count); int4g's longer groups allocate.
-        let (mut small, mut large) = ([0u16; 256], Vec::new());
+        let (mut small, mut large) = ([T::default(); 256], Vec::new());
         let scratch = if F::BLOCK <= small.len() {
             &mut small[..F::BLOCK]
         } else {
-            large.resize(F::BLOCK, 0);
+            large.resize(F::BLOCK, T::default());
             &mut large[..]
         };
-        whole_blocks::<F, H>(std::slice::from_ref(last), scratch);
-        let n = tail.len().min(F::BLOCK);
-        tail[..n].copy_from_slice(&scratch[..n]);
+        whole(std::slice::from_ref(last), scratch);
+        let k = tail.len().min(F::BLOCK);
+        tail[..k].copy_from_slice(&scratch[..k]);
+    }
+}
+
+/// Whole blocks to f32 (`out.len() == blocks.len() · BLOCK`), with the AVX2 kernel where
+/// allowed.
+#[inline]
+fn whole_blocks_f32<F: TableGroups>(blocks: &[F::Block], out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if let Some(t) = crate::Avx2::detect() {
+        crate::half_lut_avx2::whole_blocks_f32::<F>(t, blocks, out);
+        return;
+    }
+    for (b, dst) in blocks.iter().zip(out.chunks_exact_mut(F::BLOCK)) {
+        let mut groups = dst.chunks_exact_mut(32);
+        F::groups(b, |tables, codes, fifth| {
+            let Some(g) = groups.next() else { return };
+            for (i, (o, c)) in g.iter_mut().zip(codes.unpack()).enumerate() {
+                *o = tables.value(i, c, fifth.of(i));
+            }
+        });
     }
 }
 
@@ -337,6 +373,7 @@ mod tests {
     impl TableGroups for Toy {
         type Block = ToyBlock;
         const BLOCK: usize = 256;
+        const F32: bool = true;
         fn groups(b: &ToyBlock, mut f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>)) {
             f(Tables::One(toy_table(b.d, 8.0)), Codes32::SplitHalf(&b.qs), Fifth::None);
             f(Tables::Halves([toy_table(b.d, 3.0), toy_table(-b.d, 1.5)]), Codes32::High(&b.qh), Fifth::None);
@@ -427,7 +464,8 @@ mod tests {
         assert_eq!((&pairs[..4], &pairs[28..]), (&[0, 1, 2, 3][..], &[3, 2, 1, 0][..]));
     }
 
-    /// Every level, both dtypes, with partial last blocks: `from_f32` of the f32 values.
+    /// Every level, every dtype (the toy asks for f32 too), with partial last blocks:
+    /// `from_f32` of the f32 values.
     #[test]
     fn rows_equal_the_rounded_f32_decode_at_every_level() {
         let b = blocks(9, 3);
@@ -437,17 +475,19 @@ mod tests {
                 qforge_core::cpu::with_level(level, || {
                     let mut h = vec![f16::ZERO; len];
                     let mut g = vec![bf16::ZERO; len];
+                    let mut f = vec![0f32; len];
                     assert!(decode_row::<Toy, f16>(&b, &mut h));
                     assert!(decode_row::<Toy, bf16>(&b, &mut g));
+                    assert!(decode_row::<Toy, f32>(&b, &mut f));
                     for i in 0..len {
                         let (wh, wb) = (f16::from_f32(want[i]), bf16::from_f32(want[i]));
                         let ctx = format!("{} len {len} element {i}: {}", level.name(), want[i]);
                         assert_eq!(h[i].to_bits(), wh.to_bits(), "f16 {ctx}");
                         assert_eq!(g[i].to_bits(), wb.to_bits(), "bf16 {ctx}");
+                        assert_eq!(f[i].to_bits(), want[i].to_bits(), "f32 {ctx}");
                     }
                 });
             }
         }
-        assert!(!decode_row::<Toy, f32>(&b, &mut [0f32; 256]));
     }
 }

@@ -39,6 +39,75 @@ fn whole_blocks_avx2<F: TableGroups, H: Half>(blocks: &[F::Block], out: &mut [u1
     }
 }
 
+/// [`crate::half_lut`]'s whole blocks to f32 (`out.len() == blocks.len() · F::BLOCK`) on the
+/// AVX2 kernel.
+#[inline]
+pub(crate) fn whole_blocks_f32<F: TableGroups>(_: crate::Avx2, blocks: &[F::Block], out: &mut [f32]) {
+    // SAFETY: the `Avx2` token exists only where the CPU has AVX2, FMA and F16C, everything
+    // the `#[target_feature]` function enables.
+    unsafe { whole_blocks_f32_avx2::<F>(blocks, out) }
+}
+
+#[target_feature(enable = "avx2,fma,f16c")]
+fn whole_blocks_f32_avx2<F: TableGroups>(blocks: &[F::Block], out: &mut [f32]) {
+    for (b, dst) in blocks.iter().zip(out.chunks_exact_mut(F::BLOCK)) {
+        let (groups, _) = dst.as_chunks_mut::<32>();
+        let mut groups = groups.iter_mut();
+        F::groups(b, |tables, codes, fifth| {
+            let Some(g) = groups.next() else { return };
+            // SAFETY: this closure runs inside `whole_blocks_f32_avx2`, on a CPU with AVX2
+            // (the function's contract).
+            unsafe { group_f32(&tables, codes, fifth, g) }
+        });
+    }
+}
+
+/// One group to f32: per 8 codes, each 16-entry table's two halves looked up with `vpermps`
+/// and blended by the code's bit 3 (the negated half of [`Tables::Signed8`] by a sign flip).
+/// [`Tables::Wide`] goes value by value (no format asks for f32 with it).
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[inline(always)]
+unsafe fn group_f32(tables: &Tables, codes: Codes32<'_>, fifth: Fifth<'_>, out: &mut [f32; 32]) {
+    // SAFETY: the caller guarantees AVX2; every table load reads 8 f32 of an array of at
+    // least 8, and every store writes 8 of `out`'s 32 (`k < 4`).
+    unsafe {
+        let load = |t: &[f32]| _mm256_loadu_ps(t.as_ptr());
+        // Per 16-element half: the entries of codes 0..8 and 8..16, and whether codes 8..16
+        // are the negations of 0..8.
+        let half = |h: usize| match tables {
+            Tables::One(t) => (load(&t[..8]), load(&t[8..]), false),
+            Tables::Halves(t) => (load(&t[h][..8]), load(&t[h][8..]), false),
+            Tables::Halves8(t) => (load(&t[h]), load(&t[h]), false),
+            Tables::Signed8(t) => (load(&t[h]), load(&t[h]), true),
+            Tables::Wide(_) => (_mm256_setzero_ps(), _mm256_setzero_ps(), false),
+        };
+        if let Tables::Wide(_) = tables {
+            for (i, (o, c)) in out.iter_mut().zip(codes.unpack()).enumerate() {
+                *o = tables.value(i, c, fifth.of(i));
+            }
+            return;
+        }
+        let c = code_bytes(codes);
+        let (c0, c1) = (_mm256_castsi256_si128(c), _mm256_extracti128_si256::<1>(c));
+        let halves = [half(0), half(1)];
+        for (k, bytes) in [c0, _mm_srli_si128::<8>(c0), c1, _mm_srli_si128::<8>(c1)].into_iter().enumerate() {
+            let (lo, hi, signed) = halves[k / 2];
+            let idx = _mm256_cvtepu8_epi32(bytes);
+            // Bit 3 of each code to the lane's sign bit: `blendv` and the sign flip read it.
+            let bit3 = _mm256_castsi256_ps(_mm256_slli_epi32::<28>(idx));
+            let v = if signed {
+                let m = _mm256_permutevar8x32_ps(lo, idx);
+                _mm256_xor_ps(m, _mm256_and_ps(bit3, _mm256_set1_ps(-0.0)))
+            } else {
+                _mm256_blendv_ps(_mm256_permutevar8x32_ps(lo, idx), _mm256_permutevar8x32_ps(hi, idx), bit3)
+            };
+            _mm256_storeu_ps(out.as_mut_ptr().add(8 * k), v);
+        }
+    }
+}
+
 /// One group: the tables in `vpshufb` form, the codes as bytes, the lookup, the stores.
 ///
 /// # Safety
