@@ -108,6 +108,9 @@ impl BlockFormat for Nvfp4 {
 }
 /// Two groups per block, each two sub-blocks: `E2M1_X2[c]·ue4m3(d[s])/2`, `decode_group`'s product.
 impl TableGroups for Nvfp4 {
+    /// f32 rows by table lookup too: the own f32 decode (the per-16 `ue4m3` scale applied
+    /// value by value) ran at 1.0-1.1 Gel/s on the EPYC, the lookup at 2.6-3.0.
+    const F32: bool = true;
     type Block = BlockNvfp4;
     const BLOCK: usize = QK_NVFP4;
     #[inline(always)]

@@ -314,6 +314,9 @@ impl TableGroups for Iq4Nl {
 
 /// Eight groups per block, one per sub-block: `kvalues[c]·(d·(ls - 32))`, `emit32`'s product.
 impl TableGroups for Iq4Xs {
+    /// f32 rows by table lookup too: 2.5 -> 3.1 Gel/s on the EPYC against the own f32 decode
+    /// (iq4_nl, a 32-value block at a time, is faster on its own: 3.0 against 1.7).
+    const F32: bool = true;
     type Block = BlockIq4Xs;
     const BLOCK: usize = QK_K;
     #[inline(always)]

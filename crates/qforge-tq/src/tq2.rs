@@ -119,6 +119,9 @@ impl BlockFormat for Tq2_0 {
 /// `unpack_block`'s order: group `4h + l` is bits `2l..2l+2` of `qs[32h..32h+32]`, all on the
 /// block's table `(c - 1)·d` (ggml's `(q - 1) * d`; `Levels` computes the same product).
 impl TableGroups for Tq2_0 {
+    /// f32 rows by table lookup too: 3.2-4.6 -> 3.7-5.1 Gel/s on the EPYC against the own f32
+    /// decode.
+    const F32: bool = true;
     type Block = BlockTq2_0;
     const BLOCK: usize = QK_K;
     #[inline(always)]
