@@ -187,6 +187,24 @@ pub unsafe fn group_from_codes<O: Elem>(tables: &Tables, codes: __m256i, out: &m
     }
 }
 
+/// `f · v` of the 8 table values at `v`, read at run time as a decoder reads its codes (with
+/// the constants in sight LLVM may fold a product, which can flip a NaN's sign: see
+/// [`crate::half_lut::table`]): the entries of a [`Tables::Signed8`] or
+/// [`Tables::Halves8`] from a decoder's own AVX2 code, where `table`'s closure, compiled with
+/// the caller's features, would not inline into `array::map` and stay a call.
+///
+/// # Safety
+/// The CPU must have AVX.
+#[inline(always)]
+pub unsafe fn scaled8(v: &'static [f32; 8], f: f32) -> [f32; 8] {
+    let v = crate::barrier::opaque_ref(v);
+    let mut out = [0f32; 8];
+    // SAFETY: the caller guarantees AVX; `v` and `out` are 8 f32 each, the 32 bytes each
+    // unaligned access reads or writes.
+    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), _mm256_mul_ps(_mm256_set1_ps(f), _mm256_loadu_ps(v.as_ptr()))) };
+    out
+}
+
 /// One table of [`split_bytes`] in both lanes: (its low bytes, its high bytes).
 ///
 /// # Safety

@@ -20,7 +20,7 @@ use std::arch::x86_64::*;
 
 use qforge_core::{DType, Elem};
 use qforge_simd::Avx2;
-use qforge_simd::half_lut::{Tables, group_from_codes};
+use qforge_simd::half_lut::{Tables, group_from_codes, scaled8};
 use qforge_simd::store8::scaled_i8x32;
 
 use super::{grid_signs, signed_values};
@@ -116,24 +116,13 @@ fn group_16bit<F: GridValues, O: Elem>(m: __m256i, s: __m256i, [f0, f1]: [f32; 2
     let sign = _mm256_and_si256(_mm256_srli_epi16::<4>(s), _mm256_set1_epi8(8));
     // One table for both halves where the scales come per 32 (the same vector twice, which
     // LLVM then rounds once).
-    let first = scaled8(mags, f0);
-    let tables = Tables::Signed8([first, if F::SCALE_GROUP == 32 { first } else { scaled8(mags, f1) }]);
-    // SAFETY: this function's features include the AVX2 and F16C the lookup needs.
-    unsafe { group_from_codes::<O>(&tables, _mm256_or_si256(index, sign), dst) };
-}
-
-/// `f · v` of the 8 values at `v`, read at run time as the f32 path reads its codes (with
-/// the constants in sight LLVM may fold a product, which can flip a NaN's sign: see
-/// `qforge_simd::half_lut::table`). Intrinsics, not `half_lut::table`: its closure, compiled
-/// with this function's features, could not be inlined into `array::map` and stayed a call.
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-fn scaled8(v: &'static [f32; 8], f: f32) -> [f32; 8] {
-    let v = qforge_simd::barrier::opaque_ref(v);
-    let mut out = [0f32; 8];
-    // SAFETY: `v` and `out` are 8 f32 each, the 32 bytes each unaligned access reads or writes.
-    unsafe { _mm256_storeu_ps(out.as_mut_ptr(), _mm256_mul_ps(_mm256_set1_ps(f), _mm256_loadu_ps(v.as_ptr()))) };
-    out
+    // SAFETY: this function's features include the AVX2 and F16C the table and the lookup
+    // need.
+    unsafe {
+        let first = scaled8(mags, f0);
+        let tables = Tables::Signed8([first, if F::SCALE_GROUP == 32 { first } else { scaled8(mags, f1) }]);
+        group_from_codes::<O>(&tables, _mm256_or_si256(index, sign), dst);
+    }
 }
 
 /// The fewest bits a format's positive values (its grid bytes; iq1's `|8g ± 1|`) can be

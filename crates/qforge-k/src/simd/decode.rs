@@ -14,8 +14,9 @@
 
 use std::arch::x86_64::*;
 
-use qforge_core::Elem;
+use qforge_core::{DType, Elem};
 use qforge_simd::Avx2;
+use qforge_simd::half_lut::{Tables, group_from_codes, scaled8};
 use qforge_simd::store8::scaled_i8x32;
 
 use crate::QK_K;
@@ -71,6 +72,24 @@ fn block<F: Q8KCodes, O: Elem, const NAN: bool>(b: &F::Block, d: f32, dmin: f32,
     let ch = |c| F::chunk(b, c);
     let codes = bytemuck::cast::<[[u8; 32]; 8], [__m256i; 8]>([ch(0), ch(1), ch(2), ch(3), ch(4), ch(5), ch(6), ch(7)]);
     let (chunks, _) = o.as_chunks_mut::<32>();
+    if O::DTYPE != DType::F32 && !F::HAS_MINS && F::CODE_BITS <= 3 {
+        // f16 / bf16 of codes below 8 (tq1_0's ternary ones) by table: per 16 elements the 8
+        // products `factor · (c − zero)`, rounded once and looked up (`half_lut`), instead
+        // of rounding every value; with unit scales one table serves the whole block.
+        let levels = const { &levels::<F>() };
+        let unit = F::UNIT_SCALES.then(|| scaled8_avx(levels, d * f32::from(sc[0])));
+        for (c, (dst, q)) in chunks.iter_mut().zip(codes).enumerate() {
+            let tables = Tables::Halves8(match unit {
+                Some(t) => [t, t],
+                None => {
+                    [scaled8_avx(levels, d * f32::from(sc[2 * c])), scaled8_avx(levels, d * f32::from(sc[2 * c + 1]))]
+                }
+            });
+            // SAFETY: this function's features include the AVX2 and F16C the lookup needs.
+            unsafe { group_from_codes::<O>(&tables, q, dst) };
+        }
+        return;
+    }
     for (c, (dst, q)) in chunks.iter_mut().zip(codes).enumerate() {
         // Codes below 64 less a zero of at most 32: `i8` without wrapping.
         let v = _mm256_sub_epi8(q, zero);
@@ -80,4 +99,23 @@ fn block<F: Q8KCodes, O: Elem, const NAN: bool>(b: &F::Block, d: f32, dmin: f32,
         // SAFETY: this function's features include the AVX2 and F16C the stores need.
         unsafe { scaled_i8x32::<O, NAN>(v, factors, offsets, None, dst) };
     }
+}
+
+/// [`scaled8`] inside this module's AVX2 functions.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+fn scaled8_avx(v: &'static [f32; 8], f: f32) -> [f32; 8] {
+    // SAFETY: this function's features include the AVX `scaled8` needs.
+    unsafe { scaled8(v, f) }
+}
+
+/// `c − ZERO` of the codes `0..8`, as f32 (the values the f32 path widens from `i8`).
+const fn levels<F: Q8KCodes>() -> [f32; 8] {
+    let mut t = [0f32; 8];
+    let mut c = 0;
+    while c < 8 {
+        t[c] = (c as i32 - F::ZERO as i32) as f32;
+        c += 1;
+    }
+    t
 }
