@@ -216,8 +216,8 @@ pub trait TableGroups {
 
     /// Whether [`decode_row`] serves f32 rows too (the f32 table entries looked up with
     /// `vpermps`): for a format whose own f32 decode is slower than that (q1_0 / q2_0, whose
-    /// codes are 1 or 2 bits packed LSB first). Its groups should not use [`Tables::Wide`],
-    /// which the AVX2 f32 lookup decodes value by value.
+    /// codes are 1 or 2 bits packed LSB first; nvfp4, iq4_xs, tq2_0, measured). Its groups
+    /// should not use [`Tables::Wide`], which the AVX2 f32 lookup decodes value by value.
     const F32: bool = false;
 }
 

@@ -73,16 +73,6 @@ unsafe fn group_f32(tables: &Tables, codes: Codes32<'_>, fifth: Fifth<'_>, out: 
     // SAFETY: the caller guarantees AVX2; every table load reads 8 f32 of an array of at
     // least 8, and every store writes 8 of `out`'s 32 (`k < 4`).
     unsafe {
-        let load = |t: &[f32]| _mm256_loadu_ps(t.as_ptr());
-        // Per 16-element half: the entries of codes 0..8 and 8..16, and whether codes 8..16
-        // are the negations of 0..8.
-        let half = |h: usize| match tables {
-            Tables::One(t) => (load(&t[..8]), load(&t[8..]), false),
-            Tables::Halves(t) => (load(&t[h][..8]), load(&t[h][8..]), false),
-            Tables::Halves8(t) => (load(&t[h]), load(&t[h]), false),
-            Tables::Signed8(t) => (load(&t[h]), load(&t[h]), true),
-            Tables::Wide(_) => (_mm256_setzero_ps(), _mm256_setzero_ps(), false),
-        };
         if let Tables::Wide(_) = tables {
             for (i, (o, c)) in out.iter_mut().zip(codes.unpack()).enumerate() {
                 *o = tables.value(i, c, fifth.of(i));
@@ -91,7 +81,7 @@ unsafe fn group_f32(tables: &Tables, codes: Codes32<'_>, fifth: Fifth<'_>, out: 
         }
         let c = code_bytes(codes);
         let (c0, c1) = (_mm256_castsi256_si128(c), _mm256_extracti128_si256::<1>(c));
-        let halves = [half(0), half(1)];
+        let halves = [f32_half(tables, 0), f32_half(tables, 1)];
         for (k, bytes) in [c0, _mm_srli_si128::<8>(c0), c1, _mm_srli_si128::<8>(c1)].into_iter().enumerate() {
             let (lo, hi, signed) = halves[k / 2];
             let idx = _mm256_cvtepu8_epi32(bytes);
@@ -104,6 +94,28 @@ unsafe fn group_f32(tables: &Tables, codes: Codes32<'_>, fifth: Fifth<'_>, out: 
                 _mm256_blendv_ps(_mm256_permutevar8x32_ps(lo, idx), _mm256_permutevar8x32_ps(hi, idx), bit3)
             };
             _mm256_storeu_ps(out.as_mut_ptr().add(8 * k), v);
+        }
+    }
+}
+
+/// The f32 entries of codes `0..8` and `8..16` of half `h` (`0` or `1`) of a group's tables,
+/// and whether codes `8..16` are the negations of `0..8` ([`Tables::Signed8`]); zeros for
+/// [`Tables::Wide`]. A function, not a closure: a closure would not take the caller's
+/// features, and its loads would stay calls.
+///
+/// # Safety
+/// The CPU must have AVX.
+#[inline(always)]
+unsafe fn f32_half(tables: &Tables, h: usize) -> (__m256, __m256, bool) {
+    let h = h & 1;
+    // SAFETY: the caller guarantees AVX; every load reads 8 f32 of an array of 8 or 16.
+    unsafe {
+        match tables {
+            Tables::One(t) => (_mm256_loadu_ps(t.as_ptr()), _mm256_loadu_ps(t.as_ptr().add(8)), false),
+            Tables::Halves(t) => (_mm256_loadu_ps(t[h].as_ptr()), _mm256_loadu_ps(t[h].as_ptr().add(8)), false),
+            Tables::Halves8(t) => (_mm256_loadu_ps(t[h].as_ptr()), _mm256_loadu_ps(t[h].as_ptr()), false),
+            Tables::Signed8(t) => (_mm256_loadu_ps(t[h].as_ptr()), _mm256_loadu_ps(t[h].as_ptr()), true),
+            Tables::Wide(_) => (_mm256_setzero_ps(), _mm256_setzero_ps(), false),
         }
     }
 }
@@ -158,8 +170,9 @@ pub(crate) unsafe fn lookup_store<H: Half>(tables: &Tables, c: __m256i, fifth: F
 
 /// One group's 32 values looked up from codes a decoder already holds in a register (bytes
 /// `0..16`, elements `0..16` in the low lane), stored as `O`: the AVX2 step of
-/// [`crate::half_lut::decode_row`] for formats whose codes are computed, not read (the grid I-quants' values).
-/// Returns `false` with nothing written for f32 output. [`Tables::Wide`](crate::half_lut::Tables::Wide) reads every fifth
+/// [`crate::half_lut::decode_row`] for formats whose codes are computed, not read (the grid
+/// I-quants' magnitudes and signs, tq1_0's unpacked codes). Returns `false` with nothing
+/// written for f32 output. [`Tables::Wide`](crate::half_lut::Tables::Wide) reads every fifth
 /// bit as 0.
 ///
 /// # Safety

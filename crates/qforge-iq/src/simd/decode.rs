@@ -2,8 +2,10 @@
 //! iq1_m) to f32, f16 or bf16 in one pass: each 32-value sub-block's signed integer values
 //! come from [`signed_values`] (the dot kernel's unpack: grid entries loaded straight into a
 //! register, signs by `vpsignb`), 8 at a time widened to f32 and multiplied by the 16-value
-//! group's factor `D_MUL · d · scale`, then stored as the output type
-//! ([`qforge_simd::store8::scaled_i8x32`]: f16 with `vcvtps2ph` in registers, no f32 row).
+//! group's factor `D_MUL · d · scale`, then stored as f32
+//! ([`qforge_simd::store8::scaled_i8x32`]). To f16 / bf16 the values go by table instead
+//! ([`group_16bit`]: each value's magnitude index and sign as a code, 8 rounded products per
+//! 16 values looked up), no f32 row either way.
 //!
 //! The same bits as each format's `decode` (ggml's `dequantize_row_iq*`): ggml computes
 //! `d · (0.5 + s) · 0.25 · g · ±1` (iq2_xxs; the others alike), here `±((d · D_MUL · (2s +

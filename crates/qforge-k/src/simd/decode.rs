@@ -2,8 +2,11 @@
 //! of `qforge-tq`) to f32, f16 or bf16 in one pass: each 32-element chunk's codes
 //! ([`Q8KCodes::chunk`], the dot kernels' unpack) less the zero code as signed bytes, 8 at
 //! a time widened to f32 and multiplied by the 16-element group's factor `d · scale` (less
-//! its min term `dmin · min` for q5_k), then stored as the output type ([`qforge_simd::store8::scaled_i8x32`]: f16 with `vcvtps2ph`
-//! in registers, no f32 row).
+//! its min term `dmin · min` for q5_k), then stored as the output type
+//! ([`qforge_simd::store8::scaled_i8x32`]: f16 with `vcvtps2ph` in registers, no f32 row).
+//! Codes below 8 without mins (tq1_0) go to f16 / bf16 by table instead: 8 rounded products
+//! per 16 values (per block with unit scales), the codes looked up
+//! ([`qforge_simd::half_lut::group_from_codes`]).
 //!
 //! The same bits as ggml's `dequantize_row_q6_K` (`d · sc · (q − 32)`, with `d · sc` first)
 //! and `dequantize_row_tq1_0` (`(t − 1) · d`; its unit scales make `d · 1 = d`), and
@@ -77,7 +80,7 @@ fn block<F: Q8KCodes, O: Elem, const NAN: bool>(b: &F::Block, d: f32, dmin: f32,
         // products `factor · (c − zero)`, rounded once and looked up (`half_lut`), instead
         // of rounding every value; with unit scales one table serves the whole block.
         let levels = const { &levels::<F>() };
-        let unit = F::UNIT_SCALES.then(|| scaled8_avx(levels, d * f32::from(sc[0])));
+        let unit = if F::UNIT_SCALES { Some(scaled8_avx(levels, d * f32::from(sc[0]))) } else { None };
         for (c, (dst, q)) in chunks.iter_mut().zip(codes).enumerate() {
             let tables = Tables::Halves8(match unit {
                 Some(t) => [t, t],
