@@ -181,7 +181,7 @@ impl BlockFormat for Iq1S {
         cuda: crate::device_code("qf_iq1_s"),
     };
 
-    /// Straight to f16 / bf16 with AVX2 (`unpack::decode_row`: rounded in registers).
+    /// Straight to f16 / bf16 with AVX2 (`unpack::decode_row`: a table of rounded magnitudes).
     const DIRECT_16BIT: bool = true;
 
     fn decode_row<O: Elem>(blocks: &[BlockIq1S], out: &mut [O]) {
@@ -310,7 +310,7 @@ impl BlockFormat for Iq1M {
         cuda: crate::device_code("qf_iq1_m"),
     };
 
-    /// Straight to f16 / bf16 with AVX2 (`unpack::decode_row`: rounded in registers).
+    /// Straight to f16 / bf16 with AVX2 (`unpack::decode_row`: a table of rounded magnitudes).
     const DIRECT_16BIT: bool = true;
 
     fn decode_row<O: Elem>(blocks: &[BlockIq1M], out: &mut [O]) {

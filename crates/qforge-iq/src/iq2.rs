@@ -90,7 +90,7 @@ impl BlockFormat for Iq2Xxs {
         cuda: crate::device_code("qf_iq2_xxs"),
     };
 
-    /// Straight to f16 / bf16 with AVX2 (`unpack::decode_row`: rounded in registers).
+    /// Straight to f16 / bf16 with AVX2 (`unpack::decode_row`: a table of rounded magnitudes).
     const DIRECT_16BIT: bool = true;
 
     fn decode_row<O: Elem>(blocks: &[BlockIq2Xxs], out: &mut [O]) {
@@ -171,7 +171,7 @@ impl BlockFormat for Iq2Xs {
         cuda: crate::device_code("qf_iq2_xs"),
     };
 
-    /// Straight to f16 / bf16 with AVX2 (`unpack::decode_row`: rounded in registers).
+    /// Straight to f16 / bf16 with AVX2 (`unpack::decode_row`: a table of rounded magnitudes).
     const DIRECT_16BIT: bool = true;
 
     fn decode_row<O: Elem>(blocks: &[BlockIq2Xs], out: &mut [O]) {
@@ -254,7 +254,7 @@ impl BlockFormat for Iq2S {
         cuda: crate::device_code("qf_iq2_s"),
     };
 
-    /// Straight to f16 / bf16 with AVX2 (`unpack::decode_row`: rounded in registers).
+    /// Straight to f16 / bf16 with AVX2 (`unpack::decode_row`: a table of rounded magnitudes).
     const DIRECT_16BIT: bool = true;
 
     fn decode_row<O: Elem>(blocks: &[BlockIq2S], out: &mut [O]) {

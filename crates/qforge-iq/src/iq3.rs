@@ -71,7 +71,7 @@ impl BlockFormat for Iq3Xxs {
         cuda: crate::device_code("qf_iq3_xxs"),
     };
 
-    /// Straight to f16 / bf16 with AVX2 (`unpack::decode_row`: rounded in registers).
+    /// Straight to f16 / bf16 with AVX2 (`unpack::decode_row`: a table of rounded magnitudes).
     const DIRECT_16BIT: bool = true;
 
     fn decode_row<O: Elem>(blocks: &[BlockIq3Xxs], out: &mut [O]) {
@@ -158,7 +158,7 @@ impl BlockFormat for Iq3S {
         cuda: crate::device_code("qf_iq3_s"),
     };
 
-    /// Straight to f16 / bf16 with AVX2 (`unpack::decode_row`: rounded in registers).
+    /// Straight to f16 / bf16 with AVX2 (`unpack::decode_row`: a table of rounded magnitudes).
     const DIRECT_16BIT: bool = true;
 
     fn decode_row<O: Elem>(blocks: &[BlockIq3S], out: &mut [O]) {

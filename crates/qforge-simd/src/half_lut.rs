@@ -278,28 +278,11 @@ fn rows<F: TableGroups, H: Half>(blocks: &[F::Block], out: &mut [u16]) {
     rows_of::<F, u16>(blocks, out, whole_blocks::<F, H>);
 }
 
-/// A row by `whole`, which decodes whole blocks in place: whole blocks in place, a partial
-/// last one through a scratch block.
+/// A row by `whole`, which decodes whole blocks in place ([`crate::block_rows_by`]).
 #[inline]
 fn rows_of<F: TableGroups, T: Copy + Default>(blocks: &[F::Block], out: &mut [T], whole: fn(&[F::Block], &mut [T])) {
     const { assert!(F::BLOCK > 0 && F::BLOCK.is_multiple_of(32)) };
-    let n = (out.len() / F::BLOCK).min(blocks.len());
-    let (body, tail) = out.split_at_mut(n * F::BLOCK);
-    whole(&blocks[..n], body);
-    if let (false, Some(last)) = (tail.is_empty(), blocks.get(n)) {
-        // On the stack up to the K-quants' 256 (a row with a partial last block is common: any
-        // odd column count); int4g's longer groups allocate.
-        let (mut small, mut large) = ([T::default(); 256], Vec::new());
-        let scratch = if F::BLOCK <= small.len() {
-            &mut small[..F::BLOCK]
-        } else {
-            large.resize(F::BLOCK, T::default());
-            &mut large[..]
-        };
-        whole(std::slice::from_ref(last), scratch);
-        let k = tail.len().min(F::BLOCK);
-        tail[..k].copy_from_slice(&scratch[..k]);
-    }
+    crate::block_rows_by(blocks, out, F::BLOCK, whole);
 }
 
 /// Whole blocks to f32 (`out.len() == blocks.len() · BLOCK`), with the AVX2 kernel where

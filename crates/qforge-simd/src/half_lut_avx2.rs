@@ -207,13 +207,15 @@ pub unsafe fn group_from_codes<O: Elem>(tables: &Tables, codes: __m256i, out: &m
 /// the caller's features, would not inline into `array::map` and stay a call.
 ///
 /// # Safety
-/// The CPU must have AVX.
-#[inline(always)]
-pub unsafe fn scaled8(v: &'static [f32; 8], f: f32) -> [f32; 8] {
+/// Safe to call from a function compiled with these features (the decoders' AVX2 loops);
+/// elsewhere the CPU must have AVX2, FMA and F16C.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub fn scaled8(v: &'static [f32; 8], f: f32) -> [f32; 8] {
     let v = crate::barrier::opaque_ref(v);
     let mut out = [0f32; 8];
-    // SAFETY: the caller guarantees AVX; `v` and `out` are 8 f32 each, the 32 bytes each
-    // unaligned access reads or writes.
+    // SAFETY: `v` and `out` are 8 f32 each, the 32 bytes each unaligned access reads or
+    // writes.
     unsafe { _mm256_storeu_ps(out.as_mut_ptr(), _mm256_mul_ps(_mm256_set1_ps(f), _mm256_loadu_ps(v.as_ptr()))) };
     out
 }

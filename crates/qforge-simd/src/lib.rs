@@ -127,22 +127,45 @@ pub mod store8;
 
 /// A row of `blocks` decoded into `out` (`out.len()` logical elements, at most `blocks.len() ·
 /// N`) by `whole`, which decodes whole blocks in place, block `i` into its `out[i]`; a partial
-/// last block goes through a scratch block on the stack, of which the real elements are kept.
-/// The row driver of the one-pass decoders (qforge-iq's grid formats, qforge-k's codes).
+/// last block goes through a scratch block, of which the real elements are kept: the row
+/// driver of the one-pass decoders (qforge-iq's grid formats, qforge-k's codes), over
+/// [`block_rows_by`].
 #[inline]
 pub fn block_rows<B, O: Copy + Default, const N: usize>(
     blocks: &[B],
     out: &mut [O],
     mut whole: impl FnMut(&[B], &mut [[O; N]]),
 ) {
-    let n = (out.len() / N).min(blocks.len());
-    let (body, tail) = out.split_at_mut(n * N);
-    whole(&blocks[..n], body.as_chunks_mut::<N>().0);
+    block_rows_by(blocks, out, N, |b, o| whole(b, o.as_chunks_mut::<N>().0));
+}
+
+/// [`block_rows`] for a block length known as a value (`block > 0` elements; an associated
+/// const cannot be a const generic argument): `whole` gets whole blocks' elements
+/// (`blocks.len() · block`). The scratch block of a partial last block is on the stack up to
+/// 256 elements (the K-quants'; a row with a partial last block is common: any odd column
+/// count), allocated beyond (int4g's longer groups). `half_lut`'s row driver.
+#[inline]
+pub fn block_rows_by<B, O: Copy + Default>(
+    blocks: &[B],
+    out: &mut [O],
+    block: usize,
+    mut whole: impl FnMut(&[B], &mut [O]),
+) {
+    let block = block.max(1);
+    let n = (out.len() / block).min(blocks.len());
+    let (body, tail) = out.split_at_mut(n * block);
+    whole(&blocks[..n], body);
     if let (false, Some(last)) = (tail.is_empty(), blocks.get(n)) {
-        let mut scratch = [[O::default(); N]];
-        whole(std::slice::from_ref(last), &mut scratch);
-        let k = tail.len().min(N);
-        tail[..k].copy_from_slice(&scratch[0][..k]);
+        let (mut small, mut large) = ([O::default(); 256], Vec::new());
+        let scratch = if block <= small.len() {
+            &mut small[..block]
+        } else {
+            large.resize(block, O::default());
+            &mut large[..]
+        };
+        whole(std::slice::from_ref(last), scratch);
+        let k = tail.len().min(block);
+        tail[..k].copy_from_slice(&scratch[..k]);
     }
 }
 

@@ -184,7 +184,7 @@ impl BlockFormat for Tq1_0 {
     }
 
     /// From the codes in one pass where the CPU allows it (`qforge_k::decode_codes_row`:
-    /// f16 / bf16 rounded in registers), else block by block.
+    /// f16 / bf16 by a table of its three levels per block), else block by block.
     fn decode_row<O: Elem>(blocks: &[BlockTq1_0], out: &mut [O]) {
         if !qforge_k::decode_codes_row::<Self, O>(blocks, out) {
             decode_row::<Self, O>(blocks, out);

@@ -118,13 +118,10 @@ fn group_16bit<F: GridValues, O: Elem>(m: __m256i, s: __m256i, [f0, f1]: [f32; 2
     let sign = _mm256_and_si256(_mm256_srli_epi16::<4>(s), _mm256_set1_epi8(8));
     // One table for both halves where the scales come per 32 (the same vector twice, which
     // LLVM then rounds once).
-    // SAFETY: this function's features include the AVX2 and F16C the table and the lookup
-    // need.
-    unsafe {
-        let first = scaled8(mags, f0);
-        let tables = Tables::Signed8([first, if F::SCALE_GROUP == 32 { first } else { scaled8(mags, f1) }]);
-        group_from_codes::<O>(&tables, _mm256_or_si256(index, sign), dst);
-    }
+    let first = scaled8(mags, f0);
+    let tables = Tables::Signed8([first, if F::SCALE_GROUP == 32 { first } else { scaled8(mags, f1) }]);
+    // SAFETY: this function's features include the AVX2 and F16C the lookup needs.
+    unsafe { group_from_codes::<O>(&tables, _mm256_or_si256(index, sign), dst) };
 }
 
 /// The fewest bits a format's positive values (its grid bytes; iq1's `|8g ± 1|`) can be

@@ -80,13 +80,11 @@ fn block<F: Q8KCodes, O: Elem, const NAN: bool>(b: &F::Block, d: f32, dmin: f32,
         // products `factor · (c − zero)`, rounded once and looked up (`half_lut`), instead
         // of rounding every value; with unit scales one table serves the whole block.
         let levels = const { &levels::<F>() };
-        let unit = if F::UNIT_SCALES { Some(scaled8_avx(levels, d * f32::from(sc[0]))) } else { None };
+        let unit = if F::UNIT_SCALES { Some(scaled8(levels, d * f32::from(sc[0]))) } else { None };
         for (c, (dst, q)) in chunks.iter_mut().zip(codes).enumerate() {
             let tables = Tables::Halves8(match unit {
                 Some(t) => [t, t],
-                None => {
-                    [scaled8_avx(levels, d * f32::from(sc[2 * c])), scaled8_avx(levels, d * f32::from(sc[2 * c + 1]))]
-                }
+                None => [scaled8(levels, d * f32::from(sc[2 * c])), scaled8(levels, d * f32::from(sc[2 * c + 1]))],
             });
             // SAFETY: this function's features include the AVX2 and F16C the lookup needs.
             unsafe { group_from_codes::<O>(&tables, q, dst) };
@@ -102,14 +100,6 @@ fn block<F: Q8KCodes, O: Elem, const NAN: bool>(b: &F::Block, d: f32, dmin: f32,
         // SAFETY: this function's features include the AVX2 and F16C the stores need.
         unsafe { scaled_i8x32::<O, NAN>(v, factors, offsets, None, dst) };
     }
-}
-
-/// [`scaled8`] inside this module's AVX2 functions.
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-fn scaled8_avx(v: &'static [f32; 8], f: f32) -> [f32; 8] {
-    // SAFETY: this function's features include the AVX `scaled8` needs.
-    unsafe { scaled8(v, f) }
 }
 
 /// `c − ZERO` of the codes `0..8`, as f32 (the values the f32 path widens from `i8`).
