@@ -5,7 +5,7 @@ use crate::scale::{e8m0_from_amax, e8m0_to_f32_half};
 use crate::weighted;
 use bytemuck::{Pod, Zeroable};
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
-use qforge_simd::half_lut::{self, Codes32, Fifth, TableGroups, Tables, table};
+use qforge_simd::half_lut::{self, Codes32, Fifth, GroupSink, TableGroups, Tables, table};
 
 /// Elements per mxfp4 block (ggml's `QK_MXFP4`).
 pub const QK_MXFP4: usize = 32;
@@ -86,8 +86,8 @@ impl TableGroups for Mxfp4 {
     type Block = BlockMxfp4;
     const BLOCK: usize = QK_MXFP4;
     #[inline(always)]
-    fn groups(b: &BlockMxfp4, mut f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>)) {
+    fn groups(b: &BlockMxfp4, mut f: impl GroupSink) {
         let d = e8m0_to_f32_half(b.e);
-        f(Tables::One(table(&E2M1_X2_F32, |k| k * d)), Codes32::SplitHalf(&b.qs), Fifth::None);
+        f.group(Tables::One(table(&E2M1_X2_F32, |k| k * d)), Codes32::SplitHalf(&b.qs), Fifth::None);
     }
 }

@@ -5,7 +5,7 @@ use crate::scale::{ue4m3_from_f32, ue4m3_to_f32_half};
 use crate::weighted;
 use bytemuck::{Pod, Zeroable};
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
-use qforge_simd::half_lut::{self, Codes32, Fifth, TableGroups, Tables, table};
+use qforge_simd::half_lut::{self, Codes32, Fifth, GroupSink, TableGroups, Tables, table};
 
 /// Elements per nvfp4 block (ggml's `QK_NVFP4`).
 pub const QK_NVFP4: usize = 64;
@@ -114,11 +114,11 @@ impl TableGroups for Nvfp4 {
     type Block = BlockNvfp4;
     const BLOCK: usize = QK_NVFP4;
     #[inline(always)]
-    fn groups(b: &BlockNvfp4, mut f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>)) {
+    fn groups(b: &BlockNvfp4, mut f: impl GroupSink) {
         for (g, qs) in b.qs.as_chunks::<16>().0.iter().enumerate() {
             let [d0, d1] = [b.d[2 * g], b.d[2 * g + 1]].map(ue4m3_to_f32_half);
             let tables = [table(&E2M1_X2_F32, |k| k * d0), table(&E2M1_X2_F32, |k| k * d1)];
-            f(Tables::Halves(tables), Codes32::SplitHalves(qs), Fifth::None);
+            f.group(Tables::Halves(tables), Codes32::SplitHalves(qs), Fifth::None);
         }
     }
 }

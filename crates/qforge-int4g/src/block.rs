@@ -6,7 +6,7 @@ use qforge_core::{BlockFormat, CudaDeviceCode, DType, Elem, FormatDesc, Role};
 
 /// The family's CUDA device code (`kernels-cuda/README.md`).
 const CUDA_HEADER: &str = include_str!("../cuda/int4g.cuh");
-use qforge_simd::half_lut::{self, CODES, Codes32, Fifth, TableGroups, Tables, table};
+use qforge_simd::half_lut::{self, CODES, Codes32, Fifth, GroupSink, TableGroups, Tables, table};
 use std::marker::PhantomData;
 
 /// torchao's `eps` (`torch.finfo(torch.float32).eps` = 2^-23): the smallest scale
@@ -233,18 +233,18 @@ impl<S: ScaleKind, const H: usize> TableGroups for Int4g<S, H> {
     type Block = BlockInt4g<S, H>;
     const BLOCK: usize = 2 * H;
     #[inline(always)]
-    fn groups(b: &Self::Block, mut f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>)) {
+    fn groups(b: &Self::Block, mut f: impl GroupSink) {
         let s = S::decode(b.d);
         let t = table(&CODES, |c| (c - 8.0) * s);
         if let Ok(q) = <&[u8; 16]>::try_from(&b.qs[..]) {
-            return f(Tables::One(t), Codes32::SplitHalf(q), Fifth::None);
+            return f.group(Tables::One(t), Codes32::SplitHalf(q), Fifth::None);
         }
         let (chunks, _) = b.qs.as_chunks::<32>();
         for q in chunks {
-            f(Tables::One(t), Codes32::Low(q), Fifth::None);
+            f.group(Tables::One(t), Codes32::Low(q), Fifth::None);
         }
         for q in chunks {
-            f(Tables::One(t), Codes32::High(q), Fifth::None);
+            f.group(Tables::One(t), Codes32::High(q), Fifth::None);
         }
     }
 }

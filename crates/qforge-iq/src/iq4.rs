@@ -9,7 +9,7 @@ use bytemuck::{Pod, Zeroable};
 use qforge_core::le::{F16Le, U16Le};
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
 use qforge_ggml_search::{GROUP_MAX_EPS, NoImatrix, nearest_int, padded, search_weights, signed_absmax, sum_sq};
-use qforge_simd::half_lut::{self, Codes32, Fifth, TableGroups, Tables, f32_table, table};
+use qforge_simd::half_lut::{self, Codes32, Fifth, GroupSink, TableGroups, Tables, f32_table, table};
 
 /// Writes `dl * kvalues[q]` for the 32 values of the 16 bytes `qs` (low nibbles, then high
 /// nibbles) to `dst` (32 elements).
@@ -306,9 +306,9 @@ impl TableGroups for Iq4Nl {
     type Block = BlockIq4Nl;
     const BLOCK: usize = 32;
     #[inline(always)]
-    fn groups(b: &BlockIq4Nl, mut f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>)) {
+    fn groups(b: &BlockIq4Nl, mut f: impl GroupSink) {
         let d = b.d.get();
-        f(Tables::One(table(&KVALUES_F32, |k| k * d)), Codes32::SplitHalf(&b.qs), Fifth::None);
+        f.group(Tables::One(table(&KVALUES_F32, |k| k * d)), Codes32::SplitHalf(&b.qs), Fifth::None);
     }
 }
 
@@ -320,11 +320,11 @@ impl TableGroups for Iq4Xs {
     type Block = BlockIq4Xs;
     const BLOCK: usize = QK_K;
     #[inline(always)]
-    fn groups(b: &BlockIq4Xs, mut f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>)) {
+    fn groups(b: &BlockIq4Xs, mut f: impl GroupSink) {
         let d = b.d.get();
         for (ib, qs) in b.qs.as_chunks::<16>().0.iter().enumerate() {
             let dl = d * xs_scale(b, ib) as f32;
-            f(Tables::One(table(&KVALUES_F32, |k| k * dl)), Codes32::SplitHalf(qs), Fifth::None);
+            f.group(Tables::One(table(&KVALUES_F32, |k| k * dl)), Codes32::SplitHalf(qs), Fifth::None);
         }
     }
 }

@@ -9,7 +9,7 @@
 
 use crate::QK_K;
 use qforge_core::{BlockFormat, Elem, OutRow};
-use qforge_simd::half_lut::{self, Codes32, Fifth, TableGroups, Tables};
+use qforge_simd::half_lut::{self, GroupSink, TableGroups};
 
 /// A K-quant format's fast whole-block f32 decoder.
 pub(crate) trait DecodeBlock: BlockFormat {
@@ -24,7 +24,7 @@ pub(crate) trait DecodeBlock: BlockFormat {
     /// The 32-element groups of `b` (`qforge_simd::half_lut::TableGroups::groups`), for the
     /// formats with [`DecodeBlock::TABLE_GROUPS`]; nothing for the others.
     #[inline(always)]
-    fn groups(b: &Self::Block, f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>)) {
+    fn groups(b: &Self::Block, f: impl GroupSink) {
         let _ = (b, f);
     }
 }
@@ -36,7 +36,7 @@ impl<F: DecodeBlock> TableGroups for Groups<F> {
     type Block = F::Block;
     const BLOCK: usize = QK_K;
     #[inline(always)]
-    fn groups(b: &F::Block, f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>)) {
+    fn groups(b: &F::Block, f: impl GroupSink) {
         F::groups(b, f);
     }
 }

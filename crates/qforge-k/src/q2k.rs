@@ -9,7 +9,7 @@ use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, FormatDesc, Role};
 use qforge_ggml_search::AffineSearch;
-use qforge_simd::half_lut::{CODES8, Codes32, Fifth, Tables, table};
+use qforge_simd::half_lut::{CODES8, Codes32, Fifth, GroupSink, Tables, table};
 
 qforge_core::c_block! {
     /// ggml's `block_q2_K` (84 bytes): `x = d * (scales[j] & 0xF) * q - dmin * (scales[j] >> 4)`.
@@ -65,7 +65,7 @@ impl DecodeBlock for Q2K {
     /// [`decode::two_bit_planes`]' groups: bits `2k..2k+2` of `qs[32h..32h+32]`, one table per
     /// 16-element sub-block with `decode_f32`'s `dl·c - ml`.
     #[inline(always)]
-    fn groups(b: &BlockQ2K, mut f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>)) {
+    fn groups(b: &BlockQ2K, mut f: impl GroupSink) {
         let (d, dmin) = (b.d.get(), b.dmin.get());
         let sub = |j: usize| {
             let (dl, ml) = (d * (b.scales[j] & 0xF) as f32, dmin * (b.scales[j] >> 4) as f32);
@@ -75,7 +75,7 @@ impl DecodeBlock for Q2K {
             for k in 0..4 {
                 let j = 8 * h + 2 * k;
                 let codes = Codes32::Field { q, shift: 2 * k as u32, width: 2, high: None };
-                f(Tables::Halves8([sub(j), sub(j + 1)]), codes, Fifth::None);
+                f.group(Tables::Halves8([sub(j), sub(j + 1)]), codes, Fifth::None);
             }
         }
     }

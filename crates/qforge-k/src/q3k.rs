@@ -10,7 +10,7 @@ use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, FormatDesc, Role};
 use qforge_ggml_search::{SymWeights, importance_weights, make_q3_quants, make_qx_quants, nearest_int, padded, sigma2};
-use qforge_simd::half_lut::{CODES8, Codes32, Fifth, Tables, table};
+use qforge_simd::half_lut::{CODES8, Codes32, Fifth, GroupSink, Tables, table};
 use std::mem::offset_of;
 
 qforge_core::c_block! {
@@ -54,7 +54,7 @@ impl DecodeBlock for Q3K {
     /// `4h + k` of `hmask` as the code's bit 2, one table per 16-element sub-block with
     /// `decode_f32`'s `dl·(c - 4)` (`c - 4 = low - 4 + 4·high`, exact).
     #[inline(always)]
-    fn groups(b: &BlockQ3K, mut f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>)) {
+    fn groups(b: &BlockQ3K, mut f: impl GroupSink) {
         let d = b.d.get();
         let sub = |j: usize| {
             let dl = d * (scale_q3(j, &b.scales) as i32 - 32) as f32;
@@ -65,7 +65,7 @@ impl DecodeBlock for Q3K {
                 let j = 8 * h + 2 * k;
                 let high = Some((&b.hmask, (4 * h + k) as u32));
                 let codes = Codes32::Field { q, shift: 2 * k as u32, width: 2, high };
-                f(Tables::Halves8([sub(j), sub(j + 1)]), codes, Fifth::None);
+                f.group(Tables::Halves8([sub(j), sub(j + 1)]), codes, Fifth::None);
             }
         }
     }

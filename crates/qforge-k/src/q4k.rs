@@ -10,7 +10,7 @@ use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, FormatDesc, Role};
 use qforge_ggml_search::AffineSearch;
-use qforge_simd::half_lut::{CODES, CODES32, Codes32, Fifth, Tables, table};
+use qforge_simd::half_lut::{CODES, CODES32, Codes32, Fifth, GroupSink, Tables, table};
 
 qforge_core::c_block! {
     /// ggml's `block_q4_K` (144 bytes): `x = d * sc[j] * q - dmin * m[j]`, `q in 0..16`.
@@ -126,7 +126,7 @@ impl DecodeBlock for Q4K {
     const TABLE_GROUPS: bool = true;
 
     #[inline(always)]
-    fn groups(b: &BlockQ4K, f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>)) {
+    fn groups(b: &BlockQ4K, f: impl GroupSink) {
         k4_groups(b.d, b.dmin, &b.scales, &b.qs, None, f);
     }
 }
@@ -140,7 +140,7 @@ impl DecodeBlock for Q5K {
     const TABLE_GROUPS: bool = true;
 
     #[inline(always)]
-    fn groups(b: &BlockQ5K, f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>)) {
+    fn groups(b: &BlockQ5K, f: impl GroupSink) {
         k4_groups(b.d, b.dmin, &b.scales, &b.qs, Some(&b.qh), f);
     }
 }
@@ -155,7 +155,7 @@ fn k4_groups(
     scales: &[u8; 12],
     qs: &[u8; QK_K / 2],
     qh: Option<&[u8; 32]>,
-    mut f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>),
+    mut f: impl GroupSink,
 ) {
     let (d, dmin) = (d.get(), dmin.get());
     // The two groups of each 32 bytes written out, so that each call's code layout is a
@@ -174,14 +174,14 @@ fn k4_group(
     (d, dmin): (f32, f32),
     scales: &[u8; 12],
     qh: Option<&[u8; 32]>,
-    f: &mut impl FnMut(Tables, Codes32<'_>, Fifth<'_>),
+    f: &mut impl GroupSink,
 ) {
     let (sc, m) = scale_min_k4(j, scales);
     let (dl, ml) = (d * sc as f32, dmin * m as f32);
     let value = |c: f32| dl * c - ml;
     match qh {
-        None => f(Tables::One(table(&CODES, value)), codes, Fifth::None),
-        Some(h) => f(Tables::Wide(table(&CODES32, value)), codes, Fifth::Bit(h, j as u32)),
+        None => f.group(Tables::One(table(&CODES, value)), codes, Fifth::None),
+        Some(h) => f.group(Tables::Wide(table(&CODES32, value)), codes, Fifth::Bit(h, j as u32)),
     }
 }
 

@@ -8,7 +8,7 @@ use qforge_ggml_search::{
     AffineSearch, SymWeights, abs_max, importance_weights, make_qkx_quants, make_qx_quants, nearest_int, padded,
     sigma2, signed_absmax,
 };
-use qforge_simd::half_lut::{CODES, CODES32, Codes32, Fifth, TableGroups, Tables, table};
+use qforge_simd::half_lut::{CODES, CODES32, Codes32, Fifth, GroupSink, TableGroups, Tables, table};
 use qforge_simd::i8_groups::I8Groups;
 
 /// ggml's `(int8_t)v` / `(uint8_t)v` on x86-64: truncate toward zero through a 32-bit
@@ -140,7 +140,7 @@ impl<B: LegacyBlock> TableGroups for Groups<B> {
     const BLOCK: usize = QK;
 
     #[inline(always)]
-    fn groups(b: &B, mut f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>)) {
+    fn groups(b: &B, mut f: impl GroupSink) {
         let Some(tc) = B::TABLE_CODES else { return };
         let (d, m, offset) = (b.d(), b.m(), tc.offset as f32);
         let value = |c: f32| match B::KIND {
@@ -148,8 +148,10 @@ impl<B: LegacyBlock> TableGroups for Groups<B> {
             Kind::Affine => (c - offset) * d + m,
         };
         match tc.qh {
-            None => f(Tables::One(table(&CODES, value)), Codes32::SplitHalf((tc.qs)(b)), Fifth::None),
-            Some(qh) => f(Tables::Wide(table(&CODES32, value)), Codes32::SplitHalf((tc.qs)(b)), Fifth::Word(qh(b))),
+            None => f.group(Tables::One(table(&CODES, value)), Codes32::SplitHalf((tc.qs)(b)), Fifth::None),
+            Some(qh) => {
+                f.group(Tables::Wide(table(&CODES32, value)), Codes32::SplitHalf((tc.qs)(b)), Fifth::Word(qh(b)))
+            }
         }
     }
 }

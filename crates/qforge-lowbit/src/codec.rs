@@ -3,7 +3,7 @@
 use crate::spec::{MAX_QK, QS_BYTES, Spec, level};
 use qforge_core::Elem;
 use qforge_core::le::F16Le;
-use qforge_simd::half_lut::{CODES, Codes32, Fifth, Tables, table};
+use qforge_simd::half_lut::{CODES, Codes32, Fifth, GroupSink, Tables, table};
 
 /// The code of element `j` (LSB-first packing, `S::BITS` bits per code).
 #[inline(always)]
@@ -48,12 +48,12 @@ pub fn decode<S: Spec, O: Elem>(d: F16Le, qs: &[u8; QS_BYTES], out: &mut [O]) {
 /// The block's 32-element groups for f16 / bf16 rows by table lookup
 /// (`qforge_simd::half_lut`): one table of [`value`]s, the codes packed LSB first.
 #[inline(always)]
-pub fn groups<S: Spec>(d: F16Le, qs: &[u8; QS_BYTES], mut f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>)) {
+pub fn groups<S: Spec>(d: F16Le, qs: &[u8; QS_BYTES], mut f: impl GroupSink) {
     let d = d.get();
     let t = Tables::One(table(&CODES, |c| value::<S>(c, d)));
     match S::BITS {
-        1 => qs.as_chunks::<4>().0.iter().for_each(|g| f(t, Codes32::Bits(*g), Fifth::None)),
-        _ => qs.as_chunks::<8>().0.iter().for_each(|g| f(t, Codes32::Pairs(*g), Fifth::None)),
+        1 => qs.as_chunks::<4>().0.iter().for_each(|g| f.group(t, Codes32::Bits(*g), Fifth::None)),
+        _ => qs.as_chunks::<8>().0.iter().for_each(|g| f.group(t, Codes32::Pairs(*g), Fifth::None)),
     }
 }
 

@@ -121,7 +121,7 @@ macro_rules! lowbit_format {
             #[inline(always)]
             fn groups(
                 b: &$block,
-                f: impl FnMut(qforge_simd::half_lut::Tables, qforge_simd::half_lut::Codes32<'_>, qforge_simd::half_lut::Fifth<'_>),
+                f: impl qforge_simd::half_lut::GroupSink,
             ) {
                 codec::groups::<Self>(b.d, &b.qs, f)
             }

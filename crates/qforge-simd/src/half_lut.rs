@@ -208,17 +208,38 @@ pub trait TableGroups {
     /// Elements per block, a multiple of 32.
     const BLOCK: usize;
 
-    /// Calls `f` for each 32-element group of `b` in element order (`BLOCK / 32` calls) with
-    /// its tables and codes (and fifth bits, for 5-bit codes on [`Tables::Wide`]). Each table entry must be computed with exactly the f32 operations
-    /// of the format's f32 decode of that code, so that the rounded values are the same bits:
-    /// build the tables with [`table`].
-    fn groups(b: &Self::Block, f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>));
+    /// Calls `f.group` for each 32-element group of `b` in element order (`BLOCK / 32` calls)
+    /// with its tables and codes (and fifth bits, for 5-bit codes on [`Tables::Wide`]). Each
+    /// table entry must be computed with exactly the f32 operations of the format's f32 decode
+    /// of that code, so that the rounded values are the same bits: build the tables with
+    /// [`table`]. Mark it `#[inline(always)]`: the AVX2 kernels' sinks are inlined into it,
+    /// and only once it is inlined into their row loop do the intrinsics get the loop's
+    /// features.
+    fn groups(b: &Self::Block, f: impl GroupSink);
 
     /// Whether [`decode_row`] serves f32 rows too (the f32 table entries looked up with
     /// `vpermps`): for a format whose own f32 decode is slower than that (q1_0 / q2_0, whose
     /// codes are 1 or 2 bits packed LSB first; nvfp4, iq4_xs, tq2_0, measured). Its groups
     /// should not use [`Tables::Wide`], which the AVX2 f32 lookup decodes value by value.
     const F32: bool = false;
+}
+
+/// Where [`TableGroups::groups`] sends each group: any `FnMut(Tables, Codes32, Fifth)` closure
+/// (the portable loops), or the AVX2 kernels' sinks, whose `group` is `#[inline(always)]`. A
+/// closure made inside a `#[target_feature]` function takes that function's features, and so
+/// can be inlined only where the code it is called from has them too; once it grew past
+/// LLVM's threshold (the bf16 rounding of two tables) it stayed an out-of-line call per group
+/// with its layouts dispatched by jump table, which halved q4_k's bf16 speed.
+pub trait GroupSink {
+    /// One 32-element group: its tables, codes and fifth bits.
+    fn group(&mut self, tables: Tables, codes: Codes32<'_>, fifth: Fifth<'_>);
+}
+
+impl<T: FnMut(Tables, Codes32<'_>, Fifth<'_>)> GroupSink for T {
+    #[inline(always)]
+    fn group(&mut self, tables: Tables, codes: Codes32<'_>, fifth: Fifth<'_>) {
+        self(tables, codes, fifth)
+    }
 }
 
 /// The 16-bit output types and their rounding of f32 (round to nearest even, NaN stays NaN).
@@ -296,7 +317,7 @@ fn whole_blocks_f32<F: TableGroups>(blocks: &[F::Block], out: &mut [f32]) {
     }
     for (b, dst) in blocks.iter().zip(out.chunks_exact_mut(F::BLOCK)) {
         let mut groups = dst.chunks_exact_mut(32);
-        F::groups(b, |tables, codes, fifth| {
+        F::groups(b, |tables: Tables, codes: Codes32<'_>, fifth: Fifth<'_>| {
             let Some(g) = groups.next() else { return };
             for (i, (o, c)) in g.iter_mut().zip(codes.unpack()).enumerate() {
                 *o = tables.value(i, c, fifth.of(i));
@@ -321,7 +342,7 @@ fn whole_blocks<F: TableGroups, H: Half>(blocks: &[F::Block], out: &mut [u16]) {
 fn whole_blocks_portable<F: TableGroups, H: Half>(blocks: &[F::Block], out: &mut [u16]) {
     for (b, dst) in blocks.iter().zip(out.chunks_exact_mut(F::BLOCK)) {
         let mut groups = dst.chunks_exact_mut(32);
-        F::groups(b, |tables, codes, fifth| {
+        F::groups(b, |tables: Tables, codes: Codes32<'_>, fifth: Fifth<'_>| {
             let Some(g) = groups.next() else { return };
             for (i, (o, c)) in g.iter_mut().zip(codes.unpack()).enumerate() {
                 *o = H::bits(tables.value(i, c, fifth.of(i)));
@@ -357,20 +378,20 @@ mod tests {
         type Block = ToyBlock;
         const BLOCK: usize = 256;
         const F32: bool = true;
-        fn groups(b: &ToyBlock, mut f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>)) {
-            f(Tables::One(toy_table(b.d, 8.0)), Codes32::SplitHalf(&b.qs), Fifth::None);
-            f(Tables::Halves([toy_table(b.d, 3.0), toy_table(-b.d, 1.5)]), Codes32::High(&b.qh), Fifth::None);
+        fn groups(b: &ToyBlock, mut f: impl GroupSink) {
+            f.group(Tables::One(toy_table(b.d, 8.0)), Codes32::SplitHalf(&b.qs), Fifth::None);
+            f.group(Tables::Halves([toy_table(b.d, 3.0), toy_table(-b.d, 1.5)]), Codes32::High(&b.qh), Fifth::None);
             let wide = Tables::Wide(table(&CODES32, |c| (c - 16.0) * b.d));
-            f(wide, Codes32::SplitHalf(&b.qs), Fifth::Word(b.w));
-            f(wide, Codes32::Low(&b.qh), Fifth::Bit(&b.qh, 5));
+            f.group(wide, Codes32::SplitHalf(&b.qs), Fifth::Word(b.w));
+            f.group(wide, Codes32::Low(&b.qh), Fifth::Bit(&b.qh, 5));
             let field = Codes32::Field { q: &b.qh, shift: 3, width: 2, high: Some((&b.qx, 6)) };
             let eight = |d: f32, k: f32| table(&CODES8, |c| (c - k) * d);
-            f(Tables::Halves8([eight(b.d, 4.0), eight(2.0 * b.d, 1.0)]), field, Fifth::None);
-            f(Tables::One(toy_table(b.d, 1.0)), Codes32::Bits(b.w), Fifth::None);
+            f.group(Tables::Halves8([eight(b.d, 4.0), eight(2.0 * b.d, 1.0)]), field, Fifth::None);
+            f.group(Tables::One(toy_table(b.d, 1.0)), Codes32::Bits(b.w), Fifth::None);
             let pairs: &[u8; 8] = b.qs.first_chunk().expect("8 bytes");
-            f(Tables::One(toy_table(b.d, 2.0)), Codes32::Pairs(*pairs), Fifth::None);
+            f.group(Tables::One(toy_table(b.d, 2.0)), Codes32::Pairs(*pairs), Fifth::None);
             let mags = |d: f32| table(&CODES8, |c| (c + 0.5) * d);
-            f(Tables::Signed8([mags(b.d), mags(3.0 * b.d)]), Codes32::High(&b.qx), Fifth::None);
+            f.group(Tables::Signed8([mags(b.d), mags(3.0 * b.d)]), Codes32::High(&b.qx), Fifth::None);
         }
     }
 

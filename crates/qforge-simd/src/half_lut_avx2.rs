@@ -12,53 +12,69 @@
 
 use std::arch::x86_64::*;
 
-use crate::half_lut::{Codes32, Fifth, Half, TableGroups, Tables};
+use crate::half_lut::{Codes32, Fifth, GroupSink, Half, TableGroups, Tables};
 use crate::store8::{bf16_bits, bf16_bits_not_nan};
 use qforge_core::{Elem, OutRow, bf16, f16};
 
 /// [`crate::half_lut`]'s whole blocks (`out.len() == blocks.len() · F::BLOCK`) on the AVX2
 /// kernel.
 #[inline]
-pub(crate) fn whole_blocks<F: TableGroups, H: Half>(_: crate::Avx2, blocks: &[F::Block], out: &mut [u16]) {
+pub(crate) fn whole_blocks<F: TableGroups, H: Half>(token: crate::Avx2, blocks: &[F::Block], out: &mut [u16]) {
     // SAFETY: the `Avx2` token exists only where the CPU has AVX2, FMA and F16C, everything
     // the `#[target_feature]` function enables.
-    unsafe { whole_blocks_avx2::<F, H>(blocks, out) }
+    unsafe { whole_blocks_avx2::<F, H>(token, blocks, out) }
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-fn whole_blocks_avx2<F: TableGroups, H: Half>(blocks: &[F::Block], out: &mut [u16]) {
+fn whole_blocks_avx2<F: TableGroups, H: Half>(token: crate::Avx2, blocks: &[F::Block], out: &mut [u16]) {
     for (b, dst) in blocks.iter().zip(out.chunks_exact_mut(F::BLOCK)) {
         let (groups, _) = dst.as_chunks_mut::<32>();
-        let mut groups = groups.iter_mut();
-        F::groups(b, |tables, codes, fifth| {
-            let Some(g) = groups.next() else { return };
-            // SAFETY: this closure runs inside `whole_blocks_avx2`, on a CPU with AVX2 and
-            // F16C (the function's contract).
-            unsafe { group::<H>(&tables, codes, fifth, g) }
-        });
+        F::groups(b, Sink { _token: token, groups: groups.iter_mut(), half: std::marker::PhantomData::<H> });
     }
 }
 
 /// [`crate::half_lut`]'s whole blocks to f32 (`out.len() == blocks.len() · F::BLOCK`) on the
 /// AVX2 kernel.
 #[inline]
-pub(crate) fn whole_blocks_f32<F: TableGroups>(_: crate::Avx2, blocks: &[F::Block], out: &mut [f32]) {
+pub(crate) fn whole_blocks_f32<F: TableGroups>(token: crate::Avx2, blocks: &[F::Block], out: &mut [f32]) {
     // SAFETY: the `Avx2` token exists only where the CPU has AVX2, FMA and F16C, everything
     // the `#[target_feature]` function enables.
-    unsafe { whole_blocks_f32_avx2::<F>(blocks, out) }
+    unsafe { whole_blocks_f32_avx2::<F>(token, blocks, out) }
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-fn whole_blocks_f32_avx2<F: TableGroups>(blocks: &[F::Block], out: &mut [f32]) {
+fn whole_blocks_f32_avx2<F: TableGroups>(token: crate::Avx2, blocks: &[F::Block], out: &mut [f32]) {
     for (b, dst) in blocks.iter().zip(out.chunks_exact_mut(F::BLOCK)) {
         let (groups, _) = dst.as_chunks_mut::<32>();
-        let mut groups = groups.iter_mut();
-        F::groups(b, |tables, codes, fifth| {
-            let Some(g) = groups.next() else { return };
-            // SAFETY: this closure runs inside `whole_blocks_f32_avx2`, on a CPU with AVX2
-            // (the function's contract).
-            unsafe { group_f32(&tables, codes, fifth, g) }
-        });
+        F::groups(b, Sink { _token: token, groups: groups.iter_mut(), half: std::marker::PhantomData::<f32> });
+    }
+}
+
+/// The row loops' [`GroupSink`]: each group into the next 32 elements of `groups`, as `T`
+/// (u16 bits of `H`, or f32). Made only with the token that proves AVX2 and F16C.
+/// A struct, not a closure: its `#[inline(always)]` method inlines into the format's
+/// `groups` whatever the size of the lookup (see [`GroupSink`]).
+struct Sink<'a, T, H> {
+    _token: crate::Avx2,
+    groups: std::slice::IterMut<'a, [T; 32]>,
+    half: std::marker::PhantomData<H>,
+}
+
+impl<H: Half> GroupSink for Sink<'_, u16, H> {
+    #[inline(always)]
+    fn group(&mut self, tables: Tables, codes: Codes32<'_>, fifth: Fifth<'_>) {
+        let Some(g) = self.groups.next() else { return };
+        // SAFETY: the sink's token proves AVX2 and F16C.
+        unsafe { group::<H>(&tables, codes, fifth, g) }
+    }
+}
+
+impl GroupSink for Sink<'_, f32, f32> {
+    #[inline(always)]
+    fn group(&mut self, tables: Tables, codes: Codes32<'_>, fifth: Fifth<'_>) {
+        let Some(g) = self.groups.next() else { return };
+        // SAFETY: the sink's token proves AVX2.
+        unsafe { group_f32(&tables, codes, fifth, g) }
     }
 }
 
@@ -318,17 +334,45 @@ unsafe fn lane_bytes<H: Half>(v0: __m256, v1: __m256) -> __m256i {
         } else {
             // A table without NaN (a finite scale's) rounds without the NaN case: one compare
             // of both vectors instead of four instructions each.
-            let nan = _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_UNORD_Q>(v0, v1)) != 0;
-            let (b0, b1) =
-                if nan { (bf16_bits(v0), bf16_bits(v1)) } else { (bf16_bits_not_nan(v0), bf16_bits_not_nan(v1)) };
-            // `packus` interleaves the lanes: [0..4, 8..12 | 4..8, 12..16], put back in order.
-            _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packus_epi32(b0, b1))
+            // The NaN case out of line: inlined, it doubles the table code, and a decoder's
+            // per-group closure that holds it is no longer inlined into its row loop (q4_k
+            // to bf16 ran at half its f16 speed so).
+            if _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_UNORD_Q>(v0, v1)) != 0 {
+                bf16_pair_with_nan(v0, v1)
+            } else {
+                bf16_pair(bf16_bits_not_nan(v0), bf16_bits_not_nan(v1))
+            }
         };
         let split = _mm256_setr_epi8(
             0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,
         );
         _mm256_shuffle_epi8(w, split)
     }
+}
+
+/// [`bf16_bits`] of `v0` and `v1`, narrowed by [`bf16_pair`]: the rare table that holds a
+/// NaN (a NaN scale's), kept out of the common path's code.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[cold]
+#[inline(never)]
+#[target_feature(enable = "avx2")]
+unsafe fn bf16_pair_with_nan(v0: __m256, v1: __m256) -> __m256i {
+    // SAFETY: the caller guarantees AVX2, which this function enables.
+    unsafe { bf16_pair(bf16_bits(v0), bf16_bits(v1)) }
+}
+
+/// The low 16 bits of the 32-bit lanes of `b0` then `b1` (high bits zero), in order, as 16
+/// u16: `v0`'s in lane 0 and `v1`'s in lane 1.
+///
+/// # Safety
+/// The CPU must have AVX2.
+#[inline(always)]
+unsafe fn bf16_pair(b0: __m256i, b1: __m256i) -> __m256i {
+    // SAFETY: the caller guarantees AVX2.
+    // `packus` interleaves the lanes: [0..4, 8..12 | 4..8, 12..16], put back in order.
+    unsafe { _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_packus_epi32(b0, b1)) }
 }
 
 /// The 32 codes as bytes, elements 0..16 in lane 0 and 16..32 in lane 1.

@@ -6,7 +6,7 @@ use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
 use qforge_k::dot::{Q8KCodes, crumbs};
-use qforge_simd::half_lut::{self, CODES8, Codes32, Fifth, TableGroups, Tables, table};
+use qforge_simd::half_lut::{self, CODES8, Codes32, Fifth, GroupSink, TableGroups, Tables, table};
 
 qforge_core::c_block! {
     /// ggml's `block_tq2_0` (66 bytes): 64 code bytes, then the f16 scale `d`. Bits `2l..2l+2` of
@@ -125,13 +125,13 @@ impl TableGroups for Tq2_0 {
     type Block = BlockTq2_0;
     const BLOCK: usize = QK_K;
     #[inline(always)]
-    fn groups(b: &BlockTq2_0, mut f: impl FnMut(Tables, Codes32<'_>, Fifth<'_>)) {
+    fn groups(b: &BlockTq2_0, mut f: impl GroupSink) {
         let d = b.d.get();
         let t = table(&CODES8, |c| (c - 1.0) * d);
         for q in b.qs.as_chunks::<32>().0 {
             for l in 0..4 {
                 let codes = Codes32::Field { q, shift: 2 * l, width: 2, high: None };
-                f(Tables::Halves8([t, t]), codes, Fifth::None);
+                f.group(Tables::Halves8([t, t]), codes, Fifth::None);
             }
         }
     }

@@ -138,7 +138,12 @@ macro_rules! group_kernel {
                         // SAFETY: this function has AVX2 enabled.
                         let mut c = unsafe { quads(p, ub) };
                         if let Some(t) = table {
-                            c = c.map(|c| _mm256_shuffle_epi8(t, c));
+                            // A loop, not `array::map`: the closure would take this function's
+                            // features and, in the VNNI instance, stay an out-of-line call per
+                            // `vpshufb` (seen in the binary's symbols).
+                            for c in &mut c {
+                                *c = _mm256_shuffle_epi8(t, *c);
+                            }
                         }
                         for r in 0..R {
                             let a = &a[r][i];
