@@ -334,9 +334,9 @@ unsafe fn lane_bytes<H: Half>(v0: __m256, v1: __m256) -> __m256i {
         } else {
             // A table without NaN (a finite scale's) rounds without the NaN case: one compare
             // of both vectors instead of four instructions each.
-            // The NaN case out of line: inlined, it doubles the table code, and a decoder's
-            // per-group closure that holds it is no longer inlined into its row loop (q4_k
-            // to bf16 ran at half its f16 speed so).
+            // The NaN case out of line: inlined, it doubles the table code that every group
+            // of the row loop carries (with the per-group closure this loop had before its
+            // sink, that size alone kept the group an out-of-line call).
             if _mm256_movemask_ps(_mm256_cmp_ps::<_CMP_UNORD_Q>(v0, v1)) != 0 {
                 bf16_pair_with_nan(v0, v1)
             } else {
