@@ -312,18 +312,10 @@ fn rows_of<F: TableGroups, T: Copy + Default>(blocks: &[F::Block], out: &mut [T]
 fn whole_blocks_f32<F: TableGroups>(blocks: &[F::Block], out: &mut [f32]) {
     #[cfg(target_arch = "x86_64")]
     if let Some(t) = crate::Avx2::detect() {
-        crate::half_lut_avx2::whole_blocks_f32::<F>(t, blocks, out);
+        crate::half_lut_avx2::whole_blocks::<F, f32, f32>(t, blocks, out);
         return;
     }
-    for (b, dst) in blocks.iter().zip(out.chunks_exact_mut(F::BLOCK)) {
-        let mut groups = dst.chunks_exact_mut(32);
-        F::groups(b, |tables: Tables, codes: Codes32<'_>, fifth: Fifth<'_>| {
-            let Some(g) = groups.next() else { return };
-            for (i, (o, c)) in g.iter_mut().zip(codes.unpack()).enumerate() {
-                *o = tables.value(i, c, fifth.of(i));
-            }
-        });
-    }
+    whole_blocks_portable::<F, f32>(blocks, out, |v| v);
 }
 
 /// Whole blocks (`out.len() == blocks.len() · BLOCK`), with the AVX2 kernel where allowed.
@@ -331,23 +323,38 @@ fn whole_blocks_f32<F: TableGroups>(blocks: &[F::Block], out: &mut [f32]) {
 fn whole_blocks<F: TableGroups, H: Half>(blocks: &[F::Block], out: &mut [u16]) {
     #[cfg(target_arch = "x86_64")]
     if let Some(t) = crate::Avx2::detect() {
-        crate::half_lut_avx2::whole_blocks::<F, H>(t, blocks, out);
+        crate::half_lut_avx2::whole_blocks::<F, u16, H>(t, blocks, out);
         return;
     }
-    whole_blocks_portable::<F, H>(blocks, out);
+    whole_blocks_portable::<F, u16>(blocks, out, H::bits);
 }
 
-/// The portable reference of [`whole_blocks`]: each table entry rounded, each code looked up.
+/// The portable reference of [`whole_blocks`] and [`whole_blocks_f32`]: each group by
+/// [`group_portable`], its values converted by `conv` (rounded to f16 / bf16 bits, or kept).
 #[inline]
-fn whole_blocks_portable<F: TableGroups, H: Half>(blocks: &[F::Block], out: &mut [u16]) {
+fn whole_blocks_portable<F: TableGroups, T>(blocks: &[F::Block], out: &mut [T], conv: fn(f32) -> T) {
     for (b, dst) in blocks.iter().zip(out.chunks_exact_mut(F::BLOCK)) {
         let mut groups = dst.chunks_exact_mut(32);
         F::groups(b, |tables: Tables, codes: Codes32<'_>, fifth: Fifth<'_>| {
-            let Some(g) = groups.next() else { return };
-            for (i, (o, c)) in g.iter_mut().zip(codes.unpack()).enumerate() {
-                *o = H::bits(tables.value(i, c, fifth.of(i)));
+            if let Some(g) = groups.next() {
+                group_portable(&tables, codes, fifth, g, conv);
             }
         });
+    }
+}
+
+/// One group value by value: each code's entry of `tables`, converted by `conv`, into `out`
+/// (32 elements). The portable loop, and the AVX2 f32 lookup's path for [`Tables::Wide`].
+#[inline(always)]
+pub(crate) fn group_portable<T>(
+    tables: &Tables,
+    codes: Codes32<'_>,
+    fifth: Fifth<'_>,
+    out: &mut [T],
+    conv: fn(f32) -> T,
+) {
+    for (i, (o, c)) in out.iter_mut().zip(codes.unpack()).enumerate() {
+        *o = conv(tables.value(i, c, fifth.of(i)));
     }
 }
 

@@ -17,36 +17,25 @@ use crate::store8::{bf16_bits, bf16_bits_not_nan};
 use qforge_core::{Elem, OutRow, bf16, f16};
 
 /// [`crate::half_lut`]'s whole blocks (`out.len() == blocks.len() · F::BLOCK`) on the AVX2
-/// kernel.
+/// kernel, as `T`: the bits of `H` (`T = u16`), or f32 (`T = H = f32`).
 #[inline]
-pub(crate) fn whole_blocks<F: TableGroups, H: Half>(token: crate::Avx2, blocks: &[F::Block], out: &mut [u16]) {
+pub(crate) fn whole_blocks<F: TableGroups, T, H>(token: crate::Avx2, blocks: &[F::Block], out: &mut [T])
+where
+    for<'a> Sink<'a, T, H>: GroupSink,
+{
     // SAFETY: the `Avx2` token exists only where the CPU has AVX2, FMA and F16C, everything
     // the `#[target_feature]` function enables.
-    unsafe { whole_blocks_avx2::<F, H>(token, blocks, out) }
+    unsafe { whole_blocks_avx2::<F, T, H>(token, blocks, out) }
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
-fn whole_blocks_avx2<F: TableGroups, H: Half>(token: crate::Avx2, blocks: &[F::Block], out: &mut [u16]) {
+fn whole_blocks_avx2<F: TableGroups, T, H>(token: crate::Avx2, blocks: &[F::Block], out: &mut [T])
+where
+    for<'a> Sink<'a, T, H>: GroupSink,
+{
     for (b, dst) in blocks.iter().zip(out.chunks_exact_mut(F::BLOCK)) {
         let (groups, _) = dst.as_chunks_mut::<32>();
         F::groups(b, Sink { _token: token, groups: groups.iter_mut(), half: std::marker::PhantomData::<H> });
-    }
-}
-
-/// [`crate::half_lut`]'s whole blocks to f32 (`out.len() == blocks.len() · F::BLOCK`) on the
-/// AVX2 kernel.
-#[inline]
-pub(crate) fn whole_blocks_f32<F: TableGroups>(token: crate::Avx2, blocks: &[F::Block], out: &mut [f32]) {
-    // SAFETY: the `Avx2` token exists only where the CPU has AVX2, FMA and F16C, everything
-    // the `#[target_feature]` function enables.
-    unsafe { whole_blocks_f32_avx2::<F>(token, blocks, out) }
-}
-
-#[target_feature(enable = "avx2,fma,f16c")]
-fn whole_blocks_f32_avx2<F: TableGroups>(token: crate::Avx2, blocks: &[F::Block], out: &mut [f32]) {
-    for (b, dst) in blocks.iter().zip(out.chunks_exact_mut(F::BLOCK)) {
-        let (groups, _) = dst.as_chunks_mut::<32>();
-        F::groups(b, Sink { _token: token, groups: groups.iter_mut(), half: std::marker::PhantomData::<f32> });
     }
 }
 
@@ -54,7 +43,7 @@ fn whole_blocks_f32_avx2<F: TableGroups>(token: crate::Avx2, blocks: &[F::Block]
 /// (u16 bits of `H`, or f32). Made only with the token that proves AVX2 and F16C.
 /// A struct, not a closure: its `#[inline(always)]` method inlines into the format's
 /// `groups` whatever the size of the lookup (see [`GroupSink`]).
-struct Sink<'a, T, H> {
+pub(crate) struct Sink<'a, T, H> {
     _token: crate::Avx2,
     groups: std::slice::IterMut<'a, [T; 32]>,
     half: std::marker::PhantomData<H>,
@@ -90,10 +79,7 @@ unsafe fn group_f32(tables: &Tables, codes: Codes32<'_>, fifth: Fifth<'_>, out: 
     // least 8, and every store writes 8 of `out`'s 32 (`k < 4`).
     unsafe {
         if let Tables::Wide(_) = tables {
-            for (i, (o, c)) in out.iter_mut().zip(codes.unpack()).enumerate() {
-                *o = tables.value(i, c, fifth.of(i));
-            }
-            return;
+            return crate::half_lut::group_portable(tables, codes, fifth, out, |v| v);
         }
         let c = code_bytes(codes);
         let (c0, c1) = (_mm256_castsi256_si128(c), _mm256_extracti128_si256::<1>(c));
