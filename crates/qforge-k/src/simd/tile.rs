@@ -6,8 +6,8 @@
 //! all of them, into L1:
 //!
 //! * `codes`: the block's 64 quads, one vector each (a row per 32-bit lane), after the format's
-//!   table (`u`; on AVX2, a table with `u` above 127 as its signed values `u − ZERO`, dotted
-//!   with the sign trick and no zero term, as the group kernel does);
+//!   table (`u`; on AVX2, a table with `u` above 127 as its signed values `u − ZERO`, with no
+//!   zero term, widened to two vectors of `i16` pairs per quad: see below);
 //! * `sc`: each scale group's scales as `i32` lanes; `zsc`: `ZERO · sc` as the `i16` pairs of the
 //!   16-element halves `(2j, 2j + 1)`; `mins` the same pairs of the mins; `d`, `dmin` in `f32`.
 //!
@@ -30,7 +30,24 @@
 //! One body, two register files ([`Isa`], in `tile_isa`): AVX-512 VNNI tiles two groups (16
 //! rows in 512-bit lanes: `d` and `dmin` of an absent second group are zero and its lanes never
 //! stored) and dots eight activation rows per pass with `vpdpbusd`; AVX2 tiles one group and
-//! dots four rows per pass with `vpmaddubsw` + `vpmaddwd`.
+//! dots four rows per pass with `vpmaddubsw` + `vpmaddwd` (eight with signed values, below).
+//!
+//! ## Signed values on AVX2 (iq4_xs)
+//!
+//! `vpmaddubsw` takes unsigned weights of at most 127 (else its `i16` pair sums overflow), so
+//! the group kernel dots a table spanning more than 127 with the sign trick: `vpabsb`,
+//! `vpsignb`, `vpmaddubsw` and `vpmaddwd` per four values of 8 rows and an activation row. On
+//! Zen 3 all four issue on the same two pipes (measured: 8 `vpmaddubsw` take 4 cycles, with 6
+//! `vpsignb` beside them 6, with 6 `vpaddd` still 4), so that is 2 cycles per 32 products. Here
+//! each block is decoded once for many activation rows, so the tile holds the signed values as
+//! `i16` instead: per quad, one vector of the 8 rows' values `(v0, v2)` and one of `(v1, v3)`
+//! (an arithmetic shift of each `i16` of the bytes, and of it shifted up by 8), and each
+//! activation row is widened once per call to `i16` in the order `a0, a2, a1, a3` per quad
+//! ([`widen`]). Then `vpmaddwd` of a vector and a broadcast pair is 16 exact products summed
+//! in pairs, two per 32 products and nothing else on those pipes: the same `i32` per lane.
+//! Without the trick's registers a pass takes eight rows, each weight vector loaded once for
+//! all of them. iq4_xs's mat-mul (M = 64, 4096², one thread, Zen 3): 44 → 49 Gel/s best of 20,
+//! 1.24× ggml 0.25.3 in one run where it read 0.95–0.97× before (`docs/matmul.md`).
 
 use std::arch::x86_64::*;
 
@@ -58,8 +75,8 @@ const PAIRS: usize = HALVES / 2;
 pub(super) trait Isa: Sized {
     /// Weight rows per tile: the 32-bit lanes of [`Isa::I`] (one or two groups).
     const ROWS: usize;
-    /// Whether a table with `u` above 127 is dotted signed (the sign trick), with no zero term.
-    const SIGN_TRICK: bool;
+    /// Whether a table with `u` above 127 is dotted signed (as `i16` pairs), with no zero term.
+    const SIGNED: bool;
     /// Integer and f32 vectors.
     type I: Copy;
     type F: Copy;
@@ -87,10 +104,12 @@ pub(super) trait Isa: Sized {
     unsafe fn halves(b: &[u8], b1: Option<&[u8]>, at: usize) -> Self::F;
     /// The first `out.len()` lanes of `v`.
     unsafe fn store(v: Self::F, out: &mut [f32]);
-    /// Unit `u`'s 8 quads of codes of `b` (and of `b1`, or zeros), looked up in `F`'s table.
+    /// Unit `u`'s 8 quads of codes of `b` (and of `b1`, or zeros), looked up in `F`'s table,
+    /// [`quad_vecs`] vectors per quad.
     unsafe fn codes<F: PackedCodes>(b: &[u8], b1: Option<&[u8]>, u: usize, c: &mut [Self::I]);
-    /// Each row's `Σ u·a` over the quads `c` (4 or 8), the first at quad `q0` of the block.
-    unsafe fn group<F: PackedCodes, const R: usize>(c: &[Self::I], qs: &[&[i8; QK_K]; R], q0: usize) -> [Self::I; R];
+    /// Each row's `Σ u·a` over the quads `c` (4 or 8, [`quad_vecs`] vectors each), the first
+    /// at quad `q0` of the block.
+    unsafe fn group<F: PackedCodes, const R: usize>(c: &[Self::I], rows: &[RowQ<'_>; R], q0: usize) -> [Self::I; R];
     /// One pass of [`rows`] from row `r0` (as many rows as the register file takes, or those
     /// left); returns how many.
     unsafe fn pass<F: PackedCodes>(
@@ -102,13 +121,23 @@ pub(super) trait Isa: Sized {
     ) -> usize;
 }
 
-/// The activation rows of a call (each at least `n` blocks) and their [`RowSums`] (`n` per
-/// row, row-major).
+/// The activation rows of a call (each at least `n` blocks), their [`RowSums`] (`n` per row,
+/// row-major) and, where `V` dots `F`'s values as `i16` pairs ([`quad_vecs`] 2), their quants
+/// [`widen`]ed (block-major; else empty).
 #[derive(Clone, Copy)]
 pub(super) struct Acts<'a> {
     a: &'a [&'a [BlockQ8K]],
     sums: &'a [RowSums],
+    wide: &'a [[i16; QK_K]],
     n: usize,
+}
+
+/// One activation row's block as a group reads it: its quants and, where the values are dotted
+/// as `i16` pairs, the same widened ([`widen`]; else zeros).
+#[derive(Clone, Copy)]
+pub(super) struct RowQ<'a> {
+    pub(super) qs: &'a [i8; QK_K],
+    pub(super) wide: &'a [i16; QK_K],
 }
 
 impl Acts<'_> {
@@ -118,16 +147,22 @@ impl Acts<'_> {
     }
 }
 
-/// Whether `V` dots `F`'s values signed (see [`Isa::SIGN_TRICK`]).
+/// Whether `V` dots `F`'s values signed (see [`Isa::SIGNED`]).
 pub(super) const fn signed<V: Isa, F: PackedCodes>() -> bool {
-    let s = V::SIGN_TRICK && packed::zero_from_quants::<F>();
-    assert!(!s || packed::signed_values_fit::<F>(), "a table the sign trick cannot dot");
+    let s = V::SIGNED && packed::zero_from_quants::<F>();
+    assert!(!s || packed::signed_values_fit::<F>(), "a table whose signed values are not i8");
     s
+}
+
+/// Vectors per quad in a [`Tile`]'s codes: 2 where `V` dots `F`'s values as `i16` pairs
+/// (signed), else 1.
+pub(super) const fn quad_vecs<V: Isa, F: PackedCodes>() -> usize {
+    if signed::<V, F>() { 2 } else { 1 }
 }
 
 /// One block of a tile's weight rows, decoded (see the module docs).
 pub(super) struct Tile<V: Isa> {
-    codes: [V::I; QUADS],
+    codes: [V::I; 2 * QUADS],
     sc: [V::I; HALVES],
     zsc: [V::I; PAIRS],
     mins: [V::I; PAIRS],
@@ -164,12 +199,35 @@ pub(crate) fn tile_dot_groups<F: PackedCodes>(p: &[u8], n: usize, a: &[&[BlockQ8
     unsafe {
         let sums = row_sums::<F>(a, n);
         if qforge_simd::Vnni::detect().is_some() {
-            tile_vnni::<F>(p, Acts { a, sums: &sums, n }, out);
+            tile_vnni::<F>(p, Acts { a, sums: &sums, wide: &[], n }, out);
         } else {
-            tile_avx2::<F>(p, Acts { a, sums: &sums, n }, out);
+            let wide = if signed::<Ymm, F>() { widen(a, n) } else { Vec::new() };
+            tile_avx2::<F>(p, Acts { a, sums: &sums, wide: &wide, n }, out);
         }
     }
     true
+}
+
+/// Every row's first `n` blocks' quants as `i16`, each quad `q0 q1 q2 q3` in the order `q0
+/// q2 q1 q3` (the pairs of the tile's two `i16` vectors per quad), block-major: a block's rows
+/// 512 bytes apart. (Row-major, with 16 blocks a row, the rows a pass reads were 8 KiB apart,
+/// all in the same L1 sets.)
+#[target_feature(enable = "avx2,fma,f16c")]
+fn widen(a: &[&[BlockQ8K]], n: usize) -> Vec<[i16; QK_K]> {
+    // Per 16 bytes: each quad's bytes 0, 2, 1, 3.
+    let order = _mm_setr_epi8(0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15);
+    let mut wide = vec![[0i16; QK_K]; a.len() * n];
+    for (w, b) in wide.iter_mut().zip((0..n).flat_map(|i| a.iter().map(move |a| &a[i]))) {
+        for (w, q) in w.as_chunks_mut::<16>().0.iter_mut().zip(b.qs.as_chunks::<16>().0) {
+            // SAFETY: the load reads exactly the 16 bytes of `q`, the store writes exactly the
+            // 32 bytes of `w`.
+            unsafe {
+                let v = _mm_shuffle_epi8(_mm_loadu_si128(q.as_ptr().cast()), order);
+                _mm256_storeu_si256(w.as_mut_ptr().cast(), _mm256_cvtepi8_epi16(v));
+            }
+        }
+    }
+    wide
 }
 
 /// Every row's [`RowSums`] of its first `n` blocks, row-major.
@@ -237,26 +295,33 @@ unsafe fn kernel<V: Isa, F: PackedCodes>(p: &[u8], acts: Acts<'_>, out: &mut [f3
     // SAFETY: the caller's guarantee.
     unsafe {
         let mut tile = Tile::<V> {
-            codes: [V::zero(); QUADS],
+            codes: [V::zero(); 2 * QUADS],
             sc: [V::zero(); HALVES],
             zsc: [V::zero(); PAIRS],
             mins: [V::zero(); PAIRS],
             d: V::zerof(),
             dmin: V::zerof(),
         };
-        // Per row, `acc` and `accm`.
-        let mut acc = vec![[V::zerof(); 2]; a.len()];
-        for g in (0..groups).step_by(per_tile) {
-            let pg = &p[g * gb..][..gb];
-            let pg1 = if per_tile > 1 { p.get((g + 1) * gb..(g + 2) * gb) } else { None };
-            acc.fill([V::zerof(); 2]);
-            for i in 0..n {
-                decode::<V, F>(&pg[i * l.size..][..l.size], pg1.map(|p| &p[i * l.size..][..l.size]), &mut tile);
+        // Per tile and row, `acc` and `accm`. Block by block, every tile of the call against
+        // every row: one block's activations (64 rows: 18 KiB of `q8_K`, 32 KiB widened) stay
+        // in L1 while the tiles pass, where a tile at a time streamed all of them (300 KiB,
+        // 812 KiB widened: past Zen 3's 512 KiB L2) once per tile. The same f32 steps per row
+        // and tile, in the same order.
+        let (rows, tiles) = (a.len(), groups.div_ceil(per_tile));
+        let mut acc = vec![[V::zerof(); 2]; tiles * rows];
+        for i in 0..n {
+            for (acc, g) in acc.chunks_exact_mut(rows.max(1)).zip((0..groups).step_by(per_tile)) {
+                let b = &p[g * gb + i * l.size..][..l.size];
+                let b1 =
+                    if per_tile > 1 { p.get((g + 1) * gb + i * l.size..(g + 1) * gb + (i + 1) * l.size) } else { None };
+                decode::<V, F>(b, b1, &mut tile);
                 let mut r = 0;
-                while r < a.len() {
-                    r += V::pass::<F>(&tile, acts, i, r, &mut acc);
+                while r < rows {
+                    r += V::pass::<F>(&tile, acts, i, r, acc);
                 }
             }
+        }
+        for (acc, g) in acc.chunks_exact(rows.max(1)).zip((0..groups).step_by(per_tile)) {
             let width = (groups - g).min(per_tile) * ROWS;
             for (r, out) in out.chunks_exact_mut(len).enumerate() {
                 let v = if F::HAS_MINS { V::subf(acc[r][0], acc[r][1]) } else { acc[r][0] };
@@ -276,7 +341,8 @@ unsafe fn decode<V: Isa, F: PackedCodes>(b: &[u8], b1: Option<&[u8]>, t: &mut Ti
     let half_group = |h: usize| h * 16 / l.group;
     // SAFETY: the caller's guarantee.
     unsafe {
-        for (u, c) in t.codes.chunks_exact_mut(8).enumerate() {
+        let w = const { quad_vecs::<V, F>() };
+        for (u, c) in t.codes[..QUADS * w].chunks_exact_mut(8 * w).enumerate() {
             V::codes::<F>(b, b1, u, c);
         }
         if !F::UNIT_SCALES {
@@ -322,17 +388,22 @@ pub(super) unsafe fn rows<V: Isa, F: PackedCodes, const R: usize>(
     r0: usize,
     acc: &mut [[V::F; 2]],
 ) {
-    let Acts { a, sums, n } = acts;
+    let Acts { a, sums, wide, n } = acts;
     let l = const { Layout::of::<F>() };
+    let w = const { quad_vecs::<V, F>() };
     // Quads per scale group, and groups; with every scale 1, per 32-element unit (fewer,
     // longer dots: fewer widenings).
     let (per, groups) = if F::UNIT_SCALES { (8, QUADS / 8) } else { (l.group / 4, l.groups) };
-    let qs: [&[i8; QK_K]; R] = std::array::from_fn(|r| &a[r0 + r][i].qs);
+    static NOT_WIDENED: [i16; QK_K] = [0; QK_K];
+    let qs: [RowQ<'_>; R] = std::array::from_fn(|r| RowQ {
+        qs: &a[r0 + r][i].qs,
+        wide: if w == 2 { &wide[i * a.len() + r0 + r] } else { &NOT_WIDENED },
+    });
     // SAFETY: the caller's guarantee.
     unsafe {
         let mut tot = [V::zero(); R];
         for k in 0..groups {
-            let s = V::group::<F, R>(&t.codes[k * per..][..per], &qs, k * per);
+            let s = V::group::<F, R>(&t.codes[k * per * w..][..per * w], &qs, k * per);
             for (tot, s) in tot.iter_mut().zip(s) {
                 *tot = V::add(*tot, if F::UNIT_SCALES { s } else { V::mullo(s, t.sc[k]) });
             }

@@ -1,21 +1,22 @@
 //! The tile kernel's two register files ([`super::tile::Isa`]): [`Zmm`], AVX-512 VNNI with two
 //! groups (16 weight rows) per 512-bit vector and `vpdpbusd`; [`Ymm`], AVX2 with one group per
-//! 256-bit vector and `vpmaddubsw` + `vpmaddwd` (or, for a table spanning more than 127, its
-//! signed values with the sign trick), the group kernel's dots
-//! ([`qforge_simd::planes::dot_avx2`], [`dot_signed_avx2`]).
+//! 256-bit vector and `vpmaddubsw` + `vpmaddwd`, the group kernel's dot
+//! ([`qforge_simd::planes::dot_avx2`]), or, for a table spanning more than 127, its signed
+//! values as `i16` pairs and `vpmaddwd` alone (`tile`'s module docs).
 
 use std::arch::x86_64::*;
 
-use super::tile::{Acts, Isa, Tile, passes, rows, signed};
+use super::tile::{Acts, Isa, RowQ, Tile, passes, rows, signed};
 use crate::QK_K;
 use crate::packed::{Layout, PackedCodes, ROWS};
-use qforge_simd::planes::{dot_avx2, dot_signed_avx2, quads};
+use qforge_simd::planes::{dot_avx2, quads};
 
 /// AVX-512 VNNI: 16 weight rows (the tile's first group in lanes 0–7), eight activation rows per
 /// pass (measured 5–30 % faster than four on Ice Lake).
 pub(super) struct Zmm;
 
-/// AVX2: 8 weight rows, four activation rows per pass (AVX2's 16 registers).
+/// AVX2: 8 weight rows, four activation rows per pass (AVX2's 16 registers), eight for signed
+/// values (`i16` pairs).
 pub(super) struct Ymm;
 
 /// The activation's four `i8` of quad `q` of `qs`, as one `i32`.
@@ -80,7 +81,7 @@ macro_rules! ops {
 // every intrinsic call sound.
 impl Isa for Zmm {
     const ROWS: usize = 2 * ROWS;
-    const SIGN_TRICK: bool = false;
+    const SIGNED: bool = false;
     type I = __m512i;
     type F = __m512;
 
@@ -152,13 +153,13 @@ impl Isa for Zmm {
         }
     }
     #[inline(always)]
-    unsafe fn group<F: PackedCodes, const R: usize>(c: &[__m512i], qs: &[&[i8; QK_K]; R], q0: usize) -> [__m512i; R] {
+    unsafe fn group<F: PackedCodes, const R: usize>(c: &[__m512i], rows: &[RowQ<'_>; R], q0: usize) -> [__m512i; R] {
         // SAFETY: `Isa`'s contract (the features).
         unsafe {
             let mut s = [_mm512_setzero_si512(); R];
             for (m, &c) in c.iter().enumerate() {
-                for (s, qs) in s.iter_mut().zip(qs) {
-                    *s = _mm512_dpbusd_epi32(*s, c, _mm512_set1_epi32(quad(qs, q0 + m)));
+                for (s, row) in s.iter_mut().zip(rows) {
+                    *s = _mm512_dpbusd_epi32(*s, c, _mm512_set1_epi32(quad(row.qs, q0 + m)));
                 }
             }
             s
@@ -169,7 +170,7 @@ impl Isa for Zmm {
 
 impl Isa for Ymm {
     const ROWS: usize = ROWS;
-    const SIGN_TRICK: bool = true;
+    const SIGNED: bool = true;
     type I = __m256i;
     type F = __m256;
 
@@ -220,6 +221,20 @@ impl Isa for Ymm {
                 Some(t) => Some(_mm256_broadcastsi128_si256(_mm_loadu_si128(t.as_ptr().cast()))),
                 None => None,
             };
+            if signed::<Self, F>() {
+                // Each quad's signed bytes `v0 v1 v2 v3` per row as the `i16` pairs `(v0, v2)`
+                // and `(v1, v3)`: each `i16` of the bytes shifted up by 8 and back, and shifted
+                // down by 8, arithmetically.
+                for (c, q) in c.chunks_exact_mut(2).zip(q) {
+                    let v = match table {
+                        Some(t) => _mm256_shuffle_epi8(t, q),
+                        None => q,
+                    };
+                    c[0] = _mm256_srai_epi16::<8>(_mm256_slli_epi16::<8>(v));
+                    c[1] = _mm256_srai_epi16::<8>(v);
+                }
+                return;
+            }
             for (c, q) in c.iter_mut().zip(q) {
                 *c = match table {
                     Some(t) => _mm256_shuffle_epi8(t, q),
@@ -229,23 +244,37 @@ impl Isa for Ymm {
         }
     }
     #[inline(always)]
-    unsafe fn group<F: PackedCodes, const R: usize>(c: &[__m256i], qs: &[&[i8; QK_K]; R], q0: usize) -> [__m256i; R] {
+    unsafe fn group<F: PackedCodes, const R: usize>(c: &[__m256i], rows: &[RowQ<'_>; R], q0: usize) -> [__m256i; R] {
         let umax = const { crate::packed::umax::<F>() };
         // SAFETY: `Isa`'s contract (the features, AVX2 all both dots need).
         unsafe {
             let mut s = [_mm256_setzero_si256(); R];
+            if signed::<Self, F>() {
+                // `i16` pairs (`tile`'s module docs): vector `2m + h` of quad `q0 + m` holds
+                // the values `(v_h, v_{h+2})`, the widened row the activations in that order at
+                // `i16` `4(q0 + m) + 2h`. Each vector once, for every row.
+                for (j, &v) in c.iter().enumerate() {
+                    let at = 4 * q0 + 2 * j;
+                    for (s, row) in s.iter_mut().zip(rows) {
+                        let pair = row.wide[at..].first_chunk::<2>().expect("a pair of the block");
+                        let a = _mm256_set1_epi32(i32::from(pair[0] as u16) | i32::from(pair[1] as u16) << 16);
+                        *s = _mm256_add_epi32(*s, _mm256_madd_epi16(v, a));
+                    }
+                }
+                return s;
+            }
             // (Loops, not closures: a closure passed to a generic function need not be inlined
             // into the kernel, and then runs without its features.)
             macro_rules! dot {
                 ($per:literal) => {{
                     let mut cs = [_mm256_setzero_si256(); $per];
                     cs.copy_from_slice(&c[..$per]);
-                    for (s, qs) in s.iter_mut().zip(qs) {
+                    for (s, row) in s.iter_mut().zip(rows) {
                         let mut av = [_mm256_setzero_si256(); $per];
                         for (m, av) in av.iter_mut().enumerate() {
-                            *av = _mm256_set1_epi32(quad(qs, q0 + m));
+                            *av = _mm256_set1_epi32(quad(row.qs, q0 + m));
                         }
-                        *s = if signed::<Self, F>() { dot_signed_avx2(&cs, &av) } else { dot_avx2(&cs, &av, umax) };
+                        *s = dot_avx2(&cs, &av, umax);
                     }
                 }};
             }
@@ -257,5 +286,31 @@ impl Isa for Ymm {
             s
         }
     }
-    passes!(1 2 3; 4);
+    #[inline(always)]
+    unsafe fn pass<F: PackedCodes>(
+        t: &Tile<Self>,
+        acts: Acts<'_>,
+        i: usize,
+        r0: usize,
+        acc: &mut [[__m256; 2]],
+    ) -> usize {
+        // Signed values (`i16` pairs) need no registers for the sign trick: eight rows a pass,
+        // each weight vector loaded once for all of them.
+        let last = if signed::<Self, F>() { 8 } else { 4 };
+        let left = acts.len() - r0;
+        // SAFETY: the caller's guarantee.
+        unsafe {
+            match left.min(last) {
+                1 => rows::<Self, F, 1>(t, acts, i, r0, acc),
+                2 => rows::<Self, F, 2>(t, acts, i, r0, acc),
+                3 => rows::<Self, F, 3>(t, acts, i, r0, acc),
+                4 => rows::<Self, F, 4>(t, acts, i, r0, acc),
+                5 => rows::<Self, F, 5>(t, acts, i, r0, acc),
+                6 => rows::<Self, F, 6>(t, acts, i, r0, acc),
+                7 => rows::<Self, F, 7>(t, acts, i, r0, acc),
+                _ => rows::<Self, F, 8>(t, acts, i, r0, acc),
+            }
+        }
+        left.min(last)
+    }
 }
