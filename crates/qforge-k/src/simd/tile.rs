@@ -46,8 +46,8 @@
 //! ([`widen`]). Then `vpmaddwd` of a vector and a broadcast pair is 16 exact products summed
 //! in pairs, two per 32 products and nothing else on those pipes: the same `i32` per lane.
 //! Without the trick's registers a pass takes eight rows, each weight vector loaded once for
-//! all of them. iq4_xs's mat-mul (M = 64, 4096², one thread, Zen 3): 44 → 49 Gel/s best of 20,
-//! 1.24× ggml 0.25.3 in one run where it read 0.95–0.97× before (`docs/matmul.md`).
+//! all of them. iq4_xs's mat-mul (M = 64, 4096², one thread, Zen 3): 45 → 50 Gel/s, best
+//! runs of 8 alternated (`docs/matmul.md`).
 
 use std::arch::x86_64::*;
 
