@@ -212,6 +212,22 @@ macro_rules! group_kernel {
                             [s, s]
                         };
                         let mv = if W::AFFINE { half8!(l.m) } else { _mm256_setzero_ps() };
+                        if signed && signed8 && hn == 1 {
+                            // 8-bit codes: every row's dot first, quad by quad (`signed8_dots`).
+                            let qs: [&[i8; 32]; R] = std::array::from_fn(|r| a[r][j].qs());
+                            // SAFETY: this function has AVX2, all `signed8_dots` needs; no
+                            // activation is -128 (checked by `dot_groups`).
+                            let sums = unsafe { signed8_dots(&c, &qs) };
+                            for (r, s) in sums.into_iter().enumerate() {
+                                let ad = _mm256_set1_ps(info[r][j].ds[0]);
+                                let s = _mm256_sub_epi32(s, _mm256_set1_epi32(info[r][j].zs[0]));
+                                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(sv[0], ad), acc[r]);
+                                if W::AFFINE {
+                                    accm[r] = _mm256_fmadd_ps(mv, _mm256_set1_ps(info[r][j].ds[1]), accm[r]);
+                                }
+                            }
+                            continue;
+                        }
                         for r in 0..R {
                             let act = &a[r][j];
                             let mut av = [_mm256_setzero_si256(); 8];
@@ -244,11 +260,8 @@ macro_rules! group_kernel {
                                 half_unit!(0);
                                 half_unit!(1);
                             } else {
-                                let s = if signed && signed8 {
-                                    // SAFETY: this function has AVX2, all `dot_signed` needs;
-                                    // no activation is -128 (checked by `dot_groups`).
-                                    unsafe { dot_signed::<8>(&av, &c) }
-                                } else if signed {
+                                // (8-bit codes took `signed8_dots` above.)
+                                let s = if signed {
                                     // SAFETY: this function has AVX2, all `dot_signed` needs.
                                     unsafe { dot_signed::<8>(&c, &av) }
                                 } else {
@@ -273,6 +286,37 @@ macro_rules! group_kernel {
             }
         }
     };
+}
+
+/// Each of the `R` rows' `Σ_m Σ₄ v[m]·q` over a unit's 8 quads of 8-bit signed values `v`
+/// (q8_0's codes, `u − 128`; maybe -128) and the rows' quants `qs` (never -128), exactly:
+/// [`dot_signed`] with the trick mirrored (`vpmaddubsw(|v|, q·sgn v)`) per row, but quad by
+/// quad across the rows, so that one quad's values and magnitudes and the rows' accumulators
+/// are all that is live. Row by row, a row's 8 broadcasts beside the 8 values and their 8
+/// magnitudes outnumbered AVX2's 16 registers, and q8_0's kernel spilled 17 vectors a unit
+/// (quad by quad: q8_0's mat-mul +11 % on Zen 3; the other kinds of values measured slower
+/// that way, mxfp4 −25 %, so they keep the row-by-row dots).
+///
+/// # Safety
+/// The CPU must have AVX2: call it only from a function compiled with it, into which it is
+/// inlined. No quant may be -128.
+#[inline(always)]
+unsafe fn signed8_dots<const R: usize>(v: &[__m256i; 8], qs: &[&[i8; 32]; R]) -> [__m256i; R] {
+    // SAFETY: the caller guarantees AVX2.
+    unsafe {
+        let mut s = [_mm256_setzero_si256(); R];
+        let ones = _mm256_set1_epi16(1);
+        for (m, &v) in v.iter().enumerate() {
+            let mag = _mm256_abs_epi8(v);
+            for (s, qs) in s.iter_mut().zip(qs) {
+                let q = qs[4 * m..].first_chunk::<4>().expect("a quad of the unit");
+                let a = _mm256_set1_epi32(i32::from_le_bytes(q.map(|x| x as u8)));
+                let p = _mm256_maddubs_epi16(mag, _mm256_sign_epi8(a, v));
+                *s = _mm256_add_epi32(*s, _mm256_madd_epi16(p, ones));
+            }
+        }
+        s
+    }
 }
 
 group_kernel!(groups_avx2, "avx2,fma,f16c", dot_avx2, false);
