@@ -50,8 +50,9 @@ pub use qforge_simd::planes::ROWS;
 /// blanket implementation), and formats whose values are not codes minus a zero but a small
 /// table of them (the grid I-quants and iq4_xs of `qforge-iq`, re-coded when packed): the
 /// value of code `c` is `u − ZERO` with `u = TABLE[c]` (or `u = c` without a table). Every
-/// `u ≤ 127`, or (a table only) every value `u − ZERO` in `-127..=127`: the AVX2 kernel then
-/// dots the signed values with the sign trick.
+/// `u ≤ 127`, or (a table only) every value `u − ZERO` in `-127..=127`: the AVX2 kernels then
+/// dot the signed values, the group kernel with the sign trick, the tile kernel (mat-mul) as
+/// `i16` pairs.
 pub trait PackedCodes: BlockFormat {
     /// Whether the format has mins (`dmin · min[g]` subtracted per group).
     const HAS_MINS: bool;
@@ -108,7 +109,8 @@ pub const fn umax<F: PackedCodes>() -> u32 {
 }
 
 /// Whether every value `u − ZERO` of `F`'s table is an `i8` other than -128: what the AVX2
-/// kernel's sign trick needs of a table with `u` above 127 (checked at compile time there).
+/// kernels' signed dots (the sign trick, `i16` pairs) need of a table with `u` above 127
+/// (checked at compile time there).
 pub const fn signed_values_fit<F: PackedCodes>() -> bool {
     match F::TABLE {
         Some(t) => {
