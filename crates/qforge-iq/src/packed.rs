@@ -8,11 +8,11 @@
 //! six values), iq3_xxs's eight magnitudes and iq3_s's eight odd ones (sixteen signed), iq1's
 //! `8g ± 1` for ternary `g` (six: `±1, ±7, ±9`); iq4_xs's are `kvalues_iq4nl` (sixteen, from
 //! -127 to 113: more than `vpmaddubsw`'s unsigned 127 apart, so `qforge-k`'s AVX2 kernels dot
-//! them signed, with the sign trick or, in the mat-mul tile, as `i16` pairs). So a value is a 3- or 4-bit code `c` with
-//! value `TABLE[c] − ZERO`, and the block keeps its integer scale per 16 or 32 values and its
-//! f16 `d` (times the format's `D_MUL`, a power of two). The packed dot is then the same exact
-//! integers as the plain kernel's (`Σ scale·Σ value·q8`), summed in another f32 order: the two
-//! agree to f32 rounding.
+//! them signed, with the sign trick or, in the mat-mul tile, as `i16` pairs). So a value is a
+//! 3- or 4-bit code `c` with value `TABLE[c] − ZERO`, and the block keeps its integer scale per
+//! 16 or 32 values and its f16 `d` (times the format's `D_MUL`, a power of two). The packed dot
+//! is then the same exact integers as the plain kernel's (`Σ scale·Σ value·q8`), summed in
+//! another f32 order: the two agree to f32 rounding.
 //!
 //! The codes take more room than the grid indices (iq2_xxs: 3 bits a weight and the scales
 //! against 2.06), a trade for the CPU's mat-vec, which the grid lookups bound by instruction

@@ -44,7 +44,7 @@
 //! (an arithmetic shift of each `i16` of the bytes, and of it shifted up by 8), and each
 //! activation row is widened once per call to `i16` in the order `a0, a2, a1, a3` per quad
 //! ([`widen`]). Then `vpmaddwd` of a vector and a broadcast pair is 16 exact products summed
-//! in pairs, two per 32 products and nothing else on those pipes: the same `i32` per lane.
+//! in pairs, two per 32 products on those pipes instead of four: the same `i32` per lane.
 //! Without the trick's registers a pass takes eight rows, each weight vector loaded once for
 //! all of them. iq4_xs's mat-mul (M = 64, 4096², one thread, Zen 3): 45 → 50 Gel/s, best
 //! runs of 8 alternated (`docs/matmul.md`).
