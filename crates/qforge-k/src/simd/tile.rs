@@ -431,20 +431,22 @@ pub(super) unsafe fn rows<V: Isa, F: PackedCodes, const R: usize>(
     }
 }
 
-/// [`Isa::pass`] for a register file taking up to the last of `$r` rows per pass.
+/// [`Isa::pass`] for a register file taking up to the last of `$r` rows per pass, or at most
+/// `$most` (an expression of `Self` and the format `F`) where given.
 macro_rules! passes {
-    ($($r:literal)+; $last:literal) => {
+    ($($r:literal)+; $last:literal $(, $most:expr)?) => {
         #[inline(always)]
         unsafe fn pass<F: PackedCodes>(t: &Tile<Self>, acts: Acts<'_>, i: usize, r0: usize, acc: &mut [[Self::F; 2]]) -> usize {
-            let left = acts.len() - r0;
+            let most: usize = $last $(.min($most))?;
+            let taken = (acts.len() - r0).min(most);
             // SAFETY: the caller's guarantee.
             unsafe {
-                match left {
+                match taken {
                     $($r => rows::<Self, F, $r>(t, acts, i, r0, acc),)+
                     _ => rows::<Self, F, $last>(t, acts, i, r0, acc),
                 }
             }
-            left.min($last)
+            taken
         }
     };
 }

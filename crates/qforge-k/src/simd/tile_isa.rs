@@ -286,31 +286,7 @@ impl Isa for Ymm {
             s
         }
     }
-    #[inline(always)]
-    unsafe fn pass<F: PackedCodes>(
-        t: &Tile<Self>,
-        acts: Acts<'_>,
-        i: usize,
-        r0: usize,
-        acc: &mut [[__m256; 2]],
-    ) -> usize {
-        // Signed values (`i16` pairs) need no registers for the sign trick: eight rows a pass,
-        // each weight vector loaded once for all of them.
-        let last = if signed::<Self, F>() { 8 } else { 4 };
-        let left = acts.len() - r0;
-        // SAFETY: the caller's guarantee.
-        unsafe {
-            match left.min(last) {
-                1 => rows::<Self, F, 1>(t, acts, i, r0, acc),
-                2 => rows::<Self, F, 2>(t, acts, i, r0, acc),
-                3 => rows::<Self, F, 3>(t, acts, i, r0, acc),
-                4 => rows::<Self, F, 4>(t, acts, i, r0, acc),
-                5 => rows::<Self, F, 5>(t, acts, i, r0, acc),
-                6 => rows::<Self, F, 6>(t, acts, i, r0, acc),
-                7 => rows::<Self, F, 7>(t, acts, i, r0, acc),
-                _ => rows::<Self, F, 8>(t, acts, i, r0, acc),
-            }
-        }
-        left.min(last)
-    }
+    // Signed values (`i16` pairs) need no registers for the sign trick: eight rows a pass,
+    // each weight vector loaded once for all of them.
+    passes!(1 2 3 4 5 6 7; 8, if signed::<Self, F>() { 8 } else { 4 });
 }

@@ -212,6 +212,23 @@ macro_rules! group_kernel {
                             [s, s]
                         };
                         let mv = if W::AFFINE { half8!(l.m) } else { _mm256_setzero_ps() };
+                        // Row `r`'s integer dot `s` of half unit (or unit) `h`, less its zero
+                        // term, times the scales into `acc[r]`: ggml's per-block f32 steps.
+                        macro_rules! fold {
+                            ($r:expr, $h:expr, $s:expr) => {{
+                                let s = _mm256_sub_epi32($s, _mm256_set1_epi32(info[$r][j].zs[$h]));
+                                let x = _mm256_mul_ps(sv[$h], _mm256_set1_ps(info[$r][j].ds[0]));
+                                acc[$r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), x, acc[$r]);
+                            }};
+                        }
+                        // Row `r`'s affine term (`m · a.s`), for the formats with one.
+                        macro_rules! affine {
+                            ($r:expr) => {
+                                if W::AFFINE {
+                                    accm[$r] = _mm256_fmadd_ps(mv, _mm256_set1_ps(info[$r][j].ds[1]), accm[$r]);
+                                }
+                            };
+                        }
                         if signed && signed8 && hn == 1 {
                             // 8-bit codes: every row's dot first, quad by quad (`signed8_dots`).
                             let qs: [&[i8; 32]; R] = std::array::from_fn(|r| a[r][j].qs());
@@ -219,12 +236,8 @@ macro_rules! group_kernel {
                             // activation is -128 (checked by `dot_groups`).
                             let sums = unsafe { signed8_dots(&c, &qs) };
                             for (r, s) in sums.into_iter().enumerate() {
-                                let ad = _mm256_set1_ps(info[r][j].ds[0]);
-                                let s = _mm256_sub_epi32(s, _mm256_set1_epi32(info[r][j].zs[0]));
-                                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(sv[0], ad), acc[r]);
-                                if W::AFFINE {
-                                    accm[r] = _mm256_fmadd_ps(mv, _mm256_set1_ps(info[r][j].ds[1]), accm[r]);
-                                }
+                                fold!(r, 0, s);
+                                affine!(r);
                             }
                             continue;
                         }
@@ -235,7 +248,6 @@ macro_rules! group_kernel {
                                 let q = act.qs()[4 * m..].first_chunk::<4>().expect("a quad of the unit");
                                 *v = _mm256_set1_epi32(i32::from_le_bytes(q.map(|x| x as u8)));
                             }
-                            let ad = _mm256_set1_ps(info[r][j].ds[0]);
                             if hn == 2 {
                                 // Each half unit with its own scale (constant halves: `c` and
                                 // `av` stay in registers).
@@ -252,9 +264,7 @@ macro_rules! group_kernel {
                                                 $dot::<4>(&ch, &ah, um)
                                             }
                                         };
-                                        let s = _mm256_sub_epi32(s, _mm256_set1_epi32(info[r][j].zs[$h]));
-                                        let x = _mm256_mul_ps(sv[$h], ad);
-                                        acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), x, acc[r]);
+                                        fold!(r, $h, s);
                                     }};
                                 }
                                 half_unit!(0);
@@ -268,12 +278,9 @@ macro_rules! group_kernel {
                                     // SAFETY: this function has the features `$dot` needs.
                                     unsafe { $dot::<8>(&c, &av, um) }
                                 };
-                                let s = _mm256_sub_epi32(s, _mm256_set1_epi32(info[r][j].zs[0]));
-                                acc[r] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(s), _mm256_mul_ps(sv[0], ad), acc[r]);
+                                fold!(r, 0, s);
                             }
-                            if W::AFFINE {
-                                accm[r] = _mm256_fmadd_ps(mv, _mm256_set1_ps(info[r][j].ds[1]), accm[r]);
-                            }
+                            affine!(r);
                         }
                     }
                 }
