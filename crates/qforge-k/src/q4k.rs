@@ -10,7 +10,8 @@ use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, FormatDesc, Role};
 use qforge_ggml_search::AffineSearch;
-use qforge_simd::half_lut::{CODES, CODES32, Codes32, Fifth, GroupSink, Tables, table};
+use qforge_simd::Tail;
+use qforge_simd::half_lut::{CODES, Codes32, Fifth, GroupSink, Tables, table};
 
 qforge_core::c_block! {
     /// ggml's `block_q4_K` (144 bytes): `x = d * sc[j] * q - dmin * m[j]`, `q in 0..16`.
@@ -181,7 +182,9 @@ fn k4_group(
     let value = |c: f32| dl * c - ml;
     match qh {
         None => f.group(Tables::One(table(&CODES, value)), codes, Fifth::None),
-        Some(h) => f.group(Tables::Wide(table(&CODES32, value)), codes, Fifth::Bit(h, j as u32)),
+        Some(h) => {
+            f.group(Tables::Linear { offset: 0, scale: dl, tail: Tail::Sub(ml) }, codes, Fifth::Bit(h, j as u32))
+        }
     }
 }
 

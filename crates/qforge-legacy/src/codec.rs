@@ -8,7 +8,8 @@ use qforge_ggml_search::{
     AffineSearch, SymWeights, abs_max, importance_weights, make_qkx_quants, make_qx_quants, nearest_int, padded,
     sigma2, signed_absmax,
 };
-use qforge_simd::half_lut::{CODES, CODES32, Codes32, Fifth, GroupSink, TableGroups, Tables, table};
+use qforge_simd::Tail;
+use qforge_simd::half_lut::{CODES, Codes32, Fifth, GroupSink, TableGroups, Tables, table};
 use qforge_simd::i8_groups::I8Groups;
 
 /// ggml's `(int8_t)v` / `(uint8_t)v` on x86-64: truncate toward zero through a 32-bit
@@ -131,7 +132,8 @@ pub(crate) fn decode<B: LegacyBlock, O: Elem>(block: &B, out: &mut [O]) {
 const BATCH: usize = 8;
 
 /// The table description (`qforge_simd::half_lut`) of the blocks with
-/// [`LegacyBlock::TABLE_CODES`]: one group per block, `table[c] = (c - offset)·d (+ m)`, the
+/// [`LegacyBlock::TABLE_CODES`]: one group per block, `table[c] = (c - offset)·d (+ m)` (a
+/// table for 4-bit codes, the line itself for 5-bit ones), the
 /// expression of `decode_f32` (`c - offset` is exact in f32, the quant it converts).
 struct Groups<B>(std::marker::PhantomData<B>);
 
@@ -150,7 +152,12 @@ impl<B: LegacyBlock> TableGroups for Groups<B> {
         match tc.qh {
             None => f.group(Tables::One(table(&CODES, value)), Codes32::SplitHalf((tc.qs)(b)), Fifth::None),
             Some(qh) => {
-                f.group(Tables::Wide(table(&CODES32, value)), Codes32::SplitHalf((tc.qs)(b)), Fifth::Word(qh(b)))
+                let tail = match B::KIND {
+                    Kind::Symmetric => Tail::None,
+                    Kind::Affine => Tail::Add(m),
+                };
+                let line = Tables::Linear { offset: tc.offset as u8, scale: d, tail };
+                f.group(line, Codes32::SplitHalf((tc.qs)(b)), Fifth::Word(qh(b)))
             }
         }
     }

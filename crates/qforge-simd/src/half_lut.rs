@@ -3,13 +3,14 @@
 //!
 //! Every value of such a format is `table[code]`, where a group of 32 elements (or each half
 //! of it) has its own table: `(code - 8)·d` for q4_0, `kvalues[code]·d` for iq4_nl,
-//! `d·sc·code - dmin·m` for a q4_k sub-block, 32 entries for 5-bit codes, 8 per 16 elements
-//! for q2_k / q3_k. Per group, the table values are computed in f32 with the decoder's own
-//! expression (so the same f32 bits), rounded once to f16 / bf16, and the 32 codes looked up
-//! in the 16-bit table. Under AVX2 that is two `vpshufb` (the low and the high bytes of the
-//! table; four and a blend by the fifth bit for 5-bit codes) and two unpacks per 32 values,
-//! where decoding to f32 and then converting makes a second pass of 0.25 (f16) to 0.4 (bf16)
-//! cycles per value over the row.
+//! `d·sc·code - dmin·m` for a q4_k sub-block, 8 per 16 elements for q2_k / q3_k. Per group,
+//! the table values are computed in f32 with the decoder's own expression (so the same f32
+//! bits), rounded once to f16 / bf16, and the 32 codes looked up in the 16-bit table. Under
+//! AVX2 that is two `vpshufb` (the low and the high bytes of the table) and two unpacks per
+//! 32 values, where decoding to f32 and then converting makes a second pass of 0.25 (f16) to
+//! 0.4 (bf16) cycles per value over the row. 5-bit codes (q5_0, q5_1, q5_k) would need 32
+//! entries per 32 values, as many roundings as values: their groups describe the line instead
+//! ([`Tables::Linear`]), and each value is computed and rounded in registers.
 //!
 //! A format describes its groups ([`TableGroups`]); [`decode_row`] does the rest, with the
 //! AVX2 kernel where [`crate::Avx2`] allows it and the portable loop (the reference) else.
@@ -18,6 +19,7 @@
 //! between two compiled expressions (q4_1's `c·d + m` with both `d` and `m` NaN keeps one of
 //! the two). Each level's own output is fixed (qforge-cpu's level test, on random bytes).
 
+use crate::Tail;
 use qforge_core::round::{f32_to_bf16_bits, f32_to_f16_bits};
 use qforge_core::{Elem, OutRow, bf16, f16};
 
@@ -77,7 +79,7 @@ impl Codes32<'_> {
     }
 }
 
-/// The fifth bits of 5-bit codes (read with [`Tables::Wide`] only).
+/// The fifth bits of 5-bit codes (read with [`Tables::Linear`] only).
 #[derive(Clone, Copy, Debug)]
 pub enum Fifth<'a> {
     /// 4-bit codes.
@@ -117,14 +119,27 @@ pub enum Tables {
     /// I-quants): on AVX2 one sign flip of the rounded 16-bit values instead of rounding
     /// sixteen entries.
     Signed8([[f32; 8]; 2]),
-    /// One table of 32 values for 5-bit codes (the low 4 bits from [`Codes32`], the fifth
-    /// from [`Fifth`]).
-    Wide([f32; 32]),
+    /// No table: 5-bit codes (the low 4 bits from [`Codes32`], the fifth from [`Fifth`])
+    /// whose value is `(c − offset)·scale`, then `tail` (q5_0's `(c − 16)·d`, q5_1's
+    /// `c·d + m`, q5_k's `c·d1 − m1`), the f32 decode's own expression (`c − offset` is
+    /// exact in f32). A table of 32 entries per 32 values rounds as many entries as the group
+    /// has values and then looks them up; AVX2 computes and rounds each value in registers
+    /// instead (`vpmovsxbd`, `vcvtdq2ps`, `vmulps`, the tail, the rounding: about 60
+    /// instructions a group against 75 through the table; q5_0 to bf16 on the EPYC, best of
+    /// 4 alternated runs, 3.5 → 4.0 Gel/s).
+    Linear {
+        /// Subtracted from each code before the multiply.
+        offset: u8,
+        /// The factor.
+        scale: f32,
+        /// Applied to each product.
+        tail: Tail,
+    },
 }
 
 impl Tables {
     /// The value of element `i` of the group with the 4-bit code `c` and fifth bit `h` (0 or
-    /// 16, read by [`Tables::Wide`] only).
+    /// 16, read by [`Tables::Linear`] only).
     #[inline(always)]
     pub(crate) fn value(&self, i: usize, c: u8, h: u8) -> f32 {
         let c = usize::from(c & 0x0F);
@@ -140,7 +155,10 @@ impl Tables {
                 let m = t[i / 16][c & 7];
                 if c < 8 { m } else { -m }
             }
-            Tables::Wide(t) => t[c | usize::from(h & 16)],
+            Tables::Linear { offset, scale, tail } => {
+                let q = i16::from(c as u8 | h & 16) - i16::from(*offset);
+                tail.apply(f32::from(q) * scale)
+            }
         }
     }
 }
@@ -149,8 +167,6 @@ impl Tables {
 pub static CODES: [f32; 16] = codes_f32();
 /// The codes 0..8 as f32, for [`table`] of [`Tables::Halves8`].
 pub static CODES8: [f32; 8] = codes_f32();
-/// The codes 0..32 as f32, for [`table`] of [`Tables::Wide`].
-pub static CODES32: [f32; 32] = codes_f32();
 
 /// `[0., 1., …, N - 1]`.
 const fn codes_f32<const N: usize>() -> [f32; N] {
@@ -174,14 +190,14 @@ pub const fn f32_table(t: &[i8; 16]) -> [f32; 16] {
     out
 }
 
-/// The `N` values `value(v[c])` of a table (`N` = 8, 16 or 32), with `v` (the codes as f32,
+/// The `N` values `value(v[c])` of a table (`N` = 8 or 16), with `v` (the codes as f32,
 /// [`CODES`], or a format's values per code) read at run time, as the f32 decode reads the
 /// block's codes. With the constants in sight LLVM would fold some products (`d · -1.0` into
 /// `-d`), which flips the sign of a NaN that a NaN scale makes: the values would no longer be
 /// the f32 decode's bits.
 #[inline(always)]
 pub fn table<const N: usize>(v: &'static [f32; N], value: impl Fn(f32) -> f32) -> [f32; N] {
-    const { assert!(N == 8 || N == 16 || N == 32) };
+    const { assert!(N == 8 || N == 16) };
     // At most sixteen at a time by `array::map`, which LLVM turns into straight vector code; a
     // loop over the entries stayed a vector loop through the stack, and `map` of 32 entries
     // an out-of-line call.
@@ -191,9 +207,6 @@ pub fn table<const N: usize>(v: &'static [f32; N], value: impl Fn(f32) -> f32) -
         *o = c.map(&value);
     }
     if let (Some(o), Some(c)) = (out.first_chunk_mut::<16>(), v.first_chunk::<16>()) {
-        *o = c.map(&value);
-    }
-    if let (true, Some(o), Some(c)) = (N == 32, out.last_chunk_mut::<16>(), v.last_chunk::<16>()) {
         *o = c.map(&value);
     }
     out
@@ -209,7 +222,7 @@ pub trait TableGroups {
     const BLOCK: usize;
 
     /// Calls `f.group` for each 32-element group of `b` in element order (`BLOCK / 32` calls)
-    /// with its tables and codes (and fifth bits, for 5-bit codes on [`Tables::Wide`]). Each
+    /// with its tables and codes (and fifth bits, for 5-bit codes on [`Tables::Linear`]). Each
     /// table entry must be computed with exactly the f32 operations of the format's f32 decode
     /// of that code, so that the rounded values are the same bits: build the tables with
     /// [`table`]. Mark it `#[inline(always)]`: the AVX2 kernels' sinks are inlined into it,
@@ -220,7 +233,6 @@ pub trait TableGroups {
     /// Whether [`decode_row`] serves f32 rows too (the f32 table entries looked up with
     /// `vpermps`): for a format whose own f32 decode is slower than that (q1_0 / q2_0, whose
     /// codes are 1 or 2 bits packed LSB first; nvfp4, iq4_xs, tq2_0, measured). Its groups
-    /// should not use [`Tables::Wide`], which the AVX2 f32 lookup decodes value by value.
     const F32: bool = false;
 }
 
@@ -243,7 +255,7 @@ impl<T: FnMut(Tables, Codes32<'_>, Fifth<'_>)> GroupSink for T {
 }
 
 /// The 16-bit output types and their rounding of f32 (round to nearest even, NaN stays NaN).
-pub(crate) trait Half: Copy + bytemuck::Pod {
+pub(crate) trait Half: Elem + bytemuck::Pod {
     /// Whether this is f16 (else bf16).
     const F16: bool;
     /// The bits of `v` rounded to this type.
@@ -344,7 +356,7 @@ fn whole_blocks_portable<F: TableGroups, T>(blocks: &[F::Block], out: &mut [T], 
 }
 
 /// One group value by value: each code's entry of `tables`, converted by `conv`, into `out`
-/// (32 elements). The portable loop, and the AVX2 f32 lookup's path for [`Tables::Wide`].
+/// (32 elements). The portable loop.
 #[inline(always)]
 pub(crate) fn group_portable<T>(
     tables: &Tables,
@@ -363,9 +375,10 @@ mod tests {
     use super::*;
 
     /// A made-up format: 256 elements; the first group on one table in split-half order, the
-    /// second on two tables over the high nibbles of 32 bytes, then two 5-bit groups with their
-    /// fifth bits in a word and in bit 5 of 32 bytes, then 3-bit codes from bits 3..5 of 32
-    /// bytes and bit 6 of 32 others, on two tables; then 1-bit codes of a word and 2-bit codes
+    /// second on two tables over the high nibbles of 32 bytes, then two 5-bit lines with their
+    /// fifth bits in a word and in bit 5 of 32 bytes (the second with a tail), then 3-bit
+    /// codes from bits 3..5 of 32 bytes and bit 6 of 32 others, on two tables; then 1-bit
+    /// codes of a word and 2-bit codes
     /// packed LSB first in 8 bytes; then eight magnitudes per half and their negations, by
     /// the high nibbles of 32 bytes.
     struct Toy;
@@ -388,9 +401,10 @@ mod tests {
         fn groups(b: &ToyBlock, mut f: impl GroupSink) {
             f.group(Tables::One(toy_table(b.d, 8.0)), Codes32::SplitHalf(&b.qs), Fifth::None);
             f.group(Tables::Halves([toy_table(b.d, 3.0), toy_table(-b.d, 1.5)]), Codes32::High(&b.qh), Fifth::None);
-            let wide = Tables::Wide(table(&CODES32, |c| (c - 16.0) * b.d));
+            let wide = Tables::Linear { offset: 16, scale: b.d, tail: crate::Tail::None };
             f.group(wide, Codes32::SplitHalf(&b.qs), Fifth::Word(b.w));
-            f.group(wide, Codes32::Low(&b.qh), Fifth::Bit(&b.qh, 5));
+            let line = Tables::Linear { offset: 0, scale: b.d, tail: crate::Tail::Sub(0.25 * b.d) };
+            f.group(line, Codes32::Low(&b.qh), Fifth::Bit(&b.qh, 5));
             let field = Codes32::Field { q: &b.qh, shift: 3, width: 2, high: Some((&b.qx, 6)) };
             let eight = |d: f32, k: f32| table(&CODES8, |c| (c - k) * d);
             f.group(Tables::Halves8([eight(b.d, 4.0), eight(2.0 * b.d, 1.0)]), field, Fifth::None);
@@ -415,7 +429,7 @@ mod tests {
             }
             96..128 => {
                 let q = b.qh[i - 96];
-                (f32::from((q & 15) | (q >> 5 & 1) << 4) - 16.0) * b.d
+                f32::from((q & 15) | (q >> 5 & 1) << 4) * b.d - 0.25 * b.d
             }
             128..160 => {
                 let j = i - 128;

@@ -1,8 +1,9 @@
 //! The AVX2 kernel of [`crate::half_lut`]: per 32-element group, the 16-entry table rounded
 //! with two `vcvtps2ph` (f16) or the rounding formula on 8 lanes (bf16), its low and high
 //! bytes split into two `vpshufb` tables, the codes looked up in both and the bytes unpacked
-//! into 16-bit values; 5-bit codes look up two such tables and blend by the fifth bit. The same
-//! bits as the portable loop (`half_lut`'s tests hold both).
+//! into 16-bit values; a [`Tables::Linear`] group's 5-bit codes widened, multiplied and
+//! rounded value by value ([`scaled_i8x32`]). The same bits as the portable loop
+//! (`half_lut`'s tests hold both).
 //!
 //! Only the row loop is `#[target_feature]`. The helpers below are `#[inline(always)]` unsafe
 //! functions instead (a `#[target_feature]` function cannot be forced inline, and the group
@@ -12,8 +13,9 @@
 
 use std::arch::x86_64::*;
 
+use crate::Tail;
 use crate::half_lut::{Codes32, Fifth, GroupSink, Half, TableGroups, Tables};
-use crate::store8::{bf16_bits, bf16_bits_not_nan};
+use crate::store8::{bf16_bits, bf16_bits_not_nan, scaled_i8x32};
 use qforge_core::{Elem, OutRow, bf16, f16};
 
 /// [`crate::half_lut`]'s whole blocks (`out.len() == blocks.len() · F::BLOCK`) on the AVX2
@@ -68,8 +70,8 @@ impl GroupSink for Sink<'_, f32, f32> {
 }
 
 /// One group to f32: per 8 codes, each 16-entry table's two halves looked up with `vpermps`
-/// and blended by the code's bit 3 (the negated half of [`Tables::Signed8`] by a sign flip).
-/// [`Tables::Wide`] goes value by value (no format asks for f32 with it).
+/// and blended by the code's bit 3 (the negated half of [`Tables::Signed8`] by a sign flip);
+/// [`Tables::Linear`] computed as for f16 / bf16.
 ///
 /// # Safety
 /// The CPU must have AVX2.
@@ -78,10 +80,10 @@ unsafe fn group_f32(tables: &Tables, codes: Codes32<'_>, fifth: Fifth<'_>, out: 
     // SAFETY: the caller guarantees AVX2; every table load reads 8 f32 of an array of at
     // least 8, and every store writes 8 of `out`'s 32 (`k < 4`).
     unsafe {
-        if let Tables::Wide(_) = tables {
-            return crate::half_lut::group_portable(tables, codes, fifth, out, |v| v);
-        }
         let c = code_bytes(codes);
+        if let Tables::Linear { offset, scale, tail } = *tables {
+            return linear_store(c, fifth, offset, scale, tail, out);
+        }
         let (c0, c1) = (_mm256_castsi256_si128(c), _mm256_extracti128_si256::<1>(c));
         let halves = [f32_half(tables, 0), f32_half(tables, 1)];
         for (k, bytes) in [c0, _mm_srli_si128::<8>(c0), c1, _mm_srli_si128::<8>(c1)].into_iter().enumerate() {
@@ -102,7 +104,7 @@ unsafe fn group_f32(tables: &Tables, codes: Codes32<'_>, fifth: Fifth<'_>, out: 
 
 /// The f32 entries of codes `0..8` and `8..16` of half `h` (`0` or `1`) of a group's tables,
 /// and whether codes `8..16` are the negations of `0..8` ([`Tables::Signed8`]); zeros for
-/// [`Tables::Wide`]. A function, not a closure: a closure would not take the caller's
+/// [`Tables::Linear`]. A function, not a closure: a closure would not take the caller's
 /// features, and its loads would stay calls.
 ///
 /// # Safety
@@ -117,7 +119,7 @@ unsafe fn f32_half(tables: &Tables, h: usize) -> (__m256, __m256, bool) {
             Tables::Halves(t) => (_mm256_loadu_ps(t[h].as_ptr()), _mm256_loadu_ps(t[h].as_ptr().add(8)), false),
             Tables::Halves8(t) => (_mm256_loadu_ps(t[h].as_ptr()), _mm256_loadu_ps(t[h].as_ptr()), false),
             Tables::Signed8(t) => (_mm256_loadu_ps(t[h].as_ptr()), _mm256_loadu_ps(t[h].as_ptr()), true),
-            Tables::Wide(_) => (_mm256_setzero_ps(), _mm256_setzero_ps(), false),
+            Tables::Linear { .. } => (_mm256_setzero_ps(), _mm256_setzero_ps(), false),
         }
     }
 }
@@ -152,12 +154,8 @@ pub(crate) unsafe fn lookup_store<H: Half>(tables: &Tables, c: __m256i, fifth: F
                 let flip = _mm256_set_epi64x(0x8080_8080_8080_8080u64 as i64, 0, 0x8080_8080_8080_8080u64 as i64, 0);
                 lookup((_mm256_unpacklo_epi64(x, x), _mm256_xor_si256(_mm256_unpackhi_epi64(x, x), flip)), c)
             }
-            Tables::Wide(t) => {
-                let (t0, t1) = t.split_at(16);
-                let (l0, h0) = lookup(broadcast(split_bytes::<H>(t0)), c);
-                let (l1, h1) = lookup(broadcast(split_bytes::<H>(t1)), c);
-                let high = fifth_mask(fifth);
-                (_mm256_blendv_epi8(l0, l1, high), _mm256_blendv_epi8(h0, h1, high))
+            Tables::Linear { offset, scale, tail } => {
+                return linear_store(c, fifth, *offset, *scale, *tail, bytemuck::cast_mut::<[u16; 32], [H; 32]>(out));
             }
         };
         // Lane 0 holds elements 0..16 and lane 1 elements 16..32; each unpack interleaves half
@@ -170,12 +168,34 @@ pub(crate) unsafe fn lookup_store<H: Half>(tables: &Tables, c: __m256i, fifth: F
     }
 }
 
+/// A [`Tables::Linear`] group: the 5-bit codes (`c` and the fifth bits) less `offset` as
+/// signed bytes, widened, converted, times `scale`, the tail applied, rounded and stored as
+/// `O` ([`scaled_i8x32`]), with the NaN case only where `scale` or the tail's `m` is not
+/// finite (no other group can make a NaN).
+///
+/// # Safety
+/// The CPU must have AVX2 and F16C.
+#[inline(always)]
+unsafe fn linear_store<O: Elem>(c: __m256i, fifth: Fifth<'_>, offset: u8, scale: f32, tail: Tail, out: &mut [O; 32]) {
+    // SAFETY: the caller guarantees AVX2 and F16C, all the intrinsics and `scaled_i8x32` need.
+    unsafe {
+        let high = _mm256_and_si256(fifth_mask(fifth), _mm256_set1_epi8(16));
+        // Codes below 32 less an offset of at most 32: `i8` without wrapping.
+        let q = _mm256_sub_epi8(_mm256_or_si256(c, high), _mm256_set1_epi8(offset as i8));
+        if tail.finite_with(scale) {
+            scaled_i8x32::<O, false>(q, [scale; 2], [tail; 2], None, out);
+        } else {
+            scaled_i8x32::<O, true>(q, [scale; 2], [tail; 2], None, out);
+        }
+    }
+}
+
 /// One group's 32 values looked up from codes a decoder already holds in a register (bytes
 /// `0..16`, elements `0..16` in the low lane), stored as `O`: the AVX2 step of
 /// [`crate::half_lut::decode_row`] for formats whose codes are computed, not read (the grid
 /// I-quants' magnitudes and signs, tq1_0's unpacked codes). Returns `false` with nothing
-/// written for f32 output. [`Tables::Wide`](crate::half_lut::Tables::Wide) reads every fifth
-/// bit as 0.
+/// written for f32 output. [`Tables::Linear`](crate::half_lut::Tables::Linear) reads every
+/// fifth bit as 0.
 ///
 /// # Safety
 /// The CPU must have AVX2 and F16C.

@@ -84,9 +84,9 @@ mod avx2 {
                 unsafe {
                     let v = _mm256_loadu_si256(v.as_ptr().cast());
                     if f[0].is_finite() && f[1].is_finite() {
-                        scaled_i8x32::<O, false>(v, f, None, None, g);
+                        scaled_i8x32::<O, false>(v, f, [crate::Tail::None; 2], None, g);
                     } else {
-                        scaled_i8x32::<O, true>(v, f, None, None, g);
+                        scaled_i8x32::<O, true>(v, f, [crate::Tail::None; 2], None, g);
                     }
                 }
             });

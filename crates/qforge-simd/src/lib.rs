@@ -125,6 +125,43 @@ pub mod rows;
 #[cfg(target_arch = "x86_64")]
 pub mod store8;
 
+/// What a decoder does to `factor · code` before the value is final: nothing, `+ m` (q5_1's
+/// offset) or `− m` (the K-quants' `d1 · q − m1`). Two operations, two roundings, in this
+/// order: the portable and the AVX2 decoders evaluate the same expression, so the same bits
+/// (`x − m` and `x + (−m)` differ in a NaN's sign, which the level tests would see).
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub enum Tail {
+    /// `factor · code`.
+    None,
+    /// `factor · code + m`.
+    Add(f32),
+    /// `factor · code − m`.
+    Sub(f32),
+}
+
+impl Tail {
+    /// `x` with the tail applied.
+    #[inline(always)]
+    pub fn apply(self, x: f32) -> f32 {
+        match self {
+            Tail::None => x,
+            Tail::Add(m) => x + m,
+            Tail::Sub(m) => x - m,
+        }
+    }
+
+    /// Whether `Tail::apply(factor · code)` can be NaN for no code: `factor` and `m` finite
+    /// (a product may overflow to an infinity, but no finite `m` makes that NaN).
+    #[inline(always)]
+    pub fn finite_with(self, factor: f32) -> bool {
+        factor.is_finite()
+            && match self {
+                Tail::None => true,
+                Tail::Add(m) | Tail::Sub(m) => m.is_finite(),
+            }
+    }
+}
+
 /// A row of `blocks` decoded into `out` (`out.len()` logical elements, at most `blocks.len() ·
 /// N`) by `whole`, which decodes whole blocks in place, block `i` into its `out[i]`; a partial
 /// last block goes through a scratch block, of which the real elements are kept: the row

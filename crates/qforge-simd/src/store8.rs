@@ -9,6 +9,7 @@
 
 use std::arch::x86_64::*;
 
+use crate::Tail;
 use qforge_core::{Elem, OutRow};
 
 /// Stores the 16 lanes of `v0` then `v1` into `dst` as `O`, each `O::from_f32` of its lane:
@@ -78,7 +79,7 @@ pub unsafe fn store16<O: Elem, const NAN: bool>(v0: __m256, v1: __m256, dst: &mu
 pub unsafe fn scaled_i8x32<O: Elem, const NAN: bool>(
     v: __m256i,
     factors: [f32; 2],
-    offsets: Option<[f32; 2]>,
+    tails: [Tail; 2],
     negate: Option<__m256i>,
     dst: &mut [O; 32],
 ) {
@@ -88,9 +89,16 @@ pub unsafe fn scaled_i8x32<O: Elem, const NAN: bool>(
         for (h, o) in sixteens.iter_mut().enumerate() {
             let f = _mm256_set1_ps(factors[h]);
             let (mut x0, mut x1) = (scaled_quarter(v, f, negate, 2 * h), scaled_quarter(v, f, negate, 2 * h + 1));
-            if let Some(m) = offsets {
-                let m = _mm256_set1_ps(m[h]);
-                (x0, x1) = (_mm256_sub_ps(x0, m), _mm256_sub_ps(x1, m));
+            match tails[h] {
+                Tail::None => {}
+                Tail::Add(m) => {
+                    let m = _mm256_set1_ps(m);
+                    (x0, x1) = (_mm256_add_ps(x0, m), _mm256_add_ps(x1, m));
+                }
+                Tail::Sub(m) => {
+                    let m = _mm256_set1_ps(m);
+                    (x0, x1) = (_mm256_sub_ps(x0, m), _mm256_sub_ps(x1, m));
+                }
             }
             store16::<O, NAN>(x0, x1, o);
         }

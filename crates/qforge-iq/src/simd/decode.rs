@@ -22,6 +22,7 @@ use std::arch::x86_64::*;
 
 use qforge_core::{DType, Elem};
 use qforge_simd::Avx2;
+use qforge_simd::Tail;
 use qforge_simd::half_lut::{Tables, group_from_codes, scaled8};
 use qforge_simd::store8::scaled_i8x32;
 
@@ -95,7 +96,7 @@ fn block<F: GridValues, O: Elem, const NAN: bool>(b: &F::Block, d: f32, o: &mut 
                 }
             }
             // SAFETY: this function's features include the AVX2 and F16C the stores need.
-            unsafe { scaled_i8x32::<O, NAN>(v, factors, None, negate, dst) };
+            unsafe { scaled_i8x32::<O, NAN>(v, factors, [Tail::None; 2], negate, dst) };
         }
     }
 }

@@ -19,6 +19,7 @@ use std::arch::x86_64::*;
 
 use qforge_core::{DType, Elem};
 use qforge_simd::Avx2;
+use qforge_simd::Tail;
 use qforge_simd::half_lut::{Tables, group_from_codes, scaled8};
 use qforge_simd::store8::scaled_i8x32;
 
@@ -96,9 +97,13 @@ fn block<F: Q8KCodes, O: Elem, const NAN: bool>(b: &F::Block, d: f32, dmin: f32,
         let v = _mm256_sub_epi8(q, zero);
         let factors = [d * f32::from(sc[2 * c]), d * f32::from(sc[2 * c + 1])];
         // ggml's `m1 = dmin · m` of the formats with mins, subtracted from each product.
-        let offsets = F::HAS_MINS.then(|| [dmin * f32::from(mins[2 * c]), dmin * f32::from(mins[2 * c + 1])]);
+        let tails = if F::HAS_MINS {
+            [Tail::Sub(dmin * f32::from(mins[2 * c])), Tail::Sub(dmin * f32::from(mins[2 * c + 1]))]
+        } else {
+            [Tail::None; 2]
+        };
         // SAFETY: this function's features include the AVX2 and F16C the stores need.
-        unsafe { scaled_i8x32::<O, NAN>(v, factors, offsets, None, dst) };
+        unsafe { scaled_i8x32::<O, NAN>(v, factors, tails, None, dst) };
     }
 }
 
