@@ -69,6 +69,60 @@ fn split_levels(order: &[u8], i1: usize, i2: usize, l: &mut [i8]) {
     }
 }
 
+/// The best of ggml's exhaustive split search: splits `(i1, i2)`, `i1 ≤ i2 ≤ BS`, in ggml's
+/// order (`i1`, then `i2`, then candidate `k`), each candidate scored by its sums `(sumqx,
+/// sumq2)`; a candidate wins when `sumq2 > 0` and `sumqx² > best · sumq2`, and then `scale =
+/// sumqx / sumq2`, `best = scale · sumqx`. Returns the last winner `(i1, i2, k)` and its
+/// scale (`max` when none won).
+///
+/// `fill(i1, qx, q2)` writes candidate `k`'s sums of every split `(i1, i2)` to `qx[k][i2]`,
+/// `q2[k][i2]` for `i2` in `i1..=BS` (a loop over `i2` that LLVM vectorizes: the same
+/// operations per lane as one at a time, so the same bits). The scan then tests 8 splits at
+/// once against the best so far, and replays them one by one, with the sequential rule, only
+/// where one of them wins: before the first winner of a chunk nothing changes, so the result
+/// is the sequential search's. `N ≥ BS + 8`: the lanes past `BS` keep `q2 = 0` and never win.
+///
+/// iq1_s's search (1122 candidates per 32 values) quantizes 0.0061 → 0.0082 Gel/s this way
+/// (EPYC, one thread, best of 6, 3 alternated runs). iq1_m keeps its own loop: over its
+/// 16-value sub-blocks with four candidates per split, most chunks hold a winner and the
+/// replay made it slower.
+#[inline(always)]
+fn best_split<const BS: usize, const N: usize, const K: usize>(
+    max: f32,
+    mut fill: impl FnMut(usize, &mut [[f32; N]; K], &mut [[f32; N]; K]),
+) -> Option<(usize, usize, usize, f32)> {
+    const { assert!(N >= BS + 8) };
+    let (mut best_score, mut scale) = (-f32::MAX, max);
+    let mut best = None;
+    let (mut qx, mut q2) = ([[0.0f32; N]; K], [[0.0f32; N]; K]);
+    for i1 in 0..=BS {
+        fill(i1, &mut qx, &mut q2);
+        for i2 in (i1..=BS).step_by(8) {
+            let wins = |x: f32, w: f32, best: f32| w > 0.0 && x * x > best * w;
+            // Over fixed arrays and without an early exit, so that it vectorizes.
+            let mut hit = false;
+            for (x, w) in qx.iter().zip(&q2) {
+                if let (Some(x), Some(w)) = (x[i2..].first_chunk::<8>(), w[i2..].first_chunk::<8>()) {
+                    hit |= x.iter().zip(w).fold(false, |h, (&x, &w)| h | wins(x, w, best_score));
+                }
+            }
+            if !hit {
+                continue;
+            }
+            for j in i2..(i2 + 8).min(BS + 1) {
+                for k in 0..K {
+                    if wins(qx[k][j], q2[k][j], best_score) {
+                        scale = qx[k][j] / q2[k][j];
+                        best_score = scale * qx[k][j];
+                        best = Some((i1, j, k));
+                    }
+                }
+            }
+        }
+    }
+    best.map(|(i1, i2, k)| (i1, i2, k, scale))
+}
+
 /// ggml's `iq1_find_best_neighbour2`: the neighbour of off-grid `key` minimizing
 /// `sum w (scale * xg[l] - x)^2`. Writes its levels to `l`, returns its index.
 fn best_neighbour2(
@@ -224,25 +278,21 @@ impl BlockFormat for Iq1S {
                 sumx[j + 1] = sumx[j] + wb[i as usize] * xb[i as usize];
                 sumw[j + 1] = sumw[j] + wb[i as usize];
             }
-            let (mut best_score, mut scale) = (-f32::MAX, max);
-            let mut best: Option<(usize, usize, i8)> = None;
-            for i1 in 0..=BS {
-                for i2 in i1..=BS {
-                    for (v, shift) in [(xp, 1i8), (xm, -1i8)] {
-                        let sumqx =
-                            (sumx[i1] - sumx[0]) * v[0] + (sumx[i2] - sumx[i1]) * v[1] + (sumx[BS] - sumx[i2]) * v[2];
-                        let sumq2 = (sumw[i1] - sumw[0]) * v[0] * v[0]
-                            + (sumw[i2] - sumw[i1]) * v[1] * v[1]
-                            + (sumw[BS] - sumw[i2]) * v[2] * v[2];
-                        if sumq2 > 0.0 && sumqx * sumqx > best_score * sumq2 {
-                            scale = sumqx / sumq2;
-                            best_score = scale * sumqx;
-                            best = Some((i1, i2, shift));
-                        }
+            let vs = [xp, xm];
+            let found = best_split::<BS, { BS + 8 }, 2>(max, |i1, qx, q2| {
+                let (x1, w1, xn, wn) = (sumx[i1], sumw[i1], sumx[BS], sumw[BS]);
+                let (a, aw) = (x1 - sumx[0], w1 - sumw[0]);
+                for ((qx, q2), v) in qx.iter_mut().zip(q2.iter_mut()).zip(vs) {
+                    let lanes = qx[i1..BS + 1].iter_mut().zip(&mut q2[i1..BS + 1]);
+                    for ((qx, q2), (&x2, &w2)) in lanes.zip(sumx[i1..].iter().zip(&sumw[i1..])) {
+                        let (b, c, bw, cw) = (x2 - x1, xn - x2, w2 - w1, wn - w2);
+                        *qx = a * v[0] + b * v[1] + c * v[2];
+                        *q2 = aw * v[0] * v[0] + bw * v[1] * v[1] + cw * v[2] * v[2];
                     }
                 }
-            }
-            let Some((i1, i2, mut shift)) = best else { continue };
+            });
+            let Some((i1, i2, k, mut scale)) = found else { continue };
+            let mut shift = if k == 0 { 1i8 } else { -1 };
             let mut l = [0i8; BS];
             split_levels(&order, i1, i2, &mut l);
             if scale < 0.0 {
