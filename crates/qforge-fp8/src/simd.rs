@@ -102,3 +102,56 @@ fn block_finite<K: Fp8Kind, O: Elem>(q16: &[[u8; 16]], s: f32, o16: &mut [[O; 16
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::{E4m3, E5m2};
+    use qforge_core::rand::Rng;
+    use qforge_core::{bf16, f16};
+
+    /// Rows of every length 0..=300 with and without special codes, finite scales of both
+    /// signs and sizes (so both [`block_finite`] and the special-code path run),
+    /// and a NaN scale: `O::from_f32(decode(c) · s)` bit for bit (or both NaN).
+    fn rows_equal_the_scalar_decode<K: Fp8Kind>(seed: u64) {
+        let avx2 = Avx2::detect().expect("the x86-64 tests need a CPU with AVX2, FMA and F16C");
+        let mut rng = Rng::new(seed);
+        for len in 0..=300usize {
+            let mask = if len % 4 == 0 { 0xFF } else { 0xF7 };
+            let q: Vec<u8> = (0..len).map(|_| rng.next_u64() as u8 & mask).collect();
+            let s: Vec<f32> = (0..len.div_ceil(BLOCK))
+                .map(|i| match (len + i) % 5 {
+                    0 => f32::NAN,
+                    1 => -3.0e-3,
+                    2 => 1.0e30,
+                    _ => rng.unit_f32() * 0.01,
+                })
+                .collect();
+            let want = |i: usize| decode::<K>(q[i]) * s[i / BLOCK];
+            let (mut a, mut b, mut c) = (vec![0f32; len], vec![f16::ZERO; len], vec![bf16::ZERO; len]);
+            decode_row::<K, f32>(avx2, &q, s.iter().copied(), &mut a);
+            decode_row::<K, f16>(avx2, &q, s.iter().copied(), &mut b);
+            decode_row::<K, bf16>(avx2, &q, s.iter().copied(), &mut c);
+            for i in 0..len {
+                let w = want(i);
+                let same = |got: u32, want: u32, nan: bool| got == want || nan;
+                assert!(same(a[i].to_bits(), w.to_bits(), a[i].is_nan() && w.is_nan()), "f32 len {len} at {i}");
+                let (wh, wb) = (f16::from_f32(w), bf16::from_f32(w));
+                assert!(
+                    same(b[i].to_bits().into(), wh.to_bits().into(), b[i].is_nan() && wh.is_nan()),
+                    "f16 {len} {i}"
+                );
+                assert!(
+                    same(c[i].to_bits().into(), wb.to_bits().into(), c[i].is_nan() && wb.is_nan()),
+                    "bf16 {len} {i}"
+                );
+            }
+        }
+    }
+
+    #[test]
+    fn avx2_rows_equal_the_scalar_decode() {
+        rows_equal_the_scalar_decode::<E4m3>(3);
+        rows_equal_the_scalar_decode::<E5m2>(4);
+    }
+}

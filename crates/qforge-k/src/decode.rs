@@ -47,7 +47,9 @@ macro_rules! block_decoders {
     // A `Q8KCodes` format whose rows decode from the codes in one pass ([`codes_row`]) where
     // the CPU allows it, f16 / bf16 without an f32 pass: every dtype (`codes`, q6_k), or f16 /
     // bf16 only with f32 by the family's row decode (`codes16`, q5_k: on the EPYC its 32-entry
-    // tables cost f16 / bf16 more than the codes path, whose f32 was ~12 % slower).
+    // tables cost f16 / bf16 more than the codes path, whose f32 was ~12 % slower; its groups
+    // are lines now, `half_lut::Tables::Linear`, the codes path's own per-value work, and
+    // serve where there is no AVX2).
     (codes $block:ty) => {
         $crate::decode::block_decoders!(@codes $block, true);
     };
