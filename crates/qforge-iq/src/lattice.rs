@@ -146,6 +146,15 @@ impl<const G: usize> Lattice<G> {
         }
     }
 
+    /// The neighbour list of an off-grid `key` and its grid values by position, 8 neighbours
+    /// a chunk (`chunk[i][k]`: value `i` of neighbour `8c + k`, zeros past the list's end).
+    #[inline(always)]
+    pub(crate) fn neighbour_chunks(&self, key: usize) -> (&[u16], &[[[i8; 8]; G]]) {
+        let list = self.neighbours(key);
+        let at = self.chunk_at.get(key).map_or(0, |&c| c as usize);
+        (list, self.chunks.get(at..at + list.len().div_ceil(8)).unwrap_or(&[]))
+    }
+
     /// Writes the levels `(g - 1) / 2` of grid point `j` to `l`.
     #[inline(always)]
     pub(crate) fn levels_into(&self, j: usize, l: &mut [i8]) {
@@ -159,9 +168,7 @@ impl<const G: usize> Lattice<G> {
     /// on ties). Writes its levels to `l` and returns its index. Where ggml would abort (no
     /// finite distance, only for non-finite intermediate values) it takes the first neighbour.
     pub(crate) fn best_neighbour(&self, key: usize, x: &[f32], w: &[f32], scale: f32, l: &mut [i8]) -> usize {
-        let list = self.neighbours(key);
-        let at = self.chunk_at.get(key).map_or(0, |&c| c as usize);
-        let chunks = self.chunks.get(at..at + list.len().div_ceil(8)).unwrap_or(&[]);
+        let (list, chunks) = self.neighbour_chunks(key);
         let first = list.first().map_or(0, |&j| j as usize);
         // Compiled for the CPU's SIMD level: the plain build's SSE2 widens the `i8` values
         // in three instructions and takes the eight lanes in two halves.
