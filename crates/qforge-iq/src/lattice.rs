@@ -9,6 +9,8 @@
 //!   grid points at the `nwant` smallest squared distances (ggml's `kmap` / `kneighbors`),
 //!   ordered by (distance, index) exactly as ggml's `qsort` orders them.
 
+use std::sync::OnceLock;
+
 /// Grid points of `G` values each, with ggml's neighbour lists.
 pub(crate) struct Lattice<const G: usize> {
     /// Grid point `j` as `2l + 1` values.
@@ -18,12 +20,12 @@ pub(crate) struct Lattice<const G: usize> {
     map: Vec<i32>,
     /// Lists `[n, j_1, ..., j_n]`.
     neighbours: Vec<u16>,
-    /// Per key with a list, the index of its first `chunks` entry.
-    chunk_at: Vec<u32>,
-    /// Each list's grid values by position, 8 neighbours a chunk (`chunk[i][k]`: value `i` of
-    /// neighbour `8c + k`; the last chunk padded with zeros): what [`Lattice::best_neighbour`]
-    /// computes 8 distances at a time from.
-    chunks: Vec<[[i8; 8]; G]>,
+    /// Built on first use ([`Lattice::neighbour_chunks`]; iq1's search never asks, and its
+    /// lattice's would be 11 MiB): per key with a list, the index of its first chunk, and
+    /// each list's grid values by position, 8 neighbours a chunk (`chunk[i][k]`: value `i` of
+    /// neighbour `8c + k`; the last chunk padded with zeros), what
+    /// [`Lattice::best_neighbour`] computes 8 distances at a time from.
+    chunks: OnceLock<(Vec<u32>, Vec<[[i8; 8]; G]>)>,
 }
 
 impl<const G: usize> Lattice<G> {
@@ -98,18 +100,20 @@ impl<const G: usize> Lattice<G> {
             }
             neighbours[start] = (neighbours.len() - start - 1) as u16;
         }
-        let (mut chunk_at, mut chunks) = (vec![0u32; map_size], Vec::new());
-        let mut lat = Lattice { grid, bits, map, neighbours, chunk_at: Vec::new(), chunks: Vec::new() };
+        Lattice { grid, bits, map, neighbours, chunks: OnceLock::new() }
+    }
+
+    /// [`Lattice::chunks`]' contents.
+    fn build_chunks(&self) -> (Vec<u32>, Vec<[[i8; 8]; G]>) {
+        let (mut chunk_at, mut chunks) = (vec![0u32; self.map.len()], Vec::new());
         for (key, at) in chunk_at.iter_mut().enumerate() {
             *at = chunks.len() as u32;
-            for eight in lat.neighbours(key).chunks(8) {
-                chunks.push(std::array::from_fn(|i| {
-                    std::array::from_fn(|k| eight.get(k).map_or(0, |&j| lat.grid[j as usize][i]))
-                }));
+            for eight in self.neighbours(key).chunks(8) {
+                let value = |i: usize, k: usize| eight.get(k).map_or(0, |&j| self.grid[j as usize][i]);
+                chunks.push(std::array::from_fn(|i| std::array::from_fn(|k| value(i, k))));
             }
         }
-        (lat.chunk_at, lat.chunks) = (chunk_at, chunks);
-        lat
+        (chunk_at, chunks)
     }
 
     /// The key of a point given by its levels.
@@ -151,8 +155,9 @@ impl<const G: usize> Lattice<G> {
     #[inline(always)]
     pub(crate) fn neighbour_chunks(&self, key: usize) -> (&[u16], &[[[i8; 8]; G]]) {
         let list = self.neighbours(key);
-        let at = self.chunk_at.get(key).map_or(0, |&c| c as usize);
-        (list, self.chunks.get(at..at + list.len().div_ceil(8)).unwrap_or(&[]))
+        let (chunk_at, chunks) = self.chunks.get_or_init(|| self.build_chunks());
+        let at = chunk_at.get(key).map_or(0, |&c| c as usize);
+        (list, chunks.get(at..at + list.len().div_ceil(8)).unwrap_or(&[]))
     }
 
     /// Writes the levels `(g - 1) / 2` of grid point `j` to `l`.
@@ -281,15 +286,15 @@ mod tests {
         let lat = Lattice::new(&iq2, 2, 43692, 2);
         let mut checked = 0;
         for key in (0..43692).step_by(7) {
-            let list = lat.neighbours(key);
-            let at = lat.chunk_at[key] as usize;
+            let (list, chunks) = lat.neighbour_chunks(key);
+            assert_eq!(chunks.len(), list.len().div_ceil(8), "key {key}");
             for (j, &n) in list.iter().enumerate() {
                 for i in 0..8 {
-                    assert_eq!(lat.chunks[at + j / 8][i][j % 8], lat.grid[n as usize][i], "key {key}");
+                    assert_eq!(chunks[j / 8][i][j % 8], lat.grid[n as usize][i], "key {key}");
                 }
             }
             for j in list.len()..list.len().next_multiple_of(8) {
-                assert!((0..8).all(|i| lat.chunks[at + j / 8][i][j % 8] == 0), "key {key} padding");
+                assert!((0..8).all(|i| chunks[j / 8][i][j % 8] == 0), "key {key} padding");
             }
             checked += usize::from(!list.is_empty());
         }

@@ -128,7 +128,8 @@ pub enum Tables {
     /// instructions a group against 75 through the table; q5_0 to bf16 on the EPYC, best of
     /// 4 alternated runs, 3.5 → 4.0 Gel/s).
     Linear {
-        /// Subtracted from each code before the multiply.
+        /// Subtracted from each code before the multiply (at most 32: the AVX2 kernel
+        /// subtracts it from the code bytes as `i8`).
         offset: u8,
         /// The factor.
         scale: f32,

@@ -179,6 +179,7 @@ pub(crate) unsafe fn lookup_store<H: Half>(tables: &Tables, c: __m256i, fifth: F
 unsafe fn linear_store<O: Elem>(c: __m256i, fifth: Fifth<'_>, offset: u8, scale: f32, tail: Tail, out: &mut [O; 32]) {
     // SAFETY: the caller guarantees AVX2 and F16C, all the intrinsics and `scaled_i8x32` need.
     unsafe {
+        debug_assert!(offset <= 32, "a line's offset is at most 32 (Tables::Linear)");
         let high = _mm256_and_si256(fifth_mask(fifth), _mm256_set1_epi8(16));
         // Codes below 32 less an offset of at most 32: `i8` without wrapping.
         let q = _mm256_sub_epi8(_mm256_or_si256(c, high), _mm256_set1_epi8(offset as i8));
