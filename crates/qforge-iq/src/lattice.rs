@@ -25,7 +25,15 @@ pub(crate) struct Lattice<const G: usize> {
     /// each list's grid values by position, 8 neighbours a chunk (`chunk[i][k]`: value `i` of
     /// neighbour `8c + k`; the last chunk padded with zeros), what
     /// [`Lattice::best_neighbour`] computes 8 distances at a time from.
-    chunks: OnceLock<(Vec<u32>, Vec<[[i8; 8]; G]>)>,
+    chunks: OnceLock<Chunks<G>>,
+}
+
+/// [`Lattice`]'s transposed neighbour lists.
+struct Chunks<const G: usize> {
+    /// Per key, the index of its list's first chunk in `values`.
+    at: Vec<u32>,
+    /// The chunks, list after list.
+    values: Vec<[[i8; 8]; G]>,
 }
 
 impl<const G: usize> Lattice<G> {
@@ -104,7 +112,7 @@ impl<const G: usize> Lattice<G> {
     }
 
     /// [`Lattice::chunks`]' contents.
-    fn build_chunks(&self) -> (Vec<u32>, Vec<[[i8; 8]; G]>) {
+    fn build_chunks(&self) -> Chunks<G> {
         let (mut chunk_at, mut chunks) = (vec![0u32; self.map.len()], Vec::new());
         for (key, at) in chunk_at.iter_mut().enumerate() {
             *at = chunks.len() as u32;
@@ -113,7 +121,7 @@ impl<const G: usize> Lattice<G> {
                 chunks.push(std::array::from_fn(|i| std::array::from_fn(|k| value(i, k))));
             }
         }
-        (chunk_at, chunks)
+        Chunks { at: chunk_at, values: chunks }
     }
 
     /// The key of a point given by its levels.
@@ -155,9 +163,9 @@ impl<const G: usize> Lattice<G> {
     #[inline(always)]
     pub(crate) fn neighbour_chunks(&self, key: usize) -> (&[u16], &[[[i8; 8]; G]]) {
         let list = self.neighbours(key);
-        let (chunk_at, chunks) = self.chunks.get_or_init(|| self.build_chunks());
-        let at = chunk_at.get(key).map_or(0, |&c| c as usize);
-        (list, chunks.get(at..at + list.len().div_ceil(8)).unwrap_or(&[]))
+        let chunks = self.chunks.get_or_init(|| self.build_chunks());
+        let at = chunks.at.get(key).map_or(0, |&c| c as usize);
+        (list, chunks.values.get(at..at + list.len().div_ceil(8)).unwrap_or(&[]))
     }
 
     /// Writes the levels `(g - 1) / 2` of grid point `j` to `l`.
