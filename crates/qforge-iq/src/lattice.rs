@@ -297,8 +297,8 @@ mod tests {
             let (list, chunks) = lat.neighbour_chunks(key);
             assert_eq!(chunks.len(), list.len().div_ceil(8), "key {key}");
             for (j, &n) in list.iter().enumerate() {
-                for i in 0..8 {
-                    assert_eq!(chunks[j / 8][i][j % 8], lat.grid[n as usize][i], "key {key}");
+                for (row, &g) in chunks[j / 8].iter().zip(&lat.grid[n as usize]) {
+                    assert_eq!(row[j % 8], g, "key {key}");
                 }
             }
             for j in list.len()..list.len().next_multiple_of(8) {
