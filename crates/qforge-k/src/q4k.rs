@@ -11,7 +11,7 @@ use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, FormatDesc, Role};
 use qforge_ggml_search::AffineSearch;
 use qforge_simd::Tail;
-use qforge_simd::half_lut::{CODES, Codes32, Fifth, GroupSink, Tables, table};
+use qforge_simd::half_lut::{CODES, Codes32, Fifth, GroupSink, Line, Tables, table};
 
 qforge_core::c_block! {
     /// ggml's `block_q4_K` (144 bytes): `x = d * sc[j] * q - dmin * m[j]`, `q in 0..16`.
@@ -179,11 +179,11 @@ fn k4_group(
 ) {
     let (sc, m) = scale_min_k4(j, scales);
     let (dl, ml) = (d * sc as f32, dmin * m as f32);
-    let value = |c: f32| dl * c - ml;
+    // ggml's `dl · c − ml`; the 5-bit line `(c − 0)·dl − ml` is the same bits.
     match qh {
-        None => f.group(Tables::One(table(&CODES, value)), codes, Fifth::None),
+        None => f.group(Tables::One(table(&CODES, |c| dl * c - ml)), codes, Fifth::None),
         Some(h) => {
-            f.group(Tables::Linear { offset: 0, scale: dl, tail: Tail::Sub(ml) }, codes, Fifth::Bit(h, j as u32))
+            f.group(Tables::Linear(Line { offset: 0, scale: dl, tail: Tail::Sub(ml) }), codes, Fifth::Bit(h, j as u32))
         }
     }
 }

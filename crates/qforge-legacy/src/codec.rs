@@ -9,7 +9,7 @@ use qforge_ggml_search::{
     sigma2, signed_absmax,
 };
 use qforge_simd::Tail;
-use qforge_simd::half_lut::{CODES, Codes32, Fifth, GroupSink, TableGroups, Tables, table};
+use qforge_simd::half_lut::{CODES, Codes32, Fifth, GroupSink, Line, TableGroups, Tables, table};
 use qforge_simd::i8_groups::I8Groups;
 
 /// ggml's `(int8_t)v` / `(uint8_t)v` on x86-64: truncate toward zero through a 32-bit
@@ -132,8 +132,8 @@ pub(crate) fn decode<B: LegacyBlock, O: Elem>(block: &B, out: &mut [O]) {
 const BATCH: usize = 8;
 
 /// The table description (`qforge_simd::half_lut`) of the blocks with
-/// [`LegacyBlock::TABLE_CODES`]: one group per block, `table[c] = (c - offset)·d (+ m)` (a
-/// table for 4-bit codes, the line itself for 5-bit ones), the
+/// [`LegacyBlock::TABLE_CODES`]: one group per block, the line `(c - offset)·d (+ m)` (a
+/// table of it for 4-bit codes, the line itself for 5-bit ones), the
 /// expression of `decode_f32` (`c - offset` is exact in f32, the quant it converts).
 struct Groups<B>(std::marker::PhantomData<B>);
 
@@ -145,19 +145,21 @@ impl<B: LegacyBlock> TableGroups for Groups<B> {
     fn groups(b: &B, mut f: impl GroupSink) {
         let Some(tc) = B::TABLE_CODES else { return };
         let (d, m, offset) = (b.d(), b.m(), tc.offset as f32);
+        let codes = Codes32::SplitHalf((tc.qs)(b));
+        // The line as a closure for the 4-bit table: built through `Line::at` (a `Tail` value
+        // matched per entry), q4_0's bf16 rows ran at a third of the speed.
         let value = |c: f32| match B::KIND {
             Kind::Symmetric => (c - offset) * d,
             Kind::Affine => (c - offset) * d + m,
         };
         match tc.qh {
-            None => f.group(Tables::One(table(&CODES, value)), Codes32::SplitHalf((tc.qs)(b)), Fifth::None),
+            None => f.group(Tables::One(table(&CODES, value)), codes, Fifth::None),
             Some(qh) => {
                 let tail = match B::KIND {
                     Kind::Symmetric => Tail::None,
                     Kind::Affine => Tail::Add(m),
                 };
-                let line = Tables::Linear { offset: tc.offset as u8, scale: d, tail };
-                f.group(line, Codes32::SplitHalf((tc.qs)(b)), Fifth::Word(qh(b)))
+                f.group(Tables::Linear(Line { offset: tc.offset as u8, scale: d, tail }), codes, Fifth::Word(qh(b)))
             }
         }
     }

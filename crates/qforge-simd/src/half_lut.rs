@@ -127,15 +127,29 @@ pub enum Tables {
     /// instead (`vpmovsxbd`, `vcvtdq2ps`, `vmulps`, the tail, the rounding: about 60
     /// instructions a group against 75 through the table; q5_0 to bf16 on the EPYC, best of
     /// 4 alternated runs, 3.5 → 4.0 Gel/s).
-    Linear {
-        /// Subtracted from each code before the multiply (at most 32: the AVX2 kernel
-        /// subtracts it from the code bytes as `i8`).
-        offset: u8,
-        /// The factor.
-        scale: f32,
-        /// Applied to each product.
-        tail: Tail,
-    },
+    Linear(Line),
+}
+
+/// The values `(c − offset)·scale`, then `tail`, of a [`Tables::Linear`] group, for its
+/// codes `c`. (Not for building a 4-bit [`table`]: with the `Tail` matched per entry there,
+/// q4_0's bf16 rows ran at a third of the speed; those tables keep the format's closure.)
+#[derive(Clone, Copy, Debug)]
+pub struct Line {
+    /// Subtracted from each code before the multiply (at most 32: the AVX2 kernel subtracts
+    /// it from the code bytes as `i8`).
+    pub offset: u8,
+    /// The factor.
+    pub scale: f32,
+    /// Applied to each product.
+    pub tail: Tail,
+}
+
+impl Line {
+    /// The value of code `c` (given as f32: `c − offset` is exact).
+    #[inline(always)]
+    pub fn at(&self, c: f32) -> f32 {
+        self.tail.apply((c - f32::from(self.offset)) * self.scale)
+    }
 }
 
 impl Tables {
@@ -156,10 +170,7 @@ impl Tables {
                 let m = t[i / 16][c & 7];
                 if c < 8 { m } else { -m }
             }
-            Tables::Linear { offset, scale, tail } => {
-                let q = i16::from(c as u8 | h & 16) - i16::from(*offset);
-                tail.apply(f32::from(q) * scale)
-            }
+            Tables::Linear(line) => line.at(f32::from(c as u8 | h & 16)),
         }
     }
 }
@@ -233,7 +244,7 @@ pub trait TableGroups {
 
     /// Whether [`decode_row`] serves f32 rows too (the f32 table entries looked up with
     /// `vpermps`): for a format whose own f32 decode is slower than that (q1_0 / q2_0, whose
-    /// codes are 1 or 2 bits packed LSB first; nvfp4, iq4_xs, tq2_0, measured). Its groups
+    /// codes are 1 or 2 bits packed LSB first; nvfp4, iq4_xs, tq2_0, measured).
     const F32: bool = false;
 }
 
@@ -402,9 +413,9 @@ mod tests {
         fn groups(b: &ToyBlock, mut f: impl GroupSink) {
             f.group(Tables::One(toy_table(b.d, 8.0)), Codes32::SplitHalf(&b.qs), Fifth::None);
             f.group(Tables::Halves([toy_table(b.d, 3.0), toy_table(-b.d, 1.5)]), Codes32::High(&b.qh), Fifth::None);
-            let wide = Tables::Linear { offset: 16, scale: b.d, tail: crate::Tail::None };
+            let wide = Tables::Linear(Line { offset: 16, scale: b.d, tail: crate::Tail::None });
             f.group(wide, Codes32::SplitHalf(&b.qs), Fifth::Word(b.w));
-            let line = Tables::Linear { offset: 0, scale: b.d, tail: crate::Tail::Sub(0.25 * b.d) };
+            let line = Tables::Linear(Line { offset: 0, scale: b.d, tail: crate::Tail::Sub(0.25 * b.d) });
             f.group(line, Codes32::Low(&b.qh), Fifth::Bit(&b.qh, 5));
             let field = Codes32::Field { q: &b.qh, shift: 3, width: 2, high: Some((&b.qx, 6)) };
             let eight = |d: f32, k: f32| table(&CODES8, |c| (c - k) * d);

@@ -13,8 +13,7 @@
 
 use std::arch::x86_64::*;
 
-use crate::Tail;
-use crate::half_lut::{Codes32, Fifth, GroupSink, Half, TableGroups, Tables};
+use crate::half_lut::{Codes32, Fifth, GroupSink, Half, Line, TableGroups, Tables};
 use crate::store8::{bf16_bits, bf16_bits_not_nan, scaled_i8x32};
 use qforge_core::{Elem, OutRow, bf16, f16};
 
@@ -81,8 +80,8 @@ unsafe fn group_f32(tables: &Tables, codes: Codes32<'_>, fifth: Fifth<'_>, out: 
     // least 8, and every store writes 8 of `out`'s 32 (`k < 4`).
     unsafe {
         let c = code_bytes(codes);
-        if let Tables::Linear { offset, scale, tail } = *tables {
-            return linear_store(c, fifth, offset, scale, tail, out);
+        if let Tables::Linear(line) = *tables {
+            return linear_store(c, fifth, line, out);
         }
         let (c0, c1) = (_mm256_castsi256_si128(c), _mm256_extracti128_si256::<1>(c));
         let halves = [f32_half(tables, 0), f32_half(tables, 1)];
@@ -119,7 +118,7 @@ unsafe fn f32_half(tables: &Tables, h: usize) -> (__m256, __m256, bool) {
             Tables::Halves(t) => (_mm256_loadu_ps(t[h].as_ptr()), _mm256_loadu_ps(t[h].as_ptr().add(8)), false),
             Tables::Halves8(t) => (_mm256_loadu_ps(t[h].as_ptr()), _mm256_loadu_ps(t[h].as_ptr()), false),
             Tables::Signed8(t) => (_mm256_loadu_ps(t[h].as_ptr()), _mm256_loadu_ps(t[h].as_ptr()), true),
-            Tables::Linear { .. } => (_mm256_setzero_ps(), _mm256_setzero_ps(), false),
+            Tables::Linear(_) => (_mm256_setzero_ps(), _mm256_setzero_ps(), false),
         }
     }
 }
@@ -154,8 +153,8 @@ pub(crate) unsafe fn lookup_store<H: Half>(tables: &Tables, c: __m256i, fifth: F
                 let flip = _mm256_set_epi64x(0x8080_8080_8080_8080u64 as i64, 0, 0x8080_8080_8080_8080u64 as i64, 0);
                 lookup((_mm256_unpacklo_epi64(x, x), _mm256_xor_si256(_mm256_unpackhi_epi64(x, x), flip)), c)
             }
-            Tables::Linear { offset, scale, tail } => {
-                return linear_store(c, fifth, *offset, *scale, *tail, bytemuck::cast_mut::<[u16; 32], [H; 32]>(out));
+            Tables::Linear(line) => {
+                return linear_store(c, fifth, *line, bytemuck::cast_mut::<[u16; 32], [H; 32]>(out));
             }
         };
         // Lane 0 holds elements 0..16 and lane 1 elements 16..32; each unpack interleaves half
@@ -176,7 +175,8 @@ pub(crate) unsafe fn lookup_store<H: Half>(tables: &Tables, c: __m256i, fifth: F
 /// # Safety
 /// The CPU must have AVX2 and F16C.
 #[inline(always)]
-unsafe fn linear_store<O: Elem>(c: __m256i, fifth: Fifth<'_>, offset: u8, scale: f32, tail: Tail, out: &mut [O; 32]) {
+unsafe fn linear_store<O: Elem>(c: __m256i, fifth: Fifth<'_>, line: Line, out: &mut [O; 32]) {
+    let Line { offset, scale, tail } = line;
     // SAFETY: the caller guarantees AVX2 and F16C, all the intrinsics and `scaled_i8x32` need.
     unsafe {
         debug_assert!(offset <= 32, "a line's offset is at most 32 (Tables::Linear)");
