@@ -146,8 +146,8 @@ impl<B: LegacyBlock> TableGroups for Groups<B> {
         let Some(tc) = B::TABLE_CODES else { return };
         let (d, m, offset) = (b.d(), b.m(), tc.offset as f32);
         let codes = Codes32::SplitHalf((tc.qs)(b));
-        // The line as a closure for the 4-bit table: built through `Line::at` (a `Tail` value
-        // matched per entry), q4_0's bf16 rows ran at a third of the speed.
+        // The line as a closure for the 4-bit table: built through `Line::at`, q4_0's bf16
+        // rows ran at a third of the speed (not analysed further; the `Tail` is a value there).
         let value = |c: f32| match B::KIND {
             Kind::Symmetric => (c - offset) * d,
             Kind::Affine => (c - offset) * d + m,

@@ -131,8 +131,9 @@ pub enum Tables {
 }
 
 /// The values `(c − offset)·scale`, then `tail`, of a [`Tables::Linear`] group, for its
-/// codes `c`. (Not for building a 4-bit [`table`]: with the `Tail` matched per entry there,
-/// q4_0's bf16 rows ran at a third of the speed; those tables keep the format's closure.)
+/// codes `c`. (Not for building a 4-bit [`table`]: through `Line::at` there, q4_0's bf16
+/// rows ran at a third of the speed, cause not analysed; those tables keep the format's
+/// closure.)
 #[derive(Clone, Copy, Debug)]
 pub struct Line {
     /// Subtracted from each code before the multiply (at most 32: the AVX2 kernel subtracts
