@@ -93,25 +93,27 @@ pub fn to_f32<K: Fp8Kind>(code: u8) -> f32 {
 /// `x` rounded to the nearest fp8 value, ties to even, subnormals included, saturating to
 /// ±MAX instead of overflowing (±Inf saturates too); NaN gives the NaN code `0x7F` / `0xFF`.
 /// The sign is kept: negative values that round to zero give `0x80` (-0).
-#[inline]
+///
+/// Branch-free (selects only), so that a loop of it vectorizes: the activation quantizer of
+/// the fp8 mat-vec rounds a row per call.
+#[inline(always)]
 pub fn from_f32<K: Fp8Kind>(x: f32) -> u8 {
     let sign = ((x.to_bits() >> 24) & 0x80) as u8;
     let a = x.abs();
-    if a.is_nan() {
-        return sign | 0x7F;
-    }
-    if a >= K::MAX {
-        return sign | K::MAX_CODE;
-    }
-    // The fp8 biased exponent of `a`, at least 1 (the subnormals share exponent 1's quantum).
-    // An f32 subnormal has field 0 and lands in the fp8 subnormal range either way.
+    // The fp8 biased exponent of `a`, at least 1 (the subnormals share exponent 1's quantum);
+    // an f32 subnormal has field 0 and lands in the fp8 subnormal range either way. Capped so
+    // that the quantum's exponent below stays an f32 exponent for huge `a`, Inf and NaN.
     let e_f32 = (a.to_bits() >> 23) as i32 - 127;
-    let e = (e_f32 + K::BIAS).max(1);
+    let e = (e_f32 + K::BIAS).clamp(1, 2 * K::BIAS + 2);
     // a / quantum, exact (a power-of-two scaling of a value that stays in f32's range).
-    let n = a * pow2(K::BIAS + K::MBITS as i32 - e);
-    // n < 2^(MBITS+1): rounding may carry into the next binade, which the sum handles.
+    let n = a * f32::from_bits(((127 + K::BIAS + K::MBITS as i32 - e) as u32) << 23);
+    // n < 2^(MBITS+1) for finite `a` below the cap: rounding may carry into the next binade,
+    // which the sum handles. Anything at or above MAX (Inf too) ends at or past MAX_CODE and
+    // saturates; NaN is selected last.
+    let n = n.min(32.0);
     let code = (((e - 1) as u32) << K::MBITS) + crate::rounding::round_ties_even(n) as u32;
-    sign | code.min(u32::from(K::MAX_CODE)) as u8
+    let code = code.min(u32::from(K::MAX_CODE)) as u8;
+    sign | if a.is_nan() { 0x7F } else { code }
 }
 
 #[cfg(test)]

@@ -22,8 +22,11 @@
 
 pub mod codec;
 pub mod grid;
+mod rows;
 #[cfg(target_arch = "x86_64")]
 mod simd;
+#[cfg(target_arch = "x86_64")]
+mod simd_dot;
 
 /// What [`codec`] rounds with (its build-script copy, which renders only the tables, takes
 /// std's): `qforge_core::round::round_ties_even`, the same bits as `f32::round_ties_even`
@@ -189,9 +192,15 @@ impl<K: Fp8Kind, const ROWS: usize> Format for Fp8Format<K, ROWS> {
                     reason: format!("scale grid entry ({}, {kb}) = {s} is not a finite positive number", row / ROWS),
                 });
             }
-            for (&v, q) in xs.iter().zip(qs) {
-                *q = from_f32::<K>(v / s);
-            }
+            // Compiled for the CPU's SIMD level: `from_f32` is branch-free.
+            qforge_core::cpu::dispatch(
+                #[inline(always)]
+                || {
+                    for (&v, q) in xs.iter().zip(qs.iter_mut()) {
+                        *q = from_f32::<K>(v / s);
+                    }
+                },
+            );
         }
         Ok(())
     }
@@ -252,6 +261,57 @@ impl<K: Fp8Kind, const ROWS: usize> Format for Fp8Format<K, ROWS> {
             }
             let w_scales = grid::row_scales(aux, row, bytes.len(), ROWS)?;
             Ok(row_dot::<K>(bytes, q, w_scales, scales))
+        })())
+    }
+
+    /// [`Format::dot_row`] with each activation row: the weight row decoded once, the
+    /// activation rows dotted with it four at a time (`rows.rs`).
+    fn dot_rows(
+        &self,
+        bytes: &[u8],
+        row: usize,
+        aux: &[u8],
+        acts: &[ActRow<'_>],
+        out: &mut [f32],
+    ) -> Option<Result<(), QuantError>> {
+        let mut rows = Vec::with_capacity(acts.len());
+        for a in acts {
+            let ActRow::Fp8 { q, scales } = *a else { return None };
+            rows.push((q, scales));
+        }
+        Some((|| {
+            Self::check_len("dot outputs for the activation rows", acts.len(), out.len())?;
+            for (q, scales) in &rows {
+                Self::check_len("fp8 activation elements for the weight row", bytes.len(), q.len())?;
+                Self::check_len(
+                    "fp8 activation scales (one per 128 elements)",
+                    bytes.len().div_ceil(BLOCK),
+                    scales.len(),
+                )?;
+            }
+            rows::act_rows::<K>(bytes, row, aux, ROWS, &rows, out)
+        })())
+    }
+
+    /// [`Format::dot_row`] of each weight row: the activation row decoded once, the weight
+    /// rows dotted with it four at a time (`rows.rs`).
+    fn dot_weight_rows(
+        &self,
+        bytes: &[u8],
+        row_bytes: usize,
+        row0: usize,
+        aux: &[u8],
+        act: ActRow<'_>,
+        out: &mut [f32],
+    ) -> Option<Result<(), QuantError>> {
+        let ActRow::Fp8 { q, scales } = act else { return None };
+        Some((|| {
+            let want =
+                out.len().checked_mul(row_bytes).ok_or(QuantError::Overflow { what: "fp8 weight rows bytes" })?;
+            Self::check_len("fp8 weight rows bytes (rows x row bytes)", want, bytes.len())?;
+            Self::check_len("fp8 activation elements for the weight row", row_bytes, q.len())?;
+            Self::check_len("fp8 activation scales (one per 128 elements)", row_bytes.div_ceil(BLOCK), scales.len())?;
+            rows::weight_rows::<K>(bytes, row_bytes, row0, aux, ROWS, (q, scales), out)
         })())
     }
 }
