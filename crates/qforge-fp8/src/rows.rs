@@ -5,10 +5,11 @@
 //! elsewhere each pair takes the one-row dot.
 
 use crate::grid::{self, BLOCK};
-use crate::{E4m3, Fp8Kind, row_dot};
+use crate::{Fp8Kind, row_dot};
 use qforge_core::QuantError;
 
 /// `acc += partial · s_w · s_a` per block, in block order (the tail of the format's dot).
+#[cfg(target_arch = "x86_64")]
 #[inline]
 fn finish(partials: impl Iterator<Item = f32>, w_scales: impl Iterator<Item = f32>, a_scales: &[f32]) -> f32 {
     let mut acc = 0f32;
@@ -101,7 +102,7 @@ pub(crate) fn weight_rows<K: Fp8Kind>(
     }
     #[cfg(target_arch = "x86_64")]
     if let Some(level) = crate::simd_dot::Level::detect() {
-        let plain = plain_row::<E4m3>(q, crate::simd_dot::plain_factor::<K>());
+        let plain = plain_row::<crate::E4m3>(q, crate::simd_dot::plain_factor::<K>());
         let rows: Vec<&[u8]> = w.chunks_exact(len).collect();
         // The scale grid rows these weight rows use, read once.
         let tile_rows = tile_rows.max(1);
@@ -148,9 +149,9 @@ pub(crate) fn act_rows<K: Fp8Kind>(
     let w_scales: Vec<f32> = grid::row_scales(aux, row, len, tile_rows)?.collect();
     #[cfg(target_arch = "x86_64")]
     if let Some(level) = crate::simd_dot::Level::detect() {
-        let plain = plain_row::<K>(w, crate::simd_dot::plain_factor::<E4m3>());
+        let plain = plain_row::<K>(w, crate::simd_dot::plain_factor::<crate::E4m3>());
         let rows: Vec<&[u8]> = acts.iter().map(|a| a.0).collect();
-        return in_passes::<E4m3>(level, &rows, &plain, len.div_ceil(BLOCK), |i, n, p| {
+        return in_passes::<crate::E4m3>(level, &rows, &plain, len.div_ceil(BLOCK), |i, n, p| {
             if n == 4 {
                 let a = [acts[i].1, acts[i + 1].1, acts[i + 2].1, acts[i + 3].1];
                 out[i..i + 4].copy_from_slice(&finish4(p, [&w_scales[..]; 4], a));
