@@ -87,6 +87,12 @@ pub(super) trait Isa: Sized {
     unsafe fn mullo(a: Self::I, b: Self::I) -> Self::I;
     /// `vpmaddwd`.
     unsafe fn madd(a: Self::I, b: Self::I) -> Self::I;
+    /// `acc + madd(a, b)` (wrapping): `vpdpwssd` where the register file has VNNI.
+    #[inline(always)]
+    unsafe fn madd_add(acc: Self::I, a: Self::I, b: Self::I) -> Self::I {
+        // SAFETY: the caller's guarantee (the register file's features).
+        unsafe { Self::add(acc, Self::madd(a, b)) }
+    }
     unsafe fn set1(x: i32) -> Self::I;
     unsafe fn set1f(x: f32) -> Self::F;
     unsafe fn cvt(a: Self::I) -> Self::F;
@@ -423,7 +429,7 @@ pub(super) unsafe fn rows<V: Isa, F: PackedCodes, const R: usize>(
             if F::HAS_MINS {
                 let mut m = V::zero();
                 for j in 0..PAIRS {
-                    m = V::add(m, V::madd(t.mins[j], V::set1(rs.bsums[j])));
+                    m = V::madd_add(m, t.mins[j], V::set1(rs.bsums[j]));
                 }
                 acc[row][1] = V::fmadd(V::cvt(m), V::mulf(t.dmin, ad), acc[row][1]);
             }

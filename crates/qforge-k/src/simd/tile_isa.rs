@@ -87,6 +87,12 @@ impl Isa for Zmm {
 
     ops!(512);
     #[inline(always)]
+    unsafe fn madd_add(acc: __m512i, a: __m512i, b: __m512i) -> __m512i {
+        // SAFETY: `Isa`'s contract (the features). `vpdpwssd` adds both `i16` products to the
+        // lane with 32-bit wraparound, as `vpmaddwd` then `vpaddd` do.
+        unsafe { _mm512_dpwssd_epi32(acc, a, b) }
+    }
+    #[inline(always)]
     unsafe fn pair(lo: __m512i, hi: __m512i) -> __m512i {
         // SAFETY: `Isa`'s contract (the features).
         unsafe { _mm512_mask_blend_epi16(0xAAAA_AAAA, lo, _mm512_slli_epi32::<16>(hi)) }
@@ -98,26 +104,35 @@ impl Isa for Zmm {
     }
     #[inline(always)]
     unsafe fn bytes(b: &[u8], b1: Option<&[u8]>, at: usize, signed: bool) -> __m512i {
-        let mut v = [0u8; 2 * ROWS];
-        v[..ROWS].copy_from_slice(&b[at..][..ROWS]);
-        if let Some(b1) = b1 {
-            v[ROWS..].copy_from_slice(&b1[at..][..ROWS]);
-        }
-        // SAFETY: `Isa`'s contract (the features); the load reads exactly the 16 bytes of `v`.
+        // Each group's 8 bytes loaded straight into its half of the register: copied into one
+        // 16-byte array first, the load after two 8-byte stores missed store-to-load
+        // forwarding, 26 times per decoded block.
+        let lo = b[at..].first_chunk::<ROWS>().expect("8 rows' bytes");
+        let hi = b1.map(|b1| b1[at..].first_chunk::<ROWS>().expect("8 rows' bytes"));
+        // SAFETY: `Isa`'s contract (the features); each 8-byte load reads exactly `lo` / `hi`.
         unsafe {
-            let v = _mm_loadu_si128(v.as_ptr().cast());
+            let h = match hi {
+                Some(hi) => _mm_loadl_epi64(hi.as_ptr().cast()),
+                None => _mm_setzero_si128(),
+            };
+            let v = _mm_unpacklo_epi64(_mm_loadl_epi64(lo.as_ptr().cast()), h);
             if signed { _mm512_cvtepi8_epi32(v) } else { _mm512_cvtepu8_epi32(v) }
         }
     }
     #[inline(always)]
     unsafe fn halves(b: &[u8], b1: Option<&[u8]>, at: usize) -> __m512 {
-        let mut h = [0u8; 4 * ROWS];
-        h[..2 * ROWS].copy_from_slice(&b[at..][..2 * ROWS]);
-        if let Some(b1) = b1 {
-            h[2 * ROWS..].copy_from_slice(&b1[at..][..2 * ROWS]);
+        let lo = b[at..].first_chunk::<{ 2 * ROWS }>().expect("8 f16");
+        let hi = b1.map(|b1| b1[at..].first_chunk::<{ 2 * ROWS }>().expect("8 f16"));
+        // SAFETY: `Isa`'s contract (the features); each 16-byte load reads exactly `lo` /
+        // `hi` (as `bytes`: no copy through the stack).
+        unsafe {
+            let h = match hi {
+                Some(hi) => _mm_loadu_si128(hi.as_ptr().cast()),
+                None => _mm_setzero_si128(),
+            };
+            let v = _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(_mm_loadu_si128(lo.as_ptr().cast())), h);
+            _mm512_cvtph_ps(v)
         }
-        // SAFETY: `Isa`'s contract (the features); the load reads exactly the 32 bytes of `h`.
-        unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(h.as_ptr().cast())) }
     }
     #[inline(always)]
     unsafe fn store(v: __m512, out: &mut [f32]) {
