@@ -307,6 +307,7 @@ unsafe fn partials<L: Lanes, C: Fp8Kind, const R: usize>(coded: [&[u8]; R], plai
             let mut acc = [[unsafe { L::zero() }; 4]; 4];
             for (b, acc) in acc.iter_mut().enumerate() {
                 let a = block!(kb + b);
+                // `R` is 4 here; `% R` only lets the other instances compile.
                 *acc = [a[0], a[1 % R], a[2 % R], a[3 % R]];
             }
             // SAFETY: the CPU has `L`'s features.
