@@ -135,33 +135,51 @@ impl PackedMatrix {
             format: self.format.desc().name,
             reason: "the packed kernel refused its activation rows".into(),
         };
-        // Results weight-row major (groups · 8 × M), so tasks own disjoint slices.
-        let mut out_t = vec![0f32; groups * pr * m];
-        out_t.par_chunks_mut(per * pr * m).zip(self.data.par_chunks((per * gb).max(1))).try_for_each_init(
-            Vec::new,
-            |col: &mut Vec<f32>, (o, p)| {
+        if len == 0 {
+            return Ok(Vec::new());
+        }
+        // Each task's results activation-row major over its own weight rows (`blk[mi ·
+        // rows + r]`), which is how the kernel returns them: a chunk's results are copied in
+        // as runs, and each output row is then the tasks' runs side by side. (Scattered into
+        // a weight-row-major N × M buffer and transposed afterwards, as before, one write per
+        // cache line took 1.3 ms of a 9.6 ms q4_k mat-mul at M = 64 on Zen 4.)
+        let blocks = self
+            .data
+            .par_chunks((per * gb).max(1))
+            .map_init(Vec::new, |col: &mut Vec<f32>, p| {
+                let rows = p.len() / gb.max(1) * pr;
+                let mut blk = vec![0f32; rows * m];
                 // A few groups at a time against every activation row, so that they stay in
-                // L2 while the activation rows stream past.
-                // Up to `MAX_PACKED_DOT_ROWS` activation rows per call: the kernels that can
-                // decode each packed block once for many of them.
-                for (o, p) in o.chunks_mut(tile * pr * m).zip(p.chunks(tile * gb)) {
+                // L2 while the activation rows stream past. Up to `MAX_PACKED_DOT_ROWS`
+                // activation rows per call: the kernels that can decode each packed block
+                // once for many of them.
+                let mut r0 = 0;
+                for p in p.chunks(tile * gb) {
                     let len = p.len() / gb.max(1) * pr;
                     for (c, acts) in rows_acts.chunks(MAX_PACKED_DOT_ROWS).enumerate() {
                         col.resize(len * acts.len(), 0.0);
                         self.format.packed_dot_rows(p, self.row_bytes, acts, col).ok_or_else(refused)??;
                         for (k, part) in col.chunks_exact(len.max(1)).enumerate() {
                             let mi = c * MAX_PACKED_DOT_ROWS + k;
-                            for (r, v) in part.iter().enumerate() {
-                                o[r * m + mi] = *v;
-                            }
+                            blk[mi * rows + r0..][..len].copy_from_slice(part);
                         }
                     }
+                    r0 += len;
                 }
-                Ok::<(), QuantError>(())
-            },
-        )?;
+                Ok::<_, QuantError>(blk)
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let mut out = vec![0f32; len];
-        crate::matmul::transpose_into(&out_t, m, n, &mut out);
+        out.par_chunks_mut(n).enumerate().for_each(|(mi, orow)| {
+            let mut at = 0;
+            for blk in &blocks {
+                let rows = blk.len() / m;
+                // The last group's padding rows (past N) are dropped.
+                let take = rows.min(n - at);
+                orow[at..at + take].copy_from_slice(&blk[mi * rows..][..take]);
+                at += take;
+            }
+        });
         Ok(out)
     }
 

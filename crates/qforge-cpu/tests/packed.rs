@@ -76,6 +76,24 @@ fn packed_matmul_is_the_native_dot() {
 }
 
 /// The same packed results on one thread and on several (tasks split by whole groups).
+/// One thread, so that a task holds a quarter of the groups: 61 groups of 18 KiB (q4_0, 4096
+/// columns) make a task several 256 KiB weight tiles, whose results land side by side in each
+/// output row (a misplaced tile is caught here, not by the small shapes above).
+#[test]
+fn a_task_of_several_weight_tiles_places_each() {
+    let f = qforge_formats::get("q4_0").unwrap();
+    let (n, k, m) = (489usize, 4096usize, 3usize);
+    let w = quantized(f, n, k, 12);
+    let x = data(m * k, 13);
+    let pool = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+    let y = pool.install(|| PackedMatrix::new(&w).unwrap().matmul(&x, m).unwrap());
+    let acts = quantize_acts(&w, &x, m, ActQuant::Native).unwrap();
+    let (exact, terms) = reference_f64(&w, &acts, 1e-5).unwrap();
+    for (i, (v, (r, s))) in y.iter().zip(exact.iter().zip(&terms)).enumerate() {
+        assert!((*v as f64 - r).abs() <= 1e-5 * s + 1e-30, "output {i} (row {}): {v} vs exact {r}", i % n);
+    }
+}
+
 #[test]
 fn packed_results_do_not_depend_on_threads() {
     let f = qforge_formats::get("q4_k").unwrap();
