@@ -5,34 +5,26 @@
 //! elsewhere each pair takes the one-row dot.
 
 use crate::grid::{self, BLOCK};
+#[cfg(target_arch = "x86_64")]
+use crate::simd_dot::MAX_PASS;
 use crate::{Fp8Kind, row_dot};
 use qforge_core::QuantError;
 
-/// `acc += partial · s_w · s_a` per block, in block order (the tail of the format's dot).
+/// The tail of the format's dot for the `out.len()` (at most [`MAX_PASS`]) rows of a pass:
+/// per row `acc += partial · s_w · s_a` per block, in block order, from a pass's block-major
+/// partials (`partials[kb · out.len() + r]`) and each row's scales (one per block). The rows'
+/// chains of dependent adds run side by side.
 #[cfg(target_arch = "x86_64")]
-#[inline]
-fn finish(partials: impl Iterator<Item = f32>, w_scales: impl Iterator<Item = f32>, a_scales: &[f32]) -> f32 {
-    let mut acc = 0f32;
-    for ((p, sw), &sa) in partials.zip(w_scales).zip(a_scales) {
-        acc += p * sw * sa;
-    }
-    acc
-}
-
-/// [`finish`] of four rows at once from a pass's block-major partials (`partials[kb · 4 +
-/// r]`), each row's scales a slice of one per block: the four chains of dependent adds side
-/// by side.
-#[cfg(target_arch = "x86_64")]
-fn finish4(partials: &[f32], w_scales: [&[f32]; 4], a_scales: [&[f32]; 4]) -> [f32; 4] {
-    let nb = partials.len() / 4;
-    let (w_scales, a_scales) = (w_scales.map(|s| &s[..nb]), a_scales.map(|s| &s[..nb]));
-    let mut acc = [0f32; 4];
-    for (kb, p) in partials.chunks_exact(4).enumerate() {
-        for r in 0..4 {
+fn finish(partials: &[f32], w_scales: &[&[f32]], a_scales: &[&[f32]], out: &mut [f32]) {
+    let n = out.len();
+    debug_assert!(n <= MAX_PASS && w_scales.len() == n && a_scales.len() == n);
+    let mut acc = [0f32; MAX_PASS];
+    for (kb, p) in partials.chunks_exact(n.max(1)).enumerate() {
+        for r in 0..n {
             acc[r] += p[r] * w_scales[r][kb] * a_scales[r][kb];
         }
     }
-    acc
+    out.copy_from_slice(&acc[..n]);
 }
 
 /// `plain[i] = decode::<P>(codes[i]) · factor` (exact: the factor is 1 or 2^8), zeros
@@ -62,7 +54,7 @@ fn in_passes<C: Fp8Kind>(
     nb: usize,
     mut done: impl FnMut(usize, usize, &[f32]) -> Result<(), QuantError>,
 ) -> Result<(), QuantError> {
-    use crate::simd_dot::{MAX_PASS, coded_partials};
+    use crate::simd_dot::coded_partials;
     let mut p4 = vec![[0f32; MAX_PASS]; nb];
     let mut p1 = vec![[0f32; 1]; nb];
     let (passes, rest) = rows.as_chunks::<MAX_PASS>();
@@ -75,12 +67,6 @@ fn in_passes<C: Fp8Kind>(
         done(MAX_PASS * passes.len() + j, 1, p1.as_flattened())?;
     }
     Ok(())
-}
-
-/// Row `r`'s partials out of a pass's block-major `partials` of `n` rows.
-#[cfg(target_arch = "x86_64")]
-fn row_of(partials: &[f32], n: usize, r: usize) -> impl Iterator<Item = f32> + '_ {
-    partials.iter().skip(r).step_by(n).copied()
 }
 
 /// Mat-vec: `out[i]` = the dot of weight row `row0 + i` (`w`'s `i`-th `len`-byte row, kind
@@ -113,14 +99,8 @@ pub(crate) fn weight_rows<K: Fp8Kind>(
             .collect::<Result<_, _>>()?;
         let scales = |i: usize| &grid_scales[(row0 + i) / tile_rows - g0][..];
         return in_passes::<K>(level, &rows, &plain, len.div_ceil(BLOCK), |i, n, p| {
-            if n == 4 {
-                let s = [scales(i), scales(i + 1), scales(i + 2), scales(i + 3)];
-                out[i..i + 4].copy_from_slice(&finish4(p, s, [a_scales; 4]));
-                return Ok(());
-            }
-            for (r, o) in out[i..i + n].iter_mut().enumerate() {
-                *o = finish(row_of(p, n, r), scales(i + r).iter().copied(), a_scales);
-            }
+            let w: [&[f32]; MAX_PASS] = std::array::from_fn(|r| scales(i + r.min(n - 1)));
+            finish(p, &w[..n], &[a_scales; MAX_PASS][..n], &mut out[i..i + n]);
             Ok(())
         });
     }
@@ -152,14 +132,8 @@ pub(crate) fn act_rows<K: Fp8Kind>(
         let plain = plain_row::<K>(w, crate::simd_dot::plain_factor::<crate::E4m3>());
         let rows: Vec<&[u8]> = acts.iter().map(|a| a.0).collect();
         return in_passes::<crate::E4m3>(level, &rows, &plain, len.div_ceil(BLOCK), |i, n, p| {
-            if n == 4 {
-                let a = [acts[i].1, acts[i + 1].1, acts[i + 2].1, acts[i + 3].1];
-                out[i..i + 4].copy_from_slice(&finish4(p, [&w_scales[..]; 4], a));
-                return Ok(());
-            }
-            for (r, o) in out[i..i + n].iter_mut().enumerate() {
-                *o = finish(row_of(p, n, r), w_scales.iter().copied(), acts[i + r].1);
-            }
+            let a: [&[f32]; MAX_PASS] = std::array::from_fn(|r| acts[i + r.min(n - 1)].1);
+            finish(p, &[&w_scales[..]; MAX_PASS][..n], &a[..n], &mut out[i..i + n]);
             Ok(())
         });
     }

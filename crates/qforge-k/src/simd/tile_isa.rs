@@ -108,11 +108,12 @@ impl Isa for Zmm {
         // 16-byte array first, the load after two 8-byte stores missed store-to-load
         // forwarding, 26 times per decoded block.
         let lo = b[at..].first_chunk::<ROWS>().expect("8 rows' bytes");
-        let hi = b1.map(|b1| b1[at..].first_chunk::<ROWS>().expect("8 rows' bytes"));
-        // SAFETY: `Isa`'s contract (the features); each 8-byte load reads exactly `lo` / `hi`.
+        // SAFETY: `Isa`'s contract (the features); each 8-byte load reads exactly `lo` / the
+        // second group's 8 bytes. (A `match`, not `Option::map`'s closure, which need not be
+        // inlined here.)
         unsafe {
-            let h = match hi {
-                Some(hi) => _mm_loadl_epi64(hi.as_ptr().cast()),
+            let h = match b1 {
+                Some(b1) => _mm_loadl_epi64(b1[at..].first_chunk::<ROWS>().expect("8 rows' bytes").as_ptr().cast()),
                 None => _mm_setzero_si128(),
             };
             let v = _mm_unpacklo_epi64(_mm_loadl_epi64(lo.as_ptr().cast()), h);
@@ -122,12 +123,11 @@ impl Isa for Zmm {
     #[inline(always)]
     unsafe fn halves(b: &[u8], b1: Option<&[u8]>, at: usize) -> __m512 {
         let lo = b[at..].first_chunk::<{ 2 * ROWS }>().expect("8 f16");
-        let hi = b1.map(|b1| b1[at..].first_chunk::<{ 2 * ROWS }>().expect("8 f16"));
-        // SAFETY: `Isa`'s contract (the features); each 16-byte load reads exactly `lo` /
-        // `hi` (as `bytes`: no copy through the stack).
+        // SAFETY: `Isa`'s contract (the features); each 16-byte load reads exactly `lo` / the
+        // second group's 16 bytes (as `bytes`: no copy through the stack, no closure).
         unsafe {
-            let h = match hi {
-                Some(hi) => _mm_loadu_si128(hi.as_ptr().cast()),
+            let h = match b1 {
+                Some(b1) => _mm_loadu_si128(b1[at..].first_chunk::<{ 2 * ROWS }>().expect("8 f16").as_ptr().cast()),
                 None => _mm_setzero_si128(),
             };
             let v = _mm256_inserti128_si256::<1>(_mm256_castsi128_si256(_mm_loadu_si128(lo.as_ptr().cast())), h);
