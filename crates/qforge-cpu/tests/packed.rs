@@ -3,7 +3,7 @@
 //! the group's 8 rows, K not a multiple of the block) and M > 1 (each row the bits of its own
 //! mat-vec); errors are typed.
 
-use qforge_core::{ActRow, Format, QuantError, QuantTensor, Shape};
+use qforge_core::{ActRow, Format, MAX_PACKED_DOT_ROWS, QuantError, QuantTensor, Shape};
 use qforge_cpu::{ActQuant, PackedMatrix, matmul, quantize_acts, reference_f64};
 
 fn data(n: usize, seed: u64) -> Vec<f32> {
@@ -38,7 +38,8 @@ fn packed_matmul_is_the_native_dot() {
             (19, 1000, 3),
             (16, 256, 9),
             (40, 4097, 1),
-            (25, 512, 70),
+            // More rows than one kernel call takes: the calls' results placed side by side.
+            (25, 512, MAX_PACKED_DOT_ROWS + 6),
         ] {
             let w = quantized(f, n, k, (n * k) as u64);
             let p = PackedMatrix::new(&w).unwrap();
@@ -62,8 +63,9 @@ fn packed_matmul_is_the_native_dot() {
                 );
             }
             // Several activation rows share each packed block's unpacking (up to four per pass,
-            // or from eight rows on AVX-512 VNNI each block decoded once for up to 64 rows per
-            // kernel call, eight per pass): every row is still the bits of its own mat-vec.
+            // or from eight rows the tile kernel: each block decoded once for up to
+            // `MAX_PACKED_DOT_ROWS` rows per kernel call): every row is still the bits of its
+            // own mat-vec.
             for (mi, (x, y)) in x.chunks_exact(k).zip(y.chunks_exact(n)).enumerate() {
                 let one = p.matvec(x).unwrap();
                 assert!(

@@ -309,10 +309,11 @@ unsafe fn kernel<V: Isa, F: PackedCodes>(p: &[u8], acts: Acts<'_>, out: &mut [f3
             dmin: V::zerof(),
         };
         // Per tile and row, `acc` and `accm`. Block by block, every tile of the call against
-        // every row: one block's activations (64 rows: 18 KiB of `q8_K`, 32 KiB widened) stay
-        // in L1 while the tiles pass, where a tile at a time streamed all of them (300 KiB,
-        // 812 KiB widened: past Zen 3's 512 KiB L2) once per tile. The same f32 steps per row
-        // and tile, in the same order.
+        // every row: one block's activations (64 rows: 18 KiB of `q8_K`, 32 KiB widened; the
+        // most a call takes, 256 rows: 73 / 128 KiB) stay in L1 / L2 while the tiles pass,
+        // where a tile at a time streamed all of them (64 rows: 300 KiB, 812 KiB widened: past
+        // Zen 3's 512 KiB L2) once per tile. The same f32 steps per row and tile, in the same
+        // order.
         let (rows, tiles) = (a.len(), groups.div_ceil(per_tile));
         let mut acc = vec![[V::zerof(); 2]; tiles * rows];
         for i in 0..n {
