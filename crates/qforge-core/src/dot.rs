@@ -209,6 +209,30 @@ pub trait DotKernel<F: BlockFormat>: 'static {
         }
         Some(Ok(()))
     }
+    /// A mat-mul tile: weight row `i` (blocks `i·n .. (i+1)·n` of `w`, `w.len()` a multiple
+    /// of `n`) against every row of `acts`, into `out[i · stride + j]` (the caller checked
+    /// that `out` holds them and `stride ≥ acts.len()`), each result bit-identical to
+    /// [`DotKernel::dot_rows`]; `None` if this kernel does not take that kind of activation
+    /// row. The default calls `dot_rows` per weight row.
+    ///
+    /// # Errors
+    /// The first error [`DotKernel::dot`] would give for any of the rows.
+    fn dot_tile(
+        w: &[F::Block],
+        n: usize,
+        acts: &[ActRow<'_>],
+        out: &mut [f32],
+        stride: usize,
+    ) -> Option<Result<(), QuantError>> {
+        for (i, w) in w.chunks_exact(n.max(1)).enumerate() {
+            match Self::dot_rows(w, acts, &mut out[i * stride..][..acts.len()])? {
+                Ok(()) => {}
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        Some(Ok(()))
+    }
+
     /// The kernel's packed weight layout ([`Packing`]), if it has one (the default: none).
     const PACKING: Option<Packing> = None;
 

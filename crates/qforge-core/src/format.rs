@@ -436,6 +436,45 @@ pub trait Format: Send + Sync + 'static {
         Some(Ok(()))
     }
 
+    /// A tile of a mat-mul: several consecutive weight rows (`bytes`, rows of `row_bytes`,
+    /// the first being row number `row0`) against several activation rows. Weight row `i`'s
+    /// dot with `acts[j]` goes to `out[i · stride + j]`, bit-identical to `dot_rows(row i's
+    /// bytes, row0 + i, aux, acts)[j]`: a kernel may decode each weight block once for all
+    /// the activation rows and several weight rows side by side. The default calls
+    /// [`Format::dot_rows`] per weight row. `None` when the format has no kernel for that
+    /// activation kind.
+    ///
+    /// # Errors
+    /// As [`Format::dot_rows`] for any of the rows, and [`QuantError::ShapeMismatch`] when
+    /// `bytes` is not whole rows, `stride < acts.len()` or `out` is too short for the last
+    /// weight row's outputs.
+    ///
+    /// # Panics
+    /// Never (see [the trait docs](Format#panics)).
+    #[allow(clippy::too_many_arguments)]
+    fn dot_tile(
+        &self,
+        bytes: &[u8],
+        row_bytes: usize,
+        row0: usize,
+        aux: &[u8],
+        acts: &[ActRow<'_>],
+        out: &mut [f32],
+        stride: usize,
+    ) -> Option<Result<(), QuantError>> {
+        let rows = bytes.len().checked_div(row_bytes).unwrap_or(0);
+        if let Some(e) = tile_mismatch(bytes.len(), row_bytes, acts.len(), out.len(), stride) {
+            return Some(Err(e));
+        }
+        for (i, w) in bytes.chunks_exact(row_bytes.max(1)).take(rows).enumerate() {
+            match self.dot_rows(w, row0 + i, aux, acts, &mut out[i * stride..][..acts.len()])? {
+                Ok(()) => {}
+                Err(e) => return Some(Err(e)),
+            }
+        }
+        Some(Ok(()))
+    }
+
     /// The format's packed (row-interleaved) weight layout for the CPU kernels, if it has one
     /// (see [`Packing`]; the default: none).
     fn packing(&self) -> Option<Packing> {
@@ -522,6 +561,38 @@ fn act_rows_mismatch(acts: usize, out: usize) -> Option<QuantError> {
 
 /// The error of a [`Format::dot_weight_rows`] call whose bytes are not `rows` rows of
 /// `row_bytes`.
+/// The error of a [`Format::dot_tile`] call whose arguments do not fit together: `bytes` not
+/// whole rows of `row_bytes`, a `stride` below the activation rows, or an `out` too short for
+/// the last weight row's outputs.
+pub(crate) fn tile_mismatch(
+    bytes: usize,
+    row_bytes: usize,
+    acts: usize,
+    out: usize,
+    stride: usize,
+) -> Option<QuantError> {
+    if (row_bytes == 0 && bytes > 0) || !bytes.is_multiple_of(row_bytes.max(1)) {
+        return Some(QuantError::ShapeMismatch {
+            what: "weight row bytes of a mat-mul tile (whole rows)",
+            expected: bytes.next_multiple_of(row_bytes.max(1)),
+            actual: bytes,
+        });
+    }
+    if stride < acts {
+        return Some(QuantError::ShapeMismatch { what: "mat-mul tile output stride", expected: acts, actual: stride });
+    }
+    let rows = bytes.checked_div(row_bytes).unwrap_or(0);
+    let want = rows.checked_sub(1).map_or(Some(0), |r| r.checked_mul(stride).and_then(|v| v.checked_add(acts)));
+    match want {
+        Some(w) if out >= w => None,
+        w => Some(QuantError::ShapeMismatch {
+            what: "mat-mul tile outputs",
+            expected: w.unwrap_or(usize::MAX),
+            actual: out,
+        }),
+    }
+}
+
 fn weight_rows_mismatch(bytes: usize, row_bytes: usize, rows: usize) -> Option<QuantError> {
     let want = row_bytes.checked_mul(rows);
     (want != Some(bytes) || (row_bytes == 0 && rows > 0)).then(|| QuantError::ShapeMismatch {
@@ -748,6 +819,33 @@ impl<F: BlockFormat, D: DotKernel<F>> Format for Registered<F, D> {
         }
         match Self::dot_blocks(bytes)? {
             Ok(blocks) => D::dot_weight_rows(blocks, row_bytes / F::DESC.block_bytes, act, out),
+            Err(e) => Some(Err(e)),
+        }
+    }
+
+    fn dot_tile(
+        &self,
+        bytes: &[u8],
+        row_bytes: usize,
+        _row0: usize,
+        _aux: &[u8],
+        acts: &[ActRow<'_>],
+        out: &mut [f32],
+        stride: usize,
+    ) -> Option<Result<(), QuantError>> {
+        if let Some(e) = tile_mismatch(bytes.len(), row_bytes, acts.len(), out.len(), stride) {
+            return Some(Err(e));
+        }
+        if bytes.is_empty() {
+            return Some(Ok(()));
+        }
+        // Whole blocks per row (checked), then the rows as one run of blocks.
+        match Self::dot_blocks(&bytes[..row_bytes]) {
+            Some(Ok(_)) => {}
+            other => return other.map(|r| r.map(|_| ())),
+        }
+        match Self::dot_blocks(bytes)? {
+            Ok(blocks) => D::dot_tile(blocks, row_bytes / F::DESC.block_bytes, acts, out, stride),
             Err(e) => Some(Err(e)),
         }
     }

@@ -10,19 +10,20 @@ use qforge_core::{MAX_DOT_ROWS, QuantError, QuantTensor};
 use rayon::prelude::*;
 
 /// Weight rows handled by one rayon task (and decoded together on the f32 path); the
-/// fewest per task of an integer mat-vec ([`matvec_rows_per_task`]).
+/// fewest per task of the integer path ([`int_rows_per_task`]).
 const ROWS_PER_TASK: usize = 16;
 
-/// Rayon tasks per worker thread of an integer mat-vec.
-const MATVEC_TASKS_PER_THREAD: usize = 4;
+/// Rayon tasks per worker thread of the integer path.
+const INT_TASKS_PER_THREAD: usize = 4;
 
-/// Weight rows per task of an integer mat-vec (M = 1): a few tasks per thread, not one per
-/// 16 rows. Each task makes one `dot_weight_rows` call, whose per-call work on the activation
-/// row (the offset formats' corrections, the -128 checks) ran once per 16 weight rows
-/// before: 6 % of a q1_0 mat-vec on Zen 4 at the AVX2 level. Four tasks per thread keep the
-/// threads balanced when one is slowed.
-fn matvec_rows_per_task(n: usize) -> usize {
-    let tasks = rayon::current_num_threads().max(1) * MATVEC_TASKS_PER_THREAD;
+/// Weight rows per task of the integer path: a few tasks per thread, not one per 16 rows.
+/// Each task makes one `dot_weight_rows` call (mat-vec), or one `dot_tile` call per
+/// activation tile (mat-mul), whose per-call work on the activation rows (the offset formats'
+/// corrections, the -128 checks, int4g's group sums) ran once per 16 weight rows before: 6 %
+/// of a q1_0 mat-vec on Zen 4 at the AVX2 level. Four tasks per thread keep the threads
+/// balanced when one is slowed.
+fn int_rows_per_task(n: usize) -> usize {
+    let tasks = rayon::current_num_threads().max(1) * INT_TASKS_PER_THREAD;
     n.div_ceil(tasks).max(ROWS_PER_TASK)
 }
 
@@ -122,19 +123,17 @@ pub fn matmul_into(
             format: fmt.desc().name,
             reason: "dot kernel refused a row it accepted before".into(),
         };
-        let per = if let [_] = rows_acts[..] { matvec_rows_per_task(n) } else { ROWS_PER_TASK };
+        let per = int_rows_per_task(n);
         out_t.par_chunks_mut(m * per).zip(rows.par_chunks(rb * per)).enumerate().try_for_each(|(task, (o, wr))| {
             if let [a] = rows_acts[..] {
                 // Mat-vec: the task's weight rows in one call (the per-row dispatch and
                 // activation checks paid once per task).
                 return fmt.dot_weight_rows(wr, rb, task * per, aux, a, o).ok_or_else(refused)?;
             }
+            // Mat-mul: the task's weight rows against one activation tile per call (weight
+            // row `i`'s results at `o[i · m + t0 ..]`).
             for (t0, tacts) in rows_acts.chunks(tile).enumerate().map(|(i, c)| (i * tile, c)) {
-                for (i, (orow, wrow)) in o.chunks_exact_mut(m).zip(wr.chunks_exact(rb)).enumerate() {
-                    let row = task * per + i;
-                    let dst = &mut orow[t0..t0 + tacts.len()];
-                    fmt.dot_rows(wrow, row, aux, tacts, dst).ok_or_else(refused)??;
-                }
+                fmt.dot_tile(wr, rb, task * per, aux, tacts, &mut o[t0..], m).ok_or_else(refused)??;
             }
             Ok(())
         })?;

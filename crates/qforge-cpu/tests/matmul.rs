@@ -179,3 +179,54 @@ fn weight_rows_call_is_dot_row_per_row() {
         }
     }
 }
+
+/// `Format::dot_tile` (the mat-mul call: several weight rows, several activation rows, a
+/// strided output) gives each weight row's `dot_rows`, bit for bit, for every format with an
+/// integer kernel, and leaves the output's gaps alone; bytes that are not whole rows, a
+/// stride below the activation rows and a short output are errors, not panics.
+#[test]
+fn tile_call_is_dot_rows_per_weight_row() {
+    for f in qforge_formats::registry().iter() {
+        for (n, k, m) in [(1usize, 256usize, 1usize), (7, 512, 3), (21, 1024, 9), (18, 256, 2)] {
+            let w = quantized(f, n, k, 7 + n as u64);
+            for mode in ActQuant::ALL {
+                let acts = quantize_acts(&w, &data(m * k, 17), m, mode).unwrap();
+                let rows: Vec<_> = acts.iter().filter_map(|a| a.as_row()).collect();
+                if rows.len() != m {
+                    continue;
+                }
+                let (rb, aux, name) = (w.row_bytes(), w.aux(), f.desc().name);
+                let stride = m + 2;
+                let mut out = vec![f32::NAN; (n - 1) * stride + m];
+                let Some(r) = f.dot_tile(w.rows_data(), rb, 0, aux, &rows, &mut out, stride) else { continue };
+                r.unwrap();
+                for i in 0..n {
+                    let mut want = vec![0f32; m];
+                    f.dot_rows(&w.rows_data()[i * rb..(i + 1) * rb], i, aux, &rows, &mut want).unwrap().unwrap();
+                    for (j, want) in want.iter().enumerate() {
+                        let got = out[i * stride + j];
+                        assert_eq!(got.to_bits(), want.to_bits(), "{name} {mode} {n}x{k} M={m}: row {i} act {j}");
+                    }
+                    if i + 1 < n {
+                        assert!(
+                            out[i * stride + m..(i + 1) * stride].iter().all(|v| v.is_nan()),
+                            "{name}: a gap written"
+                        );
+                    }
+                }
+                let data = w.rows_data();
+                let short = &data[..data.len() - 1];
+                assert!(
+                    f.dot_tile(short, rb, 0, aux, &rows, &mut out, stride).unwrap().is_err(),
+                    "{name}: not whole rows"
+                );
+                assert!(f.dot_tile(data, rb, 0, aux, &rows, &mut out, m - 1).unwrap().is_err(), "{name}: stride < M");
+                let cut = out.len() - 1;
+                assert!(
+                    f.dot_tile(data, rb, 0, aux, &rows, &mut out[..cut], stride).unwrap().is_err(),
+                    "{name}: short out"
+                );
+            }
+        }
+    }
+}

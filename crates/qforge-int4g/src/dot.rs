@@ -34,19 +34,47 @@ impl<S: ScaleKind, const H: usize> DotKernel<Int4g<S, H>> for A8W4Dot {
                 actual: out.len(),
             }));
         }
-        let mut rows = Vec::with_capacity(acts.len());
-        for act in acts {
-            match int8_row(w.len() * 2 * H, *act)? {
-                Ok(r) => rows.push(r),
-                Err(e) => return Some(Err(e)),
-            }
-        }
+        let rows = match int8_rows(w.len() * 2 * H, acts)? {
+            Ok(r) => r,
+            Err(e) => return Some(Err(e)),
+        };
         #[cfg(target_arch = "x86_64")]
         if crate::simd::dot_rows(w, &rows, out) {
             return Some(Ok(()));
         }
         for (o, r) in out.iter_mut().zip(&rows) {
             *o = dot_portable(w, r);
+        }
+        Some(Ok(()))
+    }
+
+    /// From [`crate::tile::TILE_MIN_ACTS`] activation rows on AVX2 / AVX-512 VNNI, the tile
+    /// kernel (several weight rows per vector, each group decoded once for every activation
+    /// row): the same bits as `dot_rows`.
+    fn dot_tile(
+        w: &[BlockInt4g<S, H>],
+        n: usize,
+        acts: &[ActRow<'_>],
+        out: &mut [f32],
+        stride: usize,
+    ) -> Option<Result<(), QuantError>> {
+        let rows = match int8_rows(n * 2 * H, acts)? {
+            Ok(r) => r,
+            Err(e) => return Some(Err(e)),
+        };
+        #[cfg(target_arch = "x86_64")]
+        if rows.len() >= crate::tile::TILE_MIN_ACTS && crate::tile::dot_tile(w, n, &rows, out, stride) {
+            return Some(Ok(()));
+        }
+        for (i, w) in w.chunks_exact(n.max(1)).enumerate() {
+            let o = &mut out[i * stride..][..rows.len()];
+            #[cfg(target_arch = "x86_64")]
+            if crate::simd::dot_rows(w, &rows, o) {
+                continue;
+            }
+            for (o, r) in o.iter_mut().zip(&rows) {
+                *o = dot_portable(w, r);
+            }
         }
         Some(Ok(()))
     }
@@ -76,6 +104,19 @@ impl<S: ScaleKind, const H: usize> DotKernel<Int4g<S, H>> for A8W4Dot {
         }
         Some(Ok(()))
     }
+}
+
+/// The activation rows of `acts` validated for rows of `len` elements: `None` for another
+/// kind of row, the first error otherwise.
+fn int8_rows<'a>(len: usize, acts: &[ActRow<'a>]) -> Option<Result<Vec<Int8Row<'a>>, QuantError>> {
+    let mut rows = Vec::with_capacity(acts.len());
+    for act in acts {
+        match int8_row(len, *act)? {
+            Ok(r) => rows.push(r),
+            Err(e) => return Some(Err(e)),
+        }
+    }
+    Some(Ok(rows))
 }
 
 /// One validated int8 activation row: `x ≈ scale · (q − zp)`.

@@ -26,6 +26,8 @@ mod dot;
 mod scale;
 #[cfg(target_arch = "x86_64")]
 mod simd;
+#[cfg(target_arch = "x86_64")]
+mod tile;
 
 pub use block::{BlockInt4g, Int4g, QRANGE_HALF, SCALE_EPS, SCALE_MAX};
 pub use dot::A8W4Dot;
@@ -111,6 +113,18 @@ impl<S: ScaleKind, const H: usize> Format for Int4gFormat<S, H> {
         out: &mut [f32],
     ) -> Option<Result<(), QuantError>> {
         self.0.dot_weight_rows(bytes, row_bytes, row0, aux, act, out)
+    }
+    fn dot_tile(
+        &self,
+        bytes: &[u8],
+        row_bytes: usize,
+        row0: usize,
+        aux: &[u8],
+        acts: &[ActRow<'_>],
+        out: &mut [f32],
+        stride: usize,
+    ) -> Option<Result<(), QuantError>> {
+        self.0.dot_tile(bytes, row_bytes, row0, aux, acts, out, stride)
     }
 }
 
