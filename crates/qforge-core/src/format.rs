@@ -563,14 +563,9 @@ fn act_rows_mismatch(acts: usize, out: usize) -> Option<QuantError> {
 /// `row_bytes`.
 /// The error of a [`Format::dot_tile`] call whose arguments do not fit together: `bytes` not
 /// whole rows of `row_bytes`, a `stride` below the activation rows, or an `out` too short for
-/// the last weight row's outputs.
-pub(crate) fn tile_mismatch(
-    bytes: usize,
-    row_bytes: usize,
-    acts: usize,
-    out: usize,
-    stride: usize,
-) -> Option<QuantError> {
+/// the last weight row's outputs (`acts` activation rows, `out` output elements); `None`
+/// when they fit. For a format that implements [`Format::dot_tile`] itself.
+pub fn tile_mismatch(bytes: usize, row_bytes: usize, acts: usize, out: usize, stride: usize) -> Option<QuantError> {
     if (row_bytes == 0 && bytes > 0) || !bytes.is_multiple_of(row_bytes.max(1)) {
         return Some(QuantError::ShapeMismatch {
             what: "weight row bytes of a mat-mul tile (whole rows)",

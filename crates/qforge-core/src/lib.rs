@@ -113,7 +113,7 @@ pub use clayout::{CField, CLayout, CType, c_struct};
 pub use dot::{ActKind, ActRow, DotKernel, GgmlDot, MAX_DOT_ROWS, MAX_PACKED_DOT_ROWS, NativeDot, NoDot, Packing};
 pub use dtype::{DType, Elem, OutRow};
 pub use error::QuantError;
-pub use format::{Format, Registered, check_row_input};
+pub use format::{Format, Registered, check_row_input, tile_mismatch};
 pub use half::{bf16, f16};
 pub use layout::{ElemType, Layout};
 pub use params::Params;

@@ -293,6 +293,47 @@ impl<K: Fp8Kind, const ROWS: usize> Format for Fp8Format<K, ROWS> {
         })())
     }
 
+    /// [`Format::dot_row`] of each weight row against each activation row (mat-mul): every
+    /// row of either side decoded to f32 once per call, then four weight rows against four
+    /// activation rows per pass (`rows::tile`).
+    fn dot_tile(
+        &self,
+        bytes: &[u8],
+        row_bytes: usize,
+        row0: usize,
+        aux: &[u8],
+        acts: &[ActRow<'_>],
+        out: &mut [f32],
+        stride: usize,
+    ) -> Option<Result<(), QuantError>> {
+        let mut rows = Vec::with_capacity(acts.len());
+        for a in acts {
+            let ActRow::Fp8 { q, scales } = *a else { return None };
+            rows.push((q, scales));
+        }
+        Some((|| {
+            if let Some(e) = qforge_core::tile_mismatch(bytes.len(), row_bytes, acts.len(), out.len(), stride) {
+                return Err(e);
+            }
+            for (q, scales) in &rows {
+                Self::check_len("fp8 activation elements for the weight row", row_bytes, q.len())?;
+                Self::check_len(
+                    "fp8 activation scales (one per 128 elements)",
+                    row_bytes.div_ceil(BLOCK),
+                    scales.len(),
+                )?;
+            }
+            #[cfg(target_arch = "x86_64")]
+            if rows::tile::<K>(bytes, row_bytes, row0, aux, ROWS, &rows, out, stride)? {
+                return Ok(());
+            }
+            for (i, w) in bytes.chunks_exact(row_bytes.max(1)).enumerate() {
+                rows::act_rows::<K>(w, row0 + i, aux, ROWS, &rows, &mut out[i * stride..][..rows.len()])?;
+            }
+            Ok(())
+        })())
+    }
+
     /// [`Format::dot_row`] of each weight row: the activation row decoded once, the weight
     /// rows dotted with it four at a time (`rows.rs`).
     fn dot_weight_rows(

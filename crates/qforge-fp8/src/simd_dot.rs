@@ -413,3 +413,51 @@ pub(crate) fn coded_partials<C: Fp8Kind, const R: usize>(
         Level::Avx512(_) => unsafe { partials_avx512::<C, R>(coded, plain, out) },
     }
 }
+
+/// Weight rows side by side with activation rows, both decoded (the mat-mul tile), with
+/// AVX-512: the block partials of the 4 × 4 pairs of `w` and `a` (each at least
+/// `len.next_multiple_of(16)` values, zeros past `len`), `out[kb][i][j]` for `w[i]` · `a[j]`.
+/// Per 16 values, four weight and four activation vectors loaded, 16 `fma` (each exact product
+/// added as `lane + w·a` rounds it), so nothing is converted in the loop; each pair's lanes
+/// summed in order ([`Lanes::sums_4x4`]). NaN and infinite values are in the decoded rows
+/// themselves, so the sums are the portable ones with no e4m3 NaN check. (At AVX2 the 16
+/// pairs' 32 accumulators would spill: the one-row kernels stay.)
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn plain_partials_avx512(w: [&[f32]; 4], a: [&[f32]; 4], len: usize, out: &mut [[[f32; 4]; 4]]) {
+    let (wp, ap) = (w.map(<[f32]>::as_ptr), a.map(<[f32]>::as_ptr));
+    for (kb, o) in out.iter_mut().enumerate() {
+        let end = ((kb + 1) * BLOCK).min(len);
+        let mut acc = [[_mm512_setzero_ps(); 4]; 4];
+        for at in (kb * BLOCK..end).step_by(16) {
+            // SAFETY: `at + 16 <= len.next_multiple_of(16)`, which every row holds
+            // (`plain_partials_4x4` checked it).
+            unsafe {
+                // (No closure: one need not be inlined into this target-feature function.)
+                let wv = [
+                    _mm512_loadu_ps(wp[0].add(at)),
+                    _mm512_loadu_ps(wp[1].add(at)),
+                    _mm512_loadu_ps(wp[2].add(at)),
+                    _mm512_loadu_ps(wp[3].add(at)),
+                ];
+                for (j, ap) in ap.iter().enumerate() {
+                    let av = _mm512_loadu_ps(ap.add(at));
+                    for (acc, wv) in acc.iter_mut().zip(wv) {
+                        acc[j] = _mm512_fmadd_ps(wv, av, acc[j]);
+                    }
+                }
+            }
+        }
+        // SAFETY: this function has AVX-512 F, all `__m512`'s lanes need.
+        *o = unsafe { <__m512 as Lanes>::sums_4x4(acc) };
+    }
+}
+
+/// [`plain_partials_avx512`] after checking the lengths (a mismatch is a caller's bug: it
+/// panics rather than reading out of bounds); the token proves the CPU's AVX-512.
+pub(crate) fn plain_partials_4x4(_vnni: Vnni, w: [&[f32]; 4], a: [&[f32]; 4], len: usize, out: &mut [[[f32; 4]; 4]]) {
+    let padded = len.next_multiple_of(16);
+    assert!(w.iter().chain(&a).all(|r| r.len() >= padded), "decoded rows padded to 16");
+    assert_eq!(out.len(), len.div_ceil(BLOCK), "one partial per block");
+    // SAFETY: the `Vnni` token proves AVX2, FMA, F16C and AVX-512 F / BW / VL / VNNI.
+    unsafe { plain_partials_avx512(w, a, len, out) }
+}
