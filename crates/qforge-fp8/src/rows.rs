@@ -145,9 +145,9 @@ pub(crate) fn act_rows<K: Fp8Kind>(
 
 /// A mat-mul tile: `out[i · stride + j]` = the dot of weight row `row0 + i` (`w`'s `i`-th
 /// `len`-byte row, kind `K`, grid as for [`weight_rows`]) with e4m3 activation row `acts[j]`;
-/// `Ok(false)` (nothing written) without AVX-512. Every activation row is decoded to f32 once
-/// per call and every weight row once, then 4 × 4 pairs go through `simd_dot`'s decoded
-/// kernel, so no code is converted in the loop. The lengths are the caller's (`w.len()` a
+/// `Ok(false)` (nothing written) without AVX2. Every activation row is decoded to f32 once
+/// per call and every weight row once, then 4 × 4 pairs (AVX2: 2 × 2) go through
+/// `simd_dot`'s decoded kernel, so no code is converted in the loop. The lengths are the caller's (`w.len()` a
 /// multiple of `len`, each activation `len` codes and `len.div_ceil(BLOCK)` scales, `out`
 /// long enough for the stride).
 #[cfg(target_arch = "x86_64")]
@@ -162,10 +162,9 @@ pub(crate) fn tile<K: Fp8Kind>(
     out: &mut [f32],
     stride: usize,
 ) -> Result<bool, QuantError> {
-    use crate::simd_dot::{Level, plain_partials_4x4};
-    // With AVX-512 only: at AVX2 the 4 × 4 pairs' 32 accumulators spill (e4m3 M = 64 on
-    // Zen 4 at the AVX2 level: 7.6 Gel/s, where the one-weight-row kernel reads 10).
-    let Some(Level::Avx512(vnni)) = Level::detect() else { return Ok(false) };
+    use crate::simd_dot::{Level, plain_partials};
+    let Some(level) = Level::detect() else { return Ok(false) };
+    let (rw, ra) = level.tile_shape();
     let (m, nrows) = (acts.len(), w.len().checked_div(len).unwrap_or(0));
     if len == 0 || m == 0 {
         for i in 0..nrows {
@@ -176,17 +175,17 @@ pub(crate) fn tile<K: Fp8Kind>(
     let nb = len.div_ceil(BLOCK);
     let plain_a: Vec<Vec<f32>> = acts.iter().map(|(q, _)| plain_row::<crate::E4m3>(q, 1.0)).collect();
     let mut parts = vec![[[0f32; 4]; 4]; nb];
-    for i0 in (0..nrows).step_by(4) {
-        let wn = (nrows - i0).min(4);
+    for i0 in (0..nrows).step_by(rw) {
+        let wn = (nrows - i0).min(rw);
         let plain_w: Vec<Vec<f32>> = (0..wn).map(|i| plain_row::<K>(&w[(i0 + i) * len..][..len], 1.0)).collect();
         let w_scales: Vec<Vec<f32>> = (0..wn)
             .map(|i| grid::row_scales(aux, row0 + i0 + i, len, tile_rows).map(Iterator::collect))
             .collect::<Result<_, _>>()?;
         let wr: [&[f32]; 4] = std::array::from_fn(|i| &plain_w[i.min(wn - 1)][..]);
-        for j0 in (0..m).step_by(4) {
-            let an = (m - j0).min(4);
+        for j0 in (0..m).step_by(ra) {
+            let an = (m - j0).min(ra);
             let ar: [&[f32]; 4] = std::array::from_fn(|j| &plain_a[j0 + j.min(an - 1)][..]);
-            plain_partials_4x4(vnni, wr, ar, len, &mut parts);
+            plain_partials(level, wr, ar, len, &mut parts);
             for (i, ws) in w_scales.iter().enumerate() {
                 for j in 0..an {
                     let sa = acts[j0 + j].1;

@@ -420,8 +420,7 @@ pub(crate) fn coded_partials<C: Fp8Kind, const R: usize>(
 /// Per 16 values, four weight and four activation vectors loaded, 16 `fma` (each exact product
 /// added as `lane + w·a` rounds it), so nothing is converted in the loop; each pair's lanes
 /// summed in order ([`Lanes::sums_4x4`]). NaN and infinite values are in the decoded rows
-/// themselves, so the sums are the portable ones with no e4m3 NaN check. (At AVX2 the 16
-/// pairs' 32 accumulators would spill: the one-row kernels stay.)
+/// themselves, so the sums are the portable ones with no e4m3 NaN check.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 fn plain_partials_avx512(w: [&[f32]; 4], a: [&[f32]; 4], len: usize, out: &mut [[[f32; 4]; 4]]) {
     let (wp, ap) = (w.map(<[f32]>::as_ptr), a.map(<[f32]>::as_ptr));
@@ -430,7 +429,7 @@ fn plain_partials_avx512(w: [&[f32]; 4], a: [&[f32]; 4], len: usize, out: &mut [
         let mut acc = [[_mm512_setzero_ps(); 4]; 4];
         for at in (kb * BLOCK..end).step_by(16) {
             // SAFETY: `at + 16 <= len.next_multiple_of(16)`, which every row holds
-            // (`plain_partials_4x4` checked it).
+            // (`plain_partials` checked it).
             unsafe {
                 // (No closure: one need not be inlined into this target-feature function.)
                 let wv = [
@@ -452,12 +451,66 @@ fn plain_partials_avx512(w: [&[f32]; 4], a: [&[f32]; 4], len: usize, out: &mut [
     }
 }
 
-/// [`plain_partials_avx512`] after checking the lengths (a mismatch is a caller's bug: it
-/// panics rather than reading out of bounds); the token proves the CPU's AVX-512.
-pub(crate) fn plain_partials_4x4(_vnni: Vnni, w: [&[f32]; 4], a: [&[f32]; 4], len: usize, out: &mut [[[f32; 4]; 4]]) {
+/// [`plain_partials_avx512`] with AVX2: 2 × 2 pairs per pass (8 accumulators of 8 lanes;
+/// 4 × 4 pairs' 32 would spill), four blocks' lanes gathered before [`Lanes::sums_4x4`] sums
+/// them (`[block][pair]`).
+#[target_feature(enable = "avx2,fma,f16c")]
+fn plain_partials_avx2(w: [&[f32]; 2], a: [&[f32]; 2], len: usize, out: &mut [[[f32; 4]; 4]]) {
+    let (wp, ap) = (w.map(<[f32]>::as_ptr), a.map(<[f32]>::as_ptr));
+    let nb = out.len();
+    let mut kb = 0;
+    while kb < nb {
+        let g = (nb - kb).min(4);
+        // `lanes[b][2i + j]`: block `kb + b`, pair `(i, j)`.
+        let mut lanes = [[[_mm256_setzero_ps(); 2]; 4]; 4];
+        for (b, lanes) in lanes.iter_mut().enumerate().take(g) {
+            let k = kb + b;
+            for at in (k * BLOCK..((k + 1) * BLOCK).min(len)).step_by(16) {
+                for h in 0..2 {
+                    // SAFETY: `at + 8h + 8 <= len.next_multiple_of(16)`, which every row holds
+                    // (`plain_partials` checked it).
+                    unsafe {
+                        let (w0, w1) = (_mm256_loadu_ps(wp[0].add(at + 8 * h)), _mm256_loadu_ps(wp[1].add(at + 8 * h)));
+                        let (a0, a1) = (_mm256_loadu_ps(ap[0].add(at + 8 * h)), _mm256_loadu_ps(ap[1].add(at + 8 * h)));
+                        lanes[0][h] = _mm256_fmadd_ps(w0, a0, lanes[0][h]);
+                        lanes[1][h] = _mm256_fmadd_ps(w0, a1, lanes[1][h]);
+                        lanes[2][h] = _mm256_fmadd_ps(w1, a0, lanes[2][h]);
+                        lanes[3][h] = _mm256_fmadd_ps(w1, a1, lanes[3][h]);
+                    }
+                }
+            }
+        }
+        // SAFETY: this function has AVX2 and FMA, all `[__m256; 2]`'s lanes need.
+        let sums = unsafe { <[__m256; 2] as Lanes>::sums_4x4(lanes) };
+        for (o, s) in out[kb..kb + g].iter_mut().zip(sums) {
+            *o = [[s[0], s[1], 0.0, 0.0], [s[2], s[3], 0.0, 0.0], [0.0; 4], [0.0; 4]];
+        }
+        kb += 4;
+    }
+}
+
+impl Level {
+    /// Weight rows × activation rows per pass of [`plain_partials`].
+    pub(crate) fn tile_shape(self) -> (usize, usize) {
+        match self {
+            Level::Avx2(_) => (2, 2),
+            Level::Avx512(_) => (4, 4),
+        }
+    }
+}
+
+/// The block partials of the first `level.tile_shape()` rows of `w` × of `a` (decoded rows,
+/// each at least `len.next_multiple_of(16)` values, zeros past `len`) into `out[kb][i][j]`,
+/// after checking the lengths (a mismatch is a caller's bug: it panics rather than reading
+/// out of bounds).
+pub(crate) fn plain_partials(level: Level, w: [&[f32]; 4], a: [&[f32]; 4], len: usize, out: &mut [[[f32; 4]; 4]]) {
     let padded = len.next_multiple_of(16);
     assert!(w.iter().chain(&a).all(|r| r.len() >= padded), "decoded rows padded to 16");
     assert_eq!(out.len(), len.div_ceil(BLOCK), "one partial per block");
-    // SAFETY: the `Vnni` token proves AVX2, FMA, F16C and AVX-512 F / BW / VL / VNNI.
-    unsafe { plain_partials_avx512(w, a, len, out) }
+    match level {
+        // SAFETY: the token proves AVX2, FMA and F16C, the function's features.
+        Level::Avx2(_) => unsafe { plain_partials_avx2([w[0], w[1]], [a[0], a[1]], len, out) },
+        // SAFETY: the token proves AVX2, FMA, F16C and AVX-512 F / BW / VL / VNNI.
+        Level::Avx512(_) => unsafe { plain_partials_avx512(w, a, len, out) },
+    }
 }
