@@ -466,6 +466,8 @@ fn plain_partials_avx2(w: [&[f32]; 2], a: [&[f32]; 2], len: usize, out: &mut [[[
         for (b, lanes) in lanes.iter_mut().enumerate().take(g) {
             let k = kb + b;
             for at in (k * BLOCK..((k + 1) * BLOCK).min(len)).step_by(16) {
+                // `h` picks the half in four pairs' lanes and the offset in four rows.
+                #[allow(clippy::needless_range_loop)]
                 for h in 0..2 {
                     // SAFETY: `at + 8h + 8 <= len.next_multiple_of(16)`, which every row holds
                     // (`plain_partials` checked it).
