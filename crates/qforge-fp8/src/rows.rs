@@ -186,15 +186,18 @@ pub(crate) fn tile<K: Fp8Kind>(
             let an = (m - j0).min(ra);
             let ar: [&[f32]; 4] = std::array::from_fn(|j| &plain_a[j0 + j.min(an - 1)][..]);
             plain_partials(level, wr, ar, len, &mut parts);
-            for (i, ws) in w_scales.iter().enumerate() {
-                for j in 0..an {
-                    let sa = acts[j0 + j].1;
-                    let mut acc = 0f32;
-                    for (kb, p) in parts.iter().enumerate() {
-                        acc += p[i][j] * ws[kb] * sa[kb];
+            // Per pair `acc += partial · s_w · s_a` in block order; the pairs' chains side by
+            // side (one pair's 32 dependent adds after another's were as slow as the dots).
+            let mut acc = [[0f32; 4]; 4];
+            for (kb, p) in parts.iter().enumerate() {
+                for (i, (acc, ws)) in acc.iter_mut().zip(&w_scales).enumerate() {
+                    for (j, acc) in acc.iter_mut().enumerate().take(an) {
+                        *acc += p[i][j] * ws[kb] * acts[j0 + j].1[kb];
                     }
-                    out[(i0 + i) * stride + j0 + j] = acc;
                 }
+            }
+            for (i, acc) in acc.iter().enumerate().take(wn) {
+                out[(i0 + i) * stride + j0..][..an].copy_from_slice(&acc[..an]);
             }
         }
     }
