@@ -48,9 +48,9 @@ impl<S: ScaleKind, const H: usize> DotKernel<Int4g<S, H>> for A8W4Dot {
         Some(Ok(()))
     }
 
-    /// From [`crate::tile::TILE_MIN_ACTS`] activation rows on AVX2 / AVX-512 VNNI, the tile
-    /// kernel (several weight rows per vector, each group decoded once for every activation
-    /// row): the same bits as `dot_rows`.
+    /// From two activation rows on AVX2 / AVX-512 VNNI, the tile kernel (8 or 16 weight rows
+    /// per vector, each group decoded once for every activation row; `tile.rs`): the same bits
+    /// as `dot_rows`.
     fn dot_tile(
         w: &[BlockInt4g<S, H>],
         n: usize,
