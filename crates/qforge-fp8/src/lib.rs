@@ -94,6 +94,15 @@ impl<K: Fp8Kind, const ROWS: usize> Fp8Format<K, ROWS> {
         if expected == actual { Ok(()) } else { Err(QuantError::ShapeMismatch { what, expected, actual }) }
     }
 
+    /// Each activation row `(codes, scales)` fits a weight row of `len` values.
+    fn check_acts(len: usize, rows: &[(&[u8], &[f32])]) -> Result<(), QuantError> {
+        for (q, scales) in rows {
+            Self::check_len("fp8 activation elements for the weight row", len, q.len())?;
+            Self::check_len("fp8 activation scales (one per 128 elements)", len.div_ceil(BLOCK), scales.len())?;
+        }
+        Ok(())
+    }
+
     #[inline(always)]
     fn decode_into<O: Elem>(bytes: &[u8], scales: impl Iterator<Item = f32>, out: &mut [O]) {
         for ((q, o), s) in bytes.chunks(BLOCK).zip(out.chunks_mut(BLOCK)).zip(scales) {
@@ -274,21 +283,10 @@ impl<K: Fp8Kind, const ROWS: usize> Format for Fp8Format<K, ROWS> {
         acts: &[ActRow<'_>],
         out: &mut [f32],
     ) -> Option<Result<(), QuantError>> {
-        let mut rows = Vec::with_capacity(acts.len());
-        for a in acts {
-            let ActRow::Fp8 { q, scales } = *a else { return None };
-            rows.push((q, scales));
-        }
+        let rows = fp8_rows(acts)?;
         Some((|| {
             Self::check_len("dot outputs for the activation rows", acts.len(), out.len())?;
-            for (q, scales) in &rows {
-                Self::check_len("fp8 activation elements for the weight row", bytes.len(), q.len())?;
-                Self::check_len(
-                    "fp8 activation scales (one per 128 elements)",
-                    bytes.len().div_ceil(BLOCK),
-                    scales.len(),
-                )?;
-            }
+            Self::check_acts(bytes.len(), &rows)?;
             rows::act_rows::<K>(bytes, row, aux, ROWS, &rows, out)
         })())
     }
@@ -306,23 +304,12 @@ impl<K: Fp8Kind, const ROWS: usize> Format for Fp8Format<K, ROWS> {
         out: &mut [f32],
         stride: usize,
     ) -> Option<Result<(), QuantError>> {
-        let mut rows = Vec::with_capacity(acts.len());
-        for a in acts {
-            let ActRow::Fp8 { q, scales } = *a else { return None };
-            rows.push((q, scales));
-        }
+        let rows = fp8_rows(acts)?;
         Some((|| {
             if let Some(e) = qforge_core::tile_mismatch(bytes.len(), row_bytes, acts.len(), out.len(), stride) {
                 return Err(e);
             }
-            for (q, scales) in &rows {
-                Self::check_len("fp8 activation elements for the weight row", row_bytes, q.len())?;
-                Self::check_len(
-                    "fp8 activation scales (one per 128 elements)",
-                    row_bytes.div_ceil(BLOCK),
-                    scales.len(),
-                )?;
-            }
+            Self::check_acts(row_bytes, &rows)?;
             #[cfg(target_arch = "x86_64")]
             if rows::tile::<K>(bytes, row_bytes, row0, aux, ROWS, &rows, out, stride)? {
                 return Ok(());
@@ -355,6 +342,11 @@ impl<K: Fp8Kind, const ROWS: usize> Format for Fp8Format<K, ROWS> {
             rows::weight_rows::<K>(bytes, row_bytes, row0, aux, ROWS, (q, scales), out)
         })())
     }
+}
+
+/// The fp8 activation rows of `acts` as `(codes, scales)`: `None` if one is of another kind.
+fn fp8_rows<'a>(acts: &[ActRow<'a>]) -> Option<Vec<(&'a [u8], &'a [f32])>> {
+    acts.iter().map(|a| if let ActRow::Fp8 { q, scales } = *a { Some((q, scales)) } else { None }).collect()
 }
 
 /// The whole row: [`row_dot_portable`], compiled for the CPU's SIMD level

@@ -26,6 +26,8 @@ mod dot;
 mod scale;
 #[cfg(target_arch = "x86_64")]
 mod simd;
+#[cfg(all(test, target_arch = "x86_64"))]
+mod test_data;
 #[cfg(target_arch = "x86_64")]
 mod tile;
 

@@ -218,31 +218,10 @@ mod tests {
         let mut rng = Rng::new(seed);
         for case in 0..60 {
             let nb = 1 + case % 5;
-            let w: Vec<BlockInt4g<S, H>> = (0..nb)
-                .map(|_| {
-                    let mut qs = [0u8; H];
-                    qs.iter_mut().for_each(|q| *q = rng.next_u64() as u8);
-                    let v = (rng.next_u64() % 1000) as f32 * 2f32.powi((rng.next_u64() % 20) as i32 - 12);
-                    BlockInt4g { d: S::encode(v), qs }
-                })
-                .collect();
+            let w = crate::test_data::groups::<S, H>(&mut rng, nb);
             let nrows = 1 + case % 9;
-            let qs: Vec<Vec<i8>> = (0..nrows)
-                .map(|r| {
-                    (0..nb * 2 * H)
-                        .map(|i| match (case + r) % 4 {
-                            0 => -128,
-                            1 if i % 3 == 0 => 127,
-                            _ => rng.next_u64() as i8,
-                        })
-                        .collect()
-                })
-                .collect();
-            let rows: Vec<Int8Row<'_>> = qs
-                .iter()
-                .enumerate()
-                .map(|(r, q)| Int8Row { q, scale: 0.37 + r as f32, zp: [-128, 127, 0, -5][(case + r) % 4] })
-                .collect();
+            let qs = crate::test_data::act_codes(&mut rng, case, nrows, nb * 2 * H);
+            let rows = crate::test_data::act_rows(&qs, case);
             let mut out = vec![f32::NAN; nrows];
             assert!(dot_rows(&w, &rows, &mut out));
             for (r, (got, row)) in out.iter().zip(&rows).enumerate() {

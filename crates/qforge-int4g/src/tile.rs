@@ -101,6 +101,17 @@ trait Lanes {
     type F: Copy;
     unsafe fn zero() -> Self::I;
     unsafe fn zerof() -> Self::F;
+    unsafe fn sub(a: Self::I, b: Self::I) -> Self::I;
+    unsafe fn mullo(a: Self::I, b: Self::I) -> Self::I;
+    unsafe fn set1(x: i32) -> Self::I;
+    unsafe fn set1f(x: f32) -> Self::F;
+    unsafe fn cvt(a: Self::I) -> Self::F;
+    unsafe fn addf(a: Self::F, b: Self::F) -> Self::F;
+    unsafe fn mulf(a: Self::F, b: Self::F) -> Self::F;
+    /// `ROWS` f32 from the start of `d` (at least that long).
+    unsafe fn loadf(d: &[f32]) -> Self::F;
+    /// `v` into the first `ROWS` f32 of `out` (at least that long).
+    unsafe fn storef(v: Self::F, out: &mut [f32]);
     /// The 8 code vectors of the 16 bytes at `at` of each row's nibbles: per four bytes `q`,
     /// the low nibbles (elements `at + 4q ..`), then the high ones (`H + at + 4q ..`).
     unsafe fn unit(rows: &[&[u8]], at: usize, c: &mut [Self::I]);
@@ -109,14 +120,76 @@ trait Lanes {
     /// `acc + Σ a·w` per lane over the 8 code vectors `c`, the activations of vector `2q`
     /// at `lo[4q ..]` and of `2q + 1` at `hi[4q ..]`.
     unsafe fn unit_dot(acc: Self::I, c: &[Self::I], lo: &[i8; 16], hi: &[i8; 16]) -> Self::I;
-    /// `acc − zp·sw − bracket`.
-    unsafe fn isum(acc: Self::I, sw: Self::I, zp: i32, bracket: i32) -> Self::I;
-    /// `accf + f32(isum) · d`, multiply and add rounded apart.
-    unsafe fn accum(accf: Self::F, isum: Self::I, d: &[f32]) -> Self::F;
-    /// `accf · scale` into `out[..ROWS]`.
-    unsafe fn store(accf: Self::F, scale: f32, out: &mut [f32]);
     /// `out[r] = f32(f16 h[r])` for `r < ROWS` (`vcvtph2ps`: exact, as `f16::to_f32`).
     unsafe fn f16s(h: &[u16; 16], out: &mut [f32]);
+
+    /// `acc − zp·sw − bracket`.
+    #[inline(always)]
+    unsafe fn isum(acc: Self::I, sw: Self::I, zp: i32, bracket: i32) -> Self::I {
+        // SAFETY: the caller's guarantee.
+        unsafe { Self::sub(Self::sub(acc, Self::mullo(sw, Self::set1(zp))), Self::set1(bracket)) }
+    }
+    /// `accf + f32(isum) · d`, multiply and add rounded apart.
+    #[inline(always)]
+    unsafe fn accum(accf: Self::F, isum: Self::I, d: &[f32]) -> Self::F {
+        // SAFETY: the caller's guarantee.
+        unsafe { Self::addf(accf, Self::mulf(Self::cvt(isum), Self::loadf(d))) }
+    }
+    /// `accf · scale` into `out[..ROWS]`.
+    #[inline(always)]
+    unsafe fn store(accf: Self::F, scale: f32, out: &mut [f32]) {
+        // SAFETY: the caller's guarantee.
+        unsafe { Self::storef(Self::mulf(accf, Self::set1f(scale)), out) }
+    }
+}
+
+/// The element-wise operations of [`Lanes`] for one register width, from the 512-bit or the
+/// 256-bit intrinsic of each (as `qforge-k`'s tile kernel generates its own).
+macro_rules! ops {
+    ($w:tt) => {
+        ops!(@$w
+            zero() -> I = _mm512_setzero_si512 | _mm256_setzero_si256;
+            zerof() -> F = _mm512_setzero_ps | _mm256_setzero_ps;
+            sub(a: I, b: I) -> I = _mm512_sub_epi32 | _mm256_sub_epi32;
+            mullo(a: I, b: I) -> I = _mm512_mullo_epi32 | _mm256_mullo_epi32;
+            set1(x: i32) -> I = _mm512_set1_epi32 | _mm256_set1_epi32;
+            set1f(x: f32) -> F = _mm512_set1_ps | _mm256_set1_ps;
+            cvt(a: I) -> F = _mm512_cvtepi32_ps | _mm256_cvtepi32_ps;
+            addf(a: F, b: F) -> F = _mm512_add_ps | _mm256_add_ps;
+            mulf(a: F, b: F) -> F = _mm512_mul_ps | _mm256_mul_ps;
+        );
+        #[inline(always)]
+        unsafe fn loadf(d: &[f32]) -> Self::F {
+            let d = &d[..Self::ROWS];
+            // SAFETY: `Lanes`' contract (the features); the load reads exactly `d`'s `ROWS` f32.
+            unsafe { ops!(@pick $w _mm512_loadu_ps | _mm256_loadu_ps)(d.as_ptr()) }
+        }
+        #[inline(always)]
+        unsafe fn storef(v: Self::F, out: &mut [f32]) {
+            let out = &mut out[..Self::ROWS];
+            // SAFETY: `Lanes`' contract (the features); the store writes exactly `out`'s `ROWS`
+            // f32.
+            unsafe { ops!(@pick $w _mm512_storeu_ps | _mm256_storeu_ps)(out.as_mut_ptr(), v) }
+        }
+    };
+    (@512 $($name:ident($($a:ident: $t:tt),*) -> $r:tt = $f:ident | $_g:ident;)*) => {
+        $(ops!(@fn $name($($a: $t),*) -> $r = $f);)*
+    };
+    (@256 $($name:ident($($a:ident: $t:tt),*) -> $r:tt = $_f:ident | $g:ident;)*) => {
+        $(ops!(@fn $name($($a: $t),*) -> $r = $g);)*
+    };
+    (@pick 512 $f:ident | $_g:ident) => { $f };
+    (@pick 256 $_f:ident | $g:ident) => { $g };
+    (@fn $name:ident($($a:ident: $t:tt),*) -> $r:tt = $f:ident) => {
+        #[inline(always)]
+        unsafe fn $name($($a: ops!(@ty $t)),*) -> ops!(@ty $r) {
+            // SAFETY: `Lanes`' contract: the caller has the register file's features.
+            unsafe { $f($($a),*) }
+        }
+    };
+    (@ty I) => { Self::I };
+    (@ty F) => { Self::F };
+    (@ty $t:ty) => { $t };
 }
 
 /// AVX-512 VNNI: 16 rows.
@@ -160,16 +233,8 @@ impl Lanes for Zmm {
     const PASS: usize = 8;
     type I = __m512i;
     type F = __m512;
-    #[inline(always)]
-    unsafe fn zero() -> __m512i {
-        // SAFETY: `Lanes`' contract (the features).
-        unsafe { _mm512_setzero_si512() }
-    }
-    #[inline(always)]
-    unsafe fn zerof() -> __m512 {
-        // SAFETY: `Lanes`' contract (the features).
-        unsafe { _mm512_setzero_ps() }
-    }
+
+    ops!(512);
     #[inline(always)]
     unsafe fn unit(rows: &[&[u8]], at: usize, c: &mut [__m512i]) {
         // SAFETY: `Lanes`' contract (the features); each load reads exactly the 16 bytes of
@@ -222,27 +287,6 @@ impl Lanes for Zmm {
         }
     }
     #[inline(always)]
-    unsafe fn isum(acc: __m512i, sw: __m512i, zp: i32, bracket: i32) -> __m512i {
-        // SAFETY: `Lanes`' contract (the features).
-        unsafe {
-            let zsw = _mm512_mullo_epi32(sw, _mm512_set1_epi32(zp));
-            _mm512_sub_epi32(_mm512_sub_epi32(acc, zsw), _mm512_set1_epi32(bracket))
-        }
-    }
-    #[inline(always)]
-    unsafe fn accum(accf: __m512, isum: __m512i, d: &[f32]) -> __m512 {
-        let d = d.first_chunk::<16>().expect("16 rows' scales");
-        // SAFETY: `Lanes`' contract (the features); the load reads exactly the 64 bytes of `d`.
-        unsafe { _mm512_add_ps(accf, _mm512_mul_ps(_mm512_cvtepi32_ps(isum), _mm512_loadu_ps(d.as_ptr()))) }
-    }
-    #[inline(always)]
-    unsafe fn store(accf: __m512, scale: f32, out: &mut [f32]) {
-        let out = out.first_chunk_mut::<16>().expect("16 rows' results");
-        // SAFETY: `Lanes`' contract (the features); the store writes exactly the 64 bytes of
-        // `out`.
-        unsafe { _mm512_storeu_ps(out.as_mut_ptr(), _mm512_mul_ps(accf, _mm512_set1_ps(scale))) }
-    }
-    #[inline(always)]
     unsafe fn f16s(h: &[u16; 16], out: &mut [f32]) {
         let out = out.first_chunk_mut::<16>().expect("16 rows' scales");
         // SAFETY: `Lanes`' contract (the features); the load reads exactly the 32 bytes of
@@ -256,16 +300,8 @@ impl Lanes for Ymm {
     const PASS: usize = 4;
     type I = __m256i;
     type F = __m256;
-    #[inline(always)]
-    unsafe fn zero() -> __m256i {
-        // SAFETY: `Lanes`' contract (the features).
-        unsafe { _mm256_setzero_si256() }
-    }
-    #[inline(always)]
-    unsafe fn zerof() -> __m256 {
-        // SAFETY: `Lanes`' contract (the features).
-        unsafe { _mm256_setzero_ps() }
-    }
+
+    ops!(256);
     #[inline(always)]
     unsafe fn unit(rows: &[&[u8]], at: usize, c: &mut [__m256i]) {
         // SAFETY: `Lanes`' contract (the features); each load reads exactly the 16 bytes of
@@ -315,27 +351,6 @@ impl Lanes for Ymm {
             }
             _mm256_add_epi32(acc, _mm256_madd_epi16(p, _mm256_set1_epi16(1)))
         }
-    }
-    #[inline(always)]
-    unsafe fn isum(acc: __m256i, sw: __m256i, zp: i32, bracket: i32) -> __m256i {
-        // SAFETY: `Lanes`' contract (the features).
-        unsafe {
-            let zsw = _mm256_mullo_epi32(sw, _mm256_set1_epi32(zp));
-            _mm256_sub_epi32(_mm256_sub_epi32(acc, zsw), _mm256_set1_epi32(bracket))
-        }
-    }
-    #[inline(always)]
-    unsafe fn accum(accf: __m256, isum: __m256i, d: &[f32]) -> __m256 {
-        let d = d.first_chunk::<8>().expect("8 rows' scales");
-        // SAFETY: `Lanes`' contract (the features); the load reads exactly the 32 bytes of `d`.
-        unsafe { _mm256_add_ps(accf, _mm256_mul_ps(_mm256_cvtepi32_ps(isum), _mm256_loadu_ps(d.as_ptr()))) }
-    }
-    #[inline(always)]
-    unsafe fn store(accf: __m256, scale: f32, out: &mut [f32]) {
-        let out = out.first_chunk_mut::<8>().expect("8 rows' results");
-        // SAFETY: `Lanes`' contract (the features); the store writes exactly the 32 bytes of
-        // `out`.
-        unsafe { _mm256_storeu_ps(out.as_mut_ptr(), _mm256_mul_ps(accf, _mm256_set1_ps(scale))) }
     }
     #[inline(always)]
     unsafe fn f16s(h: &[u16; 16], out: &mut [f32]) {
@@ -508,7 +523,7 @@ mod tests {
 
     /// Random weight rows (every code, scales of every magnitude) against activation rows with
     /// extreme zero points and `-128` / `127` runs: the tile kernel gives the portable kernel's
-    /// bits for 1 to 35 weight rows (partial tiles of 8 and 16) and 4 to 13 activation rows
+    /// bits for 1 to 35 weight rows (partial tiles of 8 and 16) and 2 to 11 activation rows
     /// (partial passes), into a strided output whose gaps it must leave alone, at every SIMD
     /// level the machine has, forced in turn.
     fn same_bits<S: ScaleKind, const H: usize>(seed: u64) {
@@ -523,14 +538,7 @@ mod tests {
         let mut rng = Rng::new(seed);
         for case in 0..24 {
             let (nrows, n, m) = (1 + (case * 7) % 35, 1 + case % 3, TILE_MIN_ACTS + case % 10);
-            let w: Vec<BlockInt4g<S, H>> = (0..nrows * n)
-                .map(|_| {
-                    let mut qs = [0u8; H];
-                    qs.iter_mut().for_each(|q| *q = rng.next_u64() as u8);
-                    let v = (rng.next_u64() % 1000) as f32 * 2f32.powi((rng.next_u64() % 20) as i32 - 12);
-                    BlockInt4g { d: S::encode(v), qs }
-                })
-                .collect();
+            let w = crate::test_data::groups::<S, H>(&mut rng, nrows * n);
             // Special f16 scale bits in some blocks (signaling / quiet NaN, Inf, the smallest
             // subnormal, -0; for bf16 / f32 scales other finite values): the vector f16
             // conversion against `f16::to_f32`.
@@ -539,22 +547,8 @@ mod tests {
                 let special: [u8; 2] = [[0x01, 0x7C], [0x01, 0x7E], [0x00, 0x7C], [0x01, 0x00], [0x00, 0x80]][k % 5];
                 bytemuck::bytes_of_mut(&mut b.d)[..2].copy_from_slice(&special);
             }
-            let qs: Vec<Vec<i8>> = (0..m)
-                .map(|r| {
-                    (0..n * 2 * H)
-                        .map(|i| match (case + r) % 4 {
-                            0 => -128,
-                            1 if i % 3 == 0 => 127,
-                            _ => rng.next_u64() as i8,
-                        })
-                        .collect()
-                })
-                .collect();
-            let rows: Vec<Int8Row<'_>> = qs
-                .iter()
-                .enumerate()
-                .map(|(r, q)| Int8Row { q, scale: 0.37 + r as f32, zp: [-128, 127, 0, -5][(case + r) % 4] })
-                .collect();
+            let qs = crate::test_data::act_codes(&mut rng, case, m, n * 2 * H);
+            let rows = crate::test_data::act_rows(&qs, case);
             let stride = m + case % 3;
             let mut out = vec![f32::NAN; (nrows - 1) * stride + m];
             assert!(dot_tile(&w, n, &rows, &mut out, stride));
