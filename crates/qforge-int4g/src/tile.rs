@@ -539,14 +539,8 @@ mod tests {
         for case in 0..24 {
             let (nrows, n, m) = (1 + (case * 7) % 35, 1 + case % 3, TILE_MIN_ACTS + case % 10);
             let w = crate::test_data::groups::<S, H>(&mut rng, nrows * n);
-            // Special f16 scale bits in some blocks (signaling / quiet NaN, Inf, the smallest
-            // subnormal, -0; for bf16 / f32 scales other finite values): the vector f16
-            // conversion against `f16::to_f32`.
             let mut w = w;
-            for (k, b) in w.iter_mut().enumerate().filter(|(k, _)| (k + case) % 5 == 0) {
-                let special: [u8; 2] = [[0x01, 0x7C], [0x01, 0x7E], [0x00, 0x7C], [0x01, 0x00], [0x00, 0x80]][k % 5];
-                bytemuck::bytes_of_mut(&mut b.d)[..2].copy_from_slice(&special);
-            }
+            crate::test_data::special_scales(&mut w, case);
             let qs = crate::test_data::act_codes(&mut rng, case, m, n * 2 * H);
             let rows = crate::test_data::act_rows(&qs, case);
             let stride = m + case % 3;
