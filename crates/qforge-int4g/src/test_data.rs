@@ -22,7 +22,7 @@ pub(crate) fn groups<S: ScaleKind, const H: usize>(rng: &mut Rng, count: usize) 
 /// subnormal, -0; as bf16 / f32 scales other values): the kernels' f16 conversions against
 /// `f16::to_f32`.
 pub(crate) fn special_scales<S: ScaleKind, const H: usize>(w: &mut [BlockInt4g<S, H>], case: usize) {
-    for (k, b) in w.iter_mut().enumerate().filter(|(k, _)| (k + case) % 5 == 0) {
+    for (k, b) in w.iter_mut().enumerate().filter(|(k, _)| (k + case).is_multiple_of(5)) {
         let special: [u8; 2] = [[0x01, 0x7C], [0x01, 0x7E], [0x00, 0x7C], [0x01, 0x00], [0x00, 0x80]][k % 5];
         bytemuck::bytes_of_mut(&mut b.d)[..2].copy_from_slice(&special);
     }
