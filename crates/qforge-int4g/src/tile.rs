@@ -143,11 +143,11 @@ trait Lanes {
     }
 }
 
-/// The element-wise operations of [`Lanes`] for one register width, from the 512-bit or the
-/// 256-bit intrinsic of each (as `qforge-k`'s tile kernel generates its own).
+/// The element-wise operations of [`Lanes`] for one register width (`qforge_simd::width_ops!`,
+/// as `qforge-k`'s tile kernel), and its f32 loads and stores.
 macro_rules! ops {
     ($w:tt) => {
-        ops!(@$w
+        qforge_simd::width_ops!($w;
             zero() -> I = _mm512_setzero_si512 | _mm256_setzero_si256;
             zerof() -> F = _mm512_setzero_ps | _mm256_setzero_ps;
             sub(a: I, b: I) -> I = _mm512_sub_epi32 | _mm256_sub_epi32;
@@ -172,24 +172,8 @@ macro_rules! ops {
             unsafe { ops!(@pick $w _mm512_storeu_ps | _mm256_storeu_ps)(out.as_mut_ptr(), v) }
         }
     };
-    (@512 $($name:ident($($a:ident: $t:tt),*) -> $r:tt = $f:ident | $_g:ident;)*) => {
-        $(ops!(@fn $name($($a: $t),*) -> $r = $f);)*
-    };
-    (@256 $($name:ident($($a:ident: $t:tt),*) -> $r:tt = $_f:ident | $g:ident;)*) => {
-        $(ops!(@fn $name($($a: $t),*) -> $r = $g);)*
-    };
     (@pick 512 $f:ident | $_g:ident) => { $f };
     (@pick 256 $_f:ident | $g:ident) => { $g };
-    (@fn $name:ident($($a:ident: $t:tt),*) -> $r:tt = $f:ident) => {
-        #[inline(always)]
-        unsafe fn $name($($a: ops!(@ty $t)),*) -> ops!(@ty $r) {
-            // SAFETY: `Lanes`' contract: the caller has the register file's features.
-            unsafe { $f($($a),*) }
-        }
-    };
-    (@ty I) => { Self::I };
-    (@ty F) => { Self::F };
-    (@ty $t:ty) => { $t };
 }
 
 /// AVX-512 VNNI: 16 rows.

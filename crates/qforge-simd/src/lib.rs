@@ -110,6 +110,33 @@ macro_rules! q8_native_dot {
         }
     )*};
 }
+/// Trait methods that each wrap one intrinsic, for a trait implemented once per register
+/// width (`512` or `256`, the first token) with associated vector types `I` (integer) and `F`
+/// (f32): one table, a column per width, `name(args) -> R = 512-bit intrinsic | 256-bit
+/// intrinsic;`, where a type `I` / `F` stands for `Self::I` / `Self::F`. Each generated method
+/// is `unsafe`, `#[inline(always)]`: its caller must have the register file's CPU features (the
+/// trait's contract). The intrinsics are looked up where the macro is used. (The tile kernels
+/// of `qforge-k` and `qforge-int4g` generate their element-wise operations with it.)
+#[macro_export]
+macro_rules! width_ops {
+    (512; $($name:ident($($a:ident: $t:tt),*) -> $r:tt = $f:ident | $_g:ident;)*) => {
+        $($crate::width_ops!(@fn $name($($a: $t),*) -> $r = $f);)*
+    };
+    (256; $($name:ident($($a:ident: $t:tt),*) -> $r:tt = $_f:ident | $g:ident;)*) => {
+        $($crate::width_ops!(@fn $name($($a: $t),*) -> $r = $g);)*
+    };
+    (@fn $name:ident($($a:ident: $t:tt),*) -> $r:tt = $f:ident) => {
+        #[inline(always)]
+        unsafe fn $name($($a: $crate::width_ops!(@ty $t)),*) -> $crate::width_ops!(@ty $r) {
+            // SAFETY: the trait's contract: the caller has the register file's features.
+            unsafe { $f($($a),*) }
+        }
+    };
+    (@ty I) => { Self::I };
+    (@ty F) => { Self::F };
+    (@ty $t:ty) => { $t };
+}
+
 #[cfg(target_arch = "x86_64")]
 pub mod bytemask;
 pub mod half_lut;

@@ -43,7 +43,7 @@ fn unit<F: PackedCodes>(b: &[u8], u: usize) -> &[u8] {
 /// a column per register file.
 macro_rules! ops {
     ($w:tt) => {
-        ops!(@$w
+        qforge_simd::width_ops!($w;
             zero() -> I = _mm512_setzero_si512 | _mm256_setzero_si256;
             zerof() -> F = _mm512_setzero_ps | _mm256_setzero_ps;
             add(a: I, b: I) -> I = _mm512_add_epi32 | _mm256_add_epi32;
@@ -58,22 +58,6 @@ macro_rules! ops {
             subf(a: F, b: F) -> F = _mm512_sub_ps | _mm256_sub_ps;
         );
     };
-    (@512 $($name:ident($($a:ident: $t:tt),*) -> $r:tt = $f:ident | $_g:ident;)*) => {
-        $(ops!(@fn $name($($a: $t),*) -> $r = $f);)*
-    };
-    (@256 $($name:ident($($a:ident: $t:tt),*) -> $r:tt = $_f:ident | $g:ident;)*) => {
-        $(ops!(@fn $name($($a: $t),*) -> $r = $g);)*
-    };
-    (@fn $name:ident($($a:ident: $t:tt),*) -> $r:tt = $f:ident) => {
-        #[inline(always)]
-        unsafe fn $name($($a: ops!(@ty $t)),*) -> ops!(@ty $r) {
-            // SAFETY: `Isa`'s contract: the caller has the register file's features.
-            unsafe { $f($($a),*) }
-        }
-    };
-    (@ty I) => { Self::I };
-    (@ty F) => { Self::F };
-    (@ty $t:ty) => { $t };
 }
 
 // In both impls, `Isa`'s contract (the caller has the register file's features: AVX-512 F /
