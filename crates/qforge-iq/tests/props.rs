@@ -20,7 +20,10 @@ fn weighted_bound(name: &str) -> [f32; 2] {
         "iq2_xxs" => [0.52, 1.0],
         "iq2_xs" => [0.4, 0.95],
         "iq2_s" => [0.42, 1.0],
-        "iq3_xxs" => [0.28, 0.75],
+        // 0.323 on an 8-value partial block (±2.9…3.8, the rest of the block zeros: the
+        // regressions file's second case), the same error as ggml's own iq3_xxs on that block
+        // padded with zeros (ggml-py 0.10.1, 2026-11-30).
+        "iq3_xxs" => [0.44, 0.75],
         "iq3_s" => [0.23, 0.47],
         "iq1_s" => [0.75, 1.2],
         "iq1_m" => [0.7, 1.05],
