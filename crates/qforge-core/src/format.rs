@@ -559,8 +559,6 @@ fn act_rows_mismatch(acts: usize, out: usize) -> Option<QuantError> {
     })
 }
 
-/// The error of a [`Format::dot_weight_rows`] call whose bytes are not `rows` rows of
-/// `row_bytes`.
 /// The error of a [`Format::dot_tile`] call whose arguments do not fit together: `bytes` not
 /// whole rows of `row_bytes`, a `stride` below the activation rows, or an `out` too short for
 /// the last weight row's outputs (`acts` activation rows, `out` output elements); `None`
@@ -588,6 +586,8 @@ pub fn tile_mismatch(bytes: usize, row_bytes: usize, acts: usize, out: usize, st
     }
 }
 
+/// The error of a [`Format::dot_weight_rows`] call whose bytes are not `rows` rows of
+/// `row_bytes`.
 fn weight_rows_mismatch(bytes: usize, row_bytes: usize, rows: usize) -> Option<QuantError> {
     let want = row_bytes.checked_mul(rows);
     (want != Some(bytes) || (row_bytes == 0 && rows > 0)).then(|| QuantError::ShapeMismatch {
@@ -807,12 +807,7 @@ impl<F: BlockFormat, D: DotKernel<F>> Format for Registered<F, D> {
         if out.is_empty() {
             return Some(Ok(()));
         }
-        // Whole blocks per row (checked), then the rows as one run of blocks.
-        match Self::dot_blocks(&bytes[..row_bytes]) {
-            Some(Ok(_)) => {}
-            other => return other.map(|r| r.map(|_| ())),
-        }
-        match Self::dot_blocks(bytes)? {
+        match Self::rows_blocks(bytes, row_bytes)? {
             Ok(blocks) => D::dot_weight_rows(blocks, row_bytes / F::DESC.block_bytes, act, out),
             Err(e) => Some(Err(e)),
         }
@@ -834,12 +829,7 @@ impl<F: BlockFormat, D: DotKernel<F>> Format for Registered<F, D> {
         if bytes.is_empty() {
             return Some(Ok(()));
         }
-        // Whole blocks per row (checked), then the rows as one run of blocks.
-        match Self::dot_blocks(&bytes[..row_bytes]) {
-            Some(Ok(_)) => {}
-            other => return other.map(|r| r.map(|_| ())),
-        }
-        match Self::dot_blocks(bytes)? {
+        match Self::rows_blocks(bytes, row_bytes)? {
             Ok(blocks) => D::dot_tile(blocks, row_bytes / F::DESC.block_bytes, acts, out, stride),
             Err(e) => Some(Err(e)),
         }
@@ -899,6 +889,15 @@ impl<F: BlockFormat, D: DotKernel<F>> Format for Registered<F, D> {
 impl<F: BlockFormat, D: DotKernel<F>> Registered<F, D> {
     /// A weight row as blocks for the dot kernels: an error if it is not whole blocks, `None`
     /// if the bytes cannot be viewed as blocks (never, with alignment-1 blocks).
+    /// Whole rows of `row_bytes` (`bytes` non-empty, a multiple of it: checked by the caller)
+    /// as one run of blocks, after checking that a row is whole blocks.
+    fn rows_blocks(bytes: &[u8], row_bytes: usize) -> Option<Result<&[F::Block], QuantError>> {
+        if let Err(e) = Self::dot_blocks(&bytes[..row_bytes])? {
+            return Some(Err(e));
+        }
+        Self::dot_blocks(bytes)
+    }
+
     fn dot_blocks(bytes: &[u8]) -> Option<Result<&[F::Block], QuantError>> {
         let d = &F::DESC;
         if !bytes.len().is_multiple_of(d.block_bytes) {

@@ -38,13 +38,7 @@ impl<S: ScaleKind, const H: usize> DotKernel<Int4g<S, H>> for A8W4Dot {
             Ok(r) => r,
             Err(e) => return Some(Err(e)),
         };
-        #[cfg(target_arch = "x86_64")]
-        if crate::simd::dot_rows(w, &rows, out) {
-            return Some(Ok(()));
-        }
-        for (o, r) in out.iter_mut().zip(&rows) {
-            *o = dot_portable(w, r);
-        }
+        rows_dot(w, &rows, out);
         Some(Ok(()))
     }
 
@@ -67,14 +61,7 @@ impl<S: ScaleKind, const H: usize> DotKernel<Int4g<S, H>> for A8W4Dot {
             return Some(Ok(()));
         }
         for (i, w) in w.chunks_exact(n.max(1)).enumerate() {
-            let o = &mut out[i * stride..][..rows.len()];
-            #[cfg(target_arch = "x86_64")]
-            if crate::simd::dot_rows(w, &rows, o) {
-                continue;
-            }
-            for (o, r) in o.iter_mut().zip(&rows) {
-                *o = dot_portable(w, r);
-            }
+            rows_dot(w, &rows, &mut out[i * stride..][..rows.len()]);
         }
         Some(Ok(()))
     }
@@ -103,6 +90,18 @@ impl<S: ScaleKind, const H: usize> DotKernel<Int4g<S, H>> for A8W4Dot {
             *o = dot_portable(wr, &row);
         }
         Some(Ok(()))
+    }
+}
+
+/// `out[i]` = the weight row `w`'s dot with `rows[i]` (validated): the row kernel where the
+/// CPU has AVX2, else the portable one.
+fn rows_dot<S: ScaleKind, const H: usize>(w: &[BlockInt4g<S, H>], rows: &[Int8Row<'_>], out: &mut [f32]) {
+    #[cfg(target_arch = "x86_64")]
+    if crate::simd::dot_rows(w, rows, out) {
+        return;
+    }
+    for (o, r) in out.iter_mut().zip(rows) {
+        *o = dot_portable(w, r);
     }
 }
 
