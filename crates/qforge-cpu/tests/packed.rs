@@ -28,6 +28,10 @@ fn packed_formats() -> Vec<&'static dyn Format> {
     fs
 }
 
+/// The formats whose plain kernels sum in the packed layout's f32 order (one term per block):
+/// packing does not change their bits.
+const SAME_ORDER: [&str; 7] = ["q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "tq1_0", "tq2_0"];
+
 #[test]
 fn packed_matmul_is_the_native_dot() {
     for f in packed_formats() {
@@ -51,7 +55,14 @@ fn packed_matmul_is_the_native_dot() {
             let (exact, terms) = reference_f64(&w, &acts, 1e-5).unwrap();
             let plain = matmul(&w, &x, m, ActQuant::Native).unwrap();
             let name = f.desc().name;
+            // The K-quants' and tq's plain kernels sum in the packed layout's f32 order.
+            let same_order = SAME_ORDER.contains(&name);
             for (i, (v, (r, s))) in y.iter().zip(exact.iter().zip(&terms)).enumerate() {
+                assert!(
+                    !same_order || v.to_bits() == plain[i].to_bits(),
+                    "{name} {n}x{k} M={m} output {i}: packed {v} vs plain {}, not the same bits",
+                    plain[i]
+                );
                 assert!(
                     (*v as f64 - r).abs() <= 1e-5 * s + 1e-30,
                     "{name} {n}x{k} M={m} output {i}: {v} vs exact {r} ({s})"

@@ -123,37 +123,35 @@ pub(crate) fn q8k_vec_dot_with<F: Q8KDot>(
 /// A 256-element super-block format whose codes are small unsigned integers (`0..64`): every
 /// K-quant (q2_k … q6_k) and the ternary formats of `qforge-tq`. Their dot with q8_k runs
 /// ggml's scheme (`vpmaddubsw` of the unsigned codes with the signed activations on AVX2,
-/// f32 accumulation in [`LANES`] lanes), the zero code and the mins going through the
+/// integer lanes per block), the zero code and the mins going through the
 /// activations' `bsums`.
 ///
 /// Element `i` of group `g = i / 16` decodes (up to f32 rounding) to
 /// `d·scale[g]·(u[i] − ZERO) − dmin·min[g]`. Per block, in wrapping `i32` arithmetic (exact
-/// for every q8_k block a quantizer writes: `|bsums| ≤ 2048`), lane `j < 8` holds the
-/// elements `32c + 4j .. 32c + 4j + 4` of every chunk `c` (group `2c + j / 4`) and the mins
-/// of groups `2j, 2j + 1` (AVX2's `vpmaddwd` layout):
+/// for every q8_k block a quantizer writes: `|bsums| ≤ 2048`), the kernels compute integer
+/// lanes (lane `j < 8` holds the elements `32c + 4j .. 32c + 4j + 4` of every chunk `c`,
+/// group `2c + j / 4`, and the mins of groups `2j, 2j + 1`: AVX2's `vpmaddwd` layout), and
+/// the block goes into the row's two f32 accumulators as the exact totals of those lanes:
 ///
 /// ```text
-/// isum[j]  = Σ_c scale[2c + j/4] · Σ_{i<4} u[32c+4j+i]·a.qs[32c+4j+i]        (ZERO = 0)
-/// summs[j] = Σ_{g in 2j, 2j+1} min[g]·a.bsums[g]                           (HAS_MINS)
-/// acc[j]   = fma(isum[j], d·a.d, acc[j]);  accm[j] = fma(summs[j], dmin·a.d, accm[j])
-/// result   = hsum(acc) − hsum(accm),  hsum(v) = ((v0+v4) + (v2+v6)) + ((v1+v5) + (v3+v7))
+/// isum[j]  = Σ_c scale[2c + j/4] · Σ_{i<4} u[32c+4j+i]·a.qs[32c+4j+i]  −  ZERO·Σ_{g in 2j, 2j+1} scale[g]·a.bsums[g]
+/// summs[j] = Σ_{g in 2j, 2j+1} min[g]·a.bsums[g]                                        (HAS_MINS)
+/// T = Σ_j isum[j],  M = Σ_j summs[j]                                                    (wrapping)
+/// acc = fma(T, d·a.d, acc);  accm = fma(M, dmin·a.d, accm)                              (block by block)
+/// result = acc − accm  (without mins: acc)
 /// ```
 ///
-/// A format with a zero code (`ZERO > 0`, no mins) puts each block in as its exact total
-/// `T = Σ_g scale[g]·(Σ_{i in g} u[i]·a.qs[i] − ZERO·a.bsums[g])`, block `b` of the row
-/// into lane `b mod 2` alone: `acc[b % 2] = fma(T, d·a.d, acc[b % 2])` (the AVX2 kernel
-/// reduces two blocks' lanes together, without a horizontal sum per block). With
-/// `UNIT_SCALES` the `bsums` term is taken in the kernel's `i16` lanes: lane `k < 16` of
-/// the block, `Σ_c (u·a.qs)[32c+2k, 32c+2k+1] − ZERO·a.bsums[k]`, wrapping in `i16` (ggml's
-/// `vpsubw`; exact for every quantizer-written q8_k block), and `T` is the wrapping `i32`
-/// sum of those lanes.
+/// This is the f32 order of the packed layout's kernels ([`crate::packed`]), so a packed
+/// matrix, the plain row kernels and the mat-mul tile kernel give every row the same bits,
+/// and a mat-mul row those of its mat-vec. With `UNIT_SCALES` the `bsums` term is taken in
+/// the kernel's `i16` lanes: lane `k < 16` of the block, `Σ_c (u·a.qs)[32c+2k, 32c+2k+1] −
+/// ZERO·a.bsums[k]`, wrapping in `i16` (ggml's `vpsubw`; exact for every quantizer-written
+/// q8_k block), and `T` is the wrapping `i32` sum of those lanes.
 ///
-/// Every lane is a partial sum of the dot's own terms, so the f32 error stays relative to
-/// `Σ|w·a|` (with a zero code, `u·a` and the `bsums` term cancel only in the block's total,
-/// so that format's block goes in as its exact total). Like ggml's own SIMD kernels, this
-/// trusts a q8_k block's `bsums` to be the sums of its `qs` (as `quantize_row_q8_K` writes
-/// them); both kernels (portable and AVX2) compute the same formula, so they agree bit for
-/// bit on any bytes.
+/// Each block enters as one exact integer times its scale, so the f32 error stays relative
+/// to `Σ|w·a|` per block. Like ggml's own SIMD kernels, this trusts a q8_k block's `bsums`
+/// to be the sums of its `qs` (as `quantize_row_q8_K` writes them); both kernels (portable
+/// and AVX2) compute the same formula, so they agree bit for bit on any bytes.
 pub trait Q8KCodes: BlockFormat {
     /// Whether the format subtracts `dmin · Σ min[g]·bsums[g]`.
     const HAS_MINS: bool;
@@ -279,7 +277,7 @@ pub fn codes<F: Q8KCodes>(b: &F::Block) -> [[u8; 32]; 8] {
     std::array::from_fn(|c| F::chunk(b, c))
 }
 
-/// f32 lanes of the [`Q8KCodes`] kernels' accumulators.
+/// Integer lanes per block of the [`Q8KCodes`] kernels.
 pub const LANES: usize = 8;
 
 /// The integer lanes `(isum, summs)` of one block as [`Q8KCodes`] defines them: the
@@ -325,49 +323,32 @@ pub(crate) fn codes_lanes<F: Q8KCodes>(
     (isum, summs)
 }
 
-/// A zero-code block's exact total: the wrapping sum of its lanes (see [`Q8KCodes`]).
+/// The exact (wrapping) total of a block's integer lanes (see [`Q8KCodes`]).
 #[inline(always)]
-pub(crate) fn block_total(isum: [i32; LANES]) -> i32 {
-    isum.iter().fold(0i32, |t, &v| t.wrapping_add(v))
+pub(crate) fn block_total(lanes: [i32; LANES]) -> i32 {
+    lanes.iter().fold(0i32, |t, &v| t.wrapping_add(v))
 }
 
-/// The f32 step of a block: `acc[j] = fma(isum[j], d·a.d, acc[j])` (and the mins' lanes
-/// into `accm`), as the AVX2 kernel's `vfmadd` does.
+/// The f32 step of a block: `acc = fma(T, d·a.d, acc)` and, with mins, `accm = fma(M,
+/// dmin·a.d, accm)`, as the packed layout's kernels do.
 #[inline(always)]
-pub(crate) fn accumulate(
-    mins: bool,
-    [acc, accm]: &mut [[f32; LANES]; 2],
-    [d, dmin]: [f32; 2],
-    ad: f32,
-    (isum, summs): ([i32; LANES], [i32; LANES]),
-) {
-    let x = d * ad;
-    for (acc, v) in acc.iter_mut().zip(isum) {
-        *acc = (v as f32).mul_add(x, *acc);
-    }
+pub(crate) fn accumulate(mins: bool, acc: &mut [f32; 2], [d, dmin]: [f32; 2], ad: f32, [t, m]: [i32; 2]) {
+    acc[0] = (t as f32).mul_add(d * ad, acc[0]);
     if mins {
-        let z = dmin * ad;
-        for (acc, v) in accm.iter_mut().zip(summs) {
-            *acc = (v as f32).mul_add(z, *acc);
-        }
+        acc[1] = (m as f32).mul_add(dmin * ad, acc[1]);
     }
 }
 
-/// The row's result from its accumulators: `hsum(acc) − hsum(accm)` (without mins:
-/// `hsum(acc)`), summed in the order the AVX2 reduction uses.
-#[inline]
-pub(crate) fn finish(mins: bool, [acc, accm]: &[[f32; LANES]; 2]) -> f32 {
-    let hsum = |v: &[f32; LANES]| {
-        let s: [f32; 4] = std::array::from_fn(|k| v[k] + v[k + 4]);
-        (s[0] + s[2]) + (s[1] + s[3])
-    };
-    if mins { hsum(acc) - hsum(accm) } else { hsum(acc) }
+/// The row's result from its accumulators: `acc − accm` (without mins: `acc`).
+#[inline(always)]
+pub(crate) fn finish(mins: bool, acc: &[f32; 2]) -> f32 {
+    if mins { acc[0] - acc[1] } else { acc[0] }
 }
 
 /// [`q8k_codes_vec_dot_rows`] with the portable kernel (the reference the AVX2 kernel is
 /// tested against, bit for bit; `a.len() == out.len() <= MAX_DOT_ROWS`).
 pub fn q8k_codes_dot_rows_portable<F: Q8KCodes>(w: &[F::Block], a: &[&[BlockQ8K]], out: &mut [f32]) {
-    let mut accs = [[[0f32; LANES]; 2]; MAX_DOT_ROWS];
+    let mut accs = [[0f32; 2]; MAX_DOT_ROWS];
     const { assert!(F::ZERO == 0 || !F::HAS_MINS, "a zero code and mins: not a ggml format") };
     for (i, b) in w.iter().enumerate() {
         let u = codes::<F>(b);
@@ -376,14 +357,7 @@ pub fn q8k_codes_dot_rows_portable<F: Q8KCodes>(w: &[F::Block], a: &[&[BlockQ8K]
         for (acc, a) in accs.iter_mut().zip(a) {
             let a = &a[i];
             let (isum, summs) = codes_lanes::<F>(&u, &scales, a);
-            if F::ZERO != 0 {
-                // Only the block's own lane: the others are left as they are (not `+0·x`,
-                // which would turn them NaN for an infinite scale).
-                let l = i % 2;
-                acc[0][l] = (block_total(isum) as f32).mul_add(dm[0] * a.d.get(), acc[0][l]);
-            } else {
-                accumulate(F::HAS_MINS, acc, dm, a.d.get(), (isum, summs));
-            }
+            accumulate(F::HAS_MINS, acc, dm, a.d.get(), [block_total(isum), block_total(summs)]);
         }
     }
     for (o, acc) in out.iter_mut().zip(&accs) {

@@ -7,11 +7,11 @@
 //! codes × signed activations: pair sums `≤ 2·63·128`, exact for every `i8`, `-128` included),
 //! `vpmaddwd` with the scales into eight `i32` lanes, `bsums` against `min[g]` (the mins)
 //! and against `−ZERO·scale[g]` (the zero code; with unit scales a `vpsubw` of the `bsums`
-//! before one `vpmaddwd` per block), and one `vfmadd` per lane vector into the row's f32
-//! accumulators. Zero-code formats go in as exact block totals, two blocks at a time: two
-//! `vphaddd` and one add reduce both blocks' lanes to `[T0, T1]`, one `vfmadd` puts them
-//! into lanes 0 and 1 (no horizontal sum per block). All integer steps are exact or wrap
-//! like the portable kernel's and the f32 steps are the same (fused) operations, so every
+//! before one `vpmaddwd` per block), and the blocks go into the row's accumulators as exact totals, two blocks at a time:
+//! three `vphaddd` and one add reduce both blocks' `isum` and `summs` lanes to `[T0, M0, T1,
+//! M1]`, then two dependent `vfmadd` (block 0's, then block 1's) update `[acc, accm]` in
+//! the lanes of one vector, the order [`Q8KCodes`] defines. All integer steps are exact or
+//! wrap like the portable kernel's and the f32 steps are the same (fused) operations, so every
 //! row gets the portable result's bits.
 //!
 //! Where the CPU has AVX-512 VNNI ([`Vnni`]), the same body is compiled a second time
@@ -26,7 +26,7 @@
 
 use std::arch::x86_64::*;
 
-use crate::dot::{Field, GROUPS, LANES, Q8KCodes, finish};
+use crate::dot::{Field, GROUPS, Q8KCodes, finish};
 use crate::q8k::BlockQ8K;
 use qforge_simd::rows::{RowKernel, by_rows};
 use qforge_simd::{Avx2, Vnni};
@@ -105,11 +105,10 @@ fn $rows<F: Q8KCodes, const R: usize>(w: &[F::Block], a: [&[BlockQ8K]; R]) -> [f
     // How `unpack` broadcasts the chunks' scales (see `Q8KCodes::SCALE_PICK_TABLE`): the
     // VNNI build's choice for mat-vec only (with several rows the table measured slower).
     let table = if $vnni && R == 1 { F::SCALE_PICK_TABLE_VNNI } else { F::SCALE_PICK_TABLE };
-    let mut acc = [[_mm256_setzero_ps(); 2]; R];
-    // Zero-code formats: blocks in pairs, the pair's two exact totals into lanes 0 and 1.
-    let mut tot = [_mm_setzero_ps(); R];
-    // One block `$i` (`$k` = its place in the pair, a constant) against every row: the lanes
-    // accumulated, or (zero code) kept in `$lanes` / `$x` for the pair. (A macro: a closure
+    // Per row, `acc` and `accm` in f32 lanes 0 and 1 (lanes 2, 3: scratch, never read).
+    let mut acc = [_mm_setzero_ps(); R];
+    // One block `$i` (`$k` = its place in the pair, a constant) against every row: its
+    // integer lanes and f32 factors kept in `$lanes` / `$x` for the pair. (A macro: a closure
     // would not inherit the target features, and the vectors must stay in registers.)
     macro_rules! block {
         ($i:expr, $k:expr, $lanes:ident, $x:ident) => {{
@@ -121,55 +120,53 @@ fn $rows<F: Q8KCodes, const R: usize>(w: &[F::Block], a: [&[BlockQ8K]; R]) -> [f
                 // SAFETY: as above.
                 let (isum, summs) = unsafe { block_lanes::<F, $vnni>(&u, a) };
                 let ad = a.d.get();
-                if F::ZERO != 0 {
+                // With mins `[isum0, summs0, isum1, summs1]` and `[x0, z0, x1, z1]`, else
+                // `[isum0, isum1]` and `[x0, x1]` (see `pair_totals`).
+                if F::HAS_MINS {
+                    $lanes[r][2 * $k] = isum;
+                    $lanes[r][2 * $k + 1] = summs;
+                    $x[r][2 * $k] = u.dm[0] * ad;
+                    $x[r][2 * $k + 1] = u.dm[1] * ad;
+                } else {
                     $lanes[r][$k] = isum;
                     $x[r][$k] = u.dm[0] * ad;
-                } else {
-                    acc[r][0] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(isum), _mm256_set1_ps(u.dm[0] * ad), acc[r][0]);
-                    if F::HAS_MINS {
-                        acc[r][1] = _mm256_fmadd_ps(_mm256_cvtepi32_ps(summs), _mm256_set1_ps(u.dm[1] * ad), acc[r][1]);
-                    }
                 }
             }
         }};
     }
-    if F::ZERO == 0 {
-        // Block by block, the lanes straight into the accumulators (`lanes`, `x`: unused).
-        let (mut lanes, mut x) = ([[_mm256_setzero_si256(); 2]; R], [[0f32; 2]; R]);
-        for i in 0..w.len() {
-            block!(i, 0, lanes, x);
+    // Blocks in pairs: both blocks' lanes reduced together to their exact totals, then each
+    // block's `fma` into the accumulators in order.
+    for p in 0..w.len().div_ceil(2) {
+        let two = 2 * p + 1 < w.len();
+        let mut lanes = [[_mm256_setzero_si256(); 4]; R];
+        let mut x = [[0f32; 4]; R];
+        block!(2 * p, 0, lanes, x);
+        if two {
+            block!(2 * p + 1, 1, lanes, x);
         }
-    } else {
-        for p in 0..w.len().div_ceil(2) {
-            let mut lanes = [[_mm256_setzero_si256(); 2]; R];
-            // A missing second block (odd row) has total 0 and scale 0: it adds +0 to lane 1,
-            // which leaves it as it was (never -0).
-            let mut x = [[0f32; 2]; R];
-            block!(2 * p, 0, lanes, x);
-            if 2 * p + 1 < w.len() {
-                block!(2 * p + 1, 1, lanes, x);
-            }
-            for r in 0..R {
-                // SAFETY: as above.
-                let t = unsafe { pair_totals(lanes[r]) };
-                // Lanes 2, 3 hold the totals again; their scale 0 adds ±0 to +0 (stays +0).
-                tot[r] = _mm_fmadd_ps(t, _mm_setr_ps(x[r][0], x[r][1], 0.0, 0.0), tot[r]);
+        for r in 0..R {
+            // SAFETY: as above; the load reads exactly the 4 f32 of `x[r]`.
+            unsafe {
+                let t = pair_totals::<F>(lanes[r]);
+                let x = _mm_loadu_ps(x[r].as_ptr());
+                acc[r] = _mm_fmadd_ps(t, x, acc[r]);
+                if two {
+                    // Block 1's terms down to where block 0's were (no closure: it would not
+                    // inherit the target features).
+                    let (t, x) = if F::HAS_MINS {
+                        (_mm_movehl_ps(t, t), _mm_movehl_ps(x, x))
+                    } else {
+                        (_mm_movehdup_ps(t), _mm_movehdup_ps(x))
+                    };
+                    acc[r] = _mm_fmadd_ps(t, x, acc[r]);
+                }
             }
         }
     }
     let mut out = [0f32; R];
     for r in 0..R {
-        let mut lanes = [[0f32; LANES]; 2];
-        if F::ZERO != 0 {
-            // SAFETY: `lanes[0][..4]` is 4 f32, exactly 16 bytes: the store writes only them.
-            unsafe { _mm_storeu_ps(lanes[0].as_mut_ptr(), tot[r]) };
-        } else {
-            for (l, v) in lanes.iter_mut().zip(&acc[r]) {
-                // SAFETY: `l` is 8 f32, exactly 32 bytes, so the unaligned store writes only it.
-                unsafe { _mm256_storeu_ps(l.as_mut_ptr(), *v) };
-            }
-        }
-        out[r] = finish(F::HAS_MINS, &lanes);
+        let v = [_mm_cvtss_f32(acc[r]), _mm_cvtss_f32(_mm_movehdup_ps(acc[r]))];
+        out[r] = finish(F::HAS_MINS, &v);
     }
     out
 }
@@ -179,18 +176,24 @@ fn $rows<F: Q8KCodes, const R: usize>(w: &[F::Block], a: [&[BlockQ8K]; R]) -> [f
 rows_kernels!(weight_rows_avx2, rows_avx2, "avx2,fma,f16c", false);
 rows_kernels!(weight_rows_vnni, rows_vnni, "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", true);
 
-/// The exact totals of two blocks' lanes (wrapping `i32` sums, in any order the same), as
-/// f32 `[T0, T1, T0, T1]` (`vcvtdq2ps` rounds to nearest, as `as f32`).
+/// The exact totals of two blocks' lanes (wrapping `i32` sums, in any order the same) as
+/// f32 (`vcvtdq2ps` rounds to nearest, as `as f32`): with mins, of `[isum0, summs0, isum1,
+/// summs1]` as `[T0, M0, T1, M1]`; without, of `[isum0, isum1, _, _]` as `[T0, T1, T0, T1]`.
 ///
 /// # Safety
 /// As [`unpack`]: AVX2, FMA and F16C.
 #[inline(always)]
-unsafe fn pair_totals([v0, v1]: [__m256i; 2]) -> __m128 {
+unsafe fn pair_totals<F: Q8KCodes>([v0, v1, v2, v3]: [__m256i; 4]) -> __m128 {
     // SAFETY: the caller guarantees AVX2.
     unsafe {
-        // [v0 01, v0 23, v1 01, v1 23 | v0 45, v0 67, v1 45, v1 67], then the pairs of those.
-        let h = _mm256_hadd_epi32(v0, v1);
-        let h = _mm256_hadd_epi32(h, h);
+        // Pairs of lanes, then pairs of those: per 128-bit half `[I0, M0, I1, M1]` (with
+        // mins) or `[I0, I1, I0, I1]`, then the two halves added.
+        let h = if F::HAS_MINS {
+            _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3))
+        } else {
+            let h = _mm256_hadd_epi32(v0, v1);
+            _mm256_hadd_epi32(h, h)
+        };
         _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h)))
     }
 }
