@@ -120,6 +120,24 @@ pub trait NativeDot: BlockFormat {
         }
     }
 
+    /// A mat-mul tile: `out[i · stride + j]` = `vec_dot` of weight row `i` (blocks `i·n ..
+    /// (i+1)·n` of `w`) with `a[j]`, for every weight row of `w` and every activation row of
+    /// `a` (any number; each at least `n` blocks, `n > 0`, `stride ≥ a.len()` and `out` holding
+    /// every result, checked by the caller). Each result must be bit-identical to
+    /// [`NativeDot::vec_dot`] on that pair. Returns `false` (nothing written) where the kernel
+    /// has no tile kernel for this call (the default): the caller then runs
+    /// [`NativeDot::vec_dot_rows`] per weight row.
+    fn vec_dot_tile(
+        w: &[Self::Block],
+        n: usize,
+        a: &[&[<Self::Act as BlockFormat>::Block]],
+        out: &mut [f32],
+        stride: usize,
+    ) -> bool {
+        let _ = (w, n, a, out, stride);
+        false
+    }
+
     /// The format's packed layout, if it has one (the default: none).
     const PACKING: Option<Packing> = None;
 
@@ -225,7 +243,7 @@ pub trait DotKernel<F: BlockFormat>: 'static {
         stride: usize,
     ) -> Option<Result<(), QuantError>> {
         for (i, w) in w.chunks_exact(n.max(1)).enumerate() {
-            match Self::dot_rows(w, acts, &mut out[i * stride..][..acts.len()])? {
+            match <Self as DotKernel<F>>::dot_rows(w, acts, &mut out[i * stride..][..acts.len()])? {
                 Ok(()) => {}
                 Err(e) => return Some(Err(e)),
             }
@@ -323,6 +341,34 @@ impl<F: NativeDot> DotKernel<F> for GgmlDot {
         match act_blocks::<F>(n, a)? {
             Ok(blocks) => F::vec_dot_weight_rows(&w[..out.len() * n], blocks, out),
             Err(e) => return Some(Err(e)),
+        }
+        Some(Ok(()))
+    }
+
+    fn dot_tile(
+        w: &[F::Block],
+        n: usize,
+        acts: &[ActRow<'_>],
+        out: &mut [f32],
+        stride: usize,
+    ) -> Option<Result<(), QuantError>> {
+        if n > 0 && !acts.is_empty() {
+            let mut rows = Vec::with_capacity(acts.len());
+            for a in acts {
+                match act_blocks::<F>(n, *a)? {
+                    Ok(a) => rows.push(a),
+                    Err(e) => return Some(Err(e)),
+                }
+            }
+            if F::vec_dot_tile(&w[..w.len() / n * n], n, &rows, out, stride) {
+                return Some(Ok(()));
+            }
+        }
+        for (i, w) in w.chunks_exact(n.max(1)).enumerate() {
+            match <Self as DotKernel<F>>::dot_rows(w, acts, &mut out[i * stride..][..acts.len()])? {
+                Ok(()) => {}
+                Err(e) => return Some(Err(e)),
+            }
         }
         Some(Ok(()))
     }

@@ -11,7 +11,8 @@
 //!   tq1_0) to f32 / f16 / bf16 in one pass.
 //! * `packed`: the packed layout's group kernel (AVX2, AVX-512 VNNI), one to seven activation
 //!   rows; `tile` (one body) and `tile_isa` (its AVX-512 VNNI and AVX2 register files): its
-//!   mat-mul kernel from eight rows, each packed block decoded once for all of them.
+//!   mat-mul kernel from eight rows, each packed block decoded once for all of them;
+//!   `tile_plain` the same kernel on plain blocks (a plain mat-mul's tile).
 //! * Here: the block sum of the signed-code formats ([`crate::dot::Q8KDot`]: q8_k itself and
 //!   the I-quants of `qforge-iq`).
 //!
@@ -28,12 +29,14 @@ mod decode;
 mod packed;
 mod tile;
 mod tile_isa;
+mod tile_plain;
 
 use std::arch::x86_64::*;
 
 pub(crate) use codes::{codes_dot_rows, codes_dot_weight_rows};
 pub(crate) use decode::decode_row as decode_codes_row;
 pub(crate) use packed::packed_dot_groups;
+pub(crate) use tile_plain::plain_tile;
 
 use crate::QK_K;
 use crate::dot::{GROUPS, Q8KDot, q8k_vec_dot_with, scaled_isum};

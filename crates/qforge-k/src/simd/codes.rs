@@ -236,15 +236,8 @@ struct Unpacked {
 /// and without it the vectors would go through memory).
 #[inline(always)]
 unsafe fn unpack<F: Q8KCodes>(b: &F::Block, table: bool) -> Unpacked {
-    let q = match F::FIELDS {
-        // SAFETY: the caller guarantees AVX2.
-        Some(fields) => unsafe { fields_avx2::<F>(b, &fields) },
-        None => {
-            // Constant chunk indices, so that every shift in the format's `chunk` is a constant.
-            let c = |c| F::chunk(b, c);
-            bytemuck::cast::<[[u8; 32]; 8], [__m256i; 8]>([c(0), c(1), c(2), c(3), c(4), c(5), c(6), c(7)])
-        }
-    };
+    // SAFETY: the caller guarantees AVX2.
+    let q = unsafe { block_codes::<F>(b) };
     let dm = F::d_dmin(b).map(|h| h.bits());
     if let Some(at) = F::K4_SCALES {
         let s = bytemuck::bytes_of(b)[at..].first_chunk::<16>().expect("the 6-bit scales inside the block");
@@ -266,6 +259,23 @@ unsafe fn unpack<F: Q8KCodes>(b: &F::Block, table: bool) -> Unpacked {
         let eo = _mm256_cvtepi8_epi16(_mm_shuffle_epi8(sc, split));
         let mins = _mm256_cvtepu8_epi16(_mm_loadu_si128(mins.as_ptr().cast()));
         unpacked(q, eo, off, mins, dm, table)
+    }
+}
+
+/// The codes of the block's eight chunks (elements `32c .. 32c + 32`), unsigned bytes.
+///
+/// # Safety
+/// As [`unpack`]: AVX2, FMA and F16C.
+#[inline(always)]
+pub(super) unsafe fn block_codes<F: Q8KCodes>(b: &F::Block) -> [__m256i; 8] {
+    match F::FIELDS {
+        // SAFETY: the caller guarantees AVX2.
+        Some(fields) => unsafe { fields_avx2::<F>(b, &fields) },
+        None => {
+            // Constant chunk indices, so that every shift in the format's `chunk` is a constant.
+            let c = |c| F::chunk(b, c);
+            bytemuck::cast::<[[u8; 32]; 8], [__m256i; 8]>([c(0), c(1), c(2), c(3), c(4), c(5), c(6), c(7)])
+        }
     }
 }
 
@@ -316,7 +326,7 @@ unsafe fn unpacked(q: [__m256i; 8], eo: __m256i, off: __m256i, mins: __m256i, dm
 /// # Safety
 /// As [`unpack`]: AVX2, FMA and F16C.
 #[inline(always)]
-unsafe fn k4_scales(s: &[u8; 16]) -> (__m256i, __m256i) {
+pub(super) unsafe fn k4_scales(s: &[u8; 16]) -> (__m256i, __m256i) {
     // SAFETY: the caller guarantees AVX2; the load reads exactly the 16-byte array `s`.
     unsafe {
         let v = _mm_loadu_si128(s.as_ptr().cast());

@@ -113,6 +113,13 @@ pub(super) trait Isa: Sized {
     /// Unit `u`'s 8 quads of codes of `b` (and of `b1`, or zeros), looked up in `F`'s table,
     /// [`quad_vecs`] vectors per quad.
     unsafe fn codes<F: PackedCodes>(b: &[u8], b1: Option<&[u8]>, u: usize, c: &mut [Self::I]);
+    /// Quad `q` of the first [`Isa::ROWS`] rows of `rows` (each a block's 256 codes in element
+    /// order) into `c[q]`, a row per lane: a transposition of 32-bit words.
+    unsafe fn transpose_codes(rows: &[[u8; QK_K]; 16], c: &mut [Self::I]);
+    /// Lane `r` = byte `r` of `v`, sign- or zero-extended.
+    unsafe fn lanes_bytes(v: &[u8; 16], signed: bool) -> Self::I;
+    /// Lane `r` = the f16 `v[r]`, widened.
+    unsafe fn lanes_halves(v: &[u16; 16]) -> Self::F;
     /// Each row's `Σ u·a` over the quads `c` (4 or 8, [`quad_vecs`] vectors each), the first
     /// at quad `q0` of the block.
     unsafe fn group<F: PackedCodes, const R: usize>(c: &[Self::I], rows: &[RowQ<'_>; R], q0: usize) -> [Self::I; R];
@@ -146,7 +153,18 @@ pub(super) struct RowQ<'a> {
     pub(super) wide: &'a [i16; QK_K],
 }
 
-impl Acts<'_> {
+impl<'a> Acts<'a> {
+    /// Rows `a` (each at least `n` blocks), their [`row_sums`] and, where `V` dots `F`'s
+    /// values as `i16` pairs, their quants [`widen`]ed (else empty).
+    pub(super) fn new(a: &'a [&'a [BlockQ8K]], sums: &'a [RowSums], wide: &'a [[i16; QK_K]], n: usize) -> Self {
+        Acts { a, sums, wide, n }
+    }
+
+    /// Blocks per row (of the call).
+    pub(super) fn blocks(&self) -> usize {
+        self.n
+    }
+
     /// How many rows.
     pub(super) fn len(&self) -> usize {
         self.a.len()
@@ -238,7 +256,7 @@ fn widen(a: &[&[BlockQ8K]], n: usize) -> Vec<[i16; QK_K]> {
 
 /// Every row's [`RowSums`] of its first `n` blocks, row-major.
 #[target_feature(enable = "avx2,fma,f16c")]
-fn row_sums<F: PackedCodes>(a: &[&[BlockQ8K]], n: usize) -> Vec<RowSums> {
+pub(super) fn row_sums<F: PackedCodes>(a: &[&[BlockQ8K]], n: usize) -> Vec<RowSums> {
     let mut sums = Vec::with_capacity(a.len() * n);
     for a in a {
         for b in &a[..n] {
@@ -286,18 +304,85 @@ fn tile_avx2<F: PackedCodes>(p: &[u8], acts: Acts<'_>, out: &mut [f32]) {
     unsafe { kernel::<Ymm, F>(p, acts, out) }
 }
 
-/// Every tile of `p` (`V::ROWS / 8` groups), block by block, decoded and dotted with every row.
+/// Where a call's weight tiles come from ([`Isa::ROWS`] weight rows each): the packed layout
+/// ([`PackedTiles`]) or plain blocks (`super::tile_plain`).
+pub(super) trait Source<V: Isa> {
+    /// How many tiles.
+    fn tiles(&self) -> usize;
+    /// Decodes block `i` of tile `tile` into `t`.
+    ///
+    /// # Safety
+    /// As [`Isa`]'s functions.
+    unsafe fn decode(&mut self, tile: usize, i: usize, t: &mut Tile<V>);
+}
+
+/// One block of a tile's weight rows as [`decode`] reads it, a lane per weight row.
+pub(super) trait BlockLanes<V: Isa, F: PackedCodes> {
+    /// The block's codes after `F`'s table, [`quad_vecs`] vectors per quad (see [`Tile`]).
+    ///
+    /// # Safety
+    /// As [`Isa`]'s functions.
+    unsafe fn codes(&mut self, c: &mut [V::I]);
+    /// The `i8` scales of scale group `k`, sign-extended.
+    ///
+    /// # Safety
+    /// As [`Isa`]'s functions.
+    unsafe fn scales(&self, k: usize) -> V::I;
+    /// The `u8` mins of scale group `k`, zero-extended.
+    ///
+    /// # Safety
+    /// As [`Isa`]'s functions.
+    unsafe fn mins(&self, k: usize) -> V::I;
+    /// `d` (`min`: `dmin`), widened from f16.
+    ///
+    /// # Safety
+    /// As [`Isa`]'s functions.
+    unsafe fn d(&self, min: bool) -> V::F;
+}
+
+/// Packed block `b` of a tile's first group and `b1` of its second (if any).
+struct PackedBlock<'p> {
+    b: &'p [u8],
+    b1: Option<&'p [u8]>,
+}
+
+impl<V: Isa, F: PackedCodes> BlockLanes<V, F> for PackedBlock<'_> {
+    #[inline(always)]
+    unsafe fn codes(&mut self, c: &mut [V::I]) {
+        let w = const { quad_vecs::<V, F>() };
+        for (u, c) in c[..QUADS * w].chunks_exact_mut(8 * w).enumerate() {
+            // SAFETY: the caller's guarantee.
+            unsafe { V::codes::<F>(self.b, self.b1, u, c) };
+        }
+    }
+    #[inline(always)]
+    unsafe fn scales(&self, k: usize) -> V::I {
+        let l = const { Layout::of::<F>() };
+        // SAFETY: the caller's guarantee.
+        unsafe { V::bytes(self.b, self.b1, l.sc + k * ROWS, true) }
+    }
+    #[inline(always)]
+    unsafe fn mins(&self, k: usize) -> V::I {
+        let l = const { Layout::of::<F>() };
+        // SAFETY: the caller's guarantee.
+        unsafe { V::bytes(self.b, self.b1, l.mins + k * ROWS, false) }
+    }
+    #[inline(always)]
+    unsafe fn d(&self, min: bool) -> V::F {
+        let l = const { Layout::of::<F>() };
+        // SAFETY: the caller's guarantee.
+        unsafe { V::halves(self.b, self.b1, if min { l.dmin } else { l.d }) }
+    }
+}
+
+/// Every tile of `src` against every row of `acts`, block by block: per tile and row, `acc`
+/// and `accm` (`[tile · rows + row]`).
 ///
 /// # Safety
 /// As [`Isa`]'s functions.
 #[inline(always)]
-unsafe fn kernel<V: Isa, F: PackedCodes>(p: &[u8], acts: Acts<'_>, out: &mut [f32]) {
-    let l = const { Layout::of::<F>() };
-    let (a, n) = (acts.a, acts.n);
-    let len = out.len() / a.len();
-    let groups = len / ROWS;
-    let gb = n * l.size;
-    let per_tile = V::ROWS / ROWS;
+pub(super) unsafe fn accumulate<V: Isa, F: PackedCodes>(src: &mut impl Source<V>, acts: Acts<'_>) -> Vec<[V::F; 2]> {
+    let (rows, tiles) = (acts.len(), src.tiles());
     // SAFETY: the caller's guarantee.
     unsafe {
         let mut tile = Tile::<V> {
@@ -308,26 +393,40 @@ unsafe fn kernel<V: Isa, F: PackedCodes>(p: &[u8], acts: Acts<'_>, out: &mut [f3
             d: V::zerof(),
             dmin: V::zerof(),
         };
-        // Per tile and row, `acc` and `accm`. Block by block, every tile of the call against
-        // every row: one block's activations (64 rows: 18 KiB of `q8_K`, 32 KiB widened; the
-        // most a call takes, 256 rows: 73 / 128 KiB) stay in L1 / L2 while the tiles pass,
-        // where a tile at a time streamed all of them (64 rows: 300 KiB, 812 KiB widened: past
-        // Zen 3's 512 KiB L2) once per tile. The same f32 steps per row and tile, in the same
-        // order.
-        let (rows, tiles) = (a.len(), groups.div_ceil(per_tile));
+        // Block by block, every tile of the call against every row: one block's activations
+        // (64 rows: 18 KiB of `q8_K`, 32 KiB widened; 256 rows: 73 / 128 KiB) stay in L1 / L2
+        // while the tiles pass, where a tile at a time streamed all of them (64 rows: 300 KiB,
+        // 812 KiB widened: past Zen 3's 512 KiB L2) once per tile. The same f32 steps per row
+        // and tile, in the same order.
         let mut acc = vec![[V::zerof(); 2]; tiles * rows];
-        for i in 0..n {
-            for (acc, g) in acc.chunks_exact_mut(rows.max(1)).zip((0..groups).step_by(per_tile)) {
-                let b = &p[g * gb + i * l.size..][..l.size];
-                let b1 =
-                    if per_tile > 1 { p.get((g + 1) * gb + i * l.size..(g + 1) * gb + (i + 1) * l.size) } else { None };
-                decode::<V, F>(b, b1, &mut tile);
+        for i in 0..acts.n {
+            for (tl, acc) in acc.chunks_exact_mut(rows.max(1)).enumerate() {
+                src.decode(tl, i, &mut tile);
                 let mut r = 0;
                 while r < rows {
                     r += V::pass::<F>(&tile, acts, i, r, acc);
                 }
             }
         }
+        acc
+    }
+}
+
+/// Every tile of `p` (`V::ROWS / 8` groups), block by block, decoded and dotted with every row.
+///
+/// # Safety
+/// As [`Isa`]'s functions.
+#[inline(always)]
+unsafe fn kernel<V: Isa, F: PackedCodes>(p: &[u8], acts: Acts<'_>, out: &mut [f32]) {
+    let l = const { Layout::of::<F>() };
+    let rows = acts.len();
+    let len = out.len() / rows;
+    let groups = len / ROWS;
+    let per_tile = V::ROWS / ROWS;
+    let mut src = PackedTiles::<V, F> { p, gb: acts.n * l.size, groups, _v: std::marker::PhantomData };
+    // SAFETY: the caller's guarantee.
+    unsafe {
+        let acc = accumulate::<V, F>(&mut src, acts);
         for (acc, g) in acc.chunks_exact(rows.max(1)).zip((0..groups).step_by(per_tile)) {
             let width = (groups - g).min(per_tile) * ROWS;
             for (r, out) in out.chunks_exact_mut(len).enumerate() {
@@ -338,23 +437,48 @@ unsafe fn kernel<V: Isa, F: PackedCodes>(p: &[u8], acts: Acts<'_>, out: &mut [f3
     }
 }
 
-/// Decodes block `b` of a tile's first group and `b1` of its second (if any) into `t`.
+/// The packed groups of a call as [`Source`]: `groups` groups of `gb` bytes (`n` packed
+/// blocks), `V::ROWS / 8` groups a tile.
+struct PackedTiles<'p, V, F> {
+    p: &'p [u8],
+    gb: usize,
+    groups: usize,
+    _v: std::marker::PhantomData<fn() -> (V, F)>,
+}
+
+impl<V: Isa, F: PackedCodes> Source<V> for PackedTiles<'_, V, F> {
+    fn tiles(&self) -> usize {
+        self.groups.div_ceil(V::ROWS / ROWS)
+    }
+    #[inline(always)]
+    unsafe fn decode(&mut self, tile: usize, i: usize, t: &mut Tile<V>) {
+        let size = const { Layout::of::<F>().size };
+        let g = tile * (V::ROWS / ROWS);
+        let b = &self.p[g * self.gb + i * size..][..size];
+        let b1 = if V::ROWS > ROWS && g + 1 < self.groups {
+            Some(&self.p[(g + 1) * self.gb + i * size..][..size])
+        } else {
+            None
+        };
+        // SAFETY: the caller's guarantee.
+        unsafe { decode::<V, F>(&mut PackedBlock { b, b1 }, t) };
+    }
+}
+
+/// Decodes one block of a tile's weight rows (`b`, a lane per row) into `t`.
 ///
 /// # Safety
 /// As [`Isa`]'s functions.
 #[inline(always)]
-unsafe fn decode<V: Isa, F: PackedCodes>(b: &[u8], b1: Option<&[u8]>, t: &mut Tile<V>) {
+pub(super) unsafe fn decode<V: Isa, F: PackedCodes>(b: &mut impl BlockLanes<V, F>, t: &mut Tile<V>) {
     let l = const { Layout::of::<F>() };
     let half_group = |h: usize| h * 16 / l.group;
     // SAFETY: the caller's guarantee.
     unsafe {
-        let w = const { quad_vecs::<V, F>() };
-        for (u, c) in t.codes[..QUADS * w].chunks_exact_mut(8 * w).enumerate() {
-            V::codes::<F>(b, b1, u, c);
-        }
+        b.codes(&mut t.codes);
         if !F::UNIT_SCALES {
             for k in 0..l.groups {
-                t.sc[k] = V::bytes(b, b1, l.sc + k * ROWS, true);
+                t.sc[k] = b.scales(k);
             }
         }
         if F::ZERO != 0 && !signed::<V, F>() && !F::UNIT_SCALES {
@@ -366,18 +490,16 @@ unsafe fn decode<V: Isa, F: PackedCodes>(b: &[u8], b1: Option<&[u8]>, t: &mut Ti
         }
         if F::HAS_MINS {
             for j in 0..PAIRS {
-                let lo = V::bytes(b, b1, l.mins + half_group(2 * j) * ROWS, false);
-                let hi = V::bytes(b, b1, l.mins + half_group(2 * j + 1) * ROWS, false);
-                t.mins[j] = V::pair(lo, hi);
+                t.mins[j] = V::pair(b.mins(half_group(2 * j)), b.mins(half_group(2 * j + 1)));
             }
         }
-        t.d = V::halves(b, b1, l.d);
+        t.d = b.d(false);
         if F::D_MUL != 1.0 {
             // Exact: a power of two.
             t.d = V::mulf(t.d, V::set1f(F::D_MUL));
         }
         if F::HAS_MINS {
-            t.dmin = V::halves(b, b1, l.dmin);
+            t.dmin = b.d(true);
         }
     }
 }

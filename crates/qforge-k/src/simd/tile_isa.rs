@@ -152,6 +152,56 @@ impl Isa for Zmm {
         }
     }
     #[inline(always)]
+    unsafe fn transpose_codes(rows: &[[u8; QK_K]; 16], c: &mut [__m512i]) {
+        // SAFETY: `Isa`'s contract (the features); each load reads 64 bytes inside a row.
+        unsafe {
+            for s in 0..QK_K / 64 {
+                // (Loops, not `array::from_fn`: its closure would not inherit the features.)
+                let mut r = [_mm512_setzero_si512(); 16];
+                for (r, row) in r.iter_mut().zip(rows) {
+                    *r = _mm512_loadu_si512(row[64 * s..].as_ptr().cast());
+                }
+                // Words of row pairs, then double words of those: 128-bit lane `L` of `u[4g + k]`
+                // holds word `4L + k` of rows `4g .. 4g + 4`.
+                let mut u = [_mm512_setzero_si512(); 16];
+                for g in 0..4 {
+                    let t0 = _mm512_unpacklo_epi32(r[4 * g], r[4 * g + 1]);
+                    let t1 = _mm512_unpackhi_epi32(r[4 * g], r[4 * g + 1]);
+                    let t2 = _mm512_unpacklo_epi32(r[4 * g + 2], r[4 * g + 3]);
+                    let t3 = _mm512_unpackhi_epi32(r[4 * g + 2], r[4 * g + 3]);
+                    u[4 * g] = _mm512_unpacklo_epi64(t0, t2);
+                    u[4 * g + 1] = _mm512_unpackhi_epi64(t0, t2);
+                    u[4 * g + 2] = _mm512_unpacklo_epi64(t1, t3);
+                    u[4 * g + 3] = _mm512_unpackhi_epi64(t1, t3);
+                }
+                // Word `4L + k` of all rows: lane `L` of `u[k]`, `u[4 + k]`, `u[8 + k]`, `u[12 + k]`.
+                for k in 0..4 {
+                    let x0 = _mm512_shuffle_i32x4::<0x44>(u[k], u[4 + k]);
+                    let x1 = _mm512_shuffle_i32x4::<0xEE>(u[k], u[4 + k]);
+                    let x2 = _mm512_shuffle_i32x4::<0x44>(u[8 + k], u[12 + k]);
+                    let x3 = _mm512_shuffle_i32x4::<0xEE>(u[8 + k], u[12 + k]);
+                    c[16 * s + k] = _mm512_shuffle_i32x4::<0x88>(x0, x2);
+                    c[16 * s + 4 + k] = _mm512_shuffle_i32x4::<0xDD>(x0, x2);
+                    c[16 * s + 8 + k] = _mm512_shuffle_i32x4::<0x88>(x1, x3);
+                    c[16 * s + 12 + k] = _mm512_shuffle_i32x4::<0xDD>(x1, x3);
+                }
+            }
+        }
+    }
+    #[inline(always)]
+    unsafe fn lanes_bytes(v: &[u8; 16], signed: bool) -> __m512i {
+        // SAFETY: `Isa`'s contract (the features); the load reads exactly the 16 bytes of `v`.
+        unsafe {
+            let v = _mm_loadu_si128(v.as_ptr().cast());
+            if signed { _mm512_cvtepi8_epi32(v) } else { _mm512_cvtepu8_epi32(v) }
+        }
+    }
+    #[inline(always)]
+    unsafe fn lanes_halves(v: &[u16; 16]) -> __m512 {
+        // SAFETY: `Isa`'s contract (the features); the load reads exactly the 32 bytes of `v`.
+        unsafe { _mm512_cvtph_ps(_mm256_loadu_si256(v.as_ptr().cast())) }
+    }
+    #[inline(always)]
     unsafe fn group<F: PackedCodes, const R: usize>(c: &[__m512i], rows: &[RowQ<'_>; R], q0: usize) -> [__m512i; R] {
         // SAFETY: `Isa`'s contract (the features).
         unsafe {
@@ -241,6 +291,48 @@ impl Isa for Ymm {
                 };
             }
         }
+    }
+    #[inline(always)]
+    unsafe fn transpose_codes(rows: &[[u8; QK_K]; 16], c: &mut [__m256i]) {
+        // SAFETY: `Isa`'s contract (the features); each load reads 32 bytes inside a row.
+        unsafe {
+            for s in 0..QK_K / 32 {
+                let mut r = [_mm256_setzero_si256(); 8];
+                for (r, row) in r.iter_mut().zip(rows) {
+                    *r = _mm256_loadu_si256(row[32 * s..].as_ptr().cast());
+                }
+                // As `Zmm`'s: 128-bit lane `L` of `u[4g + k]` holds word `4L + k` of rows
+                // `4g .. 4g + 4`; then lane `L` of `u[k]` and `u[4 + k]` side by side.
+                let mut u = [_mm256_setzero_si256(); 8];
+                for g in 0..2 {
+                    let t0 = _mm256_unpacklo_epi32(r[4 * g], r[4 * g + 1]);
+                    let t1 = _mm256_unpackhi_epi32(r[4 * g], r[4 * g + 1]);
+                    let t2 = _mm256_unpacklo_epi32(r[4 * g + 2], r[4 * g + 3]);
+                    let t3 = _mm256_unpackhi_epi32(r[4 * g + 2], r[4 * g + 3]);
+                    u[4 * g] = _mm256_unpacklo_epi64(t0, t2);
+                    u[4 * g + 1] = _mm256_unpackhi_epi64(t0, t2);
+                    u[4 * g + 2] = _mm256_unpacklo_epi64(t1, t3);
+                    u[4 * g + 3] = _mm256_unpackhi_epi64(t1, t3);
+                }
+                for k in 0..4 {
+                    c[8 * s + k] = _mm256_permute2x128_si256::<0x20>(u[k], u[4 + k]);
+                    c[8 * s + 4 + k] = _mm256_permute2x128_si256::<0x31>(u[k], u[4 + k]);
+                }
+            }
+        }
+    }
+    #[inline(always)]
+    unsafe fn lanes_bytes(v: &[u8; 16], signed: bool) -> __m256i {
+        // SAFETY: `Isa`'s contract (the features); the load reads the first 8 bytes of `v`.
+        unsafe {
+            let v = _mm_loadl_epi64(v.as_ptr().cast());
+            if signed { _mm256_cvtepi8_epi32(v) } else { _mm256_cvtepu8_epi32(v) }
+        }
+    }
+    #[inline(always)]
+    unsafe fn lanes_halves(v: &[u16; 16]) -> __m256 {
+        // SAFETY: `Isa`'s contract (the features); the load reads the first 16 bytes of `v`.
+        unsafe { _mm256_cvtph_ps(_mm_loadu_si128(v.as_ptr().cast())) }
     }
     #[inline(always)]
     unsafe fn group<F: PackedCodes, const R: usize>(c: &[__m256i], rows: &[RowQ<'_>; R], q0: usize) -> [__m256i; R] {

@@ -1,0 +1,191 @@
+//! The mat-mul tile kernel ([`super::tile`]) on plain blocks of the [`Q8KCodes`] formats (the
+//! K-quants and tq): a plain mat-mul decodes each block of a tile's weight rows once for
+//! every activation row, as a packed matrix does, with no packed copy of the weights.
+//!
+//! Per block and tile ([`Isa::ROWS`] weight rows: 16 on AVX-512 VNNI, 8 on AVX2), each row's
+//! codes are unpacked by the row kernel's own code (`super::codes::block_codes`) into a
+//! row-major scratch, its scales, mins, `d` and `dmin` likewise; then the codes are transposed
+//! to a row per 32-bit lane ([`Isa::transpose_codes`]: `vpunpck{l,h}{dq,qdq}` and 128-bit
+//! lane shuffles), the scales widened a row per lane, and [`super::tile::decode`] builds the
+//! same [`super::tile::Tile`] the packed layout's blocks give. Every activation row then meets
+//! it as in the packed kernel. Its sums are the packed kernel's, which are the plain row
+//! kernels' (the order [`Q8KCodes`] defines), so every result is the bits of that activation
+//! row's mat-vec.
+
+use std::arch::x86_64::*;
+
+use super::codes::block_codes;
+use super::tile::{Acts, BlockLanes, Isa, Source, TILE_MIN_ROWS, Tile, accumulate, decode, row_sums};
+use super::tile_isa::{Ymm, Zmm};
+use crate::QK_K;
+use crate::dot::{GROUPS, Q8KCodes};
+use crate::packed::Layout;
+use crate::q8k::BlockQ8K;
+use qforge_core::MAX_PACKED_DOT_ROWS;
+
+/// `out[i · stride + j]` = the dot of weight row `i` (blocks `i·n .. (i+1)·n` of `w`) with
+/// `a[j]`, for `a.len() ≥` [`TILE_MIN_ROWS`] on a CPU with AVX2 (AVX-512 VNNI where it has
+/// that); `false` (nothing written) otherwise. Every `a[j]` holds at least `n` blocks, `n > 0`,
+/// `w.len()` is a multiple of `n` and `out` holds every result (checked by the caller).
+pub(crate) fn plain_tile<F: Q8KCodes>(
+    w: &[F::Block],
+    n: usize,
+    a: &[&[BlockQ8K]],
+    out: &mut [f32],
+    stride: usize,
+) -> bool {
+    if a.len() < TILE_MIN_ROWS || n == 0 || qforge_simd::Avx2::detect().is_none() {
+        return false;
+    }
+    let vnni = qforge_simd::Vnni::detect().is_some();
+    for (c, a) in a.chunks(MAX_PACKED_DOT_ROWS).enumerate() {
+        let out = &mut out[c * MAX_PACKED_DOT_ROWS..];
+        // SAFETY: `Avx2::detect` has just checked that this CPU has AVX2, FMA and F16C, all
+        // `row_sums` and `plain_avx2` need; `Vnni::detect` the AVX-512 F / BW / VL / VNNI that
+        // `plain_vnni` needs besides.
+        unsafe {
+            let sums = row_sums::<F>(a, n);
+            let acts = Acts::new(a, &sums, &[], n);
+            if vnni {
+                plain_vnni::<F>(w, acts, out, stride);
+            } else {
+                plain_avx2::<F>(w, acts, out, stride);
+            }
+        }
+    }
+    true
+}
+
+/// The kernel on AVX-512 VNNI.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn plain_vnni<F: Q8KCodes>(w: &[F::Block], acts: Acts<'_>, out: &mut [f32], stride: usize) {
+    // SAFETY: this function has the features `Zmm`'s functions need.
+    unsafe { kernel::<Zmm, F>(w, acts, out, stride) }
+}
+
+/// The kernel on AVX2.
+#[target_feature(enable = "avx2,fma,f16c")]
+fn plain_avx2<F: Q8KCodes>(w: &[F::Block], acts: Acts<'_>, out: &mut [f32], stride: usize) {
+    // SAFETY: this function has the features `Ymm`'s functions need.
+    unsafe { kernel::<Ymm, F>(w, acts, out, stride) }
+}
+
+/// Every tile of `w`'s rows against every row of `acts`, the results to `out[i · stride + j]`.
+///
+/// # Safety
+/// As [`Isa`]'s functions.
+#[inline(always)]
+unsafe fn kernel<V: Isa, F: Q8KCodes>(w: &[F::Block], acts: Acts<'_>, out: &mut [f32], stride: usize) {
+    let n = acts.blocks();
+    let rows = w.len() / n;
+    let m = acts.len();
+    let mut src = PlainTiles::<V, F> { w, n, rows, s: Box::new(Scratch::ZERO), _v: std::marker::PhantomData };
+    // SAFETY: the caller's guarantee.
+    unsafe {
+        let acc = accumulate::<V, F>(&mut src, acts);
+        let mut lanes = [0f32; 16];
+        for (tl, acc) in acc.chunks_exact(m.max(1)).enumerate() {
+            let r0 = tl * V::ROWS;
+            let width = (rows - r0).min(V::ROWS);
+            for (j, acc) in acc.iter().enumerate() {
+                let v = if F::HAS_MINS { V::subf(acc[0], acc[1]) } else { acc[0] };
+                V::store(v, &mut lanes[..V::ROWS]);
+                for (l, &x) in lanes[..width].iter().enumerate() {
+                    out[(r0 + l) * stride + j] = x;
+                }
+            }
+        }
+    }
+}
+
+/// One block of a tile's rows, unpacked row by row: the codes in element order, the scales
+/// and mins per scale group and row (`[group][row]`), `d` and `dmin` as f16 bits.
+struct Scratch {
+    codes: [[u8; QK_K]; 16],
+    sc: [[u8; 16]; GROUPS],
+    mins: [[u8; 16]; GROUPS],
+    d: [u16; 16],
+    dmin: [u16; 16],
+}
+
+impl Scratch {
+    const ZERO: Scratch =
+        Scratch { codes: [[0; QK_K]; 16], sc: [[0; 16]; GROUPS], mins: [[0; 16]; GROUPS], d: [0; 16], dmin: [0; 16] };
+}
+
+/// The plain weight rows of a call as tiles: `rows` rows of `n` blocks in `w`.
+struct PlainTiles<'w, V, F: Q8KCodes> {
+    w: &'w [F::Block],
+    n: usize,
+    rows: usize,
+    s: Box<Scratch>,
+    _v: std::marker::PhantomData<fn() -> V>,
+}
+
+impl<V: Isa, F: Q8KCodes> Source<V> for PlainTiles<'_, V, F> {
+    fn tiles(&self) -> usize {
+        self.rows.div_ceil(V::ROWS)
+    }
+
+    #[inline(always)]
+    unsafe fn decode(&mut self, tile: usize, i: usize, t: &mut Tile<V>) {
+        let l = const { Layout::of::<F>() };
+        let r0 = tile * V::ROWS;
+        let width = (self.rows - r0).min(V::ROWS);
+        let s = &mut *self.s;
+        for r in 0..width {
+            let b = &self.w[(r0 + r) * self.n + i];
+            // SAFETY: the caller's guarantee (AVX2 at least); each store writes 32 bytes
+            // inside the row's 256.
+            unsafe {
+                for (c, q) in block_codes::<F>(b).iter().enumerate() {
+                    _mm256_storeu_si256(s.codes[r][32 * c..].as_mut_ptr().cast(), *q);
+                }
+            }
+            let (sc, mins) = F::scales(b);
+            for k in 0..l.groups {
+                let g = k * l.group / 16;
+                s.sc[k][r] = sc[g] as u8;
+                s.mins[k][r] = mins[g];
+            }
+            let [d, dmin] = F::d_dmin(b);
+            s.d[r] = d.bits();
+            s.dmin[r] = dmin.bits();
+        }
+        // Rows past the weight (the last tile): lanes never stored; zero scales keep them finite.
+        for r in width..V::ROWS {
+            s.d[r] = 0;
+            s.dmin[r] = 0;
+        }
+        // SAFETY: the caller's guarantee.
+        unsafe { decode::<V, F>(&mut Lanes { s }, t) };
+    }
+}
+
+/// A [`Scratch`] as [`BlockLanes`].
+struct Lanes<'s> {
+    s: &'s Scratch,
+}
+
+impl<V: Isa, F: Q8KCodes> BlockLanes<V, F> for Lanes<'_> {
+    #[inline(always)]
+    unsafe fn codes(&mut self, c: &mut [V::I]) {
+        // SAFETY: the caller's guarantee.
+        unsafe { V::transpose_codes(&self.s.codes, c) }
+    }
+    #[inline(always)]
+    unsafe fn scales(&self, k: usize) -> V::I {
+        // SAFETY: the caller's guarantee.
+        unsafe { V::lanes_bytes(&self.s.sc[k], true) }
+    }
+    #[inline(always)]
+    unsafe fn mins(&self, k: usize) -> V::I {
+        // SAFETY: the caller's guarantee.
+        unsafe { V::lanes_bytes(&self.s.mins[k], false) }
+    }
+    #[inline(always)]
+    unsafe fn d(&self, min: bool) -> V::F {
+        // SAFETY: the caller's guarantee.
+        unsafe { V::lanes_halves(if min { &self.s.dmin } else { &self.s.d }) }
+    }
+}
