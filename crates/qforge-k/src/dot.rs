@@ -421,31 +421,6 @@ pub fn q8k_codes_vec_dot_weight_rows<F: Q8KCodes>(w: &[F::Block], a: &[BlockQ8K]
     }
 }
 
-/// A mat-mul tile ([`qforge_core::NativeDot::vec_dot_tile`]): `out[i · stride + j]` = the dot
-/// of weight row `i` (blocks `i·n .. (i+1)·n` of `w`) with `a[j]`, each block of a tile of
-/// weight rows decoded once for every activation row (the tile kernel of the packed layout,
-/// on plain blocks); the bits of [`q8k_codes_vec_dot`] on each pair. `false` (nothing
-/// written) below eight activation rows or without AVX2: the caller then takes the rows
-/// kernel.
-#[inline]
-pub fn q8k_codes_vec_dot_tile<F: Q8KCodes>(
-    w: &[F::Block],
-    n: usize,
-    a: &[&[BlockQ8K]],
-    out: &mut [f32],
-    stride: usize,
-) -> bool {
-    #[cfg(target_arch = "x86_64")]
-    {
-        crate::simd::plain_tile::<F>(w, n, a, out, stride)
-    }
-    #[cfg(not(target_arch = "x86_64"))]
-    {
-        let _ = (w, n, a, out, stride);
-        false
-    }
-}
-
 /// `[f(0), f(1), …, f(31)]` as a plain loop (which vectorizes and always inlines, where
 /// `std::array::from_fn` sometimes stays a call).
 #[inline(always)]
@@ -542,7 +517,7 @@ macro_rules! q8k_native_dot {
                 out: &mut [f32],
                 stride: usize,
             ) -> bool {
-                $crate::dot::q8k_codes_vec_dot_tile::<Self>(w, n, a, out, stride)
+                $crate::packed::plain_tile::<Self>(w, n, a, out, stride)
             }
 
             $crate::packed_native_dot_items!();

@@ -100,6 +100,49 @@ impl<F: Q8KCodes> PackedCodes for F {
     }
 }
 
+/// What the mat-mul tile kernel on plain blocks ([`plain_tile`]) reads of a block besides
+/// [`PackedCodes`]' scales and `d`: every element's `u`, unpacked from the plain block.
+pub trait TileCodes: PackedCodes {
+    /// The `u` of every element of `b` in element order (`TABLE[c]` of its code: its value
+    /// plus `ZERO`; without a table, the code), into `u`. `avx2` proves AVX2, FMA and F16C; an
+    /// `#[inline(always)]` implementation is inlined into the kernel compiled with them.
+    fn tile_codes(b: &Self::Block, u: &mut [u8; QK_K], avx2: qforge_simd::Avx2);
+}
+
+impl<F: Q8KCodes> TileCodes for F {
+    #[inline(always)]
+    fn tile_codes(b: &Self::Block, u: &mut [u8; QK_K], avx2: qforge_simd::Avx2) {
+        #[cfg(target_arch = "x86_64")]
+        crate::simd::store_codes::<F>(b, u, avx2);
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            let _ = avx2;
+            *u = bytemuck::cast(codes::<F>(b));
+        }
+    }
+}
+
+/// A mat-mul tile on plain blocks ([`qforge_core::NativeDot::vec_dot_tile`]): `out[i · stride
+/// + j]` = the dot of weight row `i` (blocks `i·n .. (i+1)·n` of `w`) with `a[j]`. Each block
+/// of a tile of weight rows (16 on AVX-512 VNNI, 8 on AVX2) is unpacked ([`TileCodes`]),
+/// turned a row per lane and decoded once for every activation row: the packed layout's tile
+/// kernel, without a packed copy. Its sums are that kernel's, in its f32 order, so a format
+/// whose row kernels sum in that order too gets each pair's mat-vec bits. `false` (nothing
+/// written) below eight activation rows or without AVX2: the caller then takes the row
+/// kernels.
+#[inline]
+pub fn plain_tile<F: TileCodes>(w: &[F::Block], n: usize, a: &[&[BlockQ8K]], out: &mut [f32], stride: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        crate::simd::plain_tile::<F>(w, n, a, out, stride)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (w, n, a, out, stride);
+        false
+    }
+}
+
 /// The largest `u` of `F`'s codes.
 pub const fn umax<F: PackedCodes>() -> u32 {
     match F::TABLE {

@@ -33,7 +33,7 @@ mod tile_plain;
 
 use std::arch::x86_64::*;
 
-pub(crate) use codes::{codes_dot_rows, codes_dot_weight_rows};
+pub(crate) use codes::{codes_dot_rows, codes_dot_weight_rows, store_codes};
 pub(crate) use decode::decode_row as decode_codes_row;
 pub(crate) use packed::packed_dot_groups;
 pub(crate) use tile_plain::plain_tile;

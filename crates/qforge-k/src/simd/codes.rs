@@ -267,7 +267,7 @@ unsafe fn unpack<F: Q8KCodes>(b: &F::Block, table: bool) -> Unpacked {
 /// # Safety
 /// As [`unpack`]: AVX2, FMA and F16C.
 #[inline(always)]
-pub(super) unsafe fn block_codes<F: Q8KCodes>(b: &F::Block) -> [__m256i; 8] {
+unsafe fn block_codes<F: Q8KCodes>(b: &F::Block) -> [__m256i; 8] {
     match F::FIELDS {
         // SAFETY: the caller guarantees AVX2.
         Some(fields) => unsafe { fields_avx2::<F>(b, &fields) },
@@ -275,6 +275,18 @@ pub(super) unsafe fn block_codes<F: Q8KCodes>(b: &F::Block) -> [__m256i; 8] {
             // Constant chunk indices, so that every shift in the format's `chunk` is a constant.
             let c = |c| F::chunk(b, c);
             bytemuck::cast::<[[u8; 32]; 8], [__m256i; 8]>([c(0), c(1), c(2), c(3), c(4), c(5), c(6), c(7)])
+        }
+    }
+}
+
+/// [`block_codes`] stored to `u` (element order); `_avx2` proves AVX2, FMA and F16C.
+#[inline(always)]
+pub(crate) fn store_codes<F: Q8KCodes>(b: &F::Block, u: &mut [u8; crate::QK_K], _avx2: Avx2) {
+    // SAFETY: `Avx2` exists only where the CPU has AVX2, FMA and F16C, all `block_codes`
+    // needs; each store writes 32 bytes inside `u`.
+    unsafe {
+        for (c, q) in block_codes::<F>(b).iter().enumerate() {
+            _mm256_storeu_si256(u[32 * c..].as_mut_ptr().cast(), *q);
         }
     }
 }

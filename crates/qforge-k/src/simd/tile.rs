@@ -116,6 +116,10 @@ pub(super) trait Isa: Sized {
     /// Quad `q` of the first [`Isa::ROWS`] rows of `rows` (each a block's 256 codes in element
     /// order) into `c[q]`, a row per lane: a transposition of 32-bit words.
     unsafe fn transpose_codes(rows: &[[u8; QK_K]; 16], c: &mut [Self::I]);
+    /// [`Isa::transpose_codes`]' `u` (one vector per quad) as the tile holds `F`'s codes: as
+    /// they are, or, where `V` dots `F`'s values signed, the values `u − ZERO` as `i16` pairs
+    /// ([`quad_vecs`] 2, the form [`Isa::codes`] gives).
+    unsafe fn from_u<F: PackedCodes>(c: &mut [Self::I]);
     /// Lane `r` = byte `r` of `v`, sign- or zero-extended.
     unsafe fn lanes_bytes(v: &[u8; 16], signed: bool) -> Self::I;
     /// Lane `r` = the f16 `v[r]`, widened.

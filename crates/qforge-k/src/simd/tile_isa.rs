@@ -189,6 +189,11 @@ impl Isa for Zmm {
         }
     }
     #[inline(always)]
+    unsafe fn from_u<F: PackedCodes>(_: &mut [__m512i]) {
+        // `vpdpbusd` takes every `u` (unsigned bytes): never signed.
+        const { assert!(!signed::<Self, F>()) };
+    }
+    #[inline(always)]
     unsafe fn lanes_bytes(v: &[u8; 16], signed: bool) -> __m512i {
         // SAFETY: `Isa`'s contract (the features); the load reads exactly the 16 bytes of `v`.
         unsafe {
@@ -318,6 +323,23 @@ impl Isa for Ymm {
                     c[8 * s + k] = _mm256_permute2x128_si256::<0x20>(u[k], u[4 + k]);
                     c[8 * s + 4 + k] = _mm256_permute2x128_si256::<0x31>(u[k], u[4 + k]);
                 }
+            }
+        }
+    }
+    #[inline(always)]
+    unsafe fn from_u<F: PackedCodes>(c: &mut [__m256i]) {
+        if !signed::<Self, F>() {
+            return;
+        }
+        // SAFETY: `Isa`'s contract (the features).
+        unsafe {
+            let z = _mm256_set1_epi8(F::ZERO as i8);
+            // Quad `q` to vectors `2q`, `2q + 1`, from the last: every vector is read before
+            // one written over it (`2q ≥ q`).
+            for q in (0..QK_K / 4).rev() {
+                let v = _mm256_sub_epi8(c[q], z);
+                c[2 * q] = _mm256_srai_epi16::<8>(_mm256_slli_epi16::<8>(v));
+                c[2 * q + 1] = _mm256_srai_epi16::<8>(v);
             }
         }
     }

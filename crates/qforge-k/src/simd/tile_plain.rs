@@ -1,40 +1,46 @@
-//! The mat-mul tile kernel ([`super::tile`]) on plain blocks of the [`Q8KCodes`] formats (the
-//! K-quants and tq): a plain mat-mul decodes each block of a tile's weight rows once for
-//! every activation row, as a packed matrix does, with no packed copy of the weights.
+//! The mat-mul tile kernel ([`super::tile`]) on plain blocks of the [`TileCodes`] formats (the
+//! K-quants, tq, the grid I-quants and iq4_xs): a plain mat-mul decodes each block of a tile's
+//! weight rows once for every activation row, as a packed matrix does, with no packed copy of
+//! the weights.
 //!
 //! Per block and tile ([`Isa::ROWS`] weight rows: 16 on AVX-512 VNNI, 8 on AVX2), each row's
-//! codes are unpacked by the row kernel's own code (`super::codes::block_codes`) into a
+//! codes are unpacked by the format's row kernel's own code ([`TileCodes::tile_codes`]) into a
 //! row-major scratch, its scales, mins, `d` and `dmin` likewise; then the codes are transposed
 //! to a row per 32-bit lane ([`Isa::transpose_codes`]: `vpunpck{l,h}{dq,qdq}` and 128-bit
 //! lane shuffles), the scales widened a row per lane, and [`super::tile::decode`] builds the
 //! same [`super::tile::Tile`] the packed layout's blocks give. Every activation row then meets
 //! it as in the packed kernel. Its sums are the packed kernel's, which are the plain row
-//! kernels' (the order [`Q8KCodes`] defines), so every result is the bits of that activation
-//! row's mat-vec.
+//! kernels' (the order [`crate::dot::Q8KCodes`] defines), so every result is the bits of that
+//! activation row's mat-vec.
 
 use std::arch::x86_64::*;
 
-use super::codes::block_codes;
 use super::tile::{Acts, BlockLanes, Isa, Source, TILE_MIN_ROWS, Tile, accumulate, decode, row_sums};
 use super::tile_isa::{Ymm, Zmm};
 use crate::QK_K;
-use crate::dot::{GROUPS, Q8KCodes};
-use crate::packed::Layout;
+use crate::dot::GROUPS;
+use crate::packed::{Layout, PackedCodes, TileCodes};
 use crate::q8k::BlockQ8K;
 use qforge_core::MAX_PACKED_DOT_ROWS;
+use qforge_simd::Avx2;
+
+const PF_HINT: i32 = _MM_HINT_T1;
 
 /// `out[i · stride + j]` = the dot of weight row `i` (blocks `i·n .. (i+1)·n` of `w`) with
 /// `a[j]`, for `a.len() ≥` [`TILE_MIN_ROWS`] on a CPU with AVX2 (AVX-512 VNNI where it has
 /// that); `false` (nothing written) otherwise. Every `a[j]` holds at least `n` blocks, `n > 0`,
 /// `w.len()` is a multiple of `n` and `out` holds every result (checked by the caller).
-pub(crate) fn plain_tile<F: Q8KCodes>(
+pub(crate) fn plain_tile<F: TileCodes>(
     w: &[F::Block],
     n: usize,
     a: &[&[BlockQ8K]],
     out: &mut [f32],
     stride: usize,
 ) -> bool {
-    if a.len() < TILE_MIN_ROWS || n == 0 || qforge_simd::Avx2::detect().is_none() {
+    let Some(avx2) = Avx2::detect() else {
+        return false;
+    };
+    if a.len() < TILE_MIN_ROWS || n == 0 {
         return false;
     }
     let vnni = qforge_simd::Vnni::detect().is_some();
@@ -47,9 +53,9 @@ pub(crate) fn plain_tile<F: Q8KCodes>(
             let sums = row_sums::<F>(a, n);
             let acts = Acts::new(a, &sums, &[], n);
             if vnni {
-                plain_vnni::<F>(w, acts, out, stride);
+                plain_vnni::<F>(w, acts, out, stride, avx2);
             } else {
-                plain_avx2::<F>(w, acts, out, stride);
+                plain_avx2::<F>(w, acts, out, stride, avx2);
             }
         }
     }
@@ -58,16 +64,16 @@ pub(crate) fn plain_tile<F: Q8KCodes>(
 
 /// The kernel on AVX-512 VNNI.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-fn plain_vnni<F: Q8KCodes>(w: &[F::Block], acts: Acts<'_>, out: &mut [f32], stride: usize) {
+fn plain_vnni<F: TileCodes>(w: &[F::Block], acts: Acts<'_>, out: &mut [f32], stride: usize, avx2: Avx2) {
     // SAFETY: this function has the features `Zmm`'s functions need.
-    unsafe { kernel::<Zmm, F>(w, acts, out, stride) }
+    unsafe { kernel::<Zmm, F>(w, acts, out, stride, avx2) }
 }
 
 /// The kernel on AVX2.
 #[target_feature(enable = "avx2,fma,f16c")]
-fn plain_avx2<F: Q8KCodes>(w: &[F::Block], acts: Acts<'_>, out: &mut [f32], stride: usize) {
+fn plain_avx2<F: TileCodes>(w: &[F::Block], acts: Acts<'_>, out: &mut [f32], stride: usize, avx2: Avx2) {
     // SAFETY: this function has the features `Ymm`'s functions need.
-    unsafe { kernel::<Ymm, F>(w, acts, out, stride) }
+    unsafe { kernel::<Ymm, F>(w, acts, out, stride, avx2) }
 }
 
 /// Every tile of `w`'s rows against every row of `acts`, the results to `out[i · stride + j]`.
@@ -75,11 +81,11 @@ fn plain_avx2<F: Q8KCodes>(w: &[F::Block], acts: Acts<'_>, out: &mut [f32], stri
 /// # Safety
 /// As [`Isa`]'s functions.
 #[inline(always)]
-unsafe fn kernel<V: Isa, F: Q8KCodes>(w: &[F::Block], acts: Acts<'_>, out: &mut [f32], stride: usize) {
+unsafe fn kernel<V: Isa, F: TileCodes>(w: &[F::Block], acts: Acts<'_>, out: &mut [f32], stride: usize, avx2: Avx2) {
     let n = acts.blocks();
     let rows = w.len() / n;
     let m = acts.len();
-    let mut src = PlainTiles::<V, F> { w, n, rows, s: Box::new(Scratch::ZERO), _v: std::marker::PhantomData };
+    let mut src = PlainTiles::<V, F> { w, n, rows, s: Box::new(Scratch::ZERO), avx2, _v: std::marker::PhantomData };
     // SAFETY: the caller's guarantee.
     unsafe {
         let acc = accumulate::<V, F>(&mut src, acts);
@@ -114,15 +120,16 @@ impl Scratch {
 }
 
 /// The plain weight rows of a call as tiles: `rows` rows of `n` blocks in `w`.
-struct PlainTiles<'w, V, F: Q8KCodes> {
+struct PlainTiles<'w, V, F: TileCodes> {
     w: &'w [F::Block],
     n: usize,
     rows: usize,
     s: Box<Scratch>,
+    avx2: Avx2,
     _v: std::marker::PhantomData<fn() -> V>,
 }
 
-impl<V: Isa, F: Q8KCodes> Source<V> for PlainTiles<'_, V, F> {
+impl<V: Isa, F: TileCodes> Source<V> for PlainTiles<'_, V, F> {
     fn tiles(&self) -> usize {
         self.rows.div_ceil(V::ROWS)
     }
@@ -132,23 +139,36 @@ impl<V: Isa, F: Q8KCodes> Source<V> for PlainTiles<'_, V, F> {
         let l = const { Layout::of::<F>() };
         let r0 = tile * V::ROWS;
         let width = (self.rows - r0).min(V::ROWS);
+        // The next tile's blocks (the kernel goes block by block across the tiles), fetched
+        // while this one's rows are dotted: its rows are a row of blocks apart, a stride the
+        // hardware's prefetchers left to demand misses (27 % of q6_k's mat-mul at the first
+        // load of a block's codes).
+        let (next_tile, next_i) = if tile + 1 < self.rows.div_ceil(V::ROWS) { (tile + 1, i) } else { (0, i + 1) };
+        let next = if next_i < self.n { Some((next_tile * V::ROWS, next_i)) } else { None };
         let s = &mut *self.s;
-        for r in 0..width {
-            let b = &self.w[(r0 + r) * self.n + i];
-            // SAFETY: the caller's guarantee (AVX2 at least); each store writes 32 bytes
-            // inside the row's 256.
-            unsafe {
-                for (c, q) in block_codes::<F>(b).iter().enumerate() {
-                    _mm256_storeu_si256(s.codes[r][32 * c..].as_mut_ptr().cast(), *q);
+        for r in 0..V::ROWS {
+            if let Some((r1, next_i)) = next
+                && r1 + r < self.rows
+            {
+                let b = bytemuck::bytes_of(&self.w[(r1 + r) * self.n + next_i]);
+                for at in (0..b.len()).step_by(64).chain([b.len() - 1]) {
+                    // SAFETY: a prefetch is a hint: it reads nothing the program sees and
+                    // cannot fault; the address is inside the block (SSE, which x86-64 has).
+                    unsafe { _mm_prefetch::<PF_HINT>(b[at..].as_ptr().cast()) };
                 }
             }
-            let (sc, mins) = F::scales(b);
+            if r >= width {
+                continue;
+            }
+            let b = &self.w[(r0 + r) * self.n + i];
+            F::tile_codes(b, &mut s.codes[r], self.avx2);
+            let (sc, mins) = <F as PackedCodes>::scales(b);
             for k in 0..l.groups {
                 let g = k * l.group / 16;
                 s.sc[k][r] = sc[g] as u8;
                 s.mins[k][r] = mins[g];
             }
-            let [d, dmin] = F::d_dmin(b);
+            let [d, dmin] = <F as PackedCodes>::d_dmin(b);
             s.d[r] = d.bits();
             s.dmin[r] = dmin.bits();
         }
@@ -167,11 +187,14 @@ struct Lanes<'s> {
     s: &'s Scratch,
 }
 
-impl<V: Isa, F: Q8KCodes> BlockLanes<V, F> for Lanes<'_> {
+impl<V: Isa, F: TileCodes> BlockLanes<V, F> for Lanes<'_> {
     #[inline(always)]
     unsafe fn codes(&mut self, c: &mut [V::I]) {
         // SAFETY: the caller's guarantee.
-        unsafe { V::transpose_codes(&self.s.codes, c) }
+        unsafe {
+            V::transpose_codes(&self.s.codes, c);
+            V::from_u::<F>(c);
+        }
     }
     #[inline(always)]
     unsafe fn scales(&self, k: usize) -> V::I {
