@@ -122,8 +122,8 @@ impl<F: Q8KCodes> TileCodes for F {
     }
 }
 
-/// A mat-mul tile on plain blocks ([`qforge_core::NativeDot::vec_dot_tile`]): `out[i · stride
-/// + j]` = the dot of weight row `i` (blocks `i·n .. (i+1)·n` of `w`) with `a[j]`. Each block
+/// A mat-mul tile on plain blocks ([`qforge_core::NativeDot::vec_dot_tile`]):
+/// `out[i·stride + j]` = the dot of weight row `i` (blocks `i·n .. (i+1)·n` of `w`) with `a[j]`. Each block
 /// of a tile of weight rows (16 on AVX-512 VNNI, 8 on AVX2) is unpacked ([`TileCodes`]),
 /// turned a row per lane and decoded once for every activation row: the packed layout's tile
 /// kernel, without a packed copy. Its sums are that kernel's, in its f32 order, so a format
