@@ -29,8 +29,11 @@ fn packed_formats() -> Vec<&'static dyn Format> {
 }
 
 /// The formats whose plain kernels sum in the packed layout's f32 order (one term per block):
-/// packing does not change their bits.
-const SAME_ORDER: [&str; 7] = ["q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "tq1_0", "tq2_0"];
+/// packing does not change their bits. (Every format dotted with q8_k.)
+const SAME_ORDER: [&str; 15] = [
+    "q2_k", "q3_k", "q4_k", "q5_k", "q6_k", "tq1_0", "tq2_0", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s",
+    "iq1_s", "iq1_m", "iq4_xs",
+];
 
 #[test]
 fn packed_matmul_is_the_native_dot() {
@@ -55,7 +58,7 @@ fn packed_matmul_is_the_native_dot() {
             let (exact, terms) = reference_f64(&w, &acts, 1e-5).unwrap();
             let plain = matmul(&w, &x, m, ActQuant::Native).unwrap();
             let name = f.desc().name;
-            // The K-quants' and tq's plain kernels sum in the packed layout's f32 order.
+            // The q8_k-dotted formats' plain kernels sum in the packed layout's f32 order.
             let same_order = SAME_ORDER.contains(&name);
             for (i, (v, (r, s))) in y.iter().zip(exact.iter().zip(&terms)).enumerate() {
                 assert!(

@@ -7,15 +7,19 @@
 //! sub-block scales are integers, so only the f32 rounding order differs from ggml).
 //!
 //! * The sub-block formats (iq2_xxs, iq2_xs, iq2_s, iq3_xxs, iq3_s, iq4_xs, iq1_s, iq1_m:
-//!   [`SubBlocks`]) keep [`LANES`] exact `i32` lanes per block, as ggml's AVX2 kernels do: lane `j` holds,
-//!   over the 8 sub-blocks `ib`, `scale[2ib + j/4] · Σ_{e<4} v[32ib+4j+e]·q8[32ib+4j+e]`
-//!   (`vpmaddubsw` then `vpmaddwd` with the scales), and each block adds
-//!   `acc[j] = fma(d·d_y, lane[j], acc[j])`; the row's result is [`finish`]. Every lane is a
-//!   partial sum of the dot's own terms. [`sub_block_vec_dot_portable`] is the reference, the
-//!   AVX2 kernel (`simd.rs`) gives the same bits.
-//!   iq1_s / iq1_m's values are `8g ± 1` (ggml's `g ± 1/8`, times 8). Until 2026-11-27 their
-//!   lanes were summed to one integer per block and added to one f32 sum, `qforge-k`'s q8_k
-//!   kernel's order: the horizontal sum per block cost their mat-vec 10 %.
+//!   [`SubBlocks`]) compute [`LANES`] exact `i32` lanes per block, as ggml's AVX2 kernels do:
+//!   lane `j` holds, over the 8 sub-blocks `ib`, `scale[2ib + j/4] · Σ_{e<4}
+//!   v[32ib+4j+e]·q8[32ib+4j+e]` (`vpmaddubsw` then `vpmaddwd` with the scales). The block
+//!   then goes into one f32 sum as its exact total: `acc = fma(T, d·d_y, acc)`, `T = Σ_j
+//!   lane[j]`, block by block. That is the f32 order of the packed layout's kernels
+//!   (`qforge_k::packed`), so packing changes no row's bits, and the mat-mul's tile kernel
+//!   (`qforge_k::packed::plain_tile`, a tile of weight rows a row per lane) gives every row
+//!   the bits of its mat-vec. [`sub_block_vec_dot_portable`] is the reference, the AVX2
+//!   kernel (`simd.rs`) gives the same bits: it reduces two blocks' lanes at once
+//!   (`qforge_simd::totals`), so there is no horizontal sum per block. (Until 2026-11-30 the
+//!   lanes went into eight f32 lanes, `acc[j] = fma(d·d_y, lane[j], acc[j])`, which no tile of
+//!   rows in lanes can reproduce.)
+//!   iq1_s / iq1_m's values are `8g ± 1` (ggml's `g ± 1/8`, times 8).
 //! * iq4_nl: `qforge-simd`'s q8_0 kernel.
 
 use crate::common::QK_K;
@@ -30,7 +34,7 @@ use qforge_k::{BlockQ8K, Q8K};
 use qforge_legacy::Q8_0;
 use qforge_simd::q8::{Codes, Q8Weight, Scale, Values};
 
-/// Integer lanes per block (and f32 lanes per accumulator) of the sub-block formats' dot.
+/// Integer lanes per block of the sub-block formats' dot.
 pub(crate) const LANES: usize = 8;
 
 /// The [`LANES`] exact integer lanes of one block of a [`SubBlocks`] format against a q8_k
@@ -51,36 +55,30 @@ pub(crate) fn sub_block_lanes<F: SubBlocks>(b: &F::Block, a: &BlockQ8K) -> [i32;
     lanes
 }
 
-/// The end of a row: the f32 lanes summed in the order of the AVX2 reduction,
-/// `((v0+v4) + (v2+v6)) + ((v1+v5) + (v3+v7))`.
-#[inline(always)]
-pub(crate) fn finish(acc: &[f32; LANES]) -> f32 {
-    let s: [f32; 4] = std::array::from_fn(|k| acc[k] + acc[k + 4]);
-    (s[0] + s[2]) + (s[1] + s[3])
-}
-
 /// The reference dot of a [`SubBlocks`] row with a q8_k row (extra blocks on either side are
-/// ignored): per block its exact lanes ([`sub_block_lanes`]),
-/// `acc[j] = fma(d·d_y, lane[j], acc[j])`, then [`finish`].
+/// ignored): per block the exact total `T` of its lanes ([`sub_block_lanes`]),
+/// `acc = fma(T, d·d_y, acc)`.
 pub(crate) fn sub_block_vec_dot_portable<F: SubBlocks>(w: &[F::Block], a: &[BlockQ8K]) -> f32 {
-    let mut acc = [0f32; LANES];
+    let mut acc = 0f32;
     for (b, a) in w.iter().zip(a) {
-        let lanes = sub_block_lanes::<F>(b, a);
-        let d = <F as KDot>::d(b) * a.d.get();
-        for (acc, l) in acc.iter_mut().zip(lanes) {
-            *acc = d.mul_add(l as f32, *acc);
-        }
+        let t: i32 = sub_block_lanes::<F>(b, a).iter().sum();
+        acc = (t as f32).mul_add(<F as KDot>::d(b) * a.d.get(), acc);
     }
-    finish(&acc)
+    acc
 }
 
 /// The sub-block formats: the AVX2 kernel where the CPU has it, else
-/// [`sub_block_vec_dot_portable`], with the same bits; and a packed layout, each format's
-/// values re-coded for `qforge-k`'s row-interleaved kernel (`crate::packed`).
+/// [`sub_block_vec_dot_portable`], with the same bits; a packed layout, each format's
+/// values re-coded for `qforge-k`'s row-interleaved kernel (`crate::packed`); and that
+/// kernel's mat-mul tile on the plain blocks.
 macro_rules! sub_block_dot {
     ($($fmt:ty),*) => {$(
         impl NativeDot for $fmt {
             qforge_k::packed_native_dot_items!();
+
+            fn vec_dot_tile(w: &[Self::Block], n: usize, a: &[&[BlockQ8K]], out: &mut [f32], stride: usize) -> bool {
+                qforge_k::packed::plain_tile::<Self>(w, n, a, out, stride)
+            }
 
             type Act = Q8K;
             fn vec_dot(w: &[Self::Block], a: &[BlockQ8K]) -> f32 {

@@ -11,8 +11,10 @@
 //! them signed, with the sign trick or, in the mat-mul tile, as `i16` pairs). So a value is a
 //! 3- or 4-bit code `c` with value `TABLE[c] − ZERO`, and the block keeps its integer scale per
 //! 16 or 32 values and its f16 `d` (times the format's `D_MUL`, a power of two). The packed dot
-//! is then the same exact integers as the plain kernel's (`Σ scale·Σ value·q8`), summed in
-//! another f32 order: the two agree to f32 rounding.
+//! is then the same exact integers as the plain kernel's (`Σ scale·Σ value·q8`), summed in the
+//! same f32 order (one exact total per block): the same bits. The plain mat-mul takes the
+//! packed layout's tile kernel on the plain blocks ([`TileCodes`]: each block's values from the
+//! row kernel's unpacking, plus `ZERO`).
 //!
 //! The codes take more room than the grid indices (iq2_xxs: 3 bits a weight and the scales
 //! against 2.06), a trade for the CPU's mat-vec, which the grid lookups bound by instruction
@@ -24,7 +26,7 @@ use crate::unpack::{KDot, SubBlocks};
 use crate::{Iq1M, Iq1S, Iq2S, Iq2Xs, Iq2Xxs, Iq3S, Iq3Xxs, Iq4Xs};
 use qforge_core::le::F16Le;
 use qforge_k::dot::GROUPS;
-use qforge_k::packed::PackedCodes;
+use qforge_k::packed::{PackedCodes, TileCodes};
 
 /// A grid format's (or iq4_xs's) values, ascending (at most 16).
 pub(crate) trait GridValues: SubBlocks + PackedCodes {
@@ -93,6 +95,22 @@ fn codes<F: GridValues>(b: &F::Block) -> [[u8; 32]; 8] {
     v.map(|unit| unit.map(|x| table[usize::from(x as u8)]))
 }
 
+/// `u` of every element of `b` (its value plus `ZERO`), for `qforge-k`'s tile kernel on plain
+/// blocks: the row kernel's unpacking where `avx2` proves AVX2.
+#[inline(always)]
+fn tile_codes<F: SubBlocks + PackedCodes>(b: &F::Block, u: &mut [u8; QK_K], avx2: qforge_simd::Avx2) {
+    #[cfg(target_arch = "x86_64")]
+    crate::simd::tile_codes::<F>(b, u, <F as PackedCodes>::ZERO, avx2);
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = avx2;
+        let mut v = [[0i8; 8]; QK_K / 8];
+        let _ = <F as KDot>::ints(b, &mut v);
+        let v: [i8; QK_K] = bytemuck::cast(v);
+        *u = v.map(|x| (x as u8).wrapping_add(<F as PackedCodes>::ZERO));
+    }
+}
+
 /// iq2's grid bytes (8, 25, 43), signed.
 const IQ2_VALUES: &[i8] = &[-43, -25, -8, 8, 25, 43];
 /// iq1's `8g ± 1`.
@@ -123,6 +141,13 @@ macro_rules! grid_values {
 
             fn codes(b: &Self::Block) -> [[u8; 32]; 8] {
                 codes::<Self>(b)
+            }
+        }
+
+        impl TileCodes for $fmt {
+            #[inline(always)]
+            fn tile_codes(b: &Self::Block, u: &mut [u8; QK_K], avx2: qforge_simd::Avx2) {
+                tile_codes::<Self>(b, u, avx2)
             }
         }
     )*};

@@ -18,9 +18,10 @@
 //! signs, `maddubs(g, sign(a, s))`: one `vpsignb` per row instead of `vpabsb`, `vpsignb` and the
 //! signing of the weights, the same exact pair sums. Then `vpmaddwd` with the two
 //! 16-value groups' integer scales adds them into 8 `i32` lanes, exact: the lanes of
-//! [`crate::dot::sub_block_lanes`]. Each block adds them to 8 f32 lanes with one FMA
-//! (`acc = fma(d·d_y, lanes, acc)`, no horizontal sum per block), the row ends with
-//! [`finish`]: the reference's operations in its order, so the same bits (the tests check it).
+//! [`crate::dot::sub_block_lanes`]. Two blocks' lanes are reduced together to their exact
+//! totals ([`qforge_simd::totals::pair`]) and each block's `fma` goes into the row's one f32
+//! sum in order: the reference's operations in its order, so the same bits (the tests check
+//! it).
 //!
 //! Several activation rows ([`vec_dot_rows`]) share each sub-block's values: up to
 //! [`MAX_ROWS`] rows per pass over the weight row.
@@ -37,20 +38,19 @@
 use std::arch::x86_64::*;
 
 use crate::common::QK_K;
-use crate::dot::{LANES, finish};
 use crate::tables::KVALUES_IQ4NL;
 use crate::unpack::{GridSigns, GridWords, SubBlock, SubBlocks};
 use qforge_k::BlockQ8K;
 use qforge_simd::bytemask::bytes_from_bits;
 use qforge_simd::rows::{RowKernel, by_rows};
-use qforge_simd::{Avx2, Vnni};
+use qforge_simd::{Avx2, Vnni, totals};
 
 /// The dot of a weight row with a q8_k row with AVX2, or `None` where the CPU lacks it.
 #[inline]
 pub(crate) fn vec_dot<F: SubBlocks>(w: &[F::Block], a: &[BlockQ8K]) -> Option<f32> {
     let avx2 = Avx2::detect()?;
     let n = w.len().min(a.len());
-    let k = Kernel::<F> { w: &w[..n], _avx2: avx2, vnni: Vnni::detect() };
+    let k = Kernel::<F> { w: &w[..n], avx2, vnni: Vnni::detect() };
     Some(RowKernel::<&[BlockQ8K]>::rows::<1>(&k, [&a])[0])
 }
 
@@ -60,7 +60,7 @@ pub(crate) fn vec_dot<F: SubBlocks>(w: &[F::Block], a: &[BlockQ8K]) -> Option<f3
 /// weight row runs the activation-signed kernel ([`ACT_SIGNED`], ggml's instructions, the same
 /// exact lanes). `false` (nothing written) where the CPU lacks AVX2.
 pub(crate) fn vec_dot_weight_rows<F: SubBlocks>(w: &[F::Block], a: &[BlockQ8K], out: &mut [f32]) -> bool {
-    let Some(_avx2) = Avx2::detect() else {
+    let Some(avx2) = Avx2::detect() else {
         return false;
     };
     let n = w.len() / out.len().max(1);
@@ -76,10 +76,10 @@ pub(crate) fn vec_dot_weight_rows<F: SubBlocks>(w: &[F::Block], a: &[BlockQ8K], 
         // no activation of `a` is -128 (just checked).
         *o = unsafe {
             match (vnni, signed_acts) {
-                (Some(_), true) => rows_vnni::<F, 1, ACT_SIGNED>(w, [a]),
-                (Some(_), false) => rows_vnni::<F, 1, EXACT>(w, [a]),
-                (None, true) => rows_avx2::<F, 1, ACT_SIGNED>(w, [a]),
-                (None, false) => rows_avx2::<F, 1, EXACT>(w, [a]),
+                (Some(_), true) => rows_vnni::<F, 1, ACT_SIGNED>(w, [a], avx2),
+                (Some(_), false) => rows_vnni::<F, 1, EXACT>(w, [a], avx2),
+                (None, true) => rows_avx2::<F, 1, ACT_SIGNED>(w, [a], avx2),
+                (None, false) => rows_avx2::<F, 1, EXACT>(w, [a], avx2),
             }
         }[0];
     }
@@ -106,7 +106,7 @@ pub(crate) fn vec_dot_rows<F: SubBlocks>(w: &[F::Block], a: &[&[BlockQ8K]], out:
         }
         return true;
     }
-    by_rows(&Kernel::<F> { w, _avx2: avx2, vnni: Vnni::detect() }, a, out);
+    by_rows(&Kernel::<F> { w, avx2, vnni: Vnni::detect() }, a, out);
     true
 }
 
@@ -114,7 +114,7 @@ pub(crate) fn vec_dot_rows<F: SubBlocks>(w: &[F::Block], a: &[&[BlockQ8K]], out:
 /// exactly `w.len()` blocks.
 struct Kernel<'w, F: SubBlocks> {
     w: &'w [F::Block],
-    _avx2: Avx2,
+    avx2: Avx2,
     vnni: Option<Vnni>,
 }
 
@@ -128,8 +128,8 @@ impl<'a, F: SubBlocks> RowKernel<&'a [BlockQ8K]> for Kernel<'_, F> {
         // features of `rows_vnni`; `EXACT` holds for any rows.
         unsafe {
             match self.vnni {
-                Some(_) => rows_vnni::<F, R, EXACT>(self.w, rows),
-                None => rows_avx2::<F, R, EXACT>(self.w, rows),
+                Some(_) => rows_vnni::<F, R, EXACT>(self.w, rows, self.avx2),
+                None => rows_avx2::<F, R, EXACT>(self.w, rows, self.avx2),
             }
         }
     }
@@ -158,14 +158,19 @@ macro_rules! rows_kernel {
     ($(#[$doc:meta])* $name:ident, $features:literal, $acc:ident) => {
         $(#[$doc])*
         #[target_feature(enable = $features)]
-        fn $name<F: SubBlocks, const R: usize, const P: bool>(w: &[F::Block], a: [&[BlockQ8K]; R]) -> [f32; R] {
+        fn $name<F: SubBlocks, const R: usize, const P: bool>(w: &[F::Block], a: [&[BlockQ8K]; R], avx2: Avx2) -> [f32; R] {
     // Within each 128-bit lane: the even `i16`s to the low 8 bytes, the odd ones to the high 8.
     #[rustfmt::skip]
     let split = _mm256_setr_epi8(
         0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
         0, 1, 4, 5, 8, 9, 12, 13, 2, 3, 6, 7, 10, 11, 14, 15,
     );
-    let mut facc = [_mm256_setzero_ps(); R];
+    // Per row the f32 sum, in lane 0 (lanes 1–3: scratch, never read); an even block's lanes
+    // and scale held until the next block, and the pair's totals taken together. (Blocks in
+    // pairs as an inner loop of two kept the lanes in memory: 5–15 % slower mat-vec.)
+    let mut facc = [_mm_setzero_ps(); R];
+    let mut held = [_mm256_setzero_si256(); R];
+    let mut held_x = [0f32; R];
     // The next block's `SubBlocks::Pre` (grid indices), computed one block ahead: read right
     // after the vector store that writes them, the indices wait for the store (no forwarding
     // from a 512-bit store to 16-bit loads on Zen 4), which cost more than computing them saved.
@@ -218,17 +223,25 @@ macro_rules! rows_kernel {
         let d = F::D_MUL * _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(F::d_bits(b)))));
         for r in 0..R {
             let da = d * a[r][i].d.get();
-            facc[r] = _mm256_fmadd_ps(_mm256_set1_ps(da), _mm256_cvtepi32_ps(acc[r]), facc[r]);
+            if i % 2 == 0 && i + 1 < w.len() {
+                held[r] = acc[r];
+                held_x[r] = da;
+                continue;
+            }
+            // `[T0, T1, T0, T1]` of the held block and this one (or of this one alone, the
+            // row's last block at an even index: `[T, 0, ..]`), each block's `fma` in order.
+            let (t, x) = if i % 2 == 1 {
+                (totals::pair(held[r], acc[r], avx2), _mm_setr_ps(held_x[r], da, 0.0, 0.0))
+            } else {
+                (totals::pair(acc[r], _mm256_setzero_si256(), avx2), _mm_setr_ps(da, 0.0, 0.0, 0.0))
+            };
+            facc[r] = _mm_fmadd_ps(t, x, facc[r]);
+            if i % 2 == 1 {
+                facc[r] = _mm_fmadd_ps(_mm_movehdup_ps(t), _mm_movehdup_ps(x), facc[r]);
+            }
         }
     }
-    let mut out = [0f32; R];
-    for (o, v) in out.iter_mut().zip(facc) {
-        let mut lanes = [0f32; LANES];
-        // SAFETY: `lanes` is 8 f32, exactly 32 bytes: the unaligned store writes only it.
-        unsafe { _mm256_storeu_ps(lanes.as_mut_ptr(), v) };
-        *o = finish(&lanes);
-    }
-    out
+    facc.map(|v| _mm_cvtss_f32(v))
 }
     };
 }
@@ -261,6 +274,22 @@ fn acc_avx2(acc: __m256i, p: __m256i, s: __m256i) -> __m256i {
 #[inline]
 fn acc_vnni(acc: __m256i, p: __m256i, s: __m256i) -> __m256i {
     _mm256_dpwssd_epi32(acc, p, s)
+}
+
+/// [`qforge_k::packed::TileCodes::tile_codes`] of a sub-block format: each sub-block's signed
+/// values ([`signed_values`], the row kernel's) plus `zero`, stored in element order.
+#[inline(always)]
+pub(crate) fn tile_codes<F: SubBlocks>(b: &F::Block, u: &mut [u8; QK_K], zero: u8, _avx2: Avx2) {
+    let pre = F::prepare(b);
+    // SAFETY: `Avx2` exists only where the CPU has AVX2, FMA and F16C, all `signed_values`
+    // needs; each store writes 32 bytes inside `u`.
+    unsafe {
+        let z = _mm256_set1_epi8(zero as i8);
+        for ib in 0..QK_K / 32 {
+            let v = signed_values(F::sub_block(b, &pre, ib));
+            _mm256_storeu_si256(u[32 * ib..].as_mut_ptr().cast(), _mm256_add_epi8(v, z));
+        }
+    }
 }
 
 /// A sub-block's grid entries and its sign bytes (±1), each loaded straight into a register.

@@ -33,9 +33,9 @@
 //! acc = fma(T, d·a.d, acc);  accm = fma(M, dmin·a.d, accm);  result = acc − accm (or acc)
 //! ```
 //!
-//! This is the same exact integer dot as the plain kernels, summed in another f32 order (one
-//! term per block instead of eight lanes): the results agree with theirs to f32 rounding,
-//! and the portable and SIMD kernels here agree bit for bit.
+//! This is the same exact integer dot as the plain kernels, in their f32 order (one exact
+//! total per block, [`crate::dot::Q8KCodes`]; the I-quants' the same): packing changes no
+//! result's bits, and the portable and SIMD kernels here agree bit for bit.
 
 use crate::QK_K;
 use crate::dot::{GROUPS, Q8KCodes, codes};

@@ -18,21 +18,17 @@ use qforge_core::rand::Rng;
 /// the four products of values `32ib + 4j ..`, exact; `acc[j] = fma(d·d_y, lane, acc[j])`;
 /// the lanes summed as `((0+4) + (2+6)) + ((1+5) + (3+7))`.
 fn reference<F: SubBlocks>(w: &[F::Block], a: &[BlockQ8K]) -> f32 {
-    let mut acc = [0f32; 8];
+    let mut acc = 0f32;
     for (b, a) in w.iter().zip(a) {
         let mut v = [[0i8; 8]; QK_K / 8];
         let scales = <F as KDot>::ints(b, &mut v);
         let v: [i8; QK_K] = bytemuck::cast(v);
         let d = <F as KDot>::d(b) * a.d.get();
-        for (j, acc) in acc.iter_mut().enumerate() {
-            let lane: i64 = (0..8)
-                .flat_map(|ib| (0..4).map(move |e| (ib, 32 * ib + 4 * j + e)))
-                .map(|(ib, i)| i64::from(scales[2 * ib + j / 4]) * i64::from(v[i]) * i64::from(a.qs[i]))
-                .sum();
-            *acc = d.mul_add(i32::try_from(lane).expect("an i32") as f32, *acc);
-        }
+        // The block's exact total, then one fused step per block.
+        let t: i64 = (0..QK_K).map(|i| i64::from(scales[i / 16]) * i64::from(v[i]) * i64::from(a.qs[i])).sum();
+        acc = (i32::try_from(t).expect("an i32") as f32).mul_add(d, acc);
     }
-    ((acc[0] + acc[4]) + (acc[2] + acc[6])) + ((acc[1] + acc[5]) + (acc[3] + acc[7]))
+    acc
 }
 
 fn same(x: f32, y: f32) -> bool {
@@ -58,13 +54,13 @@ fn set_d<F: SubBlocks>(b: &mut [u8], d: u16) {
 /// `rows_avx2`), called directly with `P`; the caller has checked AVX2 (and, for
 /// `ACT_SIGNED`, that no quant of `a` is -128).
 fn forced<F: SubBlocks, const P: bool>(w: &[F::Block], a: &[BlockQ8K]) -> f32 {
-    assert!(qforge_core::cpu::avx2());
-    // SAFETY: AVX2, FMA and F16C were just checked, and `Vnni::detect` checks the VNNI
+    let avx2 = Avx2::detect().expect("the caller checked AVX2");
+    // SAFETY: `Avx2::detect` checked AVX2, FMA and F16C, and `Vnni::detect` checks the VNNI
     // features; the caller guarantees `P`'s condition on `a`.
     let [v] = unsafe {
         match qforge_simd::Vnni::detect() {
-            Some(_) => rows_vnni::<F, 1, P>(w, [a]),
-            None => rows_avx2::<F, 1, P>(w, [a]),
+            Some(_) => rows_vnni::<F, 1, P>(w, [a], avx2),
+            None => rows_avx2::<F, 1, P>(w, [a], avx2),
         }
     };
     v

@@ -29,7 +29,7 @@ use std::arch::x86_64::*;
 use crate::dot::{Field, GROUPS, Q8KCodes, finish};
 use crate::q8k::BlockQ8K;
 use qforge_simd::rows::{RowKernel, by_rows};
-use qforge_simd::{Avx2, Vnni};
+use qforge_simd::{Avx2, Vnni, totals};
 
 /// [`crate::dot::q8k_codes_vec_dot_rows`] with AVX2 (rows taken up to four at a time; the
 /// VNNI build where the CPU has it); `false` (nothing written) without AVX2. `a.len() ==
@@ -38,7 +38,7 @@ pub(crate) fn codes_dot_rows<F: Q8KCodes>(w: &[F::Block], a: &[&[BlockQ8K]], out
     let Some(avx2) = Avx2::detect() else {
         return false;
     };
-    by_rows(&Kernel::<F> { w, _avx2: avx2, vnni: Vnni::detect() }, a, out);
+    by_rows(&Kernel::<F> { w, avx2, vnni: Vnni::detect() }, a, out);
     true
 }
 
@@ -46,7 +46,7 @@ pub(crate) fn codes_dot_rows<F: Q8KCodes>(w: &[F::Block], a: &[&[BlockQ8K]], out
 /// it): `out.len()` weight rows of `n` blocks each in `w`, every one against `a` (exactly `n`
 /// blocks); `false` (nothing written) without AVX2.
 pub(crate) fn codes_dot_weight_rows<F: Q8KCodes>(w: &[F::Block], n: usize, a: &[BlockQ8K], out: &mut [f32]) -> bool {
-    let Some(_avx2) = Avx2::detect() else {
+    let Some(avx2) = Avx2::detect() else {
         return false;
     };
     // SAFETY: `Avx2::detect` has just checked that this CPU has AVX2, FMA and F16C, all
@@ -54,8 +54,8 @@ pub(crate) fn codes_dot_weight_rows<F: Q8KCodes>(w: &[F::Block], n: usize, a: &[
     // `weight_rows_vnni` needs besides.
     unsafe {
         match Vnni::detect() {
-            Some(_) if !F::UNIT_SCALES => weight_rows_vnni::<F>(w, n, a, out),
-            _ => weight_rows_avx2::<F>(w, n, a, out),
+            Some(_) if !F::UNIT_SCALES => weight_rows_vnni::<F>(w, n, a, out, avx2),
+            _ => weight_rows_avx2::<F>(w, n, a, out, avx2),
         }
     }
     true
@@ -64,7 +64,7 @@ pub(crate) fn codes_dot_weight_rows<F: Q8KCodes>(w: &[F::Block], n: usize, a: &[
 /// The weight row, the proof of AVX2 and, where the VNNI build may run, the proof of that.
 struct Kernel<'w, F: Q8KCodes> {
     w: &'w [F::Block],
-    _avx2: Avx2,
+    avx2: Avx2,
     vnni: Option<Vnni>,
 }
 
@@ -77,8 +77,8 @@ impl<'a, F: Q8KCodes> RowKernel<&'a [BlockQ8K]> for Kernel<'_, F> {
         // `rows_vnni` needs besides.
         unsafe {
             match self.vnni {
-                Some(_) if !F::UNIT_SCALES => rows_vnni::<F, R>(self.w, a),
-                _ => rows_avx2::<F, R>(self.w, a),
+                Some(_) if !F::UNIT_SCALES => rows_vnni::<F, R>(self.w, a, self.avx2),
+                _ => rows_avx2::<F, R>(self.w, a, self.avx2),
             }
         }
     }
@@ -92,16 +92,16 @@ macro_rules! rows_kernels {
 /// The weight rows' loop (`out.len()` rows of `n` blocks in `w`, each against `a`), with
 /// the one-row kernel inlined.
 #[target_feature(enable = $features)]
-fn $weight_rows<F: Q8KCodes>(w: &[F::Block], n: usize, a: &[BlockQ8K], out: &mut [f32]) {
+fn $weight_rows<F: Q8KCodes>(w: &[F::Block], n: usize, a: &[BlockQ8K], out: &mut [f32], avx2: Avx2) {
     for (o, w) in out.iter_mut().zip(w.chunks_exact(n.max(1))) {
-        [*o] = $rows::<F, 1>(w, [a]);
+        [*o] = $rows::<F, 1>(w, [a], avx2);
     }
 }
 
 /// The rows `a` (each exactly `w.len()` blocks): the row loop, with the format's unpacking
 /// inlined.
 #[target_feature(enable = $features)]
-fn $rows<F: Q8KCodes, const R: usize>(w: &[F::Block], a: [&[BlockQ8K]; R]) -> [f32; R] {
+fn $rows<F: Q8KCodes, const R: usize>(w: &[F::Block], a: [&[BlockQ8K]; R], avx2: Avx2) -> [f32; R] {
     // How `unpack` broadcasts the chunks' scales (see `Q8KCodes::SCALE_PICK_TABLE`): the
     // VNNI build's choice for mat-vec only (with several rows the table measured slower).
     let table = if $vnni && R == 1 { F::SCALE_PICK_TABLE_VNNI } else { F::SCALE_PICK_TABLE };
@@ -121,7 +121,7 @@ fn $rows<F: Q8KCodes, const R: usize>(w: &[F::Block], a: [&[BlockQ8K]; R]) -> [f
                 let (isum, summs) = unsafe { block_lanes::<F, $vnni>(&u, a) };
                 let ad = a.d.get();
                 // With mins `[isum0, summs0, isum1, summs1]` and `[x0, z0, x1, z1]`, else
-                // `[isum0, isum1]` and `[x0, x1]` (see `pair_totals`).
+                // `[isum0, isum1]` and `[x0, x1]`.
                 if F::HAS_MINS {
                     $lanes[r][2 * $k] = isum;
                     $lanes[r][2 * $k + 1] = summs;
@@ -147,7 +147,8 @@ fn $rows<F: Q8KCodes, const R: usize>(w: &[F::Block], a: [&[BlockQ8K]; R]) -> [f
         for r in 0..R {
             // SAFETY: as above; the load reads exactly the 4 f32 of `x[r]`.
             unsafe {
-                let t = pair_totals::<F>(lanes[r]);
+                // With mins `[T0, M0, T1, M1]`, else `[T0, T1, T0, T1]`.
+                let t = if F::HAS_MINS { totals::quad(lanes[r], avx2) } else { totals::pair(lanes[r][0], lanes[r][1], avx2) };
                 let x = _mm_loadu_ps(x[r].as_ptr());
                 acc[r] = _mm_fmadd_ps(t, x, acc[r]);
                 if two {
@@ -175,28 +176,6 @@ fn $rows<F: Q8KCodes, const R: usize>(w: &[F::Block], a: [&[BlockQ8K]; R]) -> [f
 
 rows_kernels!(weight_rows_avx2, rows_avx2, "avx2,fma,f16c", false);
 rows_kernels!(weight_rows_vnni, rows_vnni, "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", true);
-
-/// The exact totals of two blocks' lanes (wrapping `i32` sums, in any order the same) as
-/// f32 (`vcvtdq2ps` rounds to nearest, as `as f32`): with mins, of `[isum0, summs0, isum1,
-/// summs1]` as `[T0, M0, T1, M1]`; without, of `[isum0, isum1, _, _]` as `[T0, T1, T0, T1]`.
-///
-/// # Safety
-/// As [`unpack`]: AVX2, FMA and F16C.
-#[inline(always)]
-unsafe fn pair_totals<F: Q8KCodes>([v0, v1, v2, v3]: [__m256i; 4]) -> __m128 {
-    // SAFETY: the caller guarantees AVX2.
-    unsafe {
-        // Pairs of lanes, then pairs of those: per 128-bit half `[I0, M0, I1, M1]` (with
-        // mins) or `[I0, I1, I0, I1]`, then the two halves added.
-        let h = if F::HAS_MINS {
-            _mm256_hadd_epi32(_mm256_hadd_epi32(v0, v1), _mm256_hadd_epi32(v2, v3))
-        } else {
-            let h = _mm256_hadd_epi32(v0, v1);
-            _mm256_hadd_epi32(h, h)
-        };
-        _mm_cvtepi32_ps(_mm_add_epi32(_mm256_castsi256_si128(h), _mm256_extracti128_si256::<1>(h)))
-    }
-}
 
 /// The `vpshufb` controls of [`unpack`]'s scales: chunk `c` picks `i16` `c` of each lane.
 static PICK_SCALE: [[u8; 32]; 8] = {

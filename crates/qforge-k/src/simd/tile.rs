@@ -241,7 +241,7 @@ pub(crate) fn tile_dot_groups<F: PackedCodes>(p: &[u8], n: usize, a: &[&[BlockQ8
 /// 512 bytes apart. (Row-major, with 16 blocks a row, the rows a pass reads were 8 KiB apart,
 /// all in the same L1 sets.)
 #[target_feature(enable = "avx2,fma,f16c")]
-fn widen(a: &[&[BlockQ8K]], n: usize) -> Vec<[i16; QK_K]> {
+pub(super) fn widen(a: &[&[BlockQ8K]], n: usize) -> Vec<[i16; QK_K]> {
     // Per 16 bytes: each quad's bytes 0, 2, 1, 3.
     let order = _mm_setr_epi8(0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15);
     let mut wide = vec![[0i16; QK_K]; a.len() * n];

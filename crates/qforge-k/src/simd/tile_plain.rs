@@ -15,7 +15,7 @@
 
 use std::arch::x86_64::*;
 
-use super::tile::{Acts, BlockLanes, Isa, Source, TILE_MIN_ROWS, Tile, accumulate, decode, row_sums};
+use super::tile::{Acts, BlockLanes, Isa, Source, TILE_MIN_ROWS, Tile, accumulate, decode, row_sums, signed, widen};
 use super::tile_isa::{Ymm, Zmm};
 use crate::QK_K;
 use crate::dot::GROUPS;
@@ -51,7 +51,9 @@ pub(crate) fn plain_tile<F: TileCodes>(
         // `plain_vnni` needs besides.
         unsafe {
             let sums = row_sums::<F>(a, n);
-            let acts = Acts::new(a, &sums, &[], n);
+            // A table dotted signed on AVX2 (iq4_xs) reads the rows widened to `i16`.
+            let wide = if !vnni && signed::<Ymm, F>() { widen(a, n) } else { Vec::new() };
+            let acts = Acts::new(a, &sums, &wide, n);
             if vnni {
                 plain_vnni::<F>(w, acts, out, stride, avx2);
             } else {
