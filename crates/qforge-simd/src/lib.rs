@@ -70,6 +70,16 @@ macro_rules! q8_native_dot {
                 $crate::q8::vec_dot_weight_rows(w, a, out)
             }
 
+            fn vec_dot_tile(
+                w: &[<Self as $crate::__core::BlockFormat>::Block],
+                n: usize,
+                a: &[&[<$act as $crate::__core::BlockFormat>::Block]],
+                out: &mut [f32],
+                stride: usize,
+            ) -> bool {
+                $crate::q8::vec_dot_tile(w, n, a, out, stride)
+            }
+
             const PACKING: Option<$crate::__core::Packing> =
                 if $crate::q8::packed::packable::<<Self as $crate::__core::BlockFormat>::Block>() {
                     Some($crate::__core::Packing {

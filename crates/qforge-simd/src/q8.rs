@@ -264,6 +264,25 @@ pub fn vec_dot_rows<W: Q8Weight, A: Q8Act>(w: &[W], a: &[&[A]], out: &mut [f32])
     }
 }
 
+/// A mat-mul tile ([`qforge_core::NativeDot::vec_dot_tile`]): `out[i·stride + j] =
+/// vec_dot(w_i, a[j])` for every weight row `w_i` (`n` blocks each, one after another in `w`)
+/// and activation row `a[j]` (each at least `n · UNITS` blocks), each the bits of
+/// [`vec_dot`]. Where the AVX2 kernel runs, the checks it makes per call (which sign trick
+/// an 8-bit weight takes: every activation row checked for -128 once, not once per weight
+/// row and eight activation rows) are made once per tile; `false` (nothing written)
+/// elsewhere.
+pub fn vec_dot_tile<W: Q8Weight, A: Q8Act>(w: &[W], n: usize, a: &[&[A]], out: &mut [f32], stride: usize) -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        avx2::vec_dot_tile(w, n, a, out, stride)
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        let _ = (w, n, a, out, stride);
+        false
+    }
+}
+
 /// `out[i] = vec_dot(w_i, a)` for `out.len()` weight rows `w_i` stored one after another in
 /// `w` (each `w.len() / out.len()` blocks); where the AVX2 kernel runs, each activation unit
 /// is loaded once for up to [`crate::rows::MAX_ROWS`] weight rows (mat-vec).
