@@ -24,8 +24,6 @@ use crate::q8k::BlockQ8K;
 use qforge_core::MAX_PACKED_DOT_ROWS;
 use qforge_simd::Avx2;
 
-const PF_HINT: i32 = _MM_HINT_T1;
-
 /// `out[i · stride + j]` = the dot of weight row `i` (blocks `i·n .. (i+1)·n` of `w`) with
 /// `a[j]`, for `a.len() ≥` [`TILE_MIN_ROWS`] on a CPU with AVX2 (AVX-512 VNNI where it has
 /// that); `false` (nothing written) otherwise. Every `a[j]` holds at least `n` blocks, `n > 0`,
@@ -142,9 +140,11 @@ impl<V: Isa, F: TileCodes> Source<V> for PlainTiles<'_, V, F> {
         let r0 = tile * V::ROWS;
         let width = (self.rows - r0).min(V::ROWS);
         // The next tile's blocks (the kernel goes block by block across the tiles), fetched
-        // while this one's rows are dotted: its rows are a row of blocks apart, a stride the
-        // hardware's prefetchers left to demand misses (27 % of q6_k's mat-mul at the first
-        // load of a block's codes).
+        // into L2 while this one's rows are dotted, one row per row unpacked here (not all at
+        // once: the burst waited for miss buffers): its rows are a row of blocks apart, a
+        // stride the hardware's prefetchers left to demand misses (27 % of q6_k's mat-mul at
+        // the first load of a block's codes). Into L2, not L1: the passes in between read a
+        // block of every activation row (64 rows: 18 KiB), which would evict them from L1.
         let (next_tile, next_i) = if tile + 1 < self.rows.div_ceil(V::ROWS) { (tile + 1, i) } else { (0, i + 1) };
         let next = if next_i < self.n { Some((next_tile * V::ROWS, next_i)) } else { None };
         let s = &mut *self.s;
@@ -156,7 +156,7 @@ impl<V: Isa, F: TileCodes> Source<V> for PlainTiles<'_, V, F> {
                 for at in (0..b.len()).step_by(64).chain([b.len() - 1]) {
                     // SAFETY: a prefetch is a hint: it reads nothing the program sees and
                     // cannot fault; the address is inside the block (SSE, which x86-64 has).
-                    unsafe { _mm_prefetch::<PF_HINT>(b[at..].as_ptr().cast()) };
+                    unsafe { _mm_prefetch::<_MM_HINT_T1>(b[at..].as_ptr().cast()) };
                 }
             }
             if r >= width {
