@@ -259,8 +259,19 @@ pub(super) fn vec_dot_tile<W: Q8Weight, A: Q8Act>(
     }
     // 8-bit weights: no activation of the tile is -128, so every weight row may take the
     // activations' signs (checked once here, not once per weight row and eight rows).
-    let acts_free = a.iter().all(|a| no_min_acts::<W, A>(&a[..m]));
     let vnni = Vnni::detect();
+    if let Some(z) = const { offset_form::<W>() } {
+        // As mat-vec: each activation row's offset corrections once, for every weight row.
+        // SAFETY: the `Avx2` token proves AVX2 and F16C (all `offset_corrections` needs).
+        let pre: Vec<Vec<PreBatch>> =
+            a.iter().map(|a| unsafe { offset_corrections(&a[..m], z, vnni.is_some()) }).collect();
+        let rows: Vec<(&[A], &[PreBatch])> = a.iter().zip(&pre).map(|(a, p)| (&a[..m], &p[..])).collect();
+        for (i, w) in w.chunks_exact(n).enumerate() {
+            by_rows(&OffsetKernel { w, _avx2: avx2, vnni }, &rows, &mut out[i * stride..][..a.len()]);
+        }
+        return true;
+    }
+    let acts_free = a.iter().all(|a| no_min_acts::<W, A>(&a[..m]));
     for (i, w) in w.chunks_exact(n).enumerate() {
         let sign = if acts_free { SignTrick::Acts } else { SignTrick::for_weights(w) };
         by_rows(&Kernel { w, m, sign, _avx2: avx2, vnni }, a, &mut out[i * stride..][..a.len()]);
@@ -294,6 +305,35 @@ impl<'a, W: Q8Weight, A: Q8Act> RowKernel<&'a [A]> for Kernel<'_, W> {
                 (Values::Signed8, SignTrick::Acts, Some(_)) => rows_vnni::<W, A, R, ABS_W>(self.w, a, [&[]; R]),
                 (_, _, None) => rows_avx2::<W, A, R, ABS_A>(self.w, a, [&[]; R]),
                 (_, _, Some(_)) => rows_vnni::<W, A, R, ABS_A>(self.w, a, [&[]; R]),
+            }
+        }
+    }
+}
+
+/// A weight row of a format with an unsigned form ([`offset_form`]) against rows that come
+/// with their [`offset_corrections`] ([`OFFSET`]), the proof of AVX2 and, where the VNNI kernel
+/// may run, of that.
+struct OffsetKernel<'w, W> {
+    w: &'w [W],
+    _avx2: Avx2,
+    vnni: Option<Vnni>,
+}
+
+impl<'a, W: Q8Weight, A: Q8Act> RowKernel<(&'a [A], &'a [PreBatch])> for OffsetKernel<'_, W> {
+    #[inline]
+    fn rows<const R: usize>(&self, a: [&(&'a [A], &'a [PreBatch]); R]) -> [f32; R] {
+        let (mut rows, mut pre): ([&[A]; R], [&[PreBatch]; R]) = ([&[]; R], [&[]; R]);
+        for ((r, p), a) in rows.iter_mut().zip(pre.iter_mut()).zip(a) {
+            (*r, *p) = *a;
+        }
+        // SAFETY: `self` holds an `Avx2` token (AVX2, FMA and F16C, all `rows_avx2` needs) and
+        // a `Vnni` token where it has the VNNI features `rows_vnni` needs besides; `W` has an
+        // unsigned form and each row's corrections are its own, for that form's `z`, in the
+        // form the chosen kernel takes (`vec_dot_tile` computes them so), as `OFFSET` requires.
+        unsafe {
+            match self.vnni {
+                Some(_) => rows_vnni::<W, A, R, OFFSET>(self.w, rows, pre),
+                None => rows_avx2::<W, A, R, OFFSET>(self.w, rows, pre),
             }
         }
     }
