@@ -183,11 +183,19 @@ fn weight_rows_call_is_dot_row_per_row() {
 /// `Format::dot_tile` (the mat-mul call: several weight rows, several activation rows, a
 /// strided output) gives each weight row's `dot_rows`, bit for bit, for every format with an
 /// integer kernel, and leaves the output's gaps alone; bytes that are not whole rows, a
-/// stride below the activation rows and a short output are errors, not panics.
+/// stride below the activation rows and a short output are errors, not panics. At every SIMD
+/// level the CPU has, forced in turn (the tile kernels from eight activation rows: 16 weight
+/// rows a tile on AVX-512 VNNI, 8 on AVX2; 40 rows × 5 blocks take several tiles and blocks).
 #[test]
 fn tile_call_is_dot_rows_per_weight_row() {
+    for level in qforge_core::cpu::testable_levels() {
+        qforge_core::cpu::with_level(level, tile_calls);
+    }
+}
+
+fn tile_calls() {
     for f in qforge_formats::registry().iter() {
-        for (n, k, m) in [(1usize, 256usize, 1usize), (7, 512, 3), (21, 1024, 9), (18, 256, 2)] {
+        for (n, k, m) in [(1usize, 256usize, 1usize), (7, 512, 3), (21, 1024, 9), (18, 256, 2), (40, 1280, 11)] {
             let w = quantized(f, n, k, 7 + n as u64);
             for mode in ActQuant::ALL {
                 let acts = quantize_acts(&w, &data(m * k, 17), m, mode).unwrap();
@@ -205,7 +213,12 @@ fn tile_call_is_dot_rows_per_weight_row() {
                     f.dot_rows(&w.rows_data()[i * rb..(i + 1) * rb], i, aux, &rows, &mut want).unwrap().unwrap();
                     for (j, want) in want.iter().enumerate() {
                         let got = out[i * stride + j];
-                        assert_eq!(got.to_bits(), want.to_bits(), "{name} {mode} {n}x{k} M={m}: row {i} act {j}");
+                        let lv = qforge_core::cpu::level();
+                        assert_eq!(
+                            got.to_bits(),
+                            want.to_bits(),
+                            "{name} {mode} {lv:?} {n}x{k} M={m}: row {i} act {j}"
+                        );
                     }
                     if i + 1 < n {
                         assert!(
