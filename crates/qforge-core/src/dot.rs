@@ -242,13 +242,7 @@ pub trait DotKernel<F: BlockFormat>: 'static {
         out: &mut [f32],
         stride: usize,
     ) -> Option<Result<(), QuantError>> {
-        for (i, w) in w.chunks_exact(n.max(1)).enumerate() {
-            match <Self as DotKernel<F>>::dot_rows(w, acts, &mut out[i * stride..][..acts.len()])? {
-                Ok(()) => {}
-                Err(e) => return Some(Err(e)),
-            }
-        }
-        Some(Ok(()))
+        tile_by_rows::<F, Self>(w, n, acts, out, stride)
     }
 
     /// The kernel's packed weight layout ([`Packing`]), if it has one (the default: none).
@@ -283,6 +277,23 @@ pub trait DotKernel<F: BlockFormat>: 'static {
         }
         Some(Ok(()))
     }
+}
+
+/// [`DotKernel::dot_tile`]'s default: [`DotKernel::dot_rows`] of `K` per weight row.
+fn tile_by_rows<F: BlockFormat, K: DotKernel<F> + ?Sized>(
+    w: &[F::Block],
+    n: usize,
+    acts: &[ActRow<'_>],
+    out: &mut [f32],
+    stride: usize,
+) -> Option<Result<(), QuantError>> {
+    for (i, w) in w.chunks_exact(n.max(1)).enumerate() {
+        match K::dot_rows(w, acts, &mut out[i * stride..][..acts.len()])? {
+            Ok(()) => {}
+            Err(e) => return Some(Err(e)),
+        }
+    }
+    Some(Ok(()))
 }
 
 fn rows_mismatch(acts: usize, out: usize) -> Option<QuantError> {
@@ -364,13 +375,7 @@ impl<F: NativeDot> DotKernel<F> for GgmlDot {
                 return Some(Ok(()));
             }
         }
-        for (i, w) in w.chunks_exact(n.max(1)).enumerate() {
-            match <Self as DotKernel<F>>::dot_rows(w, acts, &mut out[i * stride..][..acts.len()])? {
-                Ok(()) => {}
-                Err(e) => return Some(Err(e)),
-            }
-        }
-        Some(Ok(()))
+        tile_by_rows::<F, Self>(w, n, acts, out, stride)
     }
 
     const PACKING: Option<Packing> = F::PACKING;

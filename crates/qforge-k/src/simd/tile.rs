@@ -99,6 +99,11 @@ pub(super) trait Isa: Sized {
     unsafe fn mulf(a: Self::F, b: Self::F) -> Self::F;
     unsafe fn fmadd(a: Self::F, b: Self::F, c: Self::F) -> Self::F;
     unsafe fn subf(a: Self::F, b: Self::F) -> Self::F;
+    /// `vpunpck{l,h}dq`, `vpunpck{l,h}qdq`.
+    unsafe fn unpacklo32(a: Self::I, b: Self::I) -> Self::I;
+    unsafe fn unpackhi32(a: Self::I, b: Self::I) -> Self::I;
+    unsafe fn unpacklo64(a: Self::I, b: Self::I) -> Self::I;
+    unsafe fn unpackhi64(a: Self::I, b: Self::I) -> Self::I;
     /// The low 16 bits of each lane of `lo` and, above them, those of `hi`.
     unsafe fn pair(lo: Self::I, hi: Self::I) -> Self::I;
     /// Each `i16` times `z` (wrapping).

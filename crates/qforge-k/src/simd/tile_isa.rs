@@ -39,6 +39,26 @@ fn unit<F: PackedCodes>(b: &[u8], u: usize) -> &[u8] {
     &b[l.codes + u * l.planes.unit..][..l.planes.unit]
 }
 
+/// The 4 × 4 transposes of 32-bit words within each 128-bit lane of four rows `r`: `u[k]`'s
+/// lane `L` holds word `4L + k` of `r[0] .. r[3]` (`vpunpck{l,h}dq`, then `vpunpck{l,h}qdq`).
+///
+/// # Safety
+/// As [`Isa`]'s functions.
+#[inline(always)]
+unsafe fn transpose4<V: Isa>(r: &[V::I], u: &mut [V::I]) {
+    // SAFETY: the caller's guarantee.
+    unsafe {
+        let t0 = V::unpacklo32(r[0], r[1]);
+        let t1 = V::unpackhi32(r[0], r[1]);
+        let t2 = V::unpacklo32(r[2], r[3]);
+        let t3 = V::unpackhi32(r[2], r[3]);
+        u[0] = V::unpacklo64(t0, t2);
+        u[1] = V::unpackhi64(t0, t2);
+        u[2] = V::unpacklo64(t1, t3);
+        u[3] = V::unpackhi64(t1, t3);
+    }
+}
+
 /// The one-intrinsic operations of [`Isa`], for `512` ([`Zmm`]) or `256` ([`Ymm`]): one table,
 /// a column per register file.
 macro_rules! ops {
@@ -56,6 +76,10 @@ macro_rules! ops {
             mulf(a: F, b: F) -> F = _mm512_mul_ps | _mm256_mul_ps;
             fmadd(a: F, b: F, c: F) -> F = _mm512_fmadd_ps | _mm256_fmadd_ps;
             subf(a: F, b: F) -> F = _mm512_sub_ps | _mm256_sub_ps;
+            unpacklo32(a: I, b: I) -> I = _mm512_unpacklo_epi32 | _mm256_unpacklo_epi32;
+            unpackhi32(a: I, b: I) -> I = _mm512_unpackhi_epi32 | _mm256_unpackhi_epi32;
+            unpacklo64(a: I, b: I) -> I = _mm512_unpacklo_epi64 | _mm256_unpacklo_epi64;
+            unpackhi64(a: I, b: I) -> I = _mm512_unpackhi_epi64 | _mm256_unpackhi_epi64;
         );
     };
 }
@@ -161,18 +185,10 @@ impl Isa for Zmm {
                 for (r, row) in r.iter_mut().zip(rows) {
                     *r = _mm512_loadu_si512(row[64 * s..].as_ptr().cast());
                 }
-                // Words of row pairs, then double words of those: 128-bit lane `L` of `u[4g + k]`
-                // holds word `4L + k` of rows `4g .. 4g + 4`.
+                // 128-bit lane `L` of `u[4g + k]` holds word `4L + k` of rows `4g .. 4g + 4`.
                 let mut u = [_mm512_setzero_si512(); 16];
                 for g in 0..4 {
-                    let t0 = _mm512_unpacklo_epi32(r[4 * g], r[4 * g + 1]);
-                    let t1 = _mm512_unpackhi_epi32(r[4 * g], r[4 * g + 1]);
-                    let t2 = _mm512_unpacklo_epi32(r[4 * g + 2], r[4 * g + 3]);
-                    let t3 = _mm512_unpackhi_epi32(r[4 * g + 2], r[4 * g + 3]);
-                    u[4 * g] = _mm512_unpacklo_epi64(t0, t2);
-                    u[4 * g + 1] = _mm512_unpackhi_epi64(t0, t2);
-                    u[4 * g + 2] = _mm512_unpacklo_epi64(t1, t3);
-                    u[4 * g + 3] = _mm512_unpackhi_epi64(t1, t3);
+                    transpose4::<Self>(&r[4 * g..4 * g + 4], &mut u[4 * g..4 * g + 4]);
                 }
                 // Word `4L + k` of all rows: lane `L` of `u[k]`, `u[4 + k]`, `u[8 + k]`, `u[12 + k]`.
                 for k in 0..4 {
@@ -310,14 +326,7 @@ impl Isa for Ymm {
                 // `4g .. 4g + 4`; then lane `L` of `u[k]` and `u[4 + k]` side by side.
                 let mut u = [_mm256_setzero_si256(); 8];
                 for g in 0..2 {
-                    let t0 = _mm256_unpacklo_epi32(r[4 * g], r[4 * g + 1]);
-                    let t1 = _mm256_unpackhi_epi32(r[4 * g], r[4 * g + 1]);
-                    let t2 = _mm256_unpacklo_epi32(r[4 * g + 2], r[4 * g + 3]);
-                    let t3 = _mm256_unpackhi_epi32(r[4 * g + 2], r[4 * g + 3]);
-                    u[4 * g] = _mm256_unpacklo_epi64(t0, t2);
-                    u[4 * g + 1] = _mm256_unpackhi_epi64(t0, t2);
-                    u[4 * g + 2] = _mm256_unpacklo_epi64(t1, t3);
-                    u[4 * g + 3] = _mm256_unpackhi_epi64(t1, t3);
+                    transpose4::<Self>(&r[4 * g..4 * g + 4], &mut u[4 * g..4 * g + 4]);
                 }
                 for k in 0..4 {
                     c[8 * s + k] = _mm256_permute2x128_si256::<0x20>(u[k], u[4 + k]);
