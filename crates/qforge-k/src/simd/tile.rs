@@ -162,13 +162,42 @@ pub(super) struct RowQ<'a> {
     pub(super) wide: &'a [i16; QK_K],
 }
 
-impl<'a> Acts<'a> {
-    /// Rows `a` (each at least `n` blocks), their [`row_sums`] and, where `V` dots `F`'s
-    /// values as `i16` pairs, their quants [`widen`]ed (else empty).
-    pub(super) fn new(a: &'a [&'a [BlockQ8K]], sums: &'a [RowSums], wide: &'a [[i16; QK_K]], n: usize) -> Self {
-        Acts { a, sums, wide, n }
-    }
+/// What a tile call computes once from its activation rows, before any weight tile: each
+/// row's [`RowSums`] and, where the AVX2 register file dots `F`'s values as `i16` pairs, the
+/// rows [`widen`]ed; and which register file runs (the packed and the plain tile entries both
+/// start here).
+pub(super) struct Prepared {
+    sums: Vec<RowSums>,
+    wide: Vec<[i16; QK_K]>,
+    /// AVX-512 VNNI ([`Zmm`]), else AVX2 ([`Ymm`]).
+    pub(super) vnni: bool,
+    /// The proof of AVX2, FMA and F16C.
+    pub(super) avx2: qforge_simd::Avx2,
+}
 
+/// [`Prepared`] for the rows `a` (each at least `n` blocks), or `None` without AVX2 (the
+/// caller then takes the group / row kernels; it also decides below how many rows, see
+/// [`TILE_MIN_ROWS`], the tile does not pay).
+pub(super) fn prepare<F: PackedCodes>(a: &[&[BlockQ8K]], n: usize) -> Option<Prepared> {
+    let avx2 = qforge_simd::Avx2::detect()?;
+    let vnni = qforge_simd::Vnni::detect().is_some();
+    // SAFETY: `Avx2::detect` has just checked that this CPU has AVX2, FMA and F16C, all
+    // `row_sums` and `widen` need.
+    unsafe {
+        let sums = row_sums::<F>(a, n);
+        let wide = if !vnni && signed::<Ymm, F>() { widen(a, n) } else { Vec::new() };
+        Some(Prepared { sums, wide, vnni, avx2 })
+    }
+}
+
+impl Prepared {
+    /// The rows `a` (those [`prepare`] was given) with what was prepared from them.
+    pub(super) fn acts<'a>(&'a self, a: &'a [&'a [BlockQ8K]], n: usize) -> Acts<'a> {
+        Acts { a, sums: &self.sums, wide: &self.wide, n }
+    }
+}
+
+impl<'a> Acts<'a> {
     /// Blocks per row (of the call).
     pub(super) fn blocks(&self) -> usize {
         self.n
@@ -223,19 +252,20 @@ fn pair(lo: i32, hi: i32) -> i32 {
 /// CPU with AVX2 (AVX-512 VNNI where it has that); `false` (nothing written) otherwise.
 /// Arguments as [`super::packed::packed_dot_groups`]'s.
 pub(crate) fn tile_dot_groups<F: PackedCodes>(p: &[u8], n: usize, a: &[&[BlockQ8K]], out: &mut [f32]) -> bool {
-    if a.len() < TILE_MIN_ROWS || qforge_simd::Avx2::detect().is_none() {
+    if a.len() < TILE_MIN_ROWS {
         return false;
     }
-    // SAFETY: `Avx2::detect` has just checked that this CPU has AVX2, FMA and F16C, all
-    // `row_sums` and `tile_avx2` need; `Vnni::detect` the AVX-512 F / BW / VL / VNNI that
-    // `tile_vnni` needs besides.
+    let Some(prep) = prepare::<F>(a, n) else {
+        return false;
+    };
+    let acts = prep.acts(a, n);
+    // SAFETY: `prepare` returned, so this CPU has AVX2, FMA and F16C, all `tile_avx2` needs,
+    // and where `prep.vnni` the AVX-512 F / BW / VL / VNNI that `tile_vnni` needs besides.
     unsafe {
-        let sums = row_sums::<F>(a, n);
-        if qforge_simd::Vnni::detect().is_some() {
-            tile_vnni::<F>(p, Acts { a, sums: &sums, wide: &[], n }, out);
+        if prep.vnni {
+            tile_vnni::<F>(p, acts, out);
         } else {
-            let wide = if signed::<Ymm, F>() { widen(a, n) } else { Vec::new() };
-            tile_avx2::<F>(p, Acts { a, sums: &sums, wide: &wide, n }, out);
+            tile_avx2::<F>(p, acts, out);
         }
     }
     true
@@ -246,7 +276,7 @@ pub(crate) fn tile_dot_groups<F: PackedCodes>(p: &[u8], n: usize, a: &[&[BlockQ8
 /// 512 bytes apart. (Row-major, with 16 blocks a row, the rows a pass reads were 8 KiB apart,
 /// all in the same L1 sets.)
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) fn widen(a: &[&[BlockQ8K]], n: usize) -> Vec<[i16; QK_K]> {
+fn widen(a: &[&[BlockQ8K]], n: usize) -> Vec<[i16; QK_K]> {
     // Per 16 bytes: each quad's bytes 0, 2, 1, 3.
     let order = _mm_setr_epi8(0, 2, 1, 3, 4, 6, 5, 7, 8, 10, 9, 11, 12, 14, 13, 15);
     let mut wide = vec![[0i16; QK_K]; a.len() * n];
@@ -265,7 +295,7 @@ pub(super) fn widen(a: &[&[BlockQ8K]], n: usize) -> Vec<[i16; QK_K]> {
 
 /// Every row's [`RowSums`] of its first `n` blocks, row-major.
 #[target_feature(enable = "avx2,fma,f16c")]
-pub(super) fn row_sums<F: PackedCodes>(a: &[&[BlockQ8K]], n: usize) -> Vec<RowSums> {
+fn row_sums<F: PackedCodes>(a: &[&[BlockQ8K]], n: usize) -> Vec<RowSums> {
     let mut sums = Vec::with_capacity(a.len() * n);
     for a in a {
         for b in &a[..n] {

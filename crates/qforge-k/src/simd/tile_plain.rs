@@ -15,7 +15,7 @@
 
 use std::arch::x86_64::*;
 
-use super::tile::{Acts, BlockLanes, Isa, Source, TILE_MIN_ROWS, Tile, accumulate, decode, row_sums, signed, widen};
+use super::tile::{Acts, BlockLanes, Isa, Source, TILE_MIN_ROWS, Tile, accumulate, decode, prepare};
 use super::tile_isa::{Ymm, Zmm};
 use crate::QK_K;
 use crate::dot::GROUPS;
@@ -35,27 +35,25 @@ pub(crate) fn plain_tile<F: TileCodes>(
     out: &mut [f32],
     stride: usize,
 ) -> bool {
-    let Some(avx2) = Avx2::detect() else {
-        return false;
-    };
-    if a.len() < TILE_MIN_ROWS || n == 0 {
+    if n == 0 || a.len() < TILE_MIN_ROWS || qforge_simd::Avx2::detect().is_none() {
         return false;
     }
-    let vnni = qforge_simd::Vnni::detect().is_some();
     for (c, a) in a.chunks(MAX_PACKED_DOT_ROWS).enumerate() {
+        let Some(prep) = prepare::<F>(a, n) else {
+            // Not reached (AVX2 was checked above); `false` would only make the caller redo
+            // every row with the row kernels.
+            return false;
+        };
+        let acts = prep.acts(a, n);
         let out = &mut out[c * MAX_PACKED_DOT_ROWS..];
-        // SAFETY: `Avx2::detect` has just checked that this CPU has AVX2, FMA and F16C, all
-        // `row_sums` and `plain_avx2` need; `Vnni::detect` the AVX-512 F / BW / VL / VNNI that
-        // `plain_vnni` needs besides.
+        // SAFETY: `prepare` returned, so this CPU has AVX2, FMA and F16C, all `plain_avx2`
+        // needs, and where `prep.vnni` the AVX-512 F / BW / VL / VNNI that `plain_vnni` needs
+        // besides.
         unsafe {
-            let sums = row_sums::<F>(a, n);
-            // A table dotted signed on AVX2 (iq4_xs) reads the rows widened to `i16`.
-            let wide = if !vnni && signed::<Ymm, F>() { widen(a, n) } else { Vec::new() };
-            let acts = Acts::new(a, &sums, &wide, n);
-            if vnni {
-                plain_vnni::<F>(w, acts, out, stride, avx2);
+            if prep.vnni {
+                plain_vnni::<F>(w, acts, out, stride, prep.avx2);
             } else {
-                plain_avx2::<F>(w, acts, out, stride, avx2);
+                plain_avx2::<F>(w, acts, out, stride, prep.avx2);
             }
         }
     }
