@@ -331,6 +331,9 @@ pub fn vec_dot_portable<W: Q8Weight, A: Q8Act>(w: &[W], a: &[A]) -> f32 {
 #[cfg(target_arch = "x86_64")]
 #[path = "q8/avx2.rs"]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+#[path = "q8/tile_vnni.rs"]
+mod tile_vnni;
 
 #[path = "q8/packed.rs"]
 pub mod packed;

@@ -257,9 +257,17 @@ pub(super) fn vec_dot_tile<W: Q8Weight, A: Q8Act>(
     if n == 0 || a.iter().any(|a| a.len() < m) {
         return false;
     }
+    let vnni = Vnni::detect();
+    // AVX-512 VNNI, a non-affine format and enough activation rows: 16 weight rows a row per
+    // lane, each unit decoded once for all of them.
+    if let Some(v) = vnni
+        && a.len() >= super::tile_vnni::MIN_ROWS
+        && super::tile_vnni::tile(w, n, a, out, stride, v)
+    {
+        return true;
+    }
     // 8-bit weights: no activation of the tile is -128, so every weight row may take the
     // activations' signs (checked once here, not once per weight row and eight rows).
-    let vnni = Vnni::detect();
     if let Some(z) = const { offset_form::<W>() } {
         // As mat-vec: each activation row's offset corrections once, for every weight row.
         // SAFETY: the `Avx2` token proves AVX2 and F16C (all `offset_corrections` needs).
