@@ -27,9 +27,12 @@ fn int_rows_per_task(n: usize) -> usize {
     n.div_ceil(tasks).max(ROWS_PER_TASK)
 }
 
-/// Quantized activation bytes per tile of the integer path: the tile stays in a core's L2
-/// (≥ 512 KiB on current x86) beside the task's weight rows while they are dotted with it.
-const ACT_TILE_BYTES: usize = 256 << 10;
+/// Quantized activation bytes per tile of the integer path, at most: the tile stays in a
+/// core's L2 (≥ 512 KiB on the x86 build machines) beside the task's weight rows while they
+/// are dotted with it. 384 KiB holds 64 q8_k rows of K = 4096 (299 KiB) in one tile: with 256
+/// KiB they were cut into 56 + 8, and each tile kernel decoded every weight block twice, once
+/// for eight rows (Zen 4, M = 64 plain: q4_k / q5_k / q2_k +10 %, iq4_xs +13 %).
+const ACT_TILE_BYTES: usize = 384 << 10;
 
 /// `Y = X · Wᵀ` into a new M×N row-major vector. `x` is M×K row-major, K = `w.cols()`.
 pub fn matmul(w: &QuantTensor<'_>, x: &[f32], m: usize, mode: ActQuant) -> Result<Vec<f32>, QuantError> {
@@ -117,8 +120,11 @@ pub fn matmul_into(
         let rows_acts: Vec<_> = acts.iter().filter_map(QuantAct::as_row).collect();
         // Activation tiles small enough to stay in L2 while every weight row of a task is
         // dotted with them; each weight row is unpacked once per tile (`dot_rows`).
+        // As few tiles as the budget allows, of even size (no short last tile that pays a
+        // decode for a few rows).
         let act_bytes = acts[0].bytes().max(1);
-        let tile = (ACT_TILE_BYTES / act_bytes).clamp(1, m).next_multiple_of(MAX_DOT_ROWS).min(m);
+        let tiles = m.div_ceil((ACT_TILE_BYTES / act_bytes).max(1));
+        let tile = m.div_ceil(tiles).next_multiple_of(MAX_DOT_ROWS).min(m);
         let refused = || QuantError::Unsupported {
             format: fmt.desc().name,
             reason: "dot kernel refused a row it accepted before".into(),
