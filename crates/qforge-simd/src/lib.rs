@@ -165,6 +165,8 @@ pub mod rows;
 pub mod store8;
 #[cfg(target_arch = "x86_64")]
 pub mod totals;
+#[cfg(target_arch = "x86_64")]
+pub mod transpose;
 
 /// What a decoder does to `factor · code` before the value is final: nothing, `+ m` (q5_1's
 /// offset) or `− m` (the K-quants' `d1 · q − m1`). Two operations, two roundings, in this

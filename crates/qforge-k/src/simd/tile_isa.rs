@@ -185,22 +185,8 @@ impl Isa for Zmm {
                 for (r, row) in r.iter_mut().zip(rows) {
                     *r = _mm512_loadu_si512(row[64 * s..].as_ptr().cast());
                 }
-                // 128-bit lane `L` of `u[4g + k]` holds word `4L + k` of rows `4g .. 4g + 4`.
-                let mut u = [_mm512_setzero_si512(); 16];
-                for g in 0..4 {
-                    transpose4::<Self>(&r[4 * g..4 * g + 4], &mut u[4 * g..4 * g + 4]);
-                }
-                // Word `4L + k` of all rows: lane `L` of `u[k]`, `u[4 + k]`, `u[8 + k]`, `u[12 + k]`.
-                for k in 0..4 {
-                    let x0 = _mm512_shuffle_i32x4::<0x44>(u[k], u[4 + k]);
-                    let x1 = _mm512_shuffle_i32x4::<0xEE>(u[k], u[4 + k]);
-                    let x2 = _mm512_shuffle_i32x4::<0x44>(u[8 + k], u[12 + k]);
-                    let x3 = _mm512_shuffle_i32x4::<0xEE>(u[8 + k], u[12 + k]);
-                    c[16 * s + k] = _mm512_shuffle_i32x4::<0x88>(x0, x2);
-                    c[16 * s + 4 + k] = _mm512_shuffle_i32x4::<0xDD>(x0, x2);
-                    c[16 * s + 8 + k] = _mm512_shuffle_i32x4::<0x88>(x1, x3);
-                    c[16 * s + 12 + k] = _mm512_shuffle_i32x4::<0xDD>(x1, x3);
-                }
+                let out = (&mut c[16 * s..16 * s + 16]).try_into().expect("16 vectors");
+                qforge_simd::transpose::words16(&r, out);
             }
         }
     }

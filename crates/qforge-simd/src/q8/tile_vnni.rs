@@ -109,7 +109,8 @@ fn tile_vnni<W: Q8Weight, A: Q8Act>(w: &[W], n: usize, a: &[&[A]], out: &mut [f3
                     for (v, b) in v.iter_mut().zip(&rows_bytes) {
                         *v = _mm512_loadu_si512(b.as_ptr().cast());
                     }
-                    let x = transpose16(&v);
+                    let mut x = [_mm512_setzero_si512(); ROWS];
+                    crate::transpose::words16(&v, &mut x);
                     for k in 0..2 {
                         if p + k < cu {
                             t[p + k].copy_from_slice(&x[LANES * k..LANES * k + LANES]);
@@ -210,40 +211,4 @@ fn biased_values<W: Q8Weight>(w: &W, u: usize) -> __m256i {
 #[inline(always)]
 fn quad_sums(q: &[i8; QK8]) -> [i32; LANES] {
     std::array::from_fn(|l| q[4 * l..4 * l + 4].iter().map(|&x| i32::from(x)).sum())
-}
-
-/// The transposition of 16 × 16 32-bit words: `out[k]` lane `r` = word `k` of `r[r]`.
-///
-/// # Safety
-/// The CPU must have AVX-512 F (the caller is compiled with it, this is inlined).
-#[inline(always)]
-unsafe fn transpose16(r: &[__m512i; ROWS]) -> [__m512i; ROWS] {
-    // SAFETY: the caller guarantees AVX-512 F.
-    unsafe {
-        // 128-bit lane `L` of `u[4g + k]` holds word `4L + k` of rows `4g .. 4g + 4`.
-        let mut u = [_mm512_setzero_si512(); ROWS];
-        for g in 0..4 {
-            let t0 = _mm512_unpacklo_epi32(r[4 * g], r[4 * g + 1]);
-            let t1 = _mm512_unpackhi_epi32(r[4 * g], r[4 * g + 1]);
-            let t2 = _mm512_unpacklo_epi32(r[4 * g + 2], r[4 * g + 3]);
-            let t3 = _mm512_unpackhi_epi32(r[4 * g + 2], r[4 * g + 3]);
-            u[4 * g] = _mm512_unpacklo_epi64(t0, t2);
-            u[4 * g + 1] = _mm512_unpackhi_epi64(t0, t2);
-            u[4 * g + 2] = _mm512_unpacklo_epi64(t1, t3);
-            u[4 * g + 3] = _mm512_unpackhi_epi64(t1, t3);
-        }
-        // Word `4L + k` of all rows: lane `L` of `u[k]`, `u[4 + k]`, `u[8 + k]`, `u[12 + k]`.
-        let mut out = [_mm512_setzero_si512(); ROWS];
-        for k in 0..4 {
-            let x0 = _mm512_shuffle_i32x4::<0x44>(u[k], u[4 + k]);
-            let x1 = _mm512_shuffle_i32x4::<0xEE>(u[k], u[4 + k]);
-            let x2 = _mm512_shuffle_i32x4::<0x44>(u[8 + k], u[12 + k]);
-            let x3 = _mm512_shuffle_i32x4::<0xEE>(u[8 + k], u[12 + k]);
-            out[k] = _mm512_shuffle_i32x4::<0x88>(x0, x2);
-            out[4 + k] = _mm512_shuffle_i32x4::<0xDD>(x0, x2);
-            out[8 + k] = _mm512_shuffle_i32x4::<0x88>(x1, x3);
-            out[12 + k] = _mm512_shuffle_i32x4::<0xDD>(x1, x3);
-        }
-        out
-    }
 }
