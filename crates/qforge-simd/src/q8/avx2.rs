@@ -374,12 +374,7 @@ macro_rules! rows_kernel {
     // (`OFFSET` is instantiated for every `W` but only called where `offset_form` is `Some`.)
     debug_assert!(P != OFFSET || offset_form::<W>().is_some());
     let per = BATCH / W::UNITS;
-    let tv = const { kernel_table::<W, P>() };
-    let table = match W::VALUES {
-        // SAFETY: `tv` is 16 bytes, exactly what the unaligned 16-byte load reads.
-        Values::Table(_) => _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(tv.as_ptr().cast()) }),
-        _ => _mm256_setzero_si256(),
-    };
+    let table = value_table::<W, P>();
     let zero_pre = [_mm256_setzero_si256(); BATCH];
     let mut acc = [[_mm256_setzero_ps(); ACCS]; R];
     // Affine formats: `[·, m·s]` pairs of units 0..4 and 4..8 of every batch, summed.
@@ -615,6 +610,31 @@ fn widen(h: [u16; BATCH]) -> __m256 {
     };
     _mm256_cvtph_ps(_mm_set_epi64x(w(&h[4..]), w(&h[..4])))
 }
+
+/// [`unpack`]'s `table` for the products `P`: [`kernel_table`] in both 128-bit lanes (zeros
+/// for a format without a table).
+#[target_feature(enable = "avx2")]
+#[inline]
+pub(super) fn value_table<W: Q8Weight, const P: u8>() -> __m256i {
+    let tv = const { kernel_table::<W, P>() };
+    match W::VALUES {
+        // SAFETY: `tv` is 16 bytes, exactly what the unaligned 16-byte load reads.
+        Values::Table(_) => _mm256_broadcastsi128_si256(unsafe { _mm_loadu_si128(tv.as_ptr().cast()) }),
+        _ => _mm256_setzero_si256(),
+    }
+}
+
+/// Unit `u` of `w`: its 32 values in one register, in element order, as the row kernels
+/// unpack them (`table` from [`value_table`] with [`SIGNED`]): the q8 tile's decode.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+#[inline]
+pub(super) fn unit_vector<W: Q8Weight>(w: &W, u: usize, table: __m256i) -> __m256i {
+    // SAFETY: this function has AVX-512 F / BW / VL, all `unpack`'s mask registers need.
+    unsafe { unpack::<W, SIGNED, true>(w.codes(u), table) }.0
+}
+
+/// The products `P` whose [`unpack`] gives the values themselves (signed, table looked up).
+pub(super) const SIGNED: u8 = ABS_A;
 
 /// A unit's 32 weight values in one register, in element order.
 #[derive(Clone, Copy)]

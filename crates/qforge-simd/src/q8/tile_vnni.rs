@@ -24,9 +24,8 @@
 
 use std::arch::x86_64::*;
 
-use super::{
-    ACCS, BATCH, Codes, LANES, Q8Act, Q8Weight, QK8, Values, f16, finish, half_scales, unit_codes, unit_values,
-};
+use super::avx2::{SIGNED, unit_vector, value_table};
+use super::{ACCS, BATCH, LANES, Q8Act, Q8Weight, QK8, f16, finish, half_scales};
 use crate::Vnni;
 
 /// Activation rows from which the tile pays for its decoding (Zen 4, M = 8: q4_0 34 → 36,
@@ -72,6 +71,8 @@ fn tile_vnni<W: Q8Weight, A: Q8Act>(w: &[W], n: usize, a: &[&[A]], out: &mut [f3
             ad[j * units + u] = f16(a.d_bits());
         }
     }
+    // The values as the row kernels unpack them, plus 128 (as `u8`).
+    let (table, bias) = (value_table::<W, SIGNED>(), _mm256_set1_epi8(i8::MIN));
     let mut t = vec![[_mm512_setzero_si512(); LANES]; CHUNK];
     let mut ds = vec![[_mm512_setzero_ps(); 2]; CHUNK];
     let mut acc = vec![[_mm512_setzero_ps(); ACCS * LANES]; m];
@@ -92,7 +93,7 @@ fn tile_vnni<W: Q8Weight, A: Q8Act>(w: &[W], n: usize, a: &[&[A]], out: &mut [f3
                     for k in 0..2 {
                         let u = c0 + p + k;
                         if p + k < cu {
-                            let v = biased_values(&wr[u / W::UNITS], u % W::UNITS);
+                            let v = _mm256_xor_si256(unit_vector(&wr[u / W::UNITS], u % W::UNITS, table), bias);
                             // SAFETY: this function has AVX2; the store writes exactly 32
                             // bytes of `bytes`.
                             unsafe { _mm256_storeu_si256(bytes[QK8 * k..].as_mut_ptr().cast(), v) };
@@ -161,48 +162,6 @@ fn tile_vnni<W: Q8Weight, A: Q8Act>(w: &[W], n: usize, a: &[&[A]], out: &mut [f3
                 }
                 out[(t0 + r) * stride + j] = finish(row_acc, [0.0; BATCH]);
             }
-        }
-    }
-}
-
-/// The 32 values of unit `u` of `w` plus 128, as `u8` ([`unit_values`]; a table's with one
-/// `vpshufb`, where the portable lookup became 16 compares and blends).
-#[target_feature(enable = "avx2")]
-#[inline]
-fn biased_values<W: Q8Weight>(w: &W, u: usize) -> __m256i {
-    let bias = _mm256_set1_epi8(i8::MIN);
-    // 4-bit codes without a fifth bit straight from their 16 bytes (`unit_codes`' array was
-    // built out of line here, and its stores held up the loads that followed).
-    let c = match w.codes(u) {
-        Codes::Nibbles { qs, qh: None } => {
-            // SAFETY: this function has AVX2; the load reads exactly the 16 bytes.
-            let q = unsafe { _mm_loadu_si128(qs.as_ptr().cast()) };
-            let m = _mm_set1_epi8(0x0F);
-            Some(_mm256_set_m128i(_mm_and_si128(_mm_srli_epi16::<4>(q), m), _mm_and_si128(q, m)))
-        }
-        _ => None,
-    };
-    match (W::VALUES, c) {
-        (Values::Table(t), Some(c)) => {
-            // SAFETY: this function has AVX2; the load reads exactly the 16-byte table.
-            let t = unsafe { _mm256_broadcastsi128_si256(_mm_loadu_si128(t.as_ptr().cast())) };
-            _mm256_xor_si256(_mm256_shuffle_epi8(t, c), bias)
-        }
-        (Values::Offset(k), Some(c)) => _mm256_xor_si256(_mm256_sub_epi8(c, _mm256_set1_epi8(k)), bias),
-        (Values::Table(t), None) => {
-            let c = unit_codes(w, u);
-            // SAFETY: this function has AVX2; each load reads exactly its array (the 16-byte
-            // table, the 32 codes).
-            unsafe {
-                let t = _mm256_broadcastsi128_si256(_mm_loadu_si128(t.as_ptr().cast()));
-                let c = _mm256_loadu_si256(c.as_ptr().cast());
-                _mm256_xor_si256(_mm256_shuffle_epi8(t, c), bias)
-            }
-        }
-        (_, _) => {
-            let v = unit_values(w, u);
-            // SAFETY: as above; the load reads exactly the 32 values.
-            unsafe { _mm256_xor_si256(_mm256_loadu_si256(v.as_ptr().cast()), bias) }
         }
     }
 }
