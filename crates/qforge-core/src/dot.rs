@@ -202,13 +202,7 @@ pub trait DotKernel<F: BlockFormat>: 'static {
         if let Some(e) = rows_mismatch(acts.len(), out.len()) {
             return Some(Err(e));
         }
-        for (o, a) in out.iter_mut().zip(acts) {
-            match Self::dot(w, *a)? {
-                Ok(v) => *o = v,
-                Err(e) => return Some(Err(e)),
-            }
-        }
-        Some(Ok(()))
+        each_row(out.iter_mut().zip(acts), |(o, a)| Some(Self::dot(w, *a)?.map(|v| *o = v)))
     }
 
     /// `out[i]` = the dot of weight row `i` (blocks `i·n .. (i+1)·n` of `w`) with `a`, for
@@ -219,13 +213,7 @@ pub trait DotKernel<F: BlockFormat>: 'static {
     /// # Errors
     /// The first error [`DotKernel::dot`] would give for any of the rows.
     fn dot_weight_rows(w: &[F::Block], n: usize, a: ActRow<'_>, out: &mut [f32]) -> Option<Result<(), QuantError>> {
-        for (o, w) in out.iter_mut().zip(w.chunks_exact(n.max(1))) {
-            match Self::dot(w, a)? {
-                Ok(v) => *o = v,
-                Err(e) => return Some(Err(e)),
-            }
-        }
-        Some(Ok(()))
+        each_row(out.iter_mut().zip(w.chunks_exact(n.max(1))), |(o, w)| Some(Self::dot(w, a)?.map(|v| *o = v)))
     }
     /// A mat-mul tile: weight row `i` (blocks `i·n .. (i+1)·n` of `w`, `w.len()` a multiple
     /// of `n`) against every row of `acts`, into `out[i · stride + j]` (the caller checked
@@ -269,13 +257,7 @@ pub trait DotKernel<F: BlockFormat>: 'static {
     /// calls `packed_dot` per row.
     fn packed_dot_rows(p: &[u8], n: usize, acts: &[ActRow<'_>], out: &mut [f32]) -> Option<Result<(), QuantError>> {
         let len = out.len() / acts.len().max(1);
-        for (act, o) in acts.iter().zip(out.chunks_exact_mut(len.max(1))) {
-            match Self::packed_dot(p, n, *act, o)? {
-                Ok(()) => {}
-                Err(e) => return Some(Err(e)),
-            }
-        }
-        Some(Ok(()))
+        each_row(acts.iter().zip(out.chunks_exact_mut(len.max(1))), |(act, o)| Self::packed_dot(p, n, *act, o))
     }
 }
 
@@ -287,10 +269,18 @@ fn tile_by_rows<F: BlockFormat, K: DotKernel<F> + ?Sized>(
     out: &mut [f32],
     stride: usize,
 ) -> Option<Result<(), QuantError>> {
-    for (i, w) in w.chunks_exact(n.max(1)).enumerate() {
-        match K::dot_rows(w, acts, &mut out[i * stride..][..acts.len()])? {
-            Ok(()) => {}
-            Err(e) => return Some(Err(e)),
+    each_row(w.chunks_exact(n.max(1)).enumerate(), |(i, w)| K::dot_rows(w, acts, &mut out[i * stride..][..acts.len()]))
+}
+
+/// The shape of every per-row default: `f` on each item in turn, stopping at the first `None`
+/// (the kernel does not take these rows) or error, which is the result; else `Some(Ok(()))`.
+pub(crate) fn each_row<T>(
+    items: impl IntoIterator<Item = T>,
+    mut f: impl FnMut(T) -> Option<Result<(), QuantError>>,
+) -> Option<Result<(), QuantError>> {
+    for x in items {
+        if let Err(e) = f(x)? {
+            return Some(Err(e));
         }
     }
     Some(Ok(()))
@@ -334,11 +324,10 @@ impl<F: NativeDot> DotKernel<F> for GgmlDot {
         }
         for (acts, out) in acts.chunks(MAX_DOT_ROWS).zip(out.chunks_mut(MAX_DOT_ROWS)) {
             let mut rows: [&[<F::Act as BlockFormat>::Block]; MAX_DOT_ROWS] = [&[]; MAX_DOT_ROWS];
-            for (r, a) in rows.iter_mut().zip(acts) {
-                match act_blocks::<F>(w.len(), *a)? {
-                    Ok(a) => *r = a,
-                    Err(e) => return Some(Err(e)),
-                }
+            if let Err(e) =
+                each_row(rows.iter_mut().zip(acts), |(r, a)| Some(act_blocks::<F>(w.len(), *a)?.map(|a| *r = a)))?
+            {
+                return Some(Err(e));
             }
             F::vec_dot_rows(w, &rows[..acts.len()], out);
         }
@@ -365,11 +354,8 @@ impl<F: NativeDot> DotKernel<F> for GgmlDot {
     ) -> Option<Result<(), QuantError>> {
         if n > 0 && !acts.is_empty() {
             let mut rows = Vec::with_capacity(acts.len());
-            for a in acts {
-                match act_blocks::<F>(n, *a)? {
-                    Ok(a) => rows.push(a),
-                    Err(e) => return Some(Err(e)),
-                }
+            if let Err(e) = each_row(acts, |a| Some(act_blocks::<F>(n, *a)?.map(|a| rows.push(a))))? {
+                return Some(Err(e));
             }
             if F::vec_dot_tile(&w[..w.len() / n * n], n, &rows, out, stride) {
                 return Some(Ok(()));
@@ -398,11 +384,8 @@ impl<F: NativeDot> DotKernel<F> for GgmlDot {
         let mut rows: Vec<&[<F::Act as BlockFormat>::Block]> = Vec::with_capacity(acts.len().min(MAX_PACKED_DOT_ROWS));
         for (acts, out) in acts.chunks(MAX_PACKED_DOT_ROWS).zip(out.chunks_mut((MAX_PACKED_DOT_ROWS * len).max(1))) {
             rows.clear();
-            for a in acts {
-                match act_blocks::<F>(n, *a)? {
-                    Ok(a) => rows.push(a),
-                    Err(e) => return Some(Err(e)),
-                }
+            if let Err(e) = each_row(acts, |a| Some(act_blocks::<F>(n, *a)?.map(|a| rows.push(a))))? {
+                return Some(Err(e));
             }
             if !F::packed_dot_rows(p, n, &rows, out) {
                 return None;

@@ -393,13 +393,9 @@ pub trait Format: Send + Sync + 'static {
                 actual: out.len(),
             }));
         }
-        for (o, a) in out.iter_mut().zip(acts) {
-            match self.dot_row(bytes, row, aux, *a)? {
-                Ok(v) => *o = v,
-                Err(e) => return Some(Err(e)),
-            }
-        }
-        Some(Ok(()))
+        crate::dot::each_row(out.iter_mut().zip(acts), |(o, a)| {
+            Some(self.dot_row(bytes, row, aux, *a)?.map(|v| *o = v))
+        })
     }
 
     /// [`Format::dot_row`] of several consecutive weight rows with one activation row
@@ -427,13 +423,9 @@ pub trait Format: Send + Sync + 'static {
         if let Some(e) = weight_rows_mismatch(bytes.len(), row_bytes, out.len()) {
             return Some(Err(e));
         }
-        for (i, (o, w)) in out.iter_mut().zip(bytes.chunks_exact(row_bytes.max(1))).enumerate() {
-            match self.dot_row(w, row0 + i, aux, act)? {
-                Ok(v) => *o = v,
-                Err(e) => return Some(Err(e)),
-            }
-        }
-        Some(Ok(()))
+        crate::dot::each_row(out.iter_mut().zip(bytes.chunks_exact(row_bytes.max(1))).enumerate(), |(i, (o, w))| {
+            Some(self.dot_row(w, row0 + i, aux, act)?.map(|v| *o = v))
+        })
     }
 
     /// A tile of a mat-mul: several consecutive weight rows (`bytes`, rows of `row_bytes`,
@@ -466,13 +458,9 @@ pub trait Format: Send + Sync + 'static {
         if let Some(e) = tile_mismatch(bytes.len(), row_bytes, acts.len(), out.len(), stride) {
             return Some(Err(e));
         }
-        for (i, w) in bytes.chunks_exact(row_bytes.max(1)).take(rows).enumerate() {
-            match self.dot_rows(w, row0 + i, aux, acts, &mut out[i * stride..][..acts.len()])? {
-                Ok(()) => {}
-                Err(e) => return Some(Err(e)),
-            }
-        }
-        Some(Ok(()))
+        crate::dot::each_row(bytes.chunks_exact(row_bytes.max(1)).take(rows).enumerate(), |(i, w)| {
+            self.dot_rows(w, row0 + i, aux, acts, &mut out[i * stride..][..acts.len()])
+        })
     }
 
     /// The format's packed (row-interleaved) weight layout for the CPU kernels, if it has one
@@ -538,13 +526,9 @@ pub trait Format: Send + Sync + 'static {
             return Some(Err(e));
         }
         let len = out.len() / acts.len().max(1);
-        for (act, o) in acts.iter().zip(out.chunks_exact_mut(len.max(1))) {
-            match self.packed_dot(packed, row_bytes, *act, o)? {
-                Ok(()) => {}
-                Err(e) => return Some(Err(e)),
-            }
-        }
-        Some(Ok(()))
+        crate::dot::each_row(acts.iter().zip(out.chunks_exact_mut(len.max(1))), |(act, o)| {
+            self.packed_dot(packed, row_bytes, *act, o)
+        })
     }
 }
 
