@@ -185,9 +185,10 @@ fn weight_rows_call_is_dot_row_per_row() {
 /// integer kernel, and leaves the output's gaps alone; bytes that are not whole rows, a
 /// stride below the activation rows and a short output are errors, not panics. At every SIMD
 /// level the CPU has, forced in turn (the tile kernels from eight activation rows: 16 weight
-/// rows a tile on AVX-512 VNNI, 8 on AVX2; 40 rows × 5 blocks take several tiles and blocks,
-/// 17 × 1056 a one-row tile and, for the 32-element units of the q8 tile, 33 of them: a
-/// chunk of K and an odd unit after it).
+/// rows a tile on AVX-512 VNNI, 8 on AVX2; the q8 kernel's AVX2 tile from twelve, passes of
+/// four; 40 rows × 5 blocks take several tiles and blocks, with M = 13 three passes of four
+/// and one of one, 17 × 1056 a one-row tile and, for the 32-element units of the q8 tile, 33
+/// of them: a chunk of K and an odd unit after it).
 #[test]
 fn tile_call_is_dot_rows_per_weight_row() {
     for level in qforge_core::cpu::testable_levels() {
@@ -198,7 +199,7 @@ fn tile_call_is_dot_rows_per_weight_row() {
 fn tile_calls() {
     for f in qforge_formats::registry().iter() {
         for (n, k, m) in
-            [(1usize, 256usize, 1usize), (7, 512, 3), (21, 1024, 9), (18, 256, 2), (40, 1280, 11), (17, 1056, 10)]
+            [(1usize, 256usize, 1usize), (7, 512, 3), (21, 1024, 9), (18, 256, 2), (40, 1280, 13), (17, 1056, 10)]
         {
             let w = quantized(f, n, k, 7 + n as u64);
             for mode in ActQuant::ALL {

@@ -267,10 +267,13 @@ pub fn vec_dot_rows<W: Q8Weight, A: Q8Act>(w: &[W], a: &[&[A]], out: &mut [f32])
 /// A mat-mul tile ([`qforge_core::NativeDot::vec_dot_tile`]): `out[i·stride + j] =
 /// vec_dot(w_i, a[j])` for every weight row `w_i` (`n` blocks each, one after another in `w`)
 /// and activation row `a[j]` (each at least `n · UNITS` blocks), each the bits of
-/// [`vec_dot`]. Where the AVX2 kernel runs, the checks it makes per call (which sign trick
-/// an 8-bit weight takes: every activation row checked for -128 once, not once per weight
-/// row and eight activation rows) are made once per tile; `false` (nothing written)
-/// elsewhere.
+/// [`vec_dot`]. The non-affine formats decode each weight unit once for every activation
+/// row: 16 weight rows a row per lane from eight activation rows on AVX-512 VNNI, a weight
+/// row at a time from twelve on AVX2 (where no activation quant is -128, as the quantizers
+/// make them). Otherwise, where the AVX2 kernel runs, the row kernels take the tile with the
+/// checks they make per call (which sign trick an 8-bit weight takes: every activation row
+/// checked for -128 once, not once per weight row and eight activation rows) made once per
+/// tile; `false` (nothing written) without AVX2.
 pub fn vec_dot_tile<W: Q8Weight, A: Q8Act>(w: &[W], n: usize, a: &[&[A]], out: &mut [f32], stride: usize) -> bool {
     #[cfg(target_arch = "x86_64")]
     {
@@ -331,6 +334,9 @@ pub fn vec_dot_portable<W: Q8Weight, A: Q8Act>(w: &[W], a: &[A]) -> f32 {
 #[cfg(target_arch = "x86_64")]
 #[path = "q8/avx2.rs"]
 mod avx2;
+#[cfg(target_arch = "x86_64")]
+#[path = "q8/tile_avx2.rs"]
+mod tile_avx2;
 #[cfg(target_arch = "x86_64")]
 #[path = "q8/tile_vnni.rs"]
 mod tile_vnni;

@@ -24,7 +24,8 @@ use qforge_legacy::{BlockQ4_0, BlockQ4_1, BlockQ5_0, BlockQ5_1, BlockQ8_0, Block
 use qforge_simd::planes::ROWS;
 use qforge_simd::q8::packed::{Layout, dot_group_portable, dot_groups, dot_groups_rows, pack, packable, unsigned_form};
 use qforge_simd::q8::{
-    Q8Act, Q8Weight, half_scales, unit_values, vec_dot, vec_dot_portable, vec_dot_rows, vec_dot_weight_rows,
+    Q8Act, Q8Weight, half_scales, unit_values, vec_dot, vec_dot_portable, vec_dot_rows, vec_dot_tile,
+    vec_dot_weight_rows,
 };
 
 fn same(x: f32, y: f32) -> bool {
@@ -79,7 +80,8 @@ fn check_at<W: Q8Weight, A: Q8Act>(wh: usize, ah: usize, seed: u64) {
         let nb = case % 41;
         let (raw, extreme) = (case % 7 == 3, case % 5 == 1);
         let w: Vec<W> = (0..nb).map(|_| block(&mut rng, wh, raw, extreme)).collect();
-        let nrows = 1 + case % 11;
+        // 1 ..= 19 rows: the AVX2 tile runs from 12.
+        let nrows = 1 + case % 11 + 8 * (case % 2);
         let mut a: Vec<Vec<A>> = (0..nrows)
             .map(|r| (0..nb * W::UNITS).map(|_| block(&mut rng, ah, raw, extreme || (case + r) % 3 == 0)).collect())
             .collect();
@@ -105,6 +107,24 @@ fn check_at<W: Q8Weight, A: Q8Act>(wh: usize, ah: usize, seed: u64) {
         for (r, (o, w)) in out.iter().zip(ws.chunks(nb.max(1))).enumerate() {
             let want = vec_dot_portable(if nb == 0 { &[] } else { w }, &a[0]);
             assert!(same(*o, want), "case {case}: weight row {r} of {nrows}: {o:e} vs portable {want:e}");
+        }
+        // Mat-mul tile: those weight rows against every activation row, into a strided output
+        // (the tile kernels: AVX-512 VNNI's from eight rows, AVX2's from twelve where no quant
+        // is -128).
+        if nb > 0 {
+            let stride = nrows + 1;
+            let mut out = vec![f32::NAN; nrows * stride];
+            assert!(vec_dot_tile(&ws, nb, &refs, &mut out, stride), "case {case}: the tile ran");
+            for (i, w) in ws.chunks(nb).enumerate() {
+                for (j, a) in a.iter().enumerate() {
+                    let (o, want) = (out[i * stride + j], vec_dot_portable(w, a));
+                    assert!(
+                        same(o, want),
+                        "case {case}: tile {nrows} x {nrows}, ({i}, {j}): {o:e} vs portable {want:e}"
+                    );
+                }
+                assert!(out[i * stride + nrows].is_nan(), "case {case}: the gap written");
+            }
         }
     }
     // Weight rows against a short activation row: each truncated to it, as `vec_dot` does.

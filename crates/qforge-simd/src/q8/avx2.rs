@@ -266,6 +266,11 @@ pub(super) fn vec_dot_tile<W: Q8Weight, A: Q8Act>(
     {
         return true;
     }
+    // AVX2 (or an affine format on VNNI, which the tile refuses): each weight row decoded once
+    // for all activation rows, unless one of them holds a -128.
+    if vnni.is_none() && a.len() >= super::tile_avx2::MIN_ROWS && super::tile_avx2::tile(w, n, a, out, stride, avx2) {
+        return true;
+    }
     // 8-bit weights: no activation of the tile is -128, so every weight row may take the
     // activations' signs (checked once here, not once per weight row and eight rows).
     if let Some(z) = const { offset_form::<W>() } {
@@ -599,7 +604,7 @@ fn widen_pairs(p: [u32; 4]) -> __m256 {
 /// Eight f16 values (raw bits) widened to f32, exactly (`vcvtph2ps`).
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
-fn widen(h: [u16; BATCH]) -> __m256 {
+pub(super) fn widen(h: [u16; BATCH]) -> __m256 {
     // Four values per 64-bit word in general registers, then `vmovq` + `vpinsrq`: built as a
     // vector of eight `u16`, LLVM inserts each into an undefined register (`vpinsrw`), which
     // picks up a false dependency on whatever that register last held, in the VNNI kernel
@@ -631,6 +636,14 @@ pub(super) fn value_table<W: Q8Weight, const P: u8>() -> __m256i {
 pub(super) fn unit_vector<W: Q8Weight>(w: &W, u: usize, table: __m256i) -> __m256i {
     // SAFETY: this function has AVX-512 F / BW / VL, all `unpack`'s mask registers need.
     unsafe { unpack::<W, SIGNED, true>(w.codes(u), table) }.0
+}
+
+/// [`unit_vector`] without AVX-512: the AVX2 tile's decode.
+#[target_feature(enable = "avx2,fma,f16c")]
+#[inline]
+pub(super) fn unit_vector_avx2<W: Q8Weight>(w: &W, u: usize, table: __m256i) -> __m256i {
+    // SAFETY: without `MASK`, `unpack` needs only this function's features.
+    unsafe { unpack::<W, SIGNED, false>(w.codes(u), table) }.0
 }
 
 /// The products `P` whose [`unpack`] gives the values themselves (signed, table looked up).
