@@ -47,7 +47,7 @@
 //! in pairs, two per 32 products on those pipes instead of four: the same `i32` per lane.
 //! Without the trick's registers a pass takes eight rows, each weight vector loaded once for
 //! all of them. iq4_xs's mat-mul (M = 64, 4096², one thread, Zen 3): 45 → 50 Gel/s, best
-//! runs of 8 alternated (`docs/matmul.md`).
+//! runs of 8 alternated (`docs/matmul-history-3.md`, "iq4_xs mat-mul on AVX2").
 
 use std::arch::x86_64::*;
 
