@@ -138,6 +138,13 @@ pub trait NativeDot: BlockFormat {
         false
     }
 
+    /// The most activation rows a [`NativeDot::vec_dot_tile`] call is best given at once: a
+    /// tile kernel that decodes each weight block once per call and keeps only one block of
+    /// the activation rows close (the `qforge-k` tile kernel) amortizes its decoding over
+    /// all of them. `0` (the default): no such kernel, and the caller sizes its activation
+    /// tiles to stay in L2 while every weight row passes over them.
+    const TILE_ROWS: usize = 0;
+
     /// The format's packed layout, if it has one (the default: none).
     const PACKING: Option<Packing> = None;
 
@@ -232,6 +239,10 @@ pub trait DotKernel<F: BlockFormat>: 'static {
     ) -> Option<Result<(), QuantError>> {
         tile_by_rows::<F, Self>(w, n, acts, out, stride)
     }
+
+    /// The most activation rows a [`DotKernel::dot_tile`] call is best given
+    /// ([`NativeDot::TILE_ROWS`]); `0` (the default): as many as stay in L2.
+    const TILE_ROWS: usize = 0;
 
     /// The kernel's packed weight layout ([`Packing`]), if it has one (the default: none).
     const PACKING: Option<Packing> = None;
@@ -363,6 +374,8 @@ impl<F: NativeDot> DotKernel<F> for GgmlDot {
         }
         tile_by_rows::<F, Self>(w, n, acts, out, stride)
     }
+
+    const TILE_ROWS: usize = F::TILE_ROWS;
 
     const PACKING: Option<Packing> = F::PACKING;
 

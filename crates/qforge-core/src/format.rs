@@ -463,6 +463,13 @@ pub trait Format: Send + Sync + 'static {
         })
     }
 
+    /// The most activation rows a [`Format::dot_tile`] call is best given at once (its
+    /// kernel's [`DotKernel::TILE_ROWS`](crate::DotKernel::TILE_ROWS)); `0` (the default):
+    /// no preference, tiles sized to stay in L2.
+    fn tile_rows(&self) -> usize {
+        0
+    }
+
     /// The format's packed (row-interleaved) weight layout for the CPU kernels, if it has one
     /// (see [`Packing`]; the default: none).
     fn packing(&self) -> Option<Packing> {
@@ -817,6 +824,10 @@ impl<F: BlockFormat, D: DotKernel<F>> Format for Registered<F, D> {
             Ok(blocks) => D::dot_tile(blocks, row_bytes / F::DESC.block_bytes, acts, out, stride),
             Err(e) => Some(Err(e)),
         }
+    }
+
+    fn tile_rows(&self) -> usize {
+        D::TILE_ROWS
     }
 
     fn packing(&self) -> Option<Packing> {

@@ -122,8 +122,10 @@ pub fn matmul_into(
         // dotted with them; each weight row is unpacked once per tile (`dot_rows`).
         // As few tiles as the budget allows, of even size (no short last tile that pays a
         // decode for a few rows).
+        // A tile kernel that keeps only a block of the rows close asks for more rows at once
+        // (`Format::tile_rows`): its decoding is amortized over all of them.
         let act_bytes = acts[0].bytes().max(1);
-        let tiles = m.div_ceil((ACT_TILE_BYTES / act_bytes).max(1));
+        let tiles = m.div_ceil((ACT_TILE_BYTES / act_bytes).max(fmt.tile_rows()).max(1));
         let tile = m.div_ceil(tiles).next_multiple_of(MAX_DOT_ROWS).min(m);
         let refused = || QuantError::Unsupported {
             format: fmt.desc().name,

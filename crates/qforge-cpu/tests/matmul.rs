@@ -64,6 +64,37 @@ fn matmul_rows_are_matvecs_bit_for_bit() {
     }
 }
 
+/// Past one activation tile: M = 300 at K = 4096 is four tiles of the L2 budget's rows for
+/// the row kernels and two for the tile kernels that ask for more (`Format::tile_rows`; at
+/// AVX2 iq4_xs's tile kernel splits them again, 80 rows a call), and each mat-mul row is
+/// still its mat-vec, bit for bit, at every SIMD level the CPU has.
+#[test]
+fn matmul_past_one_activation_tile() {
+    for level in qforge_core::cpu::testable_levels() {
+        qforge_core::cpu::with_level(level, || {
+            for f in qforge_formats::registry().iter() {
+                let (n, k, m) = (2usize, 4096usize, 300usize);
+                let w = quantized(f, n, k, 5);
+                let x = data(m * k, 13);
+                for mode in ActQuant::ALL {
+                    let y = matmul(&w, &x, m, mode).unwrap();
+                    for (i, xr) in x.chunks_exact(k).enumerate() {
+                        let v = matmul(&w, xr, 1, mode).unwrap();
+                        let got: Vec<u32> = y[i * n..(i + 1) * n].iter().map(|v| v.to_bits()).collect();
+                        let want: Vec<u32> = v.iter().map(|v| v.to_bits()).collect();
+                        assert_eq!(
+                            got,
+                            want,
+                            "{} {mode} {level:?}: mat-mul row {i} differs from its mat-vec",
+                            f.desc().name
+                        );
+                    }
+                }
+            }
+        });
+    }
+}
+
 #[test]
 fn wrong_sizes_are_errors_not_panics() {
     let f = qforge_formats::get("q4_0").unwrap();

@@ -80,6 +80,8 @@ macro_rules! sub_block_dot {
                 qforge_k::packed::plain_tile::<Self>(w, n, a, out, stride)
             }
 
+            const TILE_ROWS: usize = qforge_k::packed::PLAIN_TILE_ROWS;
+
             type Act = Q8K;
             fn vec_dot(w: &[Self::Block], a: &[BlockQ8K]) -> f32 {
                 #[cfg(target_arch = "x86_64")]

@@ -520,6 +520,8 @@ macro_rules! q8k_native_dot {
                 $crate::packed::plain_tile::<Self>(w, n, a, out, stride)
             }
 
+            const TILE_ROWS: usize = $crate::packed::PLAIN_TILE_ROWS;
+
             $crate::packed_native_dot_items!();
         }
     )+};

@@ -122,6 +122,13 @@ impl<F: Q8KCodes> TileCodes for F {
     }
 }
 
+/// The activation rows [`plain_tile`] is best given per call
+/// ([`qforge_core::NativeDot::TILE_ROWS`]): it decodes each block of a tile of weight rows
+/// once per call and keeps one block of the activation rows close, so up to
+/// [`qforge_core::MAX_PACKED_DOT_ROWS`] rows amortize the decoding (a 512-row mat-mul on
+/// Zen 4: two decodes of each block instead of seven with 384 KiB activation tiles).
+pub const PLAIN_TILE_ROWS: usize = qforge_core::MAX_PACKED_DOT_ROWS;
+
 /// A mat-mul tile on plain blocks ([`qforge_core::NativeDot::vec_dot_tile`]):
 /// `out[i·stride + j]` = the dot of weight row `i` (blocks `i·n .. (i+1)·n` of `w`) with `a[j]`. Each block
 /// of a tile of weight rows (16 on AVX-512 VNNI, 8 on AVX2) is unpacked ([`TileCodes`]),

@@ -15,7 +15,7 @@
 
 use std::arch::x86_64::*;
 
-use super::tile::{Acts, BlockLanes, Isa, Source, TILE_MIN_ROWS, Tile, accumulate, decode, prepare};
+use super::tile::{Acts, BlockLanes, Isa, Source, TILE_MIN_ROWS, Tile, accumulate, decode, prepare, signed};
 use super::tile_isa::{Ymm, Zmm};
 use crate::QK_K;
 use crate::dot::GROUPS;
@@ -23,6 +23,11 @@ use crate::packed::{Layout, PackedCodes, TileCodes};
 use crate::q8k::BlockQ8K;
 use qforge_core::MAX_PACKED_DOT_ROWS;
 use qforge_simd::Avx2;
+
+/// Activation rows per call where [`Ymm`] dots the values as `i16` pairs (iq4_xs at AVX2):
+/// 80 rows widened are 640 KiB at K = 4096. (256, with the rest of the tile kernels' rows:
+/// iq4_xs at M = 512 7–25 % slower than with 74.)
+const WIDE_ROWS: usize = 80;
 
 /// `out[i · stride + j]` = the dot of weight row `i` (blocks `i·n .. (i+1)·n` of `w`) with
 /// `a[j]`, for `a.len() ≥` [`TILE_MIN_ROWS`] on a CPU with AVX2 (AVX-512 VNNI where it has
@@ -38,14 +43,19 @@ pub(crate) fn plain_tile<F: TileCodes>(
     if n == 0 || a.len() < TILE_MIN_ROWS || qforge_simd::Avx2::detect().is_none() {
         return false;
     }
-    for (c, a) in a.chunks(MAX_PACKED_DOT_ROWS).enumerate() {
+    // Rows per tile call: all the caller gives, up to `MAX_PACKED_DOT_ROWS`, but where the AVX2
+    // register file dots the values as `i16` pairs, as many as keep their widened copies
+    // (8 KiB per row at K = 4096) about L2's size.
+    let chunk =
+        if qforge_simd::Vnni::detect().is_none() && signed::<Ymm, F>() { WIDE_ROWS } else { MAX_PACKED_DOT_ROWS };
+    for (c, a) in a.chunks(chunk).enumerate() {
         let Some(prep) = prepare::<F>(a, n) else {
             // Not reached (AVX2 was checked above); `false` would only make the caller redo
             // every row with the row kernels.
             return false;
         };
         let acts = prep.acts(a, n);
-        let out = &mut out[c * MAX_PACKED_DOT_ROWS..];
+        let out = &mut out[c * chunk..];
         // SAFETY: `prepare` returned, so this CPU has AVX2, FMA and F16C, all `plain_avx2`
         // needs, and where `prep.vnni` the AVX-512 F / BW / VL / VNNI that `plain_vnni` needs
         // besides.
