@@ -219,7 +219,8 @@ fn weight_rows_call_is_dot_row_per_row() {
 /// rows a tile on AVX-512 VNNI, 8 on AVX2; the q8 kernel's AVX2 tile from twelve, passes of
 /// four; 40 rows × 5 blocks take several tiles and blocks, with M = 13 three passes of four
 /// and one of one, 17 × 1056 a one-row tile and, for the 32-element units of the q8 tile, 33
-/// of them: a chunk of K and an odd unit after it).
+/// of them: a chunk of K and an odd unit after it; 131 weight rows two calls of the K-quant
+/// tile kernel, 128 rows and 3).
 #[test]
 fn tile_call_is_dot_rows_per_weight_row() {
     for level in qforge_core::cpu::testable_levels() {
@@ -229,9 +230,15 @@ fn tile_call_is_dot_rows_per_weight_row() {
 
 fn tile_calls() {
     for f in qforge_formats::registry().iter() {
-        for (n, k, m) in
-            [(1usize, 256usize, 1usize), (7, 512, 3), (21, 1024, 9), (18, 256, 2), (40, 1280, 13), (17, 1056, 10)]
-        {
+        for (n, k, m) in [
+            (1usize, 256usize, 1usize),
+            (7, 512, 3),
+            (21, 1024, 9),
+            (18, 256, 2),
+            (40, 1280, 13),
+            (17, 1056, 10),
+            (131, 256, 9),
+        ] {
             let w = quantized(f, n, k, 7 + n as u64);
             for mode in ActQuant::ALL {
                 let acts = quantize_acts(&w, &data(m * k, 17), m, mode).unwrap();
