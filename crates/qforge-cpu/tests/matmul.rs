@@ -41,6 +41,18 @@ fn odd_shapes_every_format_every_mode() {
     }
 }
 
+/// Each row of `w`'s mat-mul with the `m` rows of `x` is that row's mat-vec, bit for bit.
+fn rows_are_matvecs(w: &QuantTensor<'_>, x: &[f32], m: usize, mode: ActQuant, what: &str) {
+    let (n, k) = (w.rows(), x.len() / m);
+    let y = matmul(w, x, m, mode).unwrap();
+    for (i, xr) in x.chunks_exact(k).enumerate() {
+        let v = matmul(w, xr, 1, mode).unwrap();
+        let got: Vec<u32> = y[i * n..(i + 1) * n].iter().map(|v| v.to_bits()).collect();
+        let want: Vec<u32> = v.iter().map(|v| v.to_bits()).collect();
+        assert_eq!(got, want, "{what}: mat-mul row {i} differs from its mat-vec");
+    }
+}
+
 /// Mat-mul row `i` is the mat-vec of activation row `i`, bit for bit, whatever the kernel's
 /// multi-row path (several activation rows per weight block, rows split in chunks, tiles),
 /// every format and mode, M across every chunk boundary.
@@ -52,13 +64,7 @@ fn matmul_rows_are_matvecs_bit_for_bit() {
             let m = 19;
             let x = data(m * k, 11);
             for mode in ActQuant::ALL {
-                let y = matmul(&w, &x, m, mode).unwrap();
-                for (i, xr) in x.chunks_exact(k).enumerate() {
-                    let v = matmul(&w, xr, 1, mode).unwrap();
-                    let got: Vec<u32> = y[i * n..(i + 1) * n].iter().map(|v| v.to_bits()).collect();
-                    let want: Vec<u32> = v.iter().map(|v| v.to_bits()).collect();
-                    assert_eq!(got, want, "{} {mode} {n}x{k}: mat-mul row {i} differs from its mat-vec", f.desc().name);
-                }
+                rows_are_matvecs(&w, &x, m, mode, &format!("{} {mode} {n}x{k}", f.desc().name));
             }
         }
     }
@@ -77,18 +83,7 @@ fn matmul_past_one_activation_tile() {
                 let w = quantized(f, n, k, 5);
                 let x = data(m * k, 13);
                 for mode in ActQuant::ALL {
-                    let y = matmul(&w, &x, m, mode).unwrap();
-                    for (i, xr) in x.chunks_exact(k).enumerate() {
-                        let v = matmul(&w, xr, 1, mode).unwrap();
-                        let got: Vec<u32> = y[i * n..(i + 1) * n].iter().map(|v| v.to_bits()).collect();
-                        let want: Vec<u32> = v.iter().map(|v| v.to_bits()).collect();
-                        assert_eq!(
-                            got,
-                            want,
-                            "{} {mode} {level:?}: mat-mul row {i} differs from its mat-vec",
-                            f.desc().name
-                        );
-                    }
+                    rows_are_matvecs(&w, &x, m, mode, &format!("{} {mode} {level:?}", f.desc().name));
                 }
             }
         });
