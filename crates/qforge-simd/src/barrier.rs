@@ -14,6 +14,27 @@ pub fn opaque(x: u64) -> u64 {
     x
 }
 
+/// `x`, computed before every memory access after this point and after every one before it
+/// (an empty `asm!` that may read and write memory, naming the register that holds `x`): a
+/// kernel puts one block's result through it so that LLVM finishes that block before it
+/// starts the next one's loads, rather than interleaving the two and spilling registers
+/// (the AVX2 build has 16). No instruction.
+///
+/// # Safety
+/// The CPU must have AVX (a `#[target_feature]` function: callers compiled with AVX call it
+/// as a safe function).
+#[cfg(target_arch = "x86_64")]
+#[allow(unsafe_code)]
+#[target_feature(enable = "avx")]
+#[inline]
+pub fn fence_ymm(x: std::arch::x86_64::__m256i) -> std::arch::x86_64::__m256i {
+    let mut x = x;
+    // SAFETY: the assembly is empty: it only names the register holding `x` and touches no
+    // memory, stack or flags (not claiming `nomem` is what orders it against the loads).
+    unsafe { std::arch::asm!("/* {0} */", inout(ymm_reg) x, options(nostack, preserves_flags)) };
+    x
+}
+
 /// `r`, a reference the optimizer cannot see through: the values behind it are read at run
 /// time, as if they were data (the address passes through [`opaque`]; elsewhere through
 /// `black_box`).
