@@ -328,10 +328,13 @@ impl SubBlocks for Iq2Xxs {
     #[inline(always)]
     fn sub_block<'a>(b: &'a BlockIq2Xxs, _pre: &(), ib: usize) -> SubBlock<'a> {
         let ib = ib & 7; // (in range anyway: lets LLVM drop the bounds checks)
-        let (aux0, aux1) = (u32_at(&b.qs, 8 * ib), u32_at(&b.qs, 8 * ib + 4));
+        let aux1 = u32_at(&b.qs, 8 * ib + 4);
         let grid: &'static [u64; 256] = &IQ2XXS_GRID;
         SubBlock::Grid(
-            GridWords::W64(std::array::from_fn(|l| &grid[((aux0 >> (8 * l)) & 255) as usize])),
+            // Each index byte read from the block on its own (`movzbl` from memory: a load,
+            // no ALU work) rather than shifted out of a word in a register, as ggml's
+            // `aux8[l]`: AVX2 mat-vec 14.2 -> 15.8 Gel/s, VNNI 14.4 -> 15.0 (Zen 4).
+            GridWords::W64(std::array::from_fn(|l| &grid[usize::from(b.qs[(8 * ib + l) & 63])])),
             GridSigns::ksigns(|l| (aux1 >> (7 * l)) as usize),
         )
     }
