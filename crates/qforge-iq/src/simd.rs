@@ -192,20 +192,32 @@ macro_rules! rows_kernel {
         // SAFETY: `scales` is 16 `i16`, exactly the 32 bytes the unaligned load reads.
         let scales = unsafe { _mm256_loadu_si256(scales.as_ptr().cast()) };
         let scales = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_shuffle_epi8(scales, split));
-        // Bytes `2ib, 2ib + 1` of each lane, repeated: sub-block `ib`'s two scales.
-        let mut pick = _mm256_set1_epi16(0x0100);
         let mut acc = [_mm256_setzero_si256(); R];
-        for ib in 0..QK_K / 32 {
+        // Sub-block `$ib` (a constant) against every row, its lanes then put through a fence
+        // (`fence_ymm`: the next sub-block's table loads wait for it). The eight are spelled
+        // out: left a loop, LLVM unrolled it in some builds and not in others (its estimate
+        // moved with unrelated code: iq2_xxs's AVX2 mat-vec 12.7 Gel/s as a loop, 15.8
+        // unrolled). Unrolled without the fences, LLVM hoisted the table loads of several
+        // sub-blocks together and ran short of registers (iq1_s 17.1 -> 14.2, iq3_s 10.2 ->
+        // 9.4 at VNNI). With both, against the loop (mat-vec 4096², Zen 4, AVX2 / VNNI):
+        // iq2_xxs 12.7 -> 16.3 / 13.9 -> 17.0, iq2_xs +7 / +5 %, iq2_s +5 / +8 %, iq3_s +8 /
+        // +7 %, iq1_s +6 / +2 %, iq1_m +11 / +4 %, iq3_xxs ±1 %, iq4_xs −1 / −2 %.
+        macro_rules! sub_block {
+            ($ib:expr) => {{
+            let ib: usize = $ib;
             let v = match F::sub_block(b, pre, ib) {
                 SubBlock::Grid(g, signs) if P == ACT_SIGNED => {
-                    let (g, s) = grid_signs(g, signs);
+                    // SAFETY: this function has AVX2 enabled.
+                    let (g, s) = unsafe { grid_signs(g, signs) };
                     Values::GridSigns(g, s)
                 }
-                sb => Values::Signed(signed_values(sb)),
+                // SAFETY: as above.
+                sb => Values::Signed(unsafe { signed_values(sb) }),
             };
-            // Values 0..16 (low lane) take the scale of group 2·ib, 16..32 that of 2·ib + 1.
-            let s = _mm256_shuffle_epi8(scales, pick);
-            pick = _mm256_add_epi8(pick, _mm256_set1_epi8(2));
+            // Values 0..16 (low lane) take the scale of group 2·ib, 16..32 that of 2·ib + 1:
+            // bytes `2ib, 2ib + 1` of each lane, repeated.
+            let pick = i16::from_le_bytes([2 * ib as u8, 2 * ib as u8 + 1]);
+            let s = _mm256_shuffle_epi8(scales, _mm256_set1_epi16(pick));
             for r in 0..R {
                 let q: &[i8; 32] = a[r][i].qs[32 * ib..32 * ib + 32].try_into().expect("32 bytes");
                 // SAFETY: `q` is 32 bytes, exactly what the unaligned 32-byte load reads.
@@ -218,7 +230,19 @@ macro_rules! rows_kernel {
                 };
                 acc[r] = $acc(acc[r], p, s);
             }
+            for a in acc.iter_mut() {
+                *a = qforge_simd::barrier::fence_ymm(*a);
+            }
+            }};
         }
+        sub_block!(0);
+        sub_block!(1);
+        sub_block!(2);
+        sub_block!(3);
+        sub_block!(4);
+        sub_block!(5);
+        sub_block!(6);
+        sub_block!(7);
         // `D_MUL · d`, as the reference: f16 widening is exact either way.
         let d = F::D_MUL * _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(F::d_bits(b)))));
         for r in 0..R {
@@ -293,47 +317,61 @@ pub(crate) fn tile_codes<F: SubBlocks>(b: &F::Block, u: &mut [u8; QK_K], zero: u
 }
 
 /// A sub-block's grid entries and its sign bytes (±1), each loaded straight into a register.
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-fn grid_signs(g: GridWords, signs: GridSigns) -> (__m256i, __m256i) {
-    let g = match g {
-        GridWords::W64(w) => load_u64x4(w),
-        GridWords::W32(w) => load_u32x8(w),
-    };
-    let s = match signs {
-        GridSigns::Pm1(s) => load_u64x4(s),
-        GridSigns::Bits(bits) => _mm256_or_si256(bytes_from_bits(bits), _mm256_set1_epi8(1)),
-        GridSigns::Words(m) => {
-            let s: &[i8; 32] = &WORDS_PM1[usize::from(m & 15)];
-            // SAFETY: `s` is 32 bytes, exactly what the unaligned 32-byte load reads.
-            unsafe { _mm256_loadu_si256(s.as_ptr().cast()) }
-        }
-    };
-    (g, s)
+///
+/// # Safety
+/// The CPU must have AVX2 (the caller is compiled with it). Not a `#[target_feature]`
+/// function so that it can be `#[inline(always)]`: with the eight sub-blocks of a block
+/// spelled out, LLVM left a `#[target_feature] #[inline]` one out of line in some kernels
+/// (iq1_s's AVX2 mat-vec 15.3 -> 2.2 Gel/s, its vectors passed through memory).
+#[inline(always)]
+unsafe fn grid_signs(g: GridWords, signs: GridSigns) -> (__m256i, __m256i) {
+    // SAFETY: the caller guarantees AVX2; the table words are read through references and
+    // `WORDS_PM1` entries are 32 bytes, exactly what the unaligned 32-byte load reads.
+    unsafe {
+        let g = match g {
+            GridWords::W64(w) => load_u64x4(w),
+            GridWords::W32(w) => load_u32x8(w),
+        };
+        let s = match signs {
+            GridSigns::Pm1(s) => load_u64x4(s),
+            GridSigns::Bits(bits) => _mm256_or_si256(bytes_from_bits(bits), _mm256_set1_epi8(1)),
+            GridSigns::Words(m) => {
+                let s: &[i8; 32] = &WORDS_PM1[usize::from(m & 15)];
+                _mm256_loadu_si256(s.as_ptr().cast())
+            }
+        };
+        (g, s)
+    }
 }
 
 /// A sub-block's 32 values as signed bytes, values 0..16 in the low lane: the grid entries
 /// with their signs (`vpsignb`); iq1's `8·g ± 1` (8, 0 or -8 by the ternary entry, plus the
 /// ±1 shift); iq4_xs's nibbles through `kvalues_iq4nl` (one `vpshufb`).
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-pub(crate) fn signed_values(sb: SubBlock<'_>) -> __m256i {
-    match sb {
-        SubBlock::Grid(g, signs) => {
-            let (g, s) = grid_signs(g, signs);
-            _mm256_sign_epi8(g, s)
-        }
-        SubBlock::Shifted(g, shifts) => {
-            let (g, s) = grid_signs(g, shifts);
-            _mm256_add_epi8(_mm256_sign_epi8(_mm256_set1_epi8(8), g), s)
-        }
-        SubBlock::Nibbles(q) => {
-            // SAFETY: `KVALUES_IQ4NL` and `q` are 16 bytes each, exactly what each unaligned
-            // 16-byte load reads.
-            let (table, lo) =
-                unsafe { (_mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()), _mm_loadu_si128(q.as_ptr().cast())) };
-            let idx = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(lo), lo), _mm256_set1_epi8(0x0F));
-            _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(table), idx)
+///
+/// # Safety
+/// The CPU must have AVX2 (the caller is compiled with it). Not a `#[target_feature]`
+/// function so that it can be `#[inline(always)]`: with the eight sub-blocks of a block
+/// spelled out, LLVM left a `#[target_feature] #[inline]` one out of line in some kernels
+/// (iq1_s's AVX2 mat-vec 15.3 -> 2.2 Gel/s, its vectors passed through memory).
+#[inline(always)]
+pub(crate) unsafe fn signed_values(sb: SubBlock<'_>) -> __m256i {
+    // SAFETY: the caller guarantees AVX2; `KVALUES_IQ4NL` and `q` are 16 bytes each, exactly
+    // what each unaligned 16-byte load reads.
+    unsafe {
+        match sb {
+            SubBlock::Grid(g, signs) => {
+                let (g, s) = grid_signs(g, signs);
+                _mm256_sign_epi8(g, s)
+            }
+            SubBlock::Shifted(g, shifts) => {
+                let (g, s) = grid_signs(g, shifts);
+                _mm256_add_epi8(_mm256_sign_epi8(_mm256_set1_epi8(8), g), s)
+            }
+            SubBlock::Nibbles(q) => {
+                let (table, lo) = (_mm_loadu_si128(KVALUES_IQ4NL.as_ptr().cast()), _mm_loadu_si128(q.as_ptr().cast()));
+                let idx = _mm256_and_si256(_mm256_set_m128i(_mm_srli_epi16::<4>(lo), lo), _mm256_set1_epi8(0x0F));
+                _mm256_shuffle_epi8(_mm256_broadcastsi128_si256(table), idx)
+            }
         }
     }
 }
@@ -358,30 +396,46 @@ static WORDS_PM1: [[i8; 32]; 16] = {
 
 /// Four table words as one register, word `l` in lane `l`: one 8-byte load each, straight
 /// into the vector register (`vmovq`, `vmovhpd`), no gather.
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-fn load_u64x4(w: [&u64; 4]) -> __m256i {
-    let half = |a: &u64, b: &u64| {
-        // SAFETY: `a` and `b` are references to `u64`s: each 8-byte load reads exactly one.
-        unsafe {
-            let lo = _mm_loadl_epi64((a as *const u64).cast());
-            _mm_castpd_si128(_mm_loadh_pd(_mm_castsi128_pd(lo), (b as *const u64).cast()))
-        }
-    };
-    _mm256_set_m128i(half(w[2], w[3]), half(w[0], w[1]))
+///
+/// # Safety
+/// The CPU must have AVX2 (the caller is compiled with it). Not a `#[target_feature]`
+/// function so that it can be `#[inline(always)]`: with the eight sub-blocks of a block
+/// spelled out, LLVM left a `#[target_feature] #[inline]` one out of line in some kernels
+/// (iq1_s's AVX2 mat-vec 15.3 -> 2.2 Gel/s, its vectors passed through memory).
+#[inline(always)]
+unsafe fn load_u64x4(w: [&u64; 4]) -> __m256i {
+    // SAFETY: the caller guarantees AVX2; each 8-byte load reads exactly the `u64` behind its
+    // reference. (No closure: it would not be inlined with the caller's features.)
+    unsafe {
+        let lo = _mm_loadl_epi64((w[0] as *const u64).cast());
+        let lo = _mm_castpd_si128(_mm_loadh_pd(_mm_castsi128_pd(lo), (w[1] as *const u64).cast()));
+        let hi = _mm_loadl_epi64((w[2] as *const u64).cast());
+        let hi = _mm_castpd_si128(_mm_loadh_pd(_mm_castsi128_pd(hi), (w[3] as *const u64).cast()));
+        _mm256_set_m128i(hi, lo)
+    }
 }
 
 /// Eight 32-bit table words as one register, word `k` in lane `k` (`vmovd`, `vpinsrd`).
-#[target_feature(enable = "avx2,fma,f16c")]
-#[inline]
-fn load_u32x8(w: [&u32; 8]) -> __m256i {
-    let half = |w: &[&u32]| {
-        let x = _mm_cvtsi32_si128(*w[0] as i32);
-        let x = _mm_insert_epi32::<1>(x, *w[1] as i32);
-        let x = _mm_insert_epi32::<2>(x, *w[2] as i32);
-        _mm_insert_epi32::<3>(x, *w[3] as i32)
-    };
-    _mm256_set_m128i(half(&w[4..]), half(&w[..4]))
+///
+/// # Safety
+/// The CPU must have AVX2 (the caller is compiled with it). Not a `#[target_feature]`
+/// function so that it can be `#[inline(always)]`: with the eight sub-blocks of a block
+/// spelled out, LLVM left a `#[target_feature] #[inline]` one out of line in some kernels
+/// (iq1_s's AVX2 mat-vec 15.3 -> 2.2 Gel/s, its vectors passed through memory).
+#[inline(always)]
+unsafe fn load_u32x8(w: [&u32; 8]) -> __m256i {
+    // SAFETY: the caller guarantees AVX2 (SSE4.1's `pinsrd` with it).
+    unsafe {
+        let lo = _mm_cvtsi32_si128(*w[0] as i32);
+        let lo = _mm_insert_epi32::<1>(lo, *w[1] as i32);
+        let lo = _mm_insert_epi32::<2>(lo, *w[2] as i32);
+        let lo = _mm_insert_epi32::<3>(lo, *w[3] as i32);
+        let hi = _mm_cvtsi32_si128(*w[4] as i32);
+        let hi = _mm_insert_epi32::<1>(hi, *w[5] as i32);
+        let hi = _mm_insert_epi32::<2>(hi, *w[6] as i32);
+        let hi = _mm_insert_epi32::<3>(hi, *w[7] as i32);
+        _mm256_set_m128i(hi, lo)
+    }
 }
 
 mod decode;

@@ -77,10 +77,12 @@ fn block<F: GridValues, O: Elem, const NAN: bool>(b: &F::Block, d: f32, o: &mut 
             // integers, multiplied as they are (ggml's `dl · (g + delta)`).
             let (v, negate) = match F::sub_block(b, &pre, ib) {
                 SubBlock::Grid(g, s) => {
-                    let (g, s) = grid_signs(g, s);
+                    // SAFETY: this function has AVX2 enabled.
+                    let (g, s) = unsafe { grid_signs(g, s) };
                     (g, Some(s))
                 }
-                sb => (signed_values(sb), None),
+                // SAFETY: as above.
+                sb => (unsafe { signed_values(sb) }, None),
             };
             if O::DTYPE != DType::F32 {
                 // Magnitudes and signs: the grid's own; iq1's `|v|` and the sign of `v` where
