@@ -116,19 +116,6 @@ pub(crate) fn ksigns_byte(s: u32) -> u8 {
     (s | (p & 1) << 7) as u8
 }
 
-/// The 32 sign bytes of a block whose sign codes are packed four per 32-bit word, 7 bits
-/// apart (iq2_xxs, iq3_xxs): byte `4ib + l` is [`ksigns_byte`] of bits `7l ..` of `words[ib]`.
-#[inline(always)]
-pub(crate) fn ksigns_of_words(words: [u32; QK_K / 32]) -> [u8; QK_K / 8] {
-    let mut out = [0u8; QK_K / 8];
-    for (o, w) in out.as_chunks_mut::<4>().0.iter_mut().zip(words) {
-        for (l, o) in o.iter_mut().enumerate() {
-            *o = ksigns_byte(w >> (7 * l));
-        }
-    }
-    out
-}
-
 /// The byte mask (0xFF where negated, else 0) of a word of ±1 sign bytes: each byte's top bit
 /// spread over the byte.
 #[inline(always)]
@@ -233,7 +220,7 @@ pub(crate) trait SubBlocks: BlockFormat {
     fn d_bits(b: &Self::Block) -> u16;
     /// What a format computes for a whole block before its sub-blocks are read (`()` where
     /// that did not pay): the 32 grid indices of iq1_s / iq1_m / iq2_s, spread over a byte
-    /// and a few high bits, iq2_xs's indices and sign bytes, iq3_xxs's sign bytes; all 32 at
+    /// and a few high bits, iq2_xs's indices and sign bytes; all 32 at
     /// once in straight-line code that LLVM vectorizes, instead of shifts, masks and table
     /// loads per value in the sub-block loop. The AVX2 kernel computes it one block ahead,
     /// into the other of two slots (docs/formats/iq.md).
@@ -320,14 +307,6 @@ mod tests {
             assert_eq!(bytes_i8(KSIGNS_PM1[i]), want, "code {i}");
             assert_eq!(mask_of_pm1(KSIGNS_PM1[i]), SIGN_MASK[usize::from(signs)], "code {i}");
             assert_eq!(ksigns_byte(i as u32 | 0xFFFF_FF80), signs, "code {i}");
-        }
-        // Four codes per word, 7 bits apart, the top 4 bits (a scale) ignored.
-        let words: [u32; 8] = std::array::from_fn(|ib| {
-            0xF000_0000 | (0..4).map(|l| ((ib * 4 + l) as u32 * 37 % 128) << (7 * l)).sum::<u32>()
-        });
-        let bytes = ksigns_of_words(words);
-        for (k, b) in bytes.into_iter().enumerate() {
-            assert_eq!(b, KSIGNS_IQ2XS[k * 37 % 128], "byte {k}");
         }
     }
 }
