@@ -230,8 +230,7 @@ impl SubBlocks for Iq3Xxs {
     fn sub_block<'a>(b: &'a BlockIq3Xxs, _pre: &(), ib: usize) -> SubBlock<'a> {
         let ib = ib & 7; // (in range anyway: lets LLVM drop the bounds checks)
         let q = &b.qs[8 * ib..8 * ib + 8];
-        let aux: &[u8; QK_K / 8] = b.qs.last_chunk().expect("the sign and scale words");
-        let aux = u32::from_le_bytes(*aux[4 * ib..].first_chunk::<4>().expect("a sign word"));
+        let aux = u32_at(&b.qs, QK_K / 4 + 4 * ib);
         let grid: &'static [u32; 256] = &IQ3XXS_GRID;
         SubBlock::Grid(
             GridWords::W32(std::array::from_fn(|k| &grid[usize::from(q[k])])),

@@ -319,10 +319,8 @@ pub(crate) fn tile_codes<F: SubBlocks>(b: &F::Block, u: &mut [u8; QK_K], zero: u
 /// A sub-block's grid entries and its sign bytes (±1), each loaded straight into a register.
 ///
 /// # Safety
-/// The CPU must have AVX2 (the caller is compiled with it). Not a `#[target_feature]`
-/// function so that it can be `#[inline(always)]`: with the eight sub-blocks of a block
-/// spelled out, LLVM left a `#[target_feature] #[inline]` one out of line in some kernels
-/// (iq1_s's AVX2 mat-vec 15.3 -> 2.2 Gel/s, its vectors passed through memory).
+/// The CPU must have AVX2 (the caller is compiled with it); `#[inline(always)]` for the
+/// reason [`signed_values`] gives.
 #[inline(always)]
 unsafe fn grid_signs(g: GridWords, signs: GridSigns) -> (__m256i, __m256i) {
     // SAFETY: the caller guarantees AVX2; the table words are read through references and
@@ -398,10 +396,8 @@ static WORDS_PM1: [[i8; 32]; 16] = {
 /// into the vector register (`vmovq`, `vmovhpd`), no gather.
 ///
 /// # Safety
-/// The CPU must have AVX2 (the caller is compiled with it). Not a `#[target_feature]`
-/// function so that it can be `#[inline(always)]`: with the eight sub-blocks of a block
-/// spelled out, LLVM left a `#[target_feature] #[inline]` one out of line in some kernels
-/// (iq1_s's AVX2 mat-vec 15.3 -> 2.2 Gel/s, its vectors passed through memory).
+/// The CPU must have AVX2 (the caller is compiled with it); `#[inline(always)]` for the
+/// reason [`signed_values`] gives.
 #[inline(always)]
 unsafe fn load_u64x4(w: [&u64; 4]) -> __m256i {
     // SAFETY: the caller guarantees AVX2; each 8-byte load reads exactly the `u64` behind its
@@ -418,10 +414,8 @@ unsafe fn load_u64x4(w: [&u64; 4]) -> __m256i {
 /// Eight 32-bit table words as one register, word `k` in lane `k` (`vmovd`, `vpinsrd`).
 ///
 /// # Safety
-/// The CPU must have AVX2 (the caller is compiled with it). Not a `#[target_feature]`
-/// function so that it can be `#[inline(always)]`: with the eight sub-blocks of a block
-/// spelled out, LLVM left a `#[target_feature] #[inline]` one out of line in some kernels
-/// (iq1_s's AVX2 mat-vec 15.3 -> 2.2 Gel/s, its vectors passed through memory).
+/// The CPU must have AVX2 (the caller is compiled with it); `#[inline(always)]` for the
+/// reason [`signed_values`] gives.
 #[inline(always)]
 unsafe fn load_u32x8(w: [&u32; 8]) -> __m256i {
     // SAFETY: the caller guarantees AVX2 (SSE4.1's `pinsrd` with it).
