@@ -5,7 +5,7 @@
 //! The kernel levels are ordered ([`Level`]): a kernel of a level runs where [`level`] is at
 //! least that level. Two caps lower what the kernels see, so that every path a machine has can
 //! be run and compared on that machine:
-//! * `QFORGE_CPU=scalar|avx2|avx512vnni` (read once, at the first query): a whole process,
+//! * `QFORGE_CPU=scalar|avx2|avxvnni|avx512vnni` (read once, at the first query): a whole process,
 //!   e.g. a benchmark of the AVX2 kernels on an AVX-512 machine, or a test run of the portable
 //!   code. An unknown value is ignored (the detected level stands) and reported by [`levels`].
 //! * [`with_level`]: the calling thread only (in place of `QFORGE_CPU`), for tests that force
@@ -21,22 +21,29 @@ pub enum Level {
     Scalar,
     /// AVX2 with FMA and F16C (every AVX2 CPU in practice has both).
     Avx2,
+    /// [`Level::Avx2`] plus `vpdpbusd` / `vpdpwssd` on 256-bit registers, in either encoding
+    /// ([`vnni_ymm`]): AVX-VNNI's VEX form (Alder Lake and later Intel client parts, Sierra
+    /// Forest, AMD Zen 5) or, on a CPU of [`Level::Avx512Vnni`], AVX-512 VL's EVEX form. The
+    /// kernels of this level are the AVX2 ones with the VNNI dot products; those that need
+    /// 512-bit registers or mask registers stay at [`Level::Avx512Vnni`].
+    AvxVnni,
     /// [`Level::Avx2`] plus AVX-512 F, BW, VL and VNNI (`vpdpbusd`, `vpdpwssd`): Ice Lake,
-    /// Sapphire Rapids and later Intel server / client parts, AMD Zen 4 and later. The
-    /// kernels of this level may use 256-bit EVEX forms only (AVX-512VL), which every such CPU
-    /// runs at full clock.
+    /// Sapphire Rapids and later Intel server / client parts, AMD Zen 4 and later. Besides
+    /// [`Level::AvxVnni`]'s kernels (in their EVEX form), the kernels of this level use
+    /// 512-bit and mask registers (the mat-mul tiles, fp8, the f16 / bf16 conversions).
     Avx512Vnni,
 }
 
 impl Level {
     /// Every level, lowest first.
-    pub const ALL: [Level; 3] = [Level::Scalar, Level::Avx2, Level::Avx512Vnni];
+    pub const ALL: [Level; 4] = [Level::Scalar, Level::Avx2, Level::AvxVnni, Level::Avx512Vnni];
 
     /// The level's name, as `QFORGE_CPU` spells it.
     pub const fn name(self) -> &'static str {
         match self {
             Level::Scalar => "scalar",
             Level::Avx2 => "avx2",
+            Level::AvxVnni => "avxvnni",
             Level::Avx512Vnni => "avx512vnni",
         }
     }
@@ -129,6 +136,27 @@ pub fn avx512vnni() -> bool {
     level() >= Level::Avx512Vnni
 }
 
+/// The encoding of the 256-bit VNNI instructions (`vpdpbusd`, `vpdpwssd` on `ymm` registers)
+/// that the kernels of [`Level::AvxVnni`] use.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
+pub enum VnniForm {
+    /// AVX-VNNI's VEX form: 16 vector registers, as the AVX2 kernels.
+    Vex,
+    /// AVX-512 VL's EVEX form (the CPU has [`Level::Avx512Vnni`]): 32 vector registers.
+    Evex,
+}
+
+/// The 256-bit VNNI kernels may run ([`level`] is at least [`Level::AvxVnni`]), in this
+/// encoding: EVEX where the CPU has AVX-512 VNNI (whatever the cap: the instructions are the
+/// same, and a CPU with both forms runs both alike), else VEX. `None` below that level.
+#[inline]
+pub fn vnni_ymm() -> Option<VnniForm> {
+    (level() >= Level::AvxVnni).then(|| match detected().cpu {
+        Level::Avx512Vnni => VnniForm::Evex,
+        _ => VnniForm::Vex,
+    })
+}
+
 /// Runs `f` compiled for the highest [`level`] this thread may run: `f` is inlined into a
 /// function with that level's target features, so plain Rust inside it (a format's row
 /// decoder, say) is vectorized for AVX2 or AVX-512 where the CPU has them, with no
@@ -146,8 +174,9 @@ pub fn dispatch<R>(f: impl FnOnce() -> R) -> R {
         // SAFETY: `level()` is at most what `detect` found on this CPU, which checked every
         // feature the called function enables.
         Level::Avx512Vnni => return unsafe { x86::run_avx512(f) },
-        // SAFETY: as above, AVX2, FMA and F16C were detected.
-        Level::Avx2 => return unsafe { x86::run_avx2(f) },
+        // SAFETY: as above, AVX2, FMA and F16C were detected (plain Rust gains nothing from the
+        // VNNI dot products: `AvxVnni` runs it as AVX2).
+        Level::Avx2 | Level::AvxVnni => return unsafe { x86::run_avx2(f) },
         Level::Scalar => {}
     }
     f()
@@ -341,9 +370,11 @@ fn detect() -> Level {
         && is_x86_feature_detected!("avx512bw")
         && is_x86_feature_detected!("avx512vl")
         && is_x86_feature_detected!("avx512vnni");
-    match (avx2, vnni) {
-        (_, true) => Level::Avx512Vnni,
-        (true, false) => Level::Avx2,
+    let avxvnni = avx2 && is_x86_feature_detected!("avxvnni");
+    match (avx2, avxvnni, vnni) {
+        (_, _, true) => Level::Avx512Vnni,
+        (_, true, false) => Level::AvxVnni,
+        (true, false, false) => Level::Avx2,
         _ => Level::Scalar,
     }
 }
@@ -366,12 +397,16 @@ fn detect_bf16(cpu: Level) -> bool {
     }
 }
 
-/// For reports and benchmarks: the level the kernels run at (`avx512vnni`, `avx2`, `scalar`),
+/// For reports and benchmarks: the level the kernels run at (`avx512vnni`, `avxvnni` with its
+/// [`VnniForm`], `avx2`, `scalar`),
 /// followed by `(cpu: L)` where `QFORGE_CPU` lowered it and `(QFORGE_CPU ignored)` where it
 /// named no level.
 pub fn levels() -> String {
     let d = detected();
     let mut s = d.process.name().to_string();
+    if d.process == Level::AvxVnni {
+        s += if d.cpu == Level::Avx512Vnni { " (EVEX form)" } else { " (VEX form)" };
+    }
     if d.process != d.cpu {
         s += &format!(" (cpu: {}, capped by QFORGE_CPU)", d.cpu.name());
     }
@@ -407,7 +442,7 @@ mod tests {
         for l in Level::ALL {
             assert_eq!(Level::from_name(l.name()), Some(l));
         }
-        assert!(Level::Scalar < Level::Avx2 && Level::Avx2 < Level::Avx512Vnni);
+        assert!(Level::Scalar < Level::Avx2 && Level::Avx2 < Level::AvxVnni && Level::AvxVnni < Level::Avx512Vnni);
         assert_eq!(Level::from_name("avx512"), None);
     }
 
@@ -433,6 +468,16 @@ mod tests {
     #[test]
     fn vnni_implies_avx2() {
         assert!(!avx512vnni() || avx2());
+        assert!(vnni_ymm().is_none() || avx2());
+        // Every level the CPU runs gives the 256-bit VNNI form from `AvxVnni` up, the EVEX one
+        // exactly where the CPU has AVX-512 VNNI.
+        for l in testable_levels() {
+            let form = with_level(l, vnni_ymm);
+            assert_eq!(form.is_some(), l >= Level::AvxVnni, "{l:?}");
+            if let Some(form) = form {
+                assert_eq!(form == VnniForm::Evex, cpu_level() == Level::Avx512Vnni, "{l:?}");
+            }
+        }
         assert!(testable_levels().contains(&Level::Scalar));
         assert!(testable_levels().contains(&cpu_level()));
     }

@@ -51,16 +51,22 @@ pub fn env_usize(var: &str, default: usize) -> usize {
     }
 }
 
-/// The SIMD kernel levels this machine runs from AVX2 up (AVX2, and AVX-512 VNNI where the CPU
-/// has it), each to be forced in turn with `qforge_core::cpu::with_level` and compared with
-/// the portable reference; as [`avx2`], it panics on a CPU without AVX2 unless
-/// [`ALLOW_NO_AVX2`] is set (then it is empty). The levels tested are named on stderr.
+/// The SIMD kernel levels this machine runs from AVX2 up (AVX2; 256-bit VNNI where the CPU
+/// has AVX-VNNI or AVX-512 VNNI, in the form it runs; AVX-512 VNNI where it has that), each
+/// to be forced in turn with `qforge_core::cpu::with_level` and compared with the portable
+/// reference; as [`avx2`], it panics on a CPU without AVX2 unless [`ALLOW_NO_AVX2`] is set
+/// (then it is empty). The levels tested are named on stderr, the VNNI form with
+/// `avxvnni`'s.
 pub fn simd_levels() -> Vec<qforge_core::cpu::Level> {
     if !avx2() {
         return Vec::new();
     }
     let levels: Vec<_> =
         qforge_core::cpu::testable_levels().into_iter().filter(|&l| l >= qforge_core::cpu::Level::Avx2).collect();
-    eprintln!("SIMD levels forced: {}", levels.iter().map(|l| l.name()).collect::<Vec<_>>().join(", "));
+    let name = |l: qforge_core::cpu::Level| match qforge_core::cpu::with_level(l, qforge_core::cpu::vnni_ymm) {
+        Some(form) if l == qforge_core::cpu::Level::AvxVnni => format!("{} ({form:?} form)", l.name()),
+        _ => l.name().to_string(),
+    };
+    eprintln!("SIMD levels forced: {}", levels.iter().map(|&l| name(l)).collect::<Vec<_>>().join(", "));
     levels
 }

@@ -28,8 +28,9 @@ use std::arch::x86_64::*;
 use crate::block::BlockInt4g;
 use crate::dot::Int8Row;
 use crate::scale::ScaleKind;
+use qforge_simd::Avx2;
 use qforge_simd::rows::{RowKernel, by_rows};
-use qforge_simd::{Avx2, Vnni};
+use qforge_simd::vnni::{EVEX, Form, VnniYmm};
 
 /// Every `out[i]` = the dot with `rows[i]` (lengths already validated), with AVX2; `false`
 /// (nothing written) where the CPU lacks it.
@@ -41,29 +42,24 @@ pub(crate) fn dot_rows<S: ScaleKind, const H: usize>(
     let Some(avx2) = Avx2::detect() else {
         return false;
     };
-    by_rows(&Kernel { w, _avx2: avx2, vnni: Vnni::detect() }, rows, out);
+    by_rows(&Kernel { w, _avx2: avx2, vnni: VnniYmm::detect().map(VnniYmm::form) }, rows, out);
     true
 }
 
-/// The weight row, the proof of AVX2 and, where the VNNI kernel may run, of that.
+/// The weight row, the proof of AVX2 and the VNNI form whose kernel may run
+/// (`VnniYmm::detect`'s).
 struct Kernel<'w, S: ScaleKind, const H: usize> {
     w: &'w [BlockInt4g<S, H>],
     _avx2: Avx2,
-    vnni: Option<Vnni>,
+    vnni: Option<Form>,
 }
 
 impl<'a, S: ScaleKind, const H: usize> RowKernel<Int8Row<'a>> for Kernel<'_, S, H> {
     #[inline]
     fn rows<const R: usize>(&self, a: [&Int8Row<'a>; R]) -> [f32; R] {
         // SAFETY: `self` holds an `Avx2` token, which exists only where the CPU has AVX2, FMA
-        // and F16C, all `rows_avx2` needs, and a `Vnni` token where it also has the VNNI
-        // features `rows_vnni` needs.
-        unsafe {
-            match self.vnni {
-                Some(_) => rows_vnni::<S, H, R, false>(self.w, a, &[]),
-                None => rows_avx2::<S, H, R, false>(self.w, a, &[]),
-            }
-        }
+        // and F16C, and the VNNI form `VnniYmm::detect` found (the CPU has its features).
+        unsafe { rows_at::<S, H, R, false>(self.vnni, self.w, a, &[]) }
     }
 }
 
@@ -163,6 +159,29 @@ macro_rules! rows_kernel {
 
 rows_kernel!(rows_avx2, "avx2,fma,f16c", isum_avx2);
 rows_kernel!(rows_vnni, "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", isum_vnni);
+rows_kernel!(rows_avxvnni, "avx2,fma,f16c,avxvnni", isum_avxvnni);
+
+/// The row kernel of the VNNI form `vnni` (`rows_vnni`, `rows_avxvnni`), or `rows_avx2`.
+///
+/// # Safety
+/// The CPU has AVX2, FMA and F16C, and the features of `vnni`'s form where it is `Some`; with
+/// `PRE`, `sums` holds the activation's group sums (as `rows_avx2` requires).
+#[inline(always)]
+unsafe fn rows_at<S: ScaleKind, const H: usize, const R: usize, const PRE: bool>(
+    vnni: Option<Form>,
+    w: &[BlockInt4g<S, H>],
+    a: [&Int8Row<'_>; R],
+    sums: &[i64],
+) -> [f32; R] {
+    // SAFETY: the caller's contract.
+    unsafe {
+        match vnni {
+            Some(EVEX) => rows_vnni::<S, H, R, PRE>(w, a, sums),
+            Some(_) => rows_avxvnni::<S, H, R, PRE>(w, a, sums),
+            None => rows_avx2::<S, H, R, PRE>(w, a, sums),
+        }
+    }
+}
 
 /// Mat-vec: `out[i]` = the dot of weight row `i` (groups `i·n .. (i+1)·n` of `w`, `n ≥ 1`)
 /// with `a` (length already validated: `n` groups), with AVX2; `false` (nothing written) where the CPU
@@ -179,17 +198,11 @@ pub(crate) fn dot_weight_rows<S: ScaleKind, const H: usize>(
         return false;
     };
     let suma: Vec<i64> = a.q.chunks_exact(2 * H).map(|g| g.iter().map(|&v| i64::from(v)).sum()).collect();
-    let vnni = Vnni::detect();
+    let vnni = VnniYmm::detect().map(VnniYmm::form);
     for (o, wr) in out.iter_mut().zip(w.chunks_exact(n)) {
-        // SAFETY: `_avx2` exists only where the CPU has AVX2, FMA and F16C, all `rows_avx2`
-        // needs, and `vnni` is `Some` only where it also has the VNNI features `rows_vnni`
-        // needs.
-        let [v] = unsafe {
-            match vnni {
-                Some(_) => rows_vnni::<S, H, 1, true>(wr, [a], &suma),
-                None => rows_avx2::<S, H, 1, true>(wr, [a], &suma),
-            }
-        };
+        // SAFETY: `_avx2` exists only where the CPU has AVX2, FMA and F16C, and `vnni` is the
+        // form whose features the CPU has; `suma` is `a`'s group sums.
+        let [v] = unsafe { rows_at::<S, H, 1, true>(vnni, wr, [a], &suma) };
         *o = v;
     }
     true
@@ -208,6 +221,13 @@ fn isum_avx2(acc: __m256i, w: __m256i, a: __m256i, ones: __m256i) -> __m256i {
 #[inline]
 fn isum_vnni(acc: __m256i, w: __m256i, a: __m256i, _ones: __m256i) -> __m256i {
     _mm256_dpbusd_epi32(acc, w, a)
+}
+
+/// [`isum_vnni`] in the VEX form.
+#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+#[inline]
+fn isum_avxvnni(acc: __m256i, w: __m256i, a: __m256i, _ones: __m256i) -> __m256i {
+    _mm256_dpbusd_avx_epi32(acc, w, a)
 }
 
 #[cfg(test)]

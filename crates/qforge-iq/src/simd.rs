@@ -43,14 +43,15 @@ use crate::unpack::{GridSigns, GridWords, SubBlock, SubBlocks};
 use qforge_k::BlockQ8K;
 use qforge_simd::bytemask::bytes_from_bits;
 use qforge_simd::rows::{RowKernel, by_rows};
-use qforge_simd::{Avx2, Vnni, totals};
+use qforge_simd::vnni::{EVEX, Form, VnniYmm};
+use qforge_simd::{Avx2, totals};
 
 /// The dot of a weight row with a q8_k row with AVX2, or `None` where the CPU lacks it.
 #[inline]
 pub(crate) fn vec_dot<F: SubBlocks>(w: &[F::Block], a: &[BlockQ8K]) -> Option<f32> {
     let avx2 = Avx2::detect()?;
     let n = w.len().min(a.len());
-    let k = Kernel::<F> { w: &w[..n], avx2, vnni: Vnni::detect() };
+    let k = Kernel::<F> { w: &w[..n], avx2, vnni: vnni_form() };
     Some(RowKernel::<&[BlockQ8K]>::rows::<1>(&k, [&a])[0])
 }
 
@@ -68,18 +69,17 @@ pub(crate) fn vec_dot_weight_rows<F: SubBlocks>(w: &[F::Block], a: &[BlockQ8K], 
     let m = n.min(a.len());
     let a = &a[..m];
     let signed_acts = !a.iter().any(|b| has_min(&b.qs));
-    let vnni = Vnni::detect();
+    let vnni = vnni_form();
     for (j, o) in out.iter_mut().enumerate() {
         let w = &w[j * n..j * n + m];
         // SAFETY: `_avx2` proves AVX2, FMA and F16C, all `rows_avx2` needs, and `vnni` (where
-        // `Some`) the VNNI features `rows_vnni` needs besides; `ACT_SIGNED` runs only where
-        // no activation of `a` is -128 (just checked).
+        // `Some`) the features of that VNNI form, which `rows_vnni` / `rows_avxvnni` need
+        // besides; `ACT_SIGNED` runs only where no activation of `a` is -128 (just checked).
         *o = unsafe {
-            match (vnni, signed_acts) {
-                (Some(_), true) => rows_vnni::<F, 1, ACT_SIGNED>(w, [a], avx2),
-                (Some(_), false) => rows_vnni::<F, 1, EXACT>(w, [a], avx2),
-                (None, true) => rows_avx2::<F, 1, ACT_SIGNED>(w, [a], avx2),
-                (None, false) => rows_avx2::<F, 1, EXACT>(w, [a], avx2),
+            if signed_acts {
+                rows_at::<F, 1, ACT_SIGNED>(vnni, w, [a], avx2)
+            } else {
+                rows_at::<F, 1, EXACT>(vnni, w, [a], avx2)
             }
         }[0];
     }
@@ -106,16 +106,44 @@ pub(crate) fn vec_dot_rows<F: SubBlocks>(w: &[F::Block], a: &[&[BlockQ8K]], out:
         }
         return true;
     }
-    by_rows(&Kernel::<F> { w, avx2, vnni: Vnni::detect() }, a, out);
+    by_rows(&Kernel::<F> { w, avx2, vnni: vnni_form() }, a, out);
     true
 }
 
-/// The weight row, the proof of AVX2 and, where the VNNI kernel may run, of that; rows of
-/// exactly `w.len()` blocks.
+/// The VNNI form the 256-bit VNNI kernels run in here (`VnniYmm::detect`), or `None`.
+#[inline]
+fn vnni_form() -> Option<Form> {
+    VnniYmm::detect().map(VnniYmm::form)
+}
+
+/// The row kernel of the VNNI form `vnni` (`rows_vnni`, `rows_avxvnni`), or `rows_avx2`.
+///
+/// # Safety
+/// `vnni` is [`vnni_form`]'s (the CPU has that form's features); with `P` = [`ACT_SIGNED`]
+/// no activation quant of `a` is -128.
+#[inline(always)]
+unsafe fn rows_at<F: SubBlocks, const R: usize, const P: bool>(
+    vnni: Option<Form>,
+    w: &[F::Block],
+    a: [&[BlockQ8K]; R],
+    avx2: Avx2,
+) -> [f32; R] {
+    // SAFETY: `avx2` proves AVX2, FMA and F16C; the rest is the caller's contract.
+    unsafe {
+        match vnni {
+            Some(EVEX) => rows_vnni::<F, R, P>(w, a, avx2),
+            Some(_) => rows_avxvnni::<F, R, P>(w, a, avx2),
+            None => rows_avx2::<F, R, P>(w, a, avx2),
+        }
+    }
+}
+
+/// The weight row, the proof of AVX2 and the VNNI form whose kernel may run ([`vnni_form`]);
+/// rows of exactly `w.len()` blocks.
 struct Kernel<'w, F: SubBlocks> {
     w: &'w [F::Block],
     avx2: Avx2,
-    vnni: Option<Vnni>,
+    vnni: Option<Form>,
 }
 
 impl<'a, F: SubBlocks> RowKernel<&'a [BlockQ8K]> for Kernel<'_, F> {
@@ -123,15 +151,8 @@ impl<'a, F: SubBlocks> RowKernel<&'a [BlockQ8K]> for Kernel<'_, F> {
     fn rows<const R: usize>(&self, a: [&&'a [BlockQ8K]; R]) -> [f32; R] {
         let n = self.w.len();
         let rows = a.map(|a| &a[..n]);
-        // SAFETY: `self` holds an `Avx2` token, which exists only where the CPU has AVX2, FMA
-        // and F16C, all `rows_avx2` needs, and a `Vnni` token where it also has the VNNI
-        // features of `rows_vnni`; `EXACT` holds for any rows.
-        unsafe {
-            match self.vnni {
-                Some(_) => rows_vnni::<F, R, EXACT>(self.w, rows, self.avx2),
-                None => rows_avx2::<F, R, EXACT>(self.w, rows, self.avx2),
-            }
-        }
+        // SAFETY: `self.vnni` is `vnni_form`'s; `EXACT` holds for any rows.
+        unsafe { rows_at::<F, R, EXACT>(self.vnni, self.w, rows, self.avx2) }
     }
 }
 
@@ -279,10 +300,17 @@ rows_kernel!(
     acc_avx2
 );
 rows_kernel!(
-    /// [`rows_avx2`] with `vpdpwssd` for the scaled pair sums ([`acc_vnni`]): the same lanes.
+    /// [`rows_avx2`] with `vpdpwssd` for the scaled pair sums ([`acc_vnni`], EVEX form): the
+    /// same lanes.
     rows_vnni,
     "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
     acc_vnni
+);
+rows_kernel!(
+    /// [`rows_vnni`] in AVX-VNNI's VEX form ([`acc_avxvnni`]).
+    rows_avxvnni,
+    "avx2,fma,f16c,avxvnni",
+    acc_avxvnni
 );
 
 /// `acc + Σ₂ p·s` per `i32` lane (`vpmaddwd`, `vpaddd`): the pair sums `p` times the group
@@ -298,6 +326,13 @@ fn acc_avx2(acc: __m256i, p: __m256i, s: __m256i) -> __m256i {
 #[inline]
 fn acc_vnni(acc: __m256i, p: __m256i, s: __m256i) -> __m256i {
     _mm256_dpwssd_epi32(acc, p, s)
+}
+
+/// [`acc_vnni`] in the VEX form.
+#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+#[inline]
+fn acc_avxvnni(acc: __m256i, p: __m256i, s: __m256i) -> __m256i {
+    _mm256_dpwssd_avx_epi32(acc, p, s)
 }
 
 /// [`qforge_k::packed::TileCodes::tile_codes`] of a sub-block format: each sub-block's signed

@@ -21,12 +21,15 @@
 //! * `totals` (x86-64): exact totals of two blocks' `i32` lanes at once, for the kernels that
 //!   sum one integer per block.
 //! * [`barrier`]: optimization barriers for scalar code feeding the SIMD kernels.
+//! * `vnni` (x86-64): the 256-bit VNNI dot products in their VEX (AVX-VNNI) and EVEX
+//!   (AVX-512 VL) encodings, over which the AVX2 kernel bodies are compiled a second and third
+//!   time for [`qforge_core::cpu::Level::AvxVnni`], and the token `vnni::VnniYmm`.
 //! * [`Avx2`]: the proof that this CPU runs the AVX2 kernels (AVX2, FMA, F16C), which every
 //!   family's `#[target_feature]` code takes before it is called; [`Vnni`] the same for the
 //!   AVX-512 VNNI kernels ([`qforge_core::cpu::Level::Avx512Vnni`]).
 //!
 //! `unsafe` lives only in the x86-64 kernel modules (`q8/avx2.rs`, `planes_avx2.rs`,
-//! `half_lut_avx2.rs`, `store8.rs`, `totals.rs`, `i8_groups.rs`' AVX2 module), the
+//! `half_lut_avx2.rs`, `store8.rs`, `totals.rs`, `vnni.rs`, `i8_groups.rs`' AVX2 module), the
 //! empty `asm!` of [`barrier`] and `bytemask` (the AVX-512 form of its byte select), each
 //! block with its `SAFETY` comment.
 #![deny(unsafe_code)]
@@ -167,6 +170,8 @@ pub mod store8;
 pub mod totals;
 #[cfg(target_arch = "x86_64")]
 pub mod transpose;
+#[cfg(target_arch = "x86_64")]
+pub mod vnni;
 
 /// What a decoder does to `factor · code` before the value is final: nothing, `+ m` (q5_1's
 /// offset) or `− m` (the K-quants' `d1 · q − m1`). Two operations, two roundings, in this

@@ -178,7 +178,7 @@ impl Planes {
 }
 
 #[cfg(target_arch = "x86_64")]
-pub use crate::planes_avx2::{dot_avx2, dot_signed_avx2, dot_vnni, quad, quads};
+pub use crate::planes_avx2::{dot_avx2, dot_avxvnni, dot_signed_avx2, dot_vnni, quad, quads};
 
 #[cfg(test)]
 mod tests {

@@ -4,6 +4,8 @@
 
 use std::arch::x86_64::*;
 
+use crate::vnni::{EVEX, Form, VEX, dpbusd};
+
 use crate::planes::Planes;
 
 /// The 32 bytes at `at` of `unit`.
@@ -137,19 +139,42 @@ pub unsafe fn dot_signed_avx2<const N: usize>(v: &[__m256i; N], a: &[__m256i; N]
     }
 }
 
-/// [`dot_avx2`] with one `vpdpbusd` per four codes (the same exact sums, for any `u8` codes).
+/// [`dot_avx2`] with one `vpdpbusd` per four codes in VNNI form `F` (the same exact sums, for
+/// any `u8` codes).
+///
+/// # Safety
+/// The CPU must have AVX2 and form `F`'s features: call it only from a function compiled with
+/// them (into which it is inlined).
+#[inline(always)]
+pub unsafe fn dot_dp<const F: Form, const N: usize>(c: &[__m256i; N], a: &[__m256i; N]) -> __m256i {
+    // SAFETY: the caller guarantees the features.
+    unsafe {
+        let mut s = _mm256_setzero_si256();
+        for (c, a) in c.iter().zip(a) {
+            s = dpbusd::<F>(s, *c, *a);
+        }
+        s
+    }
+}
+
+/// [`dot_dp`] in the EVEX form.
 ///
 /// # Safety
 /// The CPU must have AVX2 and AVX-512 F / VL / VNNI: call it only from a function compiled
 /// with them (into which it is inlined).
 #[inline(always)]
 pub unsafe fn dot_vnni<const N: usize>(c: &[__m256i; N], a: &[__m256i; N], _umax: u32) -> __m256i {
-    // SAFETY: the caller guarantees the features.
-    unsafe {
-        let mut s = _mm256_setzero_si256();
-        for (c, a) in c.iter().zip(a) {
-            s = _mm256_dpbusd_epi32(s, *c, *a);
-        }
-        s
-    }
+    // SAFETY: the caller's contract.
+    unsafe { dot_dp::<EVEX, N>(c, a) }
+}
+
+/// [`dot_dp`] in the VEX form.
+///
+/// # Safety
+/// The CPU must have AVX2 and AVX-VNNI: call it only from a function compiled with them (into
+/// which it is inlined).
+#[inline(always)]
+pub unsafe fn dot_avxvnni<const N: usize>(c: &[__m256i; N], a: &[__m256i; N], _umax: u32) -> __m256i {
+    // SAFETY: the caller's contract.
+    unsafe { dot_dp::<VEX, N>(c, a) }
 }

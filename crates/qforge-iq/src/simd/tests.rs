@@ -50,19 +50,14 @@ fn set_d<F: SubBlocks>(b: &mut [u8], d: u16) {
     }
 }
 
-/// The kernel of the thread's SIMD level (`rows_vnni` where the VNNI level is on, else
-/// `rows_avx2`), called directly with `P`; the caller has checked AVX2 (and, for
+/// The kernel of the thread's SIMD level (`rows_vnni` / `rows_avxvnni` where a VNNI level is
+/// on, else `rows_avx2`), called directly with `P`; the caller has checked AVX2 (and, for
 /// `ACT_SIGNED`, that no quant of `a` is -128).
 fn forced<F: SubBlocks, const P: bool>(w: &[F::Block], a: &[BlockQ8K]) -> f32 {
     let avx2 = Avx2::detect().expect("the caller checked AVX2");
-    // SAFETY: `Avx2::detect` checked AVX2, FMA and F16C, and `Vnni::detect` checks the VNNI
-    // features; the caller guarantees `P`'s condition on `a`.
-    let [v] = unsafe {
-        match qforge_simd::Vnni::detect() {
-            Some(_) => rows_vnni::<F, 1, P>(w, [a], avx2),
-            None => rows_avx2::<F, 1, P>(w, [a], avx2),
-        }
-    };
+    // SAFETY: `Avx2::detect` checked AVX2, FMA and F16C, and `vnni_form` gives the VNNI form
+    // the CPU runs (if any); the caller guarantees `P`'s condition on `a`.
+    let [v] = unsafe { rows_at::<F, 1, P>(vnni_form(), w, [a], avx2) };
     v
 }
 

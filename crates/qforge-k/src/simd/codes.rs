@@ -14,9 +14,10 @@
 //! wrap like the portable kernel's and the f32 steps are the same (fused) operations, so every
 //! row gets the portable result's bits.
 //!
-//! Where the CPU has AVX-512 VNNI ([`Vnni`]), the same body is compiled a second time
-//! (`rows_vnni`, `weight_rows_vnni`: one macro, two instances) whose [`block_lanes`] fuses
-//! each `vpmaddwd` + `vpaddd` into one `vpdpwssd` (256-bit EVEX form, AVX-512VL): the chunks'
+//! Where the CPU has 256-bit VNNI ([`VnniYmm`]), the same body is compiled again (`rows_vnni`,
+//! `weight_rows_vnni` in AVX-512 VL's EVEX form; `rows_avxvnni`, `weight_rows_avxvnni` in
+//! AVX-VNNI's VEX form: one macro, three instances) whose [`block_lanes`] fuses
+//! each `vpmaddwd` + `vpaddd` into one `vpdpwssd` ([`dpwssd`]): the chunks'
 //! scaled pair sums and the zero code's `bsums` term. `vpdpwssd` adds both `i16` products
 //! of a lane to the accumulator modulo `2^32`, exactly what `vpmaddwd` then `vpaddd` give
 //! (the one case `vpmaddwd` wraps, `2·(−2^15)^2`, wraps the same), so the lanes and the bits
@@ -30,7 +31,8 @@ use crate::dot::{Field, GROUPS, Q8KCodes, finish};
 use crate::q8k::BlockQ8K;
 use qforge_simd::barrier::fence_ymm;
 use qforge_simd::rows::{RowKernel, by_rows};
-use qforge_simd::{Avx2, Vnni, totals};
+use qforge_simd::vnni::{EVEX, Form, NONE, VEX, VnniYmm, dpwssd};
+use qforge_simd::{Avx2, totals};
 
 /// [`crate::dot::q8k_codes_vec_dot_rows`] with AVX2 (rows taken up to four at a time; the
 /// VNNI build where the CPU has it); `false` (nothing written) without AVX2. `a.len() ==
@@ -39,7 +41,7 @@ pub(crate) fn codes_dot_rows<F: Q8KCodes>(w: &[F::Block], a: &[&[BlockQ8K]], out
     let Some(avx2) = Avx2::detect() else {
         return false;
     };
-    by_rows(&Kernel::<F> { w, avx2, vnni: Vnni::detect() }, a, out);
+    by_rows(&Kernel::<F> { w, avx2, vnni: vnni_form::<F>() }, a, out);
     true
 }
 
@@ -51,22 +53,30 @@ pub(crate) fn codes_dot_weight_rows<F: Q8KCodes>(w: &[F::Block], n: usize, a: &[
         return false;
     };
     // SAFETY: `Avx2::detect` has just checked that this CPU has AVX2, FMA and F16C, all
-    // `weight_rows_avx2` needs, and `Vnni::detect` (where `Some`) the VNNI features
-    // `weight_rows_vnni` needs besides.
+    // `weight_rows_avx2` needs, and `vnni_form` (where `Some`) the features of that VNNI form,
+    // which `weight_rows_vnni` / `weight_rows_avxvnni` need besides.
     unsafe {
-        match Vnni::detect() {
-            Some(_) if !F::UNIT_SCALES => weight_rows_vnni::<F>(w, n, a, out, avx2),
-            _ => weight_rows_avx2::<F>(w, n, a, out, avx2),
+        match vnni_form::<F>() {
+            Some(EVEX) => weight_rows_vnni::<F>(w, n, a, out, avx2),
+            Some(_) => weight_rows_avxvnni::<F>(w, n, a, out, avx2),
+            None => weight_rows_avx2::<F>(w, n, a, out, avx2),
         }
     }
     true
 }
 
-/// The weight row, the proof of AVX2 and, where the VNNI build may run, the proof of that.
+/// The VNNI form whose build runs `F` (`VnniYmm::detect`'s), or `None`: the AVX2 build, also
+/// for the formats whose scales are all 1 (tq), which gain nothing from `vpdpwssd`.
+#[inline]
+fn vnni_form<F: Q8KCodes>() -> Option<Form> {
+    VnniYmm::detect().map(VnniYmm::form).filter(|_| !F::UNIT_SCALES)
+}
+
+/// The weight row, the proof of AVX2 and the VNNI form whose build may run (`vnni_form`).
 struct Kernel<'w, F: Q8KCodes> {
     w: &'w [F::Block],
     avx2: Avx2,
-    vnni: Option<Vnni>,
+    vnni: Option<Form>,
 }
 
 impl<'a, F: Q8KCodes> RowKernel<&'a [BlockQ8K]> for Kernel<'_, F> {
@@ -74,22 +84,23 @@ impl<'a, F: Q8KCodes> RowKernel<&'a [BlockQ8K]> for Kernel<'_, F> {
     fn rows<const R: usize>(&self, a: [&&'a [BlockQ8K]; R]) -> [f32; R] {
         let a = a.map(|a| &a[..self.w.len()]);
         // SAFETY: `self` holds an `Avx2` token, which exists only where the CPU has AVX2, FMA
-        // and F16C, all `rows_avx2` needs, and a `Vnni` token where it has the VNNI features
-        // `rows_vnni` needs besides.
+        // and F16C, all `rows_avx2` needs, and the VNNI form `VnniYmm::detect` found, whose
+        // features `rows_vnni` / `rows_avxvnni` need besides.
         unsafe {
             match self.vnni {
-                Some(_) if !F::UNIT_SCALES => rows_vnni::<F, R>(self.w, a, self.avx2),
-                _ => rows_avx2::<F, R>(self.w, a, self.avx2),
+                Some(EVEX) => rows_vnni::<F, R>(self.w, a, self.avx2),
+                Some(_) => rows_avxvnni::<F, R>(self.w, a, self.avx2),
+                None => rows_avx2::<F, R>(self.w, a, self.avx2),
             }
         }
     }
 }
 
 /// Defines the weight-rows loop `$weight_rows` and the row kernel `$rows` (the body below),
-/// compiled with `$features`, the block's integer lanes from [`block_lanes`] with
-/// `VNNI = $vnni`: one body for the AVX2 and the VNNI kernels.
+/// compiled with `$features`, the block's integer lanes from [`block_lanes`] in VNNI form
+/// `$form` ([`NONE`]: the AVX2 build): one body for the AVX2 and the VNNI kernels.
 macro_rules! rows_kernels {
-    ($weight_rows:ident, $rows:ident, $features:literal, $vnni:literal) => {
+    ($weight_rows:ident, $rows:ident, $features:literal, $form:expr) => {
 /// The weight rows' loop (`out.len()` rows of `n` blocks in `w`, each against `a`), with
 /// the one-row kernel inlined.
 #[target_feature(enable = $features)]
@@ -105,7 +116,7 @@ fn $weight_rows<F: Q8KCodes>(w: &[F::Block], n: usize, a: &[BlockQ8K], out: &mut
 fn $rows<F: Q8KCodes, const R: usize>(w: &[F::Block], a: [&[BlockQ8K]; R], avx2: Avx2) -> [f32; R] {
     // How `unpack` broadcasts the chunks' scales (see `Q8KCodes::SCALE_PICK_TABLE`): the
     // VNNI build's choice for mat-vec only (with several rows the table measured slower).
-    let table = if $vnni && R == 1 { F::SCALE_PICK_TABLE_VNNI } else { F::SCALE_PICK_TABLE };
+    let table = if $form != NONE && R == 1 { F::SCALE_PICK_TABLE_VNNI } else { F::SCALE_PICK_TABLE };
     // Per row, `acc` and `accm` in f32 lanes 0 and 1 (lanes 2, 3: scratch, never read).
     let mut acc = [_mm_setzero_ps(); R];
     // One block `$i` (`$k` = its place in the pair, a constant) against every row: its
@@ -119,7 +130,7 @@ fn $rows<F: Q8KCodes, const R: usize>(w: &[F::Block], a: [&[BlockQ8K]; R], avx2:
             for r in 0..R {
                 let a = &a[r][i];
                 // SAFETY: as above.
-                let (isum, summs) = unsafe { block_lanes::<F, $vnni>(&u, a) };
+                let (isum, summs) = unsafe { block_lanes::<F, { $form }>(&u, a) };
                 let ad = a.d.get();
                 // With mins `[isum0, summs0, isum1, summs1]` and `[x0, z0, x1, z1]`, else
                 // `[isum0, isum1]` and `[x0, x1]`.
@@ -147,8 +158,9 @@ fn $rows<F: Q8KCodes, const R: usize>(w: &[F::Block], a: [&[BlockQ8K]; R], avx2:
         // and spilled both blocks' products and scales to the stack (about 14 stores and 14
         // reloads per pair): with the fence q2_k 37.9 -> 43.9, q4_k 34.7 -> 39.2, q5_k 28.3
         // -> 31.0, q6_k 29.8 -> 31.7 Gel/s (mat-vec 4096², Zen 4 at `QFORGE_CPU=avx2`). The
-        // VNNI build keeps everything in its 32 registers and is no faster with it.
-        if !$vnni {
+        // EVEX build keeps everything in its 32 registers and is no faster with it; the VEX
+        // one has the AVX2 build's 16 and keeps the fence.
+        if $form != EVEX {
             for l in lanes.iter_mut() {
                 l[0] = fence_ymm(l[0]);
                 l[1] = fence_ymm(l[1]);
@@ -187,8 +199,9 @@ fn $rows<F: Q8KCodes, const R: usize>(w: &[F::Block], a: [&[BlockQ8K]; R], avx2:
     };
 }
 
-rows_kernels!(weight_rows_avx2, rows_avx2, "avx2,fma,f16c", false);
-rows_kernels!(weight_rows_vnni, rows_vnni, "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", true);
+rows_kernels!(weight_rows_avx2, rows_avx2, "avx2,fma,f16c", NONE);
+rows_kernels!(weight_rows_vnni, rows_vnni, "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", EVEX);
+rows_kernels!(weight_rows_avxvnni, rows_avxvnni, "avx2,fma,f16c,avxvnni", VEX);
 
 /// The `vpshufb` controls of [`unpack`]'s scales: chunk `c` picks `i16` `c` of each lane.
 static PICK_SCALE: [[u8; 32]; 8] = {
@@ -387,14 +400,15 @@ unsafe fn fields_avx2<F: Q8KCodes>(b: &F::Block, fields: &[[Field; 2]; 8]) -> [_
 }
 
 /// The integer lanes `(isum, summs)` of the block against one activation block, as
-/// [`Q8KCodes`] defines them. `VNNI`: the scaled sums with `vpdpwssd` (the VNNI kernel).
+/// [`Q8KCodes`] defines them. `FORM` other than [`NONE`]: the scaled sums with `vpdpwssd` in
+/// that form (the VNNI kernels).
 ///
 /// # Safety
-/// As [`unpack`]: AVX2, FMA and F16C; with `VNNI`, AVX-512 F, BW, VL and VNNI besides.
+/// As [`unpack`]: AVX2, FMA and F16C; the features of `FORM` besides.
 #[inline(always)]
-unsafe fn block_lanes<F: Q8KCodes, const VNNI: bool>(u: &Unpacked, a: &BlockQ8K) -> (__m256i, __m256i) {
+unsafe fn block_lanes<F: Q8KCodes, const FORM: Form>(u: &Unpacked, a: &BlockQ8K) -> (__m256i, __m256i) {
     let (qs, _) = a.qs.as_chunks::<32>();
-    // SAFETY: the caller guarantees AVX2, FMA and F16C (and the VNNI features where `VNNI`);
+    // SAFETY: the caller guarantees AVX2, FMA and F16C (and the features of `FORM`);
     // each 32-byte load reads exactly a 32-byte array (`qs` chunks, `bsums`).
     unsafe {
         let mut acc = _mm256_setzero_si256();
@@ -411,16 +425,16 @@ unsafe fn block_lanes<F: Q8KCodes, const VNNI: bool>(u: &Unpacked, a: &BlockQ8K)
                 acc16 = _mm256_sub_epi16(acc16, z);
             }
             acc = _mm256_madd_epi16(acc16, _mm256_set1_epi16(1));
-        } else if VNNI {
+        } else if FORM != NONE {
             // `vpdpwssd` = `vpmaddwd` + `vpaddd` (modulo 2^32 both): two chains, even and odd
             // chunks, the zero code's `bsums` term starting the second.
             let mut acc4 = [_mm256_setzero_si256(); 4];
             for (c, ((q, sc), a)) in u.q.iter().zip(&u.sc).zip(qs).enumerate() {
                 let p = _mm256_maddubs_epi16(*q, _mm256_loadu_si256(a.as_ptr().cast()));
-                acc4[c % 4] = if c < 4 { _mm256_madd_epi16(p, *sc) } else { dpwssd(acc4[c % 4], p, *sc) };
+                acc4[c % 4] = if c < 4 { _mm256_madd_epi16(p, *sc) } else { dpwssd::<FORM>(acc4[c % 4], p, *sc) };
             }
             if F::ZERO != 0 {
-                acc4[0] = dpwssd(acc4[0], bsums, u.off);
+                acc4[0] = dpwssd::<FORM>(acc4[0], bsums, u.off);
             }
             acc = _mm256_add_epi32(_mm256_add_epi32(acc4[0], acc4[1]), _mm256_add_epi32(acc4[2], acc4[3]));
         } else {
@@ -438,25 +452,4 @@ unsafe fn block_lanes<F: Q8KCodes, const VNNI: bool>(u: &Unpacked, a: &BlockQ8K)
         let m = if F::HAS_MINS { _mm256_madd_epi16(bsums, u.mins) } else { _mm256_setzero_si256() };
         (acc, m)
     }
-}
-
-/// `acc + vpmaddwd(a, b)` in one `vpdpwssd` (256-bit EVEX form). Inline assembly, not the
-/// intrinsic: for the generic x86-64 tuning LLVM's machine combiner splits the intrinsic back
-/// into `vpmaddwd` + `vpaddd` wherever that shortens a dependency chain, which costs an
-/// instruction per chunk in a kernel that is bound by instruction throughput.
-#[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl,avx512vnni")]
-#[inline]
-fn dpwssd(mut acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
-    // SAFETY: `vpdpwssd` on registers only (no memory, stack or flags); the function enables
-    // AVX-512 VL and VNNI, all the instruction needs.
-    unsafe {
-        std::arch::asm!(
-            "vpdpwssd {acc:y}, {a:y}, {b:y}",
-            acc = inout(zmm_reg) acc,
-            a = in(zmm_reg) a,
-            b = in(zmm_reg) b,
-            options(pure, nomem, nostack, preserves_flags),
-        );
-    }
-    acc
 }

@@ -1,4 +1,4 @@
-//! AVX2 and AVX-512 VNNI kernels of the packed layout ([`crate::packed`]): one 256-bit
+//! AVX2 and 256-bit VNNI (AVX-VNNI or AVX-512 VL, [`VnniYmm`]) kernels of the packed layout ([`crate::packed`]): one 256-bit
 //! register holds four codes of each of the group's 8 rows, the activation's four `i8` are
 //! broadcast, and each 16- (or 32-) element scale group of the 8 rows is summed in `i32`
 //! lanes and multiplied by the rows' scales (`vpmulld`). VNNI: one `vpdpbusd` per four
@@ -13,8 +13,9 @@ use std::arch::x86_64::*;
 
 use crate::packed::{self, Layout, PackedCodes, ROWS, block_zero_sum, group_bsum, zero_sum};
 use crate::q8k::BlockQ8K;
-use qforge_simd::planes::{dot_avx2, dot_signed_avx2, dot_vnni, quads};
-use qforge_simd::{Avx2, Vnni};
+use qforge_simd::Avx2;
+use qforge_simd::planes::{dot_avx2, dot_avxvnni, dot_signed_avx2, dot_vnni, quads};
+use qforge_simd::vnni::{EVEX, VnniYmm};
 
 /// [`crate::packed::dot_groups_rows`] with the SIMD kernel: `false` (nothing written)
 /// without AVX2. `p` holds `len / 8` groups of `n` packed blocks, every `a[r]` at least `n`
@@ -28,7 +29,8 @@ pub(crate) fn packed_dot_groups<F: PackedCodes>(p: &[u8], n: usize, a: &[&[Block
     if super::tile::tile_dot_groups::<F>(p, n, a, out) {
         return true;
     }
-    let vnni = Vnni::detect().is_some();
+    let form = VnniYmm::detect().map(VnniYmm::form);
+    let vnni = form.is_some();
     let len = out.len() / a.len().max(1);
     let l = const { Layout::of::<F>() };
     // Where the kernel subtracts a zero whose multiplier is the sum of a group's quants
@@ -54,10 +56,14 @@ pub(crate) fn packed_dot_groups<F: PackedCodes>(p: &[u8], n: usize, a: &[&[Block
                 let a = [$(&a[$r][..n]),+];
                 let zs = [$(row_sums(4 * c + $r)),+];
                 // SAFETY: `Avx2::detect` has just checked that this CPU has AVX2, FMA and F16C,
-                // all `groups_avx2` needs, and `Vnni::detect` (where it found them) the AVX-512
-                // VNNI features `groups_vnni` needs besides.
+                // all `groups_avx2` needs, and `VnniYmm::detect` (where it found them) the
+                // features of its VNNI form, which `groups_vnni` / `groups_avxvnni` need besides.
                 unsafe {
-                    if vnni { groups_vnni::<F, { [$($r),+].len() }>(p, n, a, zs, out) } else { groups_avx2::<F, { [$($r),+].len() }>(p, n, a, zs, out) }
+                    match form {
+                        Some(EVEX) => groups_vnni::<F, { [$($r),+].len() }>(p, n, a, zs, out),
+                        Some(_) => groups_avxvnni::<F, { [$($r),+].len() }>(p, n, a, zs, out),
+                        None => groups_avx2::<F, { [$($r),+].len() }>(p, n, a, zs, out),
+                    }
                 }
             }};
         }
@@ -292,3 +298,4 @@ const QK_UNITS: usize = crate::QK_K / 32;
 
 group_kernel!(groups_avx2, "avx2,fma,f16c", dot_avx2, false);
 group_kernel!(groups_vnni, "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", dot_vnni, true);
+group_kernel!(groups_avxvnni, "avx2,fma,f16c,avxvnni", dot_avxvnni, true);

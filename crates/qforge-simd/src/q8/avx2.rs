@@ -29,11 +29,12 @@
 //!   accumulator. Eight units' f16 scales are widened at once (`vcvtph2ps`): widened one by
 //!   one, the f16 load picks up a false dependency on an accumulator register.
 //!
-//! Where the CPU has AVX-512 VNNI ([`Vnni`]), the same body is compiled a second time
-//! (`rows_vnni`) with the unit products of `isum_vnni`: `vpdpbusd` sums four `u8 × i8`
-//! products into each `i32` lane exactly, one instruction for `vpmaddubsw` + `vpmaddwd`, and
-//! for the unsigned form it starts from the negated correction lanes, so `u·a − z·a` is one
-//! instruction too. Same lanes, same bits; the tests force both levels.
+//! Where the CPU has 256-bit VNNI ([`VnniYmm`]: AVX-VNNI or AVX-512 VNNI), the same body is
+//! compiled again (`rows_vnni` in the EVEX form, `rows_avxvnni` in the VEX one) with the unit
+//! products of `isum_vnni` / `isum_avxvnni`: `vpdpbusd` sums four `u8 × i8` products into
+//! each `i32` lane exactly, one instruction for `vpmaddubsw` + `vpmaddwd`, and for the
+//! unsigned form it starts from the negated correction lanes, so `u·a − z·a` is one
+//! instruction too. Same lanes, same bits; the tests force every level.
 //!
 //! The lanes and every f32 operation are the portable kernel's, in the same order, so both
 //! give the same bits. Several rows ([`vec_dot_rows`]) share each unit's unpacking, up to
@@ -45,6 +46,7 @@ use std::arch::x86_64::*;
 use super::{ACCS, BATCH, Codes, LANES, Q8Act, Q8Weight, QK8, Scale, Values, finish, supported};
 use crate::bytemask::select_bytes;
 use crate::rows::{RowKernel, by_rows};
+use crate::vnni::{EVEX, Form, VEX, VnniYmm, dpbusd};
 use crate::{Avx2, Vnni};
 
 /// [`super::vec_dot`] with AVX2, or `None` where the CPU lacks it.
@@ -54,7 +56,7 @@ pub(super) fn vec_dot<W: Q8Weight, A: Q8Act>(w: &[W], a: &[A]) -> Option<f32> {
     let n = w.len().min(a.len() / W::UNITS);
     let (w, a) = (&w[..n], &a[..n * W::UNITS]);
     let sign = if no_min_acts::<W, A>(a) { SignTrick::Acts } else { SignTrick::for_weights(w) };
-    Some(Kernel { w, m: n * W::UNITS, sign, _avx2: avx2, vnni: Vnni::detect() }.rows([&a])[0])
+    Some(Kernel { w, m: n * W::UNITS, sign, _avx2: avx2, vnni: VnniYmm::detect() }.rows([&a])[0])
 }
 
 /// [`super::vec_dot_weight_rows`] with AVX2 (`w.len() == out.len() · n`, checked by the
@@ -67,21 +69,17 @@ pub(super) fn vec_dot_weight_rows<W: Q8Weight, A: Q8Act>(w: &[W], n: usize, a: &
     let n = n.max(1);
     let m = (a.len() / W::UNITS).min(n);
     let a = &a[..m * W::UNITS];
-    let vnni = Vnni::detect();
+    let vnni = VnniYmm::detect();
     if let Some(z) = const { offset_form::<W>() } {
         // SAFETY: the `Avx2` token proves AVX2 and F16C (all `offset_corrections` needs).
         let pre = unsafe { offset_corrections(a, z, vnni.is_some()) };
         for (o, w) in out.iter_mut().zip(w.chunks_exact(n)) {
             // SAFETY: the `Avx2` token proves AVX2, FMA and F16C, and `vnni` (where `Some`)
-            // the VNNI features; `W` has an unsigned form (`offset_form`) and `pre` is `a`'s
-            // corrections for its `z` in the form the chosen kernel takes, one batch per batch
-            // of `a` (the tail batch's zero padding included), as `OFFSET` requires.
-            *o = unsafe {
-                match vnni {
-                    Some(_) => rows_vnni::<W, A, 1, OFFSET>(&w[..m], [a], [&pre]),
-                    None => rows_avx2::<W, A, 1, OFFSET>(&w[..m], [a], [&pre]),
-                }
-            }[0];
+            // the features of its VNNI form; `W` has an unsigned form (`offset_form`) and
+            // `pre` is `a`'s corrections for its `z` in the form the chosen kernel takes, one
+            // batch per batch of `a` (the tail batch's zero padding included), as `OFFSET`
+            // requires.
+            *o = unsafe { rows_at::<W, A, 1, OFFSET>(vnni, &w[..m], [a], [&pre]) }[0];
         }
         return true;
     }
@@ -236,7 +234,7 @@ pub(super) fn vec_dot_rows<W: Q8Weight, A: Q8Act>(w: &[W], a: &[&[A]], out: &mut
         }
         return true;
     }
-    let k = Kernel { w, m: n * W::UNITS, sign: SignTrick::for_weights(w), _avx2: avx2, vnni: Vnni::detect() };
+    let k = Kernel { w, m: n * W::UNITS, sign: SignTrick::for_weights(w), _avx2: avx2, vnni: VnniYmm::detect() };
     by_rows(&k, a, out);
     true
 }
@@ -257,18 +255,20 @@ pub(super) fn vec_dot_tile<W: Q8Weight, A: Q8Act>(
     if n == 0 || a.iter().any(|a| a.len() < m) {
         return false;
     }
-    let vnni = Vnni::detect();
+    let (vnni, vnni512) = (VnniYmm::detect(), Vnni::detect());
     // AVX-512 VNNI, a non-affine format and enough activation rows: 16 weight rows a row per
     // lane, each unit decoded once for all of them.
-    if let Some(v) = vnni
+    if let Some(v) = vnni512
         && a.len() >= super::tile_vnni::MIN_ROWS
         && super::tile_vnni::tile(w, n, a, out, stride, v)
     {
         return true;
     }
-    // AVX2 (or an affine format on VNNI, which the tile refuses): each weight row decoded once
-    // for all activation rows, unless one of them holds a -128.
-    if vnni.is_none() && a.len() >= super::tile_avx2::MIN_ROWS && super::tile_avx2::tile(w, n, a, out, stride, avx2) {
+    // Below AVX-512 VNNI (or an affine format there, which its tile refuses: then the row
+    // kernels): each weight row decoded once for all activation rows, unless one of them
+    // holds a -128.
+    if vnni512.is_none() && a.len() >= super::tile_avx2::MIN_ROWS && super::tile_avx2::tile(w, n, a, out, stride, avx2)
+    {
         return true;
     }
     // 8-bit weights: no activation of the tile is -128, so every weight row may take the
@@ -300,7 +300,7 @@ struct Kernel<'w, W> {
     m: usize,
     sign: SignTrick,
     _avx2: Avx2,
-    vnni: Option<Vnni>,
+    vnni: Option<VnniYmm>,
 }
 
 impl<'a, W: Q8Weight, A: Q8Act> RowKernel<&'a [A]> for Kernel<'_, W> {
@@ -308,16 +308,14 @@ impl<'a, W: Q8Weight, A: Q8Act> RowKernel<&'a [A]> for Kernel<'_, W> {
     fn rows<const R: usize>(&self, a: [&&'a [A]; R]) -> [f32; R] {
         let a = a.map(|a| &a[..self.m]);
         // SAFETY: `self` holds an `Avx2` token, which exists only where the CPU has AVX2, FMA
-        // and F16C, all `rows_avx2` needs, and a `Vnni` token where it has the VNNI features
-        // `rows_vnni` needs besides; `self.sign` holds for `w` and every row of `a` (its
+        // and F16C, all `rows_avx2` needs, and a `VnniYmm` token where it has the features of
+        // that VNNI form besides; `self.sign` holds for `w` and every row of `a` (its
         // constructors check).
         unsafe {
-            match (W::VALUES, self.sign, self.vnni) {
-                (Values::Signed8, SignTrick::Widen, _) => rows_avx2::<W, A, R, WIDEN>(self.w, a, [&[]; R]),
-                (Values::Signed8, SignTrick::Acts, None) => rows_avx2::<W, A, R, ABS_W>(self.w, a, [&[]; R]),
-                (Values::Signed8, SignTrick::Acts, Some(_)) => rows_vnni::<W, A, R, ABS_W>(self.w, a, [&[]; R]),
-                (_, _, None) => rows_avx2::<W, A, R, ABS_A>(self.w, a, [&[]; R]),
-                (_, _, Some(_)) => rows_vnni::<W, A, R, ABS_A>(self.w, a, [&[]; R]),
+            match (W::VALUES, self.sign) {
+                (Values::Signed8, SignTrick::Widen) => rows_avx2::<W, A, R, WIDEN>(self.w, a, [&[]; R]),
+                (Values::Signed8, SignTrick::Acts) => rows_at::<W, A, R, ABS_W>(self.vnni, self.w, a, [&[]; R]),
+                _ => rows_at::<W, A, R, ABS_A>(self.vnni, self.w, a, [&[]; R]),
             }
         }
     }
@@ -329,7 +327,7 @@ impl<'a, W: Q8Weight, A: Q8Act> RowKernel<&'a [A]> for Kernel<'_, W> {
 struct OffsetKernel<'w, W> {
     w: &'w [W],
     _avx2: Avx2,
-    vnni: Option<Vnni>,
+    vnni: Option<VnniYmm>,
 }
 
 impl<'a, W: Q8Weight, A: Q8Act> RowKernel<(&'a [A], &'a [PreBatch])> for OffsetKernel<'_, W> {
@@ -340,14 +338,32 @@ impl<'a, W: Q8Weight, A: Q8Act> RowKernel<(&'a [A], &'a [PreBatch])> for OffsetK
             (*r, *p) = *a;
         }
         // SAFETY: `self` holds an `Avx2` token (AVX2, FMA and F16C, all `rows_avx2` needs) and
-        // a `Vnni` token where it has the VNNI features `rows_vnni` needs besides; `W` has an
+        // a `VnniYmm` token where it has the features of that VNNI form besides; `W` has an
         // unsigned form and each row's corrections are its own, for that form's `z`, in the
         // form the chosen kernel takes (`vec_dot_tile` computes them so), as `OFFSET` requires.
-        unsafe {
-            match self.vnni {
-                Some(_) => rows_vnni::<W, A, R, OFFSET>(self.w, rows, pre),
-                None => rows_avx2::<W, A, R, OFFSET>(self.w, rows, pre),
-            }
+        unsafe { rows_at::<W, A, R, OFFSET>(self.vnni, self.w, rows, pre) }
+    }
+}
+
+/// The row kernel of the VNNI form `vnni` (`rows_vnni`, `rows_avxvnni`), or `rows_avx2`
+/// without one.
+///
+/// # Safety
+/// The CPU has AVX2, FMA and F16C, and the features of `vnni`'s form where it is `Some` (the
+/// token says so); `P`'s conditions hold for `w`, `a` and `pre`, as `rows_avx2` requires.
+#[inline(always)]
+unsafe fn rows_at<W: Q8Weight, A: Q8Act, const R: usize, const P: u8>(
+    vnni: Option<VnniYmm>,
+    w: &[W],
+    a: [&[A]; R],
+    pre: [&[PreBatch]; R],
+) -> [f32; R] {
+    // SAFETY: the caller's contract.
+    unsafe {
+        match vnni.map(VnniYmm::form) {
+            Some(EVEX) => rows_vnni::<W, A, R, P>(w, a, pre),
+            Some(_) => rows_avxvnni::<W, A, R, P>(w, a, pre),
+            None => rows_avx2::<W, A, R, P>(w, a, pre),
         }
     }
 }
@@ -533,11 +549,19 @@ rows_kernel!(
     false
 );
 rows_kernel!(
-    /// [`rows_avx2`] with the unit products of [`isum_vnni`] (`vpdpbusd`): the same lanes.
+    /// [`rows_avx2`] with the unit products of [`isum_vnni`] (`vpdpbusd`, EVEX form): the
+    /// same lanes.
     rows_vnni,
     "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
     isum_vnni,
     true
+);
+rows_kernel!(
+    /// [`rows_vnni`] in AVX-VNNI's VEX form ([`isum_avxvnni`]), without mask registers.
+    rows_avxvnni,
+    "avx2,fma,f16c,avxvnni",
+    isum_avxvnni,
+    false
 );
 
 /// The f16 weight scale bits of each of 8 units (block `j / UNITS` for unit `j`), spelled out:
@@ -751,27 +775,48 @@ fn isum<W: Q8Weight, const P: u8>(w: Unpacked, aq: &[i8; QK8], pre: __m256i) -> 
     _mm256_madd_epi16(prod, _mm256_set1_epi16(1))
 }
 
-/// [`isum`] with `vpdpbusd` (unsigned × signed bytes, four products summed into each `i32`
-/// lane, exact: no intermediate `i16` as in `vpmaddubsw`), one instruction where [`isum`]
-/// takes two or three: the same exact lanes. For [`OFFSET`], `pre` is the unit's negated
-/// `i32` correction lanes, which the product starts from.
+/// [`isum`] with `vpdpbusd` in form `F` (unsigned × signed bytes, four products summed into
+/// each `i32` lane, exact: no intermediate `i16` as in `vpmaddubsw`), one instruction where
+/// [`isum`] takes two or three: the same exact lanes. For [`OFFSET`], `pre` is the unit's
+/// negated `i32` correction lanes, which the product starts from.
+///
+/// # Safety
+/// The CPU has AVX2 and form `F`'s features, and the caller is compiled with them.
+#[inline(always)]
+unsafe fn isum_dp<W: Q8Weight, const P: u8, const F: Form>(w: Unpacked, aq: &[i8; QK8], pre: __m256i) -> __m256i {
+    // SAFETY: the caller's contract (AVX2 and the form's features); `aq` is `&[i8; 32]`: the
+    // unaligned 32-byte load reads exactly the array.
+    unsafe {
+        let av = _mm256_loadu_si256(aq.as_ptr().cast());
+        let (w, zero) = (w.0, _mm256_setzero_si256());
+        if W::VALUES == Values::Unsigned {
+            dpbusd::<F>(zero, w, av)
+        } else if P == OFFSET {
+            dpbusd::<F>(pre, w, av)
+        } else if P == ABS_W {
+            dpbusd::<F>(zero, _mm256_abs_epi8(w), _mm256_sign_epi8(av, w))
+        } else if P == WIDEN {
+            isum::<W, P>(Unpacked(w), aq, pre)
+        } else {
+            dpbusd::<F>(zero, _mm256_abs_epi8(av), _mm256_sign_epi8(w, av))
+        }
+    }
+}
+
+/// [`isum_dp`] in the EVEX form.
 #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
 #[inline]
 fn isum_vnni<W: Q8Weight, const P: u8>(w: Unpacked, aq: &[i8; QK8], pre: __m256i) -> __m256i {
-    // SAFETY: `aq` is `&[i8; 32]`: the unaligned 32-byte load reads exactly the array.
-    let av = unsafe { _mm256_loadu_si256(aq.as_ptr().cast()) };
-    let (w, zero) = (w.0, _mm256_setzero_si256());
-    if W::VALUES == Values::Unsigned {
-        _mm256_dpbusd_epi32(zero, w, av)
-    } else if P == OFFSET {
-        _mm256_dpbusd_epi32(pre, w, av)
-    } else if P == ABS_W {
-        _mm256_dpbusd_epi32(zero, _mm256_abs_epi8(w), _mm256_sign_epi8(av, w))
-    } else if P == WIDEN {
-        isum::<W, P>(Unpacked(w), aq, pre)
-    } else {
-        _mm256_dpbusd_epi32(zero, _mm256_abs_epi8(av), _mm256_sign_epi8(w, av))
-    }
+    // SAFETY: this function has AVX2 and the EVEX form's features.
+    unsafe { isum_dp::<W, P, EVEX>(w, aq, pre) }
+}
+
+/// [`isum_dp`] in the VEX form.
+#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+#[inline]
+fn isum_avxvnni<W: Q8Weight, const P: u8>(w: Unpacked, aq: &[i8; QK8], pre: __m256i) -> __m256i {
+    // SAFETY: this function has AVX2 and the VEX form's features.
+    unsafe { isum_dp::<W, P, VEX>(w, aq, pre) }
 }
 
 /// 16 bytes (of `i8` or `u8`).

@@ -1,4 +1,4 @@
-//! AVX2 and AVX-512 VNNI kernels of the q8 packed layout ([`super::packed`]): per unit, the
+//! AVX2 and 256-bit VNNI (AVX-VNNI or AVX-512 VL, [`VnniYmm`]) kernels of the q8 packed layout ([`super::packed`]): per unit, the
 //! 8 quads of 8 rows' codes ([`crate::planes::quad`]), looked up in the unsigned table
 //! (`vpshufb`, table formats), dotted with the broadcast activation quads (`vpdpbusd`, or
 //! `vpmaddubsw` + `vpmaddwd`), the zero's `z·Σa` subtracted, and one `vfmadd` per unit (per
@@ -15,8 +15,9 @@ use std::arch::x86_64::*;
 
 use super::packed::{Layout, umax, unsigned_form};
 use super::{Q8Act, Q8Weight, Scale, Values, f16};
-use crate::planes::{ROWS, dot_avx2, dot_signed_avx2 as dot_signed, dot_vnni, quads};
-use crate::{Avx2, Vnni};
+use crate::Avx2;
+use crate::planes::{ROWS, dot_avx2, dot_avxvnni, dot_signed_avx2 as dot_signed, dot_vnni, quads};
+use crate::vnni::{EVEX, VnniYmm};
 
 /// [`super::packed::dot_groups_rows`] with the SIMD kernel (arguments checked by the
 /// caller: every `a[r]` exactly `n · UNITS` blocks, `out` one equal part per row): `false`
@@ -26,7 +27,8 @@ pub(super) fn dot_groups<W: Q8Weight, A: Q8Act>(p: &[u8], n: usize, a: &[&[A]], 
     if Avx2::detect().is_none() {
         return false;
     }
-    let vnni = Vnni::detect().is_some();
+    let form = VnniYmm::detect().map(VnniYmm::form);
+    let vnni = form.is_some();
     // The mirrored sign trick of 8-bit codes on AVX2 needs activations without a -128.
     // (`has_min`, not `contains`: that calls `memchr` per block, 10 % of a q8_0 mat-mul.)
     if !vnni && signed8::<W>() && a.iter().any(|a| a.iter().any(|b| super::avx2::has_min(b.qs()))) {
@@ -42,13 +44,13 @@ pub(super) fn dot_groups<W: Q8Weight, A: Q8Act>(p: &[u8], n: usize, a: &[&[A]], 
                 let a = [$(a[$r]),+];
                 let info = [$(&info[$r * per_row..][..per_row]),+];
                 // SAFETY: `Avx2::detect` has just checked that this CPU has AVX2, FMA and F16C,
-                // all `groups_avx2` needs, and `Vnni::detect` (where it found them) the AVX-512
-                // VNNI features `groups_vnni` needs besides.
+                // all `groups_avx2` needs, and `VnniYmm::detect` (where it found them) the
+                // features of its VNNI form, which `groups_vnni` / `groups_avxvnni` need besides.
                 unsafe {
-                    if vnni {
-                        groups_vnni::<W, A, { [$($r),+].len() }>(p, n, a, info, out)
-                    } else {
-                        groups_avx2::<W, A, { [$($r),+].len() }>(p, n, a, info, out)
+                    match form {
+                        Some(EVEX) => groups_vnni::<W, A, { [$($r),+].len() }>(p, n, a, info, out),
+                        Some(_) => groups_avxvnni::<W, A, { [$($r),+].len() }>(p, n, a, info, out),
+                        None => groups_avx2::<W, A, { [$($r),+].len() }>(p, n, a, info, out),
                     }
                 }
             }};
@@ -328,3 +330,4 @@ unsafe fn signed8_dots<const R: usize>(v: &[__m256i; 8], qs: &[&[i8; 32]; R]) ->
 
 group_kernel!(groups_avx2, "avx2,fma,f16c", dot_avx2, false);
 group_kernel!(groups_vnni, "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", dot_vnni, true);
+group_kernel!(groups_avxvnni, "avx2,fma,f16c,avxvnni", dot_avxvnni, true);
