@@ -52,6 +52,7 @@
 use std::arch::x86_64::*;
 
 use super::tile_isa::{Ymm, Zmm};
+use qforge_simd::vnni::{EVEX, Form, NONE, VEX, VnniYmm};
 use crate::QK_K;
 use crate::packed::{self, Layout, PackedCodes, ROWS};
 use crate::q8k::BlockQ8K;
@@ -169,8 +170,8 @@ pub(super) struct RowQ<'a> {
 pub(super) struct Prepared {
     sums: Vec<RowSums>,
     wide: Vec<[i16; QK_K]>,
-    /// AVX-512 VNNI ([`Zmm`]), else AVX2 ([`Ymm`]).
-    pub(super) vnni: bool,
+    /// The register file that runs.
+    pub(super) file: File,
     /// The proof of AVX2, FMA and F16C.
     pub(super) avx2: qforge_simd::Avx2,
 }
@@ -180,13 +181,36 @@ pub(super) struct Prepared {
 /// [`TILE_MIN_ROWS`], the tile does not pay).
 pub(super) fn prepare<F: PackedCodes>(a: &[&[BlockQ8K]], n: usize) -> Option<Prepared> {
     let avx2 = qforge_simd::Avx2::detect()?;
-    let vnni = qforge_simd::Vnni::detect().is_some();
+    let file = File::detect();
     // SAFETY: `Avx2::detect` has just checked that this CPU has AVX2, FMA and F16C, all
     // `row_sums` and `widen` need.
     unsafe {
         let sums = row_sums::<F>(a, n);
-        let wide = if !vnni && signed::<Ymm, F>() { widen(a, n) } else { Vec::new() };
-        Some(Prepared { sums, wide, vnni, avx2 })
+        let wide = if file.widens::<F>() { widen(a, n) } else { Vec::new() };
+        Some(Prepared { sums, wide, file, avx2 })
+    }
+}
+
+/// The register file a tile call runs on: [`Zmm`] (AVX-512 VNNI), else [`Ymm`] in the 256-bit
+/// VNNI form the CPU runs ([`VnniYmm`]), else in the AVX2 build (`NONE`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum File {
+    Zmm,
+    Ymm(Form),
+}
+
+impl File {
+    /// The highest this thread may run (given AVX2).
+    pub(super) fn detect() -> File {
+        if qforge_simd::Vnni::detect().is_some() {
+            return File::Zmm;
+        }
+        File::Ymm(VnniYmm::detect().map_or(NONE, VnniYmm::form))
+    }
+
+    /// Whether it dots `F`'s values as `i16` pairs, from the rows [`widen`]ed.
+    pub(super) fn widens<F: PackedCodes>(self) -> bool {
+        self == File::Ymm(NONE) && signed::<Ymm<NONE>, F>()
     }
 }
 
@@ -260,12 +284,14 @@ pub(crate) fn tile_dot_groups<F: PackedCodes>(p: &[u8], n: usize, a: &[&[BlockQ8
     };
     let acts = prep.acts(a, n);
     // SAFETY: `prepare` returned, so this CPU has AVX2, FMA and F16C, all `tile_avx2` needs,
-    // and where `prep.vnni` the AVX-512 F / BW / VL / VNNI that `tile_vnni` needs besides.
+    // and `prep.file` (`File::detect`) says which features it has besides: AVX-512 F / BW /
+    // VL / VNNI for `tile_vnni`, a VNNI form's for `tile_ymm_evex` / `tile_ymm_vex`.
     unsafe {
-        if prep.vnni {
-            tile_vnni::<F>(p, acts, out);
-        } else {
-            tile_avx2::<F>(p, acts, out);
+        match prep.file {
+            File::Zmm => tile_vnni::<F>(p, acts, out),
+            File::Ymm(EVEX) => tile_ymm_evex::<F>(p, acts, out),
+            File::Ymm(VEX) => tile_ymm_vex::<F>(p, acts, out),
+            File::Ymm(_) => tile_avx2::<F>(p, acts, out),
         }
     }
     true
@@ -339,8 +365,22 @@ fn tile_vnni<F: PackedCodes>(p: &[u8], acts: Acts<'_>, out: &mut [f32]) {
 /// The kernel on AVX2.
 #[target_feature(enable = "avx2,fma,f16c")]
 fn tile_avx2<F: PackedCodes>(p: &[u8], acts: Acts<'_>, out: &mut [f32]) {
-    // SAFETY: this function has the features `Ymm`'s functions need.
-    unsafe { kernel::<Ymm, F>(p, acts, out) }
+    // SAFETY: this function has the features `Ymm<NONE>`'s functions need.
+    unsafe { kernel::<Ymm<NONE>, F>(p, acts, out) }
+}
+
+/// The kernel on 256-bit VNNI, EVEX form.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn tile_ymm_evex<F: PackedCodes>(p: &[u8], acts: Acts<'_>, out: &mut [f32]) {
+    // SAFETY: this function has the features `Ymm<EVEX>`'s functions need.
+    unsafe { kernel::<Ymm<EVEX>, F>(p, acts, out) }
+}
+
+/// The kernel on 256-bit VNNI, VEX form (AVX-VNNI).
+#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+fn tile_ymm_vex<F: PackedCodes>(p: &[u8], acts: Acts<'_>, out: &mut [f32]) {
+    // SAFETY: this function has the features `Ymm<VEX>`'s functions need.
+    unsafe { kernel::<Ymm<VEX>, F>(p, acts, out) }
 }
 
 /// Where a call's weight tiles come from ([`Isa::ROWS`] weight rows each): the packed layout

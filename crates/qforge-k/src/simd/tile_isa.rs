@@ -1,8 +1,10 @@
-//! The tile kernel's two register files ([`super::tile::Isa`]): [`Zmm`], AVX-512 VNNI with two
-//! groups (16 weight rows) per 512-bit vector and `vpdpbusd`; [`Ymm`], AVX2 with one group per
-//! 256-bit vector and `vpmaddubsw` + `vpmaddwd`, the group kernel's dot
-//! ([`qforge_simd::planes::dot_avx2`]), or, for a table spanning more than 127, its signed
-//! values as `i16` pairs and `vpmaddwd` alone (`tile`'s module docs).
+//! The tile kernel's register files ([`super::tile::Isa`]): [`Zmm`], AVX-512 VNNI with two
+//! groups (16 weight rows) per 512-bit vector and `vpdpbusd`; [`Ymm`], one group per 256-bit
+//! vector, in three builds: AVX2 (`Ymm<NONE>`) with `vpmaddubsw` + `vpmaddwd`, the group
+//! kernel's dot ([`qforge_simd::planes::dot_avx2`]), or, for a table spanning more than 127,
+//! its signed values as `i16` pairs and `vpmaddwd` alone (`tile`'s module docs); and the
+//! 256-bit VNNI ones (`Ymm<VEX>`, `Ymm<EVEX>`: [`qforge_simd::vnni`]) with `vpdpbusd` /
+//! `vpdpwssd` as [`Zmm`], every table unsigned.
 
 use std::arch::x86_64::*;
 
@@ -10,14 +12,17 @@ use super::tile::{Acts, Isa, RowQ, Tile, passes, rows, signed};
 use crate::QK_K;
 use crate::packed::{Layout, PackedCodes, ROWS};
 use qforge_simd::planes::{dot_avx2, quads};
+use qforge_simd::vnni::{EVEX, Form, NONE, dpbusd, dpwssd};
 
 /// AVX-512 VNNI: 16 weight rows (the tile's first group in lanes 0–7), eight activation rows per
 /// pass (measured 5–30 % faster than four on Ice Lake).
 pub(super) struct Zmm;
 
-/// AVX2: 8 weight rows, four activation rows per pass (AVX2's 16 registers), eight for signed
-/// values (`i16` pairs).
-pub(super) struct Ymm;
+/// 256-bit registers, 8 weight rows: AVX2 (`V` = [`NONE`]), four activation rows per pass
+/// (AVX2's 16 registers), eight for signed values (`i16` pairs); or the VNNI form `V`, with
+/// `vpdpbusd` (any code, never signed) and `vpdpwssd`, four rows per pass in the VEX form (16
+/// registers), eight in the EVEX one (32).
+pub(super) struct Ymm<const V: Form>;
 
 /// The activation's four `i8` of quad `q` of `qs`, as one `i32`.
 #[inline(always)]
@@ -85,8 +90,8 @@ macro_rules! ops {
 }
 
 // In both impls, `Isa`'s contract (the caller has the register file's features: AVX-512 F /
-// BW / VL / VNNI, AVX2, FMA and F16C for `Zmm`; AVX2, FMA and F16C for `Ymm`) is what makes
-// every intrinsic call sound.
+// BW / VL / VNNI, AVX2, FMA and F16C for `Zmm`; AVX2, FMA and F16C for `Ymm`, and form `V`'s
+// VNNI features besides) is what makes every intrinsic call sound.
 impl Isa for Zmm {
     const ROWS: usize = 2 * ROWS;
     const SIGNED: bool = false;
@@ -224,13 +229,20 @@ impl Isa for Zmm {
     passes!(1 2 3 4 5 6 7; 8);
 }
 
-impl Isa for Ymm {
+impl<const V: Form> Isa for Ymm<V> {
     const ROWS: usize = ROWS;
-    const SIGNED: bool = true;
+    const SIGNED: bool = V == NONE;
     type I = __m256i;
     type F = __m256;
 
     ops!(256);
+    #[inline(always)]
+    unsafe fn madd_add(acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
+        // SAFETY: `Isa`'s contract (the features, form `V`'s where it is not `NONE`).
+        // `vpdpwssd` adds both `i16` products to the lane with 32-bit wraparound, as
+        // `vpmaddwd` then `vpaddd` do.
+        unsafe { if V == NONE { _mm256_add_epi32(acc, _mm256_madd_epi16(a, b)) } else { dpwssd::<V>(acc, a, b) } }
+    }
     #[inline(always)]
     unsafe fn pair(lo: __m256i, hi: __m256i) -> __m256i {
         // SAFETY: `Isa`'s contract (the features).
@@ -357,6 +369,15 @@ impl Isa for Ymm {
         // SAFETY: `Isa`'s contract (the features, AVX2 all both dots need).
         unsafe {
             let mut s = [_mm256_setzero_si256(); R];
+            if V != NONE {
+                // As `Zmm`'s: one `vpdpbusd` per quad and row.
+                for (m, &c) in c.iter().enumerate() {
+                    for (s, row) in s.iter_mut().zip(rows) {
+                        *s = dpbusd::<V>(*s, c, _mm256_set1_epi32(quad(row.qs, q0 + m)));
+                    }
+                }
+                return s;
+            }
             if signed::<Self, F>() {
                 // `i16` pairs (`tile`'s module docs): vector `2m + h` of quad `q0 + m` holds
                 // the values `(v_h, v_{h+2})`, the widened row the activations in that order at
@@ -395,6 +416,6 @@ impl Isa for Ymm {
         }
     }
     // Signed values (`i16` pairs) need no registers for the sign trick: eight rows a pass,
-    // each weight vector loaded once for all of them.
-    passes!(1 2 3 4 5 6 7; 8, if signed::<Self, F>() { 8 } else { 4 });
+    // each weight vector loaded once for all of them; so does the EVEX form's register file.
+    passes!(1 2 3 4 5 6 7; 8, if signed::<Self, F>() || V == EVEX { 8 } else { 4 });
 }

@@ -15,8 +15,10 @@
 
 use std::arch::x86_64::*;
 
-use super::tile::{Acts, BlockLanes, Isa, Source, TILE_MIN_ROWS, Tile, accumulate, decode, prepare, signed};
+use super::tile::{Acts, BlockLanes, Isa, Source, TILE_MIN_ROWS, Tile, accumulate, decode, prepare};
+use super::tile::File;
 use super::tile_isa::{Ymm, Zmm};
+use qforge_simd::vnni::{EVEX, NONE, VEX};
 use crate::QK_K;
 use crate::dot::GROUPS;
 use crate::packed::{Layout, PackedCodes, TileCodes};
@@ -52,8 +54,7 @@ pub(crate) fn plain_tile<F: TileCodes>(
     // Rows per tile call: all the caller gives, up to `MAX_PACKED_DOT_ROWS`, but where the AVX2
     // register file dots the values as `i16` pairs, as many as keep their widened copies
     // (8 KiB per row at K = 4096) about L2's size.
-    let chunk =
-        if qforge_simd::Vnni::detect().is_none() && signed::<Ymm, F>() { WIDE_ROWS } else { MAX_PACKED_DOT_ROWS };
+    let chunk = if File::detect().widens::<F>() { WIDE_ROWS } else { MAX_PACKED_DOT_ROWS };
     for (c, a) in a.chunks(chunk).enumerate() {
         let Some(prep) = prepare::<F>(a, n) else {
             // Not reached (AVX2 was checked above); `false` would only make the caller redo
@@ -67,13 +68,14 @@ pub(crate) fn plain_tile<F: TileCodes>(
         for (wc, w) in w.chunks(WEIGHT_ROWS * n).enumerate() {
             let out = &mut out[wc * WEIGHT_ROWS * stride..];
             // SAFETY: `prepare` returned, so this CPU has AVX2, FMA and F16C, all
-            // `plain_avx2` needs, and where `prep.vnni` the AVX-512 F / BW / VL / VNNI that
-            // `plain_vnni` needs besides.
+            // `plain_avx2` needs, and `prep.file` says which features it has besides: AVX-512
+            // F / BW / VL / VNNI for `plain_vnni`, a VNNI form's for `plain_ymm_*`.
             unsafe {
-                if prep.vnni {
-                    plain_vnni::<F>(w, acts, out, stride, prep.avx2);
-                } else {
-                    plain_avx2::<F>(w, acts, out, stride, prep.avx2);
+                match prep.file {
+                    File::Zmm => plain_vnni::<F>(w, acts, out, stride, prep.avx2),
+                    File::Ymm(EVEX) => plain_ymm_evex::<F>(w, acts, out, stride, prep.avx2),
+                    File::Ymm(VEX) => plain_ymm_vex::<F>(w, acts, out, stride, prep.avx2),
+                    File::Ymm(_) => plain_avx2::<F>(w, acts, out, stride, prep.avx2),
                 }
             }
         }
@@ -91,8 +93,22 @@ fn plain_vnni<F: TileCodes>(w: &[F::Block], acts: Acts<'_>, out: &mut [f32], str
 /// The kernel on AVX2.
 #[target_feature(enable = "avx2,fma,f16c")]
 fn plain_avx2<F: TileCodes>(w: &[F::Block], acts: Acts<'_>, out: &mut [f32], stride: usize, avx2: Avx2) {
-    // SAFETY: this function has the features `Ymm`'s functions need.
-    unsafe { kernel::<Ymm, F>(w, acts, out, stride, avx2) }
+    // SAFETY: this function has the features `Ymm<NONE>`'s functions need.
+    unsafe { kernel::<Ymm<NONE>, F>(w, acts, out, stride, avx2) }
+}
+
+/// The kernel on 256-bit VNNI, EVEX form.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn plain_ymm_evex<F: TileCodes>(w: &[F::Block], acts: Acts<'_>, out: &mut [f32], stride: usize, avx2: Avx2) {
+    // SAFETY: this function has the features `Ymm<EVEX>`'s functions need.
+    unsafe { kernel::<Ymm<EVEX>, F>(w, acts, out, stride, avx2) }
+}
+
+/// The kernel on 256-bit VNNI, VEX form (AVX-VNNI).
+#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+fn plain_ymm_vex<F: TileCodes>(w: &[F::Block], acts: Acts<'_>, out: &mut [f32], stride: usize, avx2: Avx2) {
+    // SAFETY: this function has the features `Ymm<VEX>`'s functions need.
+    unsafe { kernel::<Ymm<VEX>, F>(w, acts, out, stride, avx2) }
 }
 
 /// Every tile of `w`'s rows against every row of `acts`, the results to `out[i · stride + j]`.
