@@ -52,10 +52,10 @@
 use std::arch::x86_64::*;
 
 use super::tile_isa::{Ymm, Zmm};
-use qforge_simd::vnni::{EVEX, Form, NONE, VEX, VnniYmm};
 use crate::QK_K;
 use crate::packed::{self, Layout, PackedCodes, ROWS};
 use crate::q8k::BlockQ8K;
+use qforge_simd::vnni::{EVEX, Form, NONE, VEX, VnniYmm};
 
 /// Activation rows from which [`super::packed::packed_dot_groups`] takes this kernel: below,
 /// decoding each block once costs more than the group kernel's unpacking per four rows.

@@ -15,16 +15,16 @@
 
 use std::arch::x86_64::*;
 
-use super::tile::{Acts, BlockLanes, Isa, Source, TILE_MIN_ROWS, Tile, accumulate, decode, prepare};
 use super::tile::File;
+use super::tile::{Acts, BlockLanes, Isa, Source, TILE_MIN_ROWS, Tile, accumulate, decode, prepare};
 use super::tile_isa::{Ymm, Zmm};
-use qforge_simd::vnni::{EVEX, NONE, VEX};
 use crate::QK_K;
 use crate::dot::GROUPS;
 use crate::packed::{Layout, PackedCodes, TileCodes};
 use crate::q8k::BlockQ8K;
 use qforge_core::MAX_PACKED_DOT_ROWS;
 use qforge_simd::Avx2;
+use qforge_simd::vnni::{EVEX, NONE, VEX};
 
 /// Activation rows per call where [`Ymm`] dots the values as `i16` pairs (iq4_xs at AVX2):
 /// 80 rows widened are 640 KiB at K = 4096. (256, with the rest of the tile kernels' rows:

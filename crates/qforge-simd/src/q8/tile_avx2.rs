@@ -17,7 +17,9 @@
 //!
 //! and each row's two accumulators are summed by [`super::finish`]: the same lanes and f32
 //! operations as [`super::vec_dot_portable`], so every result is the bits of that pair's
-//! mat-vec.
+//! mat-vec. Where the CPU has 256-bit VNNI ([`VnniYmm`]: AVX-VNNI, or AVX-512 VNNI capped to
+//! that level) the product is one `vpdpbusd(0, |w|, vpsignb(a, w))`, the same exact lanes: the
+//! body is compiled once per form (`tile_kernel!`).
 #![allow(unsafe_code)]
 
 use std::arch::x86_64::*;
@@ -25,6 +27,7 @@ use std::arch::x86_64::*;
 use super::avx2::{SIGNED, has_min, unit_vector_avx2, value_table, widen};
 use super::{ACCS, BATCH, LANES, Q8Act, Q8Weight, Scale, finish, half_scales};
 use crate::Avx2;
+use crate::vnni::{EVEX, NONE, VEX, VnniYmm, dpbusd};
 
 /// Activation rows from which the tile pays for decoding each weight row up front (Zen 4 at
 /// the AVX2 level, one thread, against the row kernels: M = 8 −8 … +8 % by format, M = 12
@@ -52,15 +55,26 @@ pub(super) fn tile<W: Q8Weight, A: Q8Act>(
         return false;
     }
     // SAFETY: an `Avx2` token exists only where the CPU has AVX2, FMA and F16C, all
-    // `tile_avx2` needs. (No activation quant is -128: checked above.)
-    unsafe { tile_avx2::<W, A>(w, n, a, out, stride) };
+    // `tile_avx2` needs, and `VnniYmm::detect` finds the VNNI form whose features the CPU has
+    // besides. (No activation quant is -128: checked above.)
+    unsafe {
+        match VnniYmm::detect().map(VnniYmm::form) {
+            Some(EVEX) => tile_evex::<W, A>(w, n, a, out, stride),
+            Some(_) => tile_vex::<W, A>(w, n, a, out, stride),
+            None => tile_avx2::<W, A>(w, n, a, out, stride),
+        }
+    };
     true
 }
 
-/// [`tile`]'s work; every result is wrong where one of `a`'s first `n · UNITS` blocks holds
-/// a -128 quant (the caller checks).
-#[target_feature(enable = "avx2,fma,f16c")]
-fn tile_avx2<W: Q8Weight, A: Q8Act>(w: &[W], n: usize, a: &[&[A]], out: &mut [f32], stride: usize) {
+/// Defines the tile `$tile` and its pass `$pass` (the bodies below) compiled with `$features`,
+/// the unit products in VNNI form `$form` ([`NONE`]: `vpmaddubsw` + `vpmaddwd`).
+macro_rules! tile_kernel {
+    ($(#[$doc:meta])* $tile:ident, $pass:ident, $features:literal, $form:expr) => {
+
+$(#[$doc])*
+#[target_feature(enable = $features)]
+fn $tile<W: Q8Weight, A: Q8Act>(w: &[W], n: usize, a: &[&[A]], out: &mut [f32], stride: usize) {
     let units = n * W::UNITS;
     // Scale arrays run to a whole batch (zeros past the row): a batch's scales are one load.
     let padded = units.next_multiple_of(BATCH);
@@ -119,50 +133,19 @@ fn tile_avx2<W: Q8Weight, A: Q8Act>(w: &[W], n: usize, a: &[&[A]], out: &mut [f3
             let at = c * PASS * padded;
             let unit = Unit { wq: &wq, wa: &wa, ws: &ws, wh: &wh, ad: &ad[at..], aq: &aq[at..], padded };
             match o.len() {
-                4 => pass::<W, 4>(&unit, o),
-                3 => pass::<W, 3>(&unit, o),
-                2 => pass::<W, 2>(&unit, o),
-                _ => pass::<W, 1>(&unit, o),
+                4 => $pass::<W, 4>(&unit, o),
+                3 => $pass::<W, 3>(&unit, o),
+                2 => $pass::<W, 2>(&unit, o),
+                _ => $pass::<W, 1>(&unit, o),
             }
         }
     }
-}
-
-/// `d[u]` = the f16 scale `bits(u)` widened (exact), for `u` below `units`, eight at a time
-/// (`vcvtph2ps`; one by one, each took a call through `half`'s run-time F16C check). `d`
-/// holds `units` rounded up to a whole batch; the rest stay as they are (zero).
-#[target_feature(enable = "avx2,fma,f16c")]
-fn widen_scales(d: &mut [f32], bits: impl Fn(usize) -> u16, units: usize) {
-    for (k, d) in d.as_chunks_mut::<BATCH>().0.iter_mut().enumerate() {
-        let mut h = [0u16; BATCH];
-        for (i, h) in h.iter_mut().enumerate() {
-            let u = k * BATCH + i;
-            if u < units {
-                *h = bits(u);
-            }
-        }
-        // SAFETY: `d` is exactly 8 f32, what the unaligned store writes.
-        unsafe { _mm256_storeu_ps(d.as_mut_ptr(), widen(h)) };
-    }
-}
-
-/// A decoded weight row (`wq`: `w`, `wa`: `|w|`, zero units past the row up to `padded`)
-/// and the activation rows of a pass (row `r`'s unit `j` at `ad[r · padded + j]`, its
-/// quants at `aq[r · padded + j]`, zero units past the row).
-struct Unit<'t> {
-    wq: &'t [__m256i],
-    wa: &'t [__m256i],
-    ws: &'t [f32],
-    wh: &'t [__m256],
-    ad: &'t [f32],
-    aq: &'t [__m256i],
-    padded: usize,
 }
 
 /// `out[r]` = the decoded weight row's dot with activation row `r` of the pass, for its
 /// `R = out.len()` rows, provided no quant of `t.aq` is -128.
-#[target_feature(enable = "avx2,fma,f16c")]
-fn pass<W: Q8Weight, const R: usize>(t: &Unit<'_>, out: &mut [f32]) {
+#[target_feature(enable = $features)]
+fn $pass<W: Q8Weight, const R: usize>(t: &Unit<'_>, out: &mut [f32]) {
     const { assert!(BATCH == 8 && ACCS == 2 && LANES == 8 && R >= 1 && R <= PASS) };
     let halves = matches!(W::SCALE, Scale::ByteHalves(_));
     let mut acc = [[_mm256_setzero_ps(); ACCS]; R];
@@ -197,8 +180,13 @@ fn pass<W: Q8Weight, const R: usize>(t: &Unit<'_>, out: &mut [f32]) {
                 let j = k + $b;
                 let wa = t.wa[j];
                 for r in 0..R {
-                    let x = _mm256_maddubs_epi16(wa, _mm256_sign_epi8(aq[r][j], t.wq[j]));
-                    let x = _mm256_madd_epi16(x, _mm256_set1_epi16(1));
+                    let sa = _mm256_sign_epi8(aq[r][j], t.wq[j]);
+                    let x = if $form == NONE {
+                        _mm256_madd_epi16(_mm256_maddubs_epi16(wa, sa), _mm256_set1_epi16(1))
+                    } else {
+                        // SAFETY: this function has form `$form`'s features.
+                        unsafe { dpbusd::<{ $form }>(_mm256_setzero_si256(), wa, sa) }
+                    };
                     let s = if halves {
                         _mm256_mul_ps(_mm256_set1_ps(ad[r][j]), t.wh[j])
                     } else {
@@ -225,4 +213,60 @@ fn pass<W: Q8Weight, const R: usize>(t: &Unit<'_>, out: &mut [f32]) {
         }
         *o = finish(lanes, [0.0; BATCH]);
     }
+}
+    };
+}
+
+tile_kernel!(
+    /// [`tile`]'s work on AVX2; every result is wrong where one of `a`'s first `n · UNITS`
+    /// blocks holds a -128 quant (the caller checks).
+    tile_avx2,
+    pass_avx2,
+    "avx2,fma,f16c",
+    NONE
+);
+tile_kernel!(
+    /// [`tile_avx2`] with `vpdpbusd`, EVEX form.
+    tile_evex,
+    pass_evex,
+    "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
+    EVEX
+);
+tile_kernel!(
+    /// [`tile_avx2`] with `vpdpbusd`, VEX form (AVX-VNNI).
+    tile_vex,
+    pass_vex,
+    "avx2,fma,f16c,avxvnni",
+    VEX
+);
+
+/// `d[u]` = the f16 scale `bits(u)` widened (exact), for `u` below `units`, eight at a time
+/// (`vcvtph2ps`; one by one, each took a call through `half`'s run-time F16C check). `d`
+/// holds `units` rounded up to a whole batch; the rest stay as they are (zero).
+#[target_feature(enable = "avx2,fma,f16c")]
+fn widen_scales(d: &mut [f32], bits: impl Fn(usize) -> u16, units: usize) {
+    for (k, d) in d.as_chunks_mut::<BATCH>().0.iter_mut().enumerate() {
+        let mut h = [0u16; BATCH];
+        for (i, h) in h.iter_mut().enumerate() {
+            let u = k * BATCH + i;
+            if u < units {
+                *h = bits(u);
+            }
+        }
+        // SAFETY: `d` is exactly 8 f32, what the unaligned store writes.
+        unsafe { _mm256_storeu_ps(d.as_mut_ptr(), widen(h)) };
+    }
+}
+
+/// A decoded weight row (`wq`: `w`, `wa`: `|w|`, zero units past the row up to `padded`)
+/// and the activation rows of a pass (row `r`'s unit `j` at `ad[r · padded + j]`, its
+/// quants at `aq[r · padded + j]`, zero units past the row).
+struct Unit<'t> {
+    wq: &'t [__m256i],
+    wa: &'t [__m256i],
+    ws: &'t [f32],
+    wh: &'t [__m256],
+    ad: &'t [f32],
+    aq: &'t [__m256i],
+    padded: usize,
 }
