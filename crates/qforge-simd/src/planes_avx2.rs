@@ -157,7 +157,7 @@ pub unsafe fn dot_dp<const F: Form, const N: usize>(c: &[__m256i; N], a: &[__m25
     }
 }
 
-/// [`dot_dp`] in the EVEX form.
+/// `dot_dp` in the EVEX form.
 ///
 /// # Safety
 /// The CPU must have AVX2 and AVX-512 F / VL / VNNI: call it only from a function compiled
@@ -168,7 +168,7 @@ pub unsafe fn dot_vnni<const N: usize>(c: &[__m256i; N], a: &[__m256i; N], _umax
     unsafe { dot_dp::<EVEX, N>(c, a) }
 }
 
-/// [`dot_dp`] in the VEX form.
+/// `dot_dp` in the VEX form.
 ///
 /// # Safety
 /// The CPU must have AVX2 and AVX-VNNI: call it only from a function compiled with them (into
