@@ -5,7 +5,9 @@
 //! the tile's rows are transposed (`vpunpck*`) so that each vector holds four consecutive codes
 //! of every row, and an activation row meets it with its four `i8` broadcast: one `vpdpbusd`
 //! (AVX2: `vpmaddubsw`, summed in `i16` over a 32-element unit, then `vpmaddwd`) per four codes
-//! of all the tile's rows, no horizontal sum.
+//! of all the tile's rows, no horizontal sum. Where the CPU has 256-bit VNNI but the 512-bit
+//! tile may not run (AVX-VNNI, or the `avxvnni` level), the 8-row tile takes `vpdpbusd` in
+//! that form ([`qforge_simd::vnni`]): the same exact lanes.
 //!
 //! Per group, with `w = q + 8` the stored code, every lane computes the portable kernel's
 //! exact integer
@@ -25,6 +27,7 @@ use crate::block::BlockInt4g;
 use crate::dot::Int8Row;
 use crate::scale::ScaleKind;
 use qforge_core::DType;
+use qforge_simd::vnni::{EVEX, Form, NONE, VEX, VnniYmm, dpbusd};
 use qforge_simd::{Avx2, Vnni};
 
 /// Activation rows from which a call takes the tile kernel (fewer: the row kernel).
@@ -54,11 +57,16 @@ pub(crate) fn dot_tile<S: ScaleKind, const H: usize>(
     let t = Tile { w, n, acts, sums: &sums };
     // SAFETY: `_avx2` exists only where the CPU has AVX2, FMA and F16C, all `tile_avx2`
     // needs; `Vnni::detect` checks the AVX-512 F / BW / VL / VNNI `tile_vnni` needs besides.
+    // `VnniYmm::detect` finds the 256-bit VNNI form whose features the CPU has, if any.
     unsafe {
         if Vnni::detect().is_some() {
             tile_vnni::<S, H>(t, out, stride);
         } else {
-            tile_avx2::<S, H>(t, out, stride);
+            match VnniYmm::detect().map(VnniYmm::form) {
+                Some(EVEX) => tile_ymm_evex::<S, H>(t, out, stride),
+                Some(_) => tile_ymm_vex::<S, H>(t, out, stride),
+                None => tile_avx2::<S, H>(t, out, stride),
+            }
         }
     }
     true
@@ -178,8 +186,8 @@ macro_rules! ops {
 
 /// AVX-512 VNNI: 16 rows.
 struct Zmm;
-/// AVX2: 8 rows.
-struct Ymm;
+/// 256-bit registers, 8 rows: AVX2 (`F` = [`NONE`]) or the VNNI form `F`.
+struct Ymm<const F: Form>;
 
 /// 16 bytes at `at` of `b`.
 #[inline(always)]
@@ -279,7 +287,7 @@ impl Lanes for Zmm {
     }
 }
 
-impl Lanes for Ymm {
+impl<const F: Form> Lanes for Ymm<F> {
     const ROWS: usize = 8;
     const PASS: usize = 4;
     type I = __m256i;
@@ -311,10 +319,17 @@ impl Lanes for Ymm {
     }
     #[inline(always)]
     unsafe fn code_sum(acc: __m256i, c: &[__m256i]) -> __m256i {
-        // SAFETY: `Lanes`' contract (the features).
+        // SAFETY: `Lanes`' contract (the features, form `F`'s where it is not `NONE`).
         unsafe {
-            // Pair sums of codes ≤ 30, eight vectors ≤ 240 per `i16`.
             let ones = _mm256_set1_epi8(1);
+            if F != NONE {
+                let mut acc = acc;
+                for &v in c {
+                    acc = dpbusd::<F>(acc, v, ones);
+                }
+                return acc;
+            }
+            // Pair sums of codes ≤ 30, eight vectors ≤ 240 per `i16`.
             let mut p = _mm256_setzero_si256();
             for &v in c {
                 p = _mm256_add_epi16(p, _mm256_maddubs_epi16(v, ones));
@@ -324,8 +339,16 @@ impl Lanes for Ymm {
     }
     #[inline(always)]
     unsafe fn unit_dot(acc: __m256i, c: &[__m256i], lo: &[i8; 16], hi: &[i8; 16]) -> __m256i {
-        // SAFETY: `Lanes`' contract (the features).
+        // SAFETY: `Lanes`' contract (the features, form `F`'s where it is not `NONE`).
         unsafe {
+            if F != NONE {
+                let mut acc = acc;
+                for k in 0..4 {
+                    acc = dpbusd::<F>(acc, c[2 * k], _mm256_set1_epi32(quad(lo, k)));
+                    acc = dpbusd::<F>(acc, c[2 * k + 1], _mm256_set1_epi32(quad(hi, k)));
+                }
+                return acc;
+            }
             // `vpmaddubsw` pairs of a code ≤ 15 and an `i8`: |p| ≤ 2·15·128 = 3840, eight of
             // them ≤ 30720 < 2^15: the unit's sum in `i16` is exact.
             let mut p = _mm256_setzero_si256();
@@ -355,8 +378,22 @@ fn tile_vnni<S: ScaleKind, const H: usize>(t: Tile<'_, S, H>, out: &mut [f32], s
 /// The kernel with AVX2.
 #[target_feature(enable = "avx2,fma,f16c")]
 fn tile_avx2<S: ScaleKind, const H: usize>(t: Tile<'_, S, H>, out: &mut [f32], stride: usize) {
-    // SAFETY: this function has the features `Ymm`'s functions need.
-    unsafe { kernel::<Ymm, S, H>(t, out, stride) }
+    // SAFETY: this function has the features `Ymm<NONE>`'s functions need.
+    unsafe { kernel::<Ymm<NONE>, S, H>(t, out, stride) }
+}
+
+/// The 8-row kernel with 256-bit VNNI, EVEX form.
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
+fn tile_ymm_evex<S: ScaleKind, const H: usize>(t: Tile<'_, S, H>, out: &mut [f32], stride: usize) {
+    // SAFETY: this function has the features `Ymm<EVEX>`'s functions need.
+    unsafe { kernel::<Ymm<EVEX>, S, H>(t, out, stride) }
+}
+
+/// The 8-row kernel with 256-bit VNNI, VEX form (AVX-VNNI).
+#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
+fn tile_ymm_vex<S: ScaleKind, const H: usize>(t: Tile<'_, S, H>, out: &mut [f32], stride: usize) {
+    // SAFETY: this function has the features `Ymm<VEX>`'s functions need.
+    unsafe { kernel::<Ymm<VEX>, S, H>(t, out, stride) }
 }
 
 /// Every tile of `V::ROWS` weight rows (the last one's missing rows repeat its last row, their
