@@ -281,6 +281,7 @@ fn xs_scale(b: &BlockIq4Xs, ib: usize) -> i32 {
 /// and scaled once per block (as ggml's SIMD kernels do; `dot::sub_block_lanes`).
 impl SubBlocks for Iq4Xs {
     type Pre = ();
+    const ABS_ACTS: bool = true;
     #[inline(always)]
     fn d_bits(b: &BlockIq4Xs) -> u16 {
         b.d.bits()

@@ -69,6 +69,11 @@ pub(crate) fn vec_dot_weight_rows<F: SubBlocks>(w: &[F::Block], a: &[BlockQ8K], 
     let m = n.min(a.len());
     let a = &a[..m];
     let signed_acts = !a.iter().any(|b| has_min(&b.qs));
+    // Where the format asks for it (`SubBlocks::ABS_ACTS`), `|a|` of every quant, once for
+    // every weight row: the signed values' products (`vpmaddubsw(|a|, sign(v, a))`,
+    // `Values::Signed`) then load it instead of a `vpabsb` per sub-block and weight row.
+    let abs: Vec<[u8; QK_K]> =
+        if F::ABS_ACTS { a.iter().map(|b| b.qs.map(i8::unsigned_abs)).collect() } else { Vec::new() };
     let vnni = vnni_form();
     for (j, o) in out.iter_mut().enumerate() {
         let w = &w[j * n..j * n + m];
@@ -76,10 +81,11 @@ pub(crate) fn vec_dot_weight_rows<F: SubBlocks>(w: &[F::Block], a: &[BlockQ8K], 
         // `Some`) the features of that VNNI form, which `rows_vnni` / `rows_avxvnni` need
         // besides; `ACT_SIGNED` runs only where no activation of `a` is -128 (just checked).
         *o = unsafe {
-            if signed_acts {
-                rows_at::<F, 1, ACT_SIGNED>(vnni, w, [a], avx2)
-            } else {
-                rows_at::<F, 1, EXACT>(vnni, w, [a], avx2)
+            match (signed_acts, F::ABS_ACTS) {
+                (true, true) => rows_at::<F, 1, ACT_SIGNED, true>(vnni, w, [a], [&abs], avx2),
+                (true, false) => rows_at::<F, 1, ACT_SIGNED, false>(vnni, w, [a], [&[]], avx2),
+                (false, true) => rows_at::<F, 1, EXACT, true>(vnni, w, [a], [&abs], avx2),
+                (false, false) => rows_at::<F, 1, EXACT, false>(vnni, w, [a], [&[]], avx2),
             }
         }[0];
     }
@@ -120,20 +126,22 @@ fn vnni_form() -> Option<Form> {
 ///
 /// # Safety
 /// `vnni` is [`vnni_form`]'s (the CPU has that form's features); with `P` = [`ACT_SIGNED`]
-/// no activation quant of `a` is -128.
+/// no activation quant of `a` is -128; with `ABS`, `abs[r]` holds `|q|` of every quant of
+/// `a[r]`, block by block.
 #[inline(always)]
-unsafe fn rows_at<F: SubBlocks, const R: usize, const P: bool>(
+unsafe fn rows_at<F: SubBlocks, const R: usize, const P: bool, const ABS: bool>(
     vnni: Option<Form>,
     w: &[F::Block],
     a: [&[BlockQ8K]; R],
+    abs: [&[[u8; QK_K]]; R],
     avx2: Avx2,
 ) -> [f32; R] {
     // SAFETY: `avx2` proves AVX2, FMA and F16C; the rest is the caller's contract.
     unsafe {
         match vnni {
-            Some(EVEX) => rows_vnni::<F, R, P>(w, a, avx2),
-            Some(_) => rows_avxvnni::<F, R, P>(w, a, avx2),
-            None => rows_avx2::<F, R, P>(w, a, avx2),
+            Some(EVEX) => rows_vnni::<F, R, P, ABS>(w, a, abs, avx2),
+            Some(_) => rows_avxvnni::<F, R, P, ABS>(w, a, abs, avx2),
+            None => rows_avx2::<F, R, P, ABS>(w, a, abs, avx2),
         }
     }
 }
@@ -152,7 +160,7 @@ impl<'a, F: SubBlocks> RowKernel<&'a [BlockQ8K]> for Kernel<'_, F> {
         let n = self.w.len();
         let rows = a.map(|a| &a[..n]);
         // SAFETY: `self.vnni` is `vnni_form`'s; `EXACT` holds for any rows.
-        unsafe { rows_at::<F, R, EXACT>(self.vnni, self.w, rows, self.avx2) }
+        unsafe { rows_at::<F, R, EXACT, false>(self.vnni, self.w, rows, [&[]; R], self.avx2) }
     }
 }
 
@@ -179,7 +187,12 @@ macro_rules! rows_kernel {
     ($(#[$doc:meta])* $name:ident, $features:literal, $acc:ident) => {
         $(#[$doc])*
         #[target_feature(enable = $features)]
-        fn $name<F: SubBlocks, const R: usize, const P: bool>(w: &[F::Block], a: [&[BlockQ8K]; R], avx2: Avx2) -> [f32; R] {
+        fn $name<F: SubBlocks, const R: usize, const P: bool, const ABS: bool>(
+            w: &[F::Block],
+            a: [&[BlockQ8K]; R],
+            abs: [&[[u8; QK_K]]; R],
+            avx2: Avx2,
+        ) -> [f32; R] {
     // Within each 128-bit lane: the even `i16`s to the low 8 bytes, the odd ones to the high 8.
     #[rustfmt::skip]
     let split = _mm256_setr_epi8(
@@ -246,7 +259,16 @@ macro_rules! rows_kernel {
                 // Exact: `|v| ≤ 127` and `|a| ≤ 128` (or `g ≤ 127`, `|a| ≤ 127`), so a pair
                 // is at most 2·128·127 and never saturates.
                 let p = match v {
-                    Values::Signed(v) => _mm256_maddubs_epi16(_mm256_abs_epi8(av), _mm256_sign_epi8(v, av)),
+                    Values::Signed(v) => {
+                        let ua = if ABS {
+                            let u: &[u8; 32] = abs[r][i][32 * ib..32 * ib + 32].try_into().expect("32 bytes");
+                            // SAFETY: `u` is 32 bytes, exactly what the unaligned load reads.
+                            unsafe { _mm256_loadu_si256(u.as_ptr().cast()) }
+                        } else {
+                            _mm256_abs_epi8(av)
+                        };
+                        _mm256_maddubs_epi16(ua, _mm256_sign_epi8(v, av))
+                    }
                     Values::GridSigns(g, s) => _mm256_maddubs_epi16(g, _mm256_sign_epi8(av, s)),
                 };
                 acc[r] = $acc(acc[r], p, s);
@@ -294,7 +316,8 @@ macro_rules! rows_kernel {
 rows_kernel!(
     /// `R` dots of the weight row `w` with the q8_k rows `a[r]` (each exactly `w.len()` blocks).
     /// With `P` = [`ACT_SIGNED`], no activation quant of `a` may be -128 (the caller checks: the
-    /// result would be wrong there).
+    /// result would be wrong there). With `ABS`, `abs[r]` is `|q|` of `a[r]`'s quants (else
+    /// unread: each sub-block takes its `vpabsb`).
     rows_avx2,
     "avx2,fma,f16c",
     acc_avx2

@@ -57,7 +57,7 @@ fn forced<F: SubBlocks, const P: bool>(w: &[F::Block], a: &[BlockQ8K]) -> f32 {
     let avx2 = Avx2::detect().expect("the caller checked AVX2");
     // SAFETY: `Avx2::detect` checked AVX2, FMA and F16C, and `vnni_form` gives the VNNI form
     // the CPU runs (if any); the caller guarantees `P`'s condition on `a`.
-    let [v] = unsafe { rows_at::<F, 1, P>(vnni_form(), w, [a], avx2) };
+    let [v] = unsafe { rows_at::<F, 1, P, false>(vnni_form(), w, [a], [&[]], avx2) };
     v
 }
 
@@ -126,7 +126,7 @@ fn check<F: SubBlocks + NativeDot<Act = qforge_k::Q8K>>(seed: u64) {
     }
 }
 
-/// Every SIMD level the machine has (AVX2; AVX-512 VNNI), forced in turn.
+/// Every SIMD level the machine has (AVX2; 256-bit VNNI; AVX-512 VNNI), forced in turn.
 #[test]
 fn avx2_equals_reference() {
     for level in qforge_golden::needs::simd_levels() {
