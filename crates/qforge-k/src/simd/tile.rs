@@ -31,6 +31,9 @@
 //! rows in 512-bit lanes: `d` and `dmin` of an absent second group are zero and its lanes never
 //! stored) and dots eight activation rows per pass with `vpdpbusd`; AVX2 tiles one group and
 //! dots four rows per pass with `vpmaddubsw` + `vpmaddwd` (eight with signed values, below).
+//! At the `avxvnni` level (AVX-VNNI, or AVX-512 VNNI capped there) the 256-bit file takes
+//! `vpdpbusd` / `vpdpwssd` in that VNNI form (`Ymm<VEX>`, `Ymm<EVEX>`): every table unsigned,
+//! as on AVX-512, four rows per pass in the VEX form and eight in the EVEX one.
 //!
 //! ## Signed values on AVX2 (iq4_xs)
 //!
