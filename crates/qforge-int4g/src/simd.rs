@@ -30,7 +30,7 @@ use crate::dot::Int8Row;
 use crate::scale::ScaleKind;
 use qforge_simd::Avx2;
 use qforge_simd::rows::{RowKernel, by_rows};
-use qforge_simd::vnni::{EVEX, Form, VnniYmm};
+use qforge_simd::vnni::{EVEX, Form, NONE, VEX, VnniYmm, dpbusd};
 
 /// Every `out[i]` = the dot with `rows[i]` (lengths already validated), with AVX2; `false`
 /// (nothing written) where the CPU lacks it.
@@ -106,12 +106,14 @@ fn load16(a: &[i8], at: usize) -> __m128i {
 }
 
 /// Defines a row kernel `$name`: the dot of the weight row with `R` activation rows, each
-/// result the portable kernel's, compiled with `$features`, `Σ a·w` accumulated by `$isum`.
+/// result the portable kernel's, compiled with `$features`, `Σ a·w` accumulated by
+/// [`isum_avx2`] or, in VNNI form `$form`, one `vpdpbusd` (four `u8 × i8` products summed
+/// exactly into each lane, `qforge_simd::vnni::dpbusd`).
 /// One body for the AVX2 and the VNNI kernels, and for mat-vec: with `PRE` the one activation
 /// row's group sums `Σ a` come in `sums` (computed once for every weight row) instead of being
 /// summed here per weight row.
 macro_rules! rows_kernel {
-    ($name:ident, $features:literal, $isum:ident) => {
+    ($name:ident, $features:literal, $form:expr) => {
         #[target_feature(enable = $features)]
         fn $name<S: ScaleKind, const H: usize, const R: usize, const PRE: bool>(
             w: &[BlockInt4g<S, H>],
@@ -136,7 +138,12 @@ macro_rules! rows_kernel {
                     sw = _mm256_add_epi64(sw, _mm256_sad_epu8(wv, zero));
                     for r in 0..R {
                         let av = _mm256_set_m128i(load16(a[r].q, base + H + j), load16(a[r].q, base + j));
-                        qq[r] = $isum(qq[r], wv, av, ones);
+                        qq[r] = if $form == NONE {
+                            isum_avx2(qq[r], wv, av, ones)
+                        } else {
+                            // SAFETY: this function has form `$form`'s features.
+                            unsafe { dpbusd::<{ $form }>(qq[r], wv, av) }
+                        };
                         if !PRE {
                             sa[r] = _mm256_add_epi64(sa[r], _mm256_sad_epu8(_mm256_xor_si256(av, flip), zero));
                         }
@@ -157,9 +164,9 @@ macro_rules! rows_kernel {
     };
 }
 
-rows_kernel!(rows_avx2, "avx2,fma,f16c", isum_avx2);
-rows_kernel!(rows_vnni, "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", isum_vnni);
-rows_kernel!(rows_avxvnni, "avx2,fma,f16c,avxvnni", isum_avxvnni);
+rows_kernel!(rows_avx2, "avx2,fma,f16c", NONE);
+rows_kernel!(rows_vnni, "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", EVEX);
+rows_kernel!(rows_avxvnni, "avx2,fma,f16c,avxvnni", VEX);
 
 /// The row kernel of the VNNI form `vnni` (`rows_vnni`, `rows_avxvnni`), or `rows_avx2`.
 ///
@@ -214,20 +221,6 @@ pub(crate) fn dot_weight_rows<S: ScaleKind, const H: usize>(
 #[inline]
 fn isum_avx2(acc: __m256i, w: __m256i, a: __m256i, ones: __m256i) -> __m256i {
     _mm256_add_epi32(acc, _mm256_madd_epi16(_mm256_maddubs_epi16(w, a), ones))
-}
-
-/// [`isum_avx2`] as one `vpdpbusd` (four `u8 × i8` products summed exactly into each lane).
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-#[inline]
-fn isum_vnni(acc: __m256i, w: __m256i, a: __m256i, _ones: __m256i) -> __m256i {
-    _mm256_dpbusd_epi32(acc, w, a)
-}
-
-/// [`isum_vnni`] in the VEX form.
-#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
-#[inline]
-fn isum_avxvnni(acc: __m256i, w: __m256i, a: __m256i, _ones: __m256i) -> __m256i {
-    _mm256_dpbusd_avx_epi32(acc, w, a)
 }
 
 #[cfg(test)]

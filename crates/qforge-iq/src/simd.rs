@@ -43,7 +43,7 @@ use crate::unpack::{GridSigns, GridWords, SubBlock, SubBlocks};
 use qforge_k::BlockQ8K;
 use qforge_simd::bytemask::bytes_from_bits;
 use qforge_simd::rows::{RowKernel, by_rows};
-use qforge_simd::vnni::{EVEX, Form, VnniYmm};
+use qforge_simd::vnni::{EVEX, Form, NONE, VEX, VnniYmm, dpwssd};
 use qforge_simd::{Avx2, totals};
 
 /// The dot of a weight row with a q8_k row with AVX2, or `None` where the CPU lacks it.
@@ -182,9 +182,10 @@ enum Values {
 }
 
 /// Defines a row kernel `$name` (the body below) compiled with `$features`, its scaled pair
-/// sums added into the lanes by `$acc`: one body for the AVX2 and the VNNI kernels.
+/// sums added into the lanes by `vpmaddwd` + `vpaddd` ([`acc_avx2`]) or, in VNNI form `$form`,
+/// one `vpdpwssd`: one body for the AVX2 and the VNNI kernels.
 macro_rules! rows_kernel {
-    ($(#[$doc:meta])* $name:ident, $features:literal, $acc:ident) => {
+    ($(#[$doc:meta])* $name:ident, $features:literal, $form:expr) => {
         $(#[$doc])*
         #[target_feature(enable = $features)]
         fn $name<F: SubBlocks, const R: usize, const P: bool, const ABS: bool>(
@@ -271,7 +272,12 @@ macro_rules! rows_kernel {
                     }
                     Values::GridSigns(g, s) => _mm256_maddubs_epi16(g, _mm256_sign_epi8(av, s)),
                 };
-                acc[r] = $acc(acc[r], p, s);
+                acc[r] = if $form == NONE {
+                    acc_avx2(acc[r], p, s)
+                } else {
+                    // SAFETY: this function has form `$form`'s features.
+                    unsafe { dpwssd::<{ $form }>(acc[r], p, s) }
+                };
             }
             for a in acc.iter_mut() {
                 *a = qforge_simd::barrier::fence_ymm(*a);
@@ -320,20 +326,20 @@ rows_kernel!(
     /// unread: each sub-block takes its `vpabsb`).
     rows_avx2,
     "avx2,fma,f16c",
-    acc_avx2
+    NONE
 );
 rows_kernel!(
-    /// [`rows_avx2`] with `vpdpwssd` for the scaled pair sums ([`acc_vnni`], EVEX form): the
-    /// same lanes.
+    /// [`rows_avx2`] with `vpdpwssd` for the scaled pair sums (`qforge_simd::vnni::dpwssd`,
+    /// EVEX form): the same exact products and sums, no saturation.
     rows_vnni,
     "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
-    acc_vnni
+    EVEX
 );
 rows_kernel!(
-    /// [`rows_vnni`] in AVX-VNNI's VEX form ([`acc_avxvnni`]).
+    /// [`rows_vnni`] in AVX-VNNI's VEX form.
     rows_avxvnni,
     "avx2,fma,f16c,avxvnni",
-    acc_avxvnni
+    VEX
 );
 
 /// `acc + Σ₂ p·s` per `i32` lane (`vpmaddwd`, `vpaddd`): the pair sums `p` times the group
@@ -342,20 +348,6 @@ rows_kernel!(
 #[inline]
 fn acc_avx2(acc: __m256i, p: __m256i, s: __m256i) -> __m256i {
     _mm256_add_epi32(acc, _mm256_madd_epi16(p, s))
-}
-
-/// [`acc_avx2`] as one `vpdpwssd` (the same exact products and sums, no saturation).
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-#[inline]
-fn acc_vnni(acc: __m256i, p: __m256i, s: __m256i) -> __m256i {
-    _mm256_dpwssd_epi32(acc, p, s)
-}
-
-/// [`acc_vnni`] in the VEX form.
-#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
-#[inline]
-fn acc_avxvnni(acc: __m256i, p: __m256i, s: __m256i) -> __m256i {
-    _mm256_dpwssd_avx_epi32(acc, p, s)
 }
 
 /// [`qforge_k::packed::TileCodes::tile_codes`] of a sub-block format: each sub-block's signed

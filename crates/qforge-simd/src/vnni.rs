@@ -4,7 +4,8 @@
 //! EVEX form (every AVX-512 VNNI CPU; 32). The same instruction either way, bit for bit (the
 //! Intel SDM defines both forms by one operation), so a kernel body is written once over a
 //! const [`Form`] parameter and compiled twice, once with each form's `#[target_feature]`
-//! set ([`VEX_FEATURES`], [`EVEX_FEATURES`]); [`VnniYmm`] says which of the two the CPU runs.
+//! set (`avx2,fma,f16c,avxvnni` for [`VEX`]; `avx2,fma,f16c,avx512f,avx512bw,avx512vl,
+//! avx512vnni` for [`EVEX`]); [`VnniYmm`] says which of the two the CPU runs.
 //!
 //! How the forms are checked: every kernel's level tests force each level the CPU runs
 //! ([`qforge_core::cpu::testable_levels`]), [`qforge_core::cpu::Level::AvxVnni`] included,
@@ -24,22 +25,15 @@ use qforge_core::cpu::VnniForm;
 pub type Form = u8;
 /// The AVX2 build: no VNNI instruction.
 pub const NONE: Form = 0;
-/// AVX-VNNI's VEX encoding ([`VEX_FEATURES`]).
+/// AVX-VNNI's VEX encoding.
 pub const VEX: Form = 1;
-/// AVX-512 VL / VNNI's EVEX encoding ([`EVEX_FEATURES`]).
+/// AVX-512 VL / VNNI's EVEX encoding.
 pub const EVEX: Form = 2;
-
-/// The `#[target_feature]` set of a [`VEX`] build (for documentation: the attribute takes a
-/// literal, which the kernels spell out).
-pub const VEX_FEATURES: &str = "avx2,fma,f16c,avxvnni";
-/// The `#[target_feature]` set of an [`EVEX`] build.
-pub const EVEX_FEATURES: &str = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni";
 
 /// A token that exists only where the 256-bit VNNI kernels may run
 /// ([`qforge_core::cpu::vnni_ymm`]: [`qforge_core::cpu::Level::AvxVnni`] or above), with the
-/// encoding the CPU runs: a kernel holding one may call functions compiled with
-/// [`VEX_FEATURES`] (where [`VnniYmm::form`] is [`VEX`]) or [`EVEX_FEATURES`] (where it is
-/// [`EVEX`]).
+/// encoding the CPU runs: a kernel holding one may call functions compiled with that form's
+/// features (the module docs) where [`VnniYmm::form`] is it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct VnniYmm {
     form: Form,
@@ -116,38 +110,42 @@ fn no_form() -> ! {
     panic!("a VNNI instruction in the AVX2 build (form NONE)")
 }
 
-/// [`dpwssd`]'s EVEX form.
-#[target_feature(enable = "avx2,avx512f,avx512bw,avx512vl,avx512vnni")]
-#[inline]
-fn dpwssd_evex(mut acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
-    // SAFETY: `vpdpwssd` on registers only (no memory, stack or flags); the function enables
-    // AVX-512 VL and VNNI, all the instruction needs.
-    unsafe {
-        std::arch::asm!(
-            "vpdpwssd {acc:y}, {a:y}, {b:y}",
-            acc = inout(zmm_reg) acc,
-            a = in(zmm_reg) a,
-            b = in(zmm_reg) b,
-            options(pure, nomem, nostack, preserves_flags),
-        );
-    }
-    acc
+/// Defines `$name`: [`dpwssd`] in one form, compiled with `$features`, as the assembly
+/// `$template` on registers of class `$class` (the VEX form's `{vex}` prefix: the assembler
+/// would otherwise pick the EVEX encoding; its registers `ymm0`–`ymm15`, `ymm_reg`).
+macro_rules! dpwssd_form {
+    ($(#[$doc:meta])* $name:ident, $features:literal, $template:literal, $class:ident) => {
+        $(#[$doc])*
+        #[target_feature(enable = $features)]
+        #[inline]
+        fn $name(mut acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
+            // SAFETY: `vpdpwssd` on registers only (no memory, stack or flags); the function
+            // enables the features of its form, all the instruction needs.
+            unsafe {
+                std::arch::asm!(
+                    $template,
+                    acc = inout($class) acc,
+                    a = in($class) a,
+                    b = in($class) b,
+                    options(pure, nomem, nostack, preserves_flags),
+                );
+            }
+            acc
+        }
+    };
 }
 
-/// [`dpwssd`]'s VEX form (`{vex}`: the assembler would otherwise pick the EVEX encoding).
-#[target_feature(enable = "avx2,avxvnni")]
-#[inline]
-fn dpwssd_vex(mut acc: __m256i, a: __m256i, b: __m256i) -> __m256i {
-    // SAFETY: `vpdpwssd` on registers only (no memory, stack or flags); the function enables
-    // AVX-VNNI, all the VEX form needs, and the registers are `ymm0`–`ymm15` (`ymm_reg`).
-    unsafe {
-        std::arch::asm!(
-            "{{vex}} vpdpwssd {acc}, {a}, {b}",
-            acc = inout(ymm_reg) acc,
-            a = in(ymm_reg) a,
-            b = in(ymm_reg) b,
-            options(pure, nomem, nostack, preserves_flags),
-        );
-    }
-    acc
-}
+dpwssd_form!(
+    /// [`dpwssd`]'s EVEX form.
+    dpwssd_evex,
+    "avx2,avx512f,avx512bw,avx512vl,avx512vnni",
+    "vpdpwssd {acc:y}, {a:y}, {b:y}",
+    zmm_reg
+);
+dpwssd_form!(
+    /// [`dpwssd`]'s VEX form.
+    dpwssd_vex,
+    "avx2,avxvnni",
+    "{{vex}} vpdpwssd {acc}, {a}, {b}",
+    ymm_reg
+);

@@ -181,10 +181,10 @@ pub(super) struct Prepared {
 
 /// [`Prepared`] for the rows `a` (each at least `n` blocks), or `None` without AVX2 (the
 /// caller then takes the group / row kernels; it also decides below how many rows, see
-/// [`TILE_MIN_ROWS`], the tile does not pay).
-pub(super) fn prepare<F: PackedCodes>(a: &[&[BlockQ8K]], n: usize) -> Option<Prepared> {
+/// [`TILE_MIN_ROWS`], the tile does not pay), run on `file` ([`File::detect`]'s, which the
+/// caller asks once).
+pub(super) fn prepare<F: PackedCodes>(a: &[&[BlockQ8K]], n: usize, file: File) -> Option<Prepared> {
     let avx2 = qforge_simd::Avx2::detect()?;
-    let file = File::detect();
     // SAFETY: `Avx2::detect` has just checked that this CPU has AVX2, FMA and F16C, all
     // `row_sums` and `widen` need.
     unsafe {
@@ -282,7 +282,7 @@ pub(crate) fn tile_dot_groups<F: PackedCodes>(p: &[u8], n: usize, a: &[&[BlockQ8
     if a.len() < TILE_MIN_ROWS {
         return false;
     }
-    let Some(prep) = prepare::<F>(a, n) else {
+    let Some(prep) = prepare::<F>(a, n, File::detect()) else {
         return false;
     };
     let acts = prep.acts(a, n);

@@ -54,9 +54,10 @@ pub(crate) fn plain_tile<F: TileCodes>(
     // Rows per tile call: all the caller gives, up to `MAX_PACKED_DOT_ROWS`, but where the AVX2
     // register file dots the values as `i16` pairs, as many as keep their widened copies
     // (8 KiB per row at K = 4096) about L2's size.
-    let chunk = if File::detect().widens::<F>() { WIDE_ROWS } else { MAX_PACKED_DOT_ROWS };
+    let file = File::detect();
+    let chunk = if file.widens::<F>() { WIDE_ROWS } else { MAX_PACKED_DOT_ROWS };
     for (c, a) in a.chunks(chunk).enumerate() {
-        let Some(prep) = prepare::<F>(a, n) else {
+        let Some(prep) = prepare::<F>(a, n, file) else {
             // Not reached (AVX2 was checked above); `false` would only make the caller redo
             // every row with the row kernels.
             return false;

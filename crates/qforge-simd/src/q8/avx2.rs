@@ -31,7 +31,7 @@
 //!
 //! Where the CPU has 256-bit VNNI ([`VnniYmm`]: AVX-VNNI or AVX-512 VNNI), the same body is
 //! compiled again (`rows_vnni` in the EVEX form, `rows_avxvnni` in the VEX one) with the unit
-//! products of `isum_vnni` / `isum_avxvnni`: `vpdpbusd` sums four `u8 × i8` products into
+//! products of `isum_dp`: `vpdpbusd` sums four `u8 × i8` products into
 //! each `i32` lane exactly, one instruction for `vpmaddubsw` + `vpmaddwd`, and for the
 //! unsigned form it starts from the negated correction lanes, so `u·a − z·a` is one
 //! instruction too. Same lanes, same bits; the tests force every level.
@@ -46,7 +46,7 @@ use std::arch::x86_64::*;
 use super::{ACCS, BATCH, Codes, LANES, Q8Act, Q8Weight, QK8, Scale, Values, finish, supported};
 use crate::bytemask::select_bytes;
 use crate::rows::{RowKernel, by_rows};
-use crate::vnni::{EVEX, Form, VEX, VnniYmm, dpbusd};
+use crate::vnni::{EVEX, Form, NONE, VEX, VnniYmm, dpbusd};
 use crate::{Avx2, Vnni};
 
 /// [`super::vec_dot`] with AVX2, or `None` where the CPU lacks it.
@@ -381,9 +381,10 @@ const WIDEN: u8 = 2;
 const OFFSET: u8 = 3;
 
 /// Defines a row kernel `$name` (the body below) compiled with `$features` and its unit
-/// products from `$isum`: one body for the AVX2 and the VNNI kernels.
+/// products from [`isum`], or from [`isum_dp`] in VNNI form `$form`: one body for the AVX2 and
+/// the VNNI kernels.
 macro_rules! rows_kernel {
-    ($(#[$doc:meta])* $name:ident, $features:literal, $isum:ident, $mask:literal) => {
+    ($(#[$doc:meta])* $name:ident, $features:literal, $form:expr, $mask:literal) => {
         $(#[$doc])*
         #[target_feature(enable = $features)]
         fn $name<W: Q8Weight, A: Q8Act, const R: usize, const P: u8>(
@@ -469,7 +470,13 @@ macro_rules! rows_kernel {
                         Scale::Byte(t) | Scale::ByteHalves(t) => b.scale_bytes(u).map(|s| t[usize::from(s)]),
                     };
                     for r in 0..R {
-                        let lanes = _mm256_cvtepi32_ps($isum::<W, P>(wv, a[r][j].qs(), pk[r][j]));
+                        let (q, pre) = (a[r][j].qs(), pk[r][j]);
+                        let lanes = _mm256_cvtepi32_ps(if $form == NONE {
+                            isum::<W, P>(wv, q, pre)
+                        } else {
+                            // SAFETY: this function has form `$form`'s features.
+                            unsafe { isum_dp::<W, P, { $form }>(wv, q, pre) }
+                        });
                         let s = match W::SCALE {
                             Scale::F16 => _mm256_set1_ps(d[r][j]),
                             Scale::Byte(_) => _mm256_set1_ps(d[r][j] * sb[0]),
@@ -545,22 +552,22 @@ rows_kernel!(
     /// batch included); unused (may be empty) otherwise.
     rows_avx2,
     "avx2,fma,f16c",
-    isum,
+    NONE,
     false
 );
 rows_kernel!(
-    /// [`rows_avx2`] with the unit products of [`isum_vnni`] (`vpdpbusd`, EVEX form): the
-    /// same lanes.
+    /// [`rows_avx2`] with the unit products of [`isum_dp`] (`vpdpbusd`, EVEX form): the same
+    /// lanes.
     rows_vnni,
     "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni",
-    isum_vnni,
+    EVEX,
     true
 );
 rows_kernel!(
-    /// [`rows_vnni`] in AVX-VNNI's VEX form ([`isum_avxvnni`]), without mask registers.
+    /// [`rows_vnni`] in AVX-VNNI's VEX form, without mask registers.
     rows_avxvnni,
     "avx2,fma,f16c,avxvnni",
-    isum_avxvnni,
+    VEX,
     false
 );
 
@@ -801,22 +808,6 @@ unsafe fn isum_dp<W: Q8Weight, const P: u8, const F: Form>(w: Unpacked, aq: &[i8
             dpbusd::<F>(zero, _mm256_abs_epi8(av), _mm256_sign_epi8(w, av))
         }
     }
-}
-
-/// [`isum_dp`] in the EVEX form.
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni")]
-#[inline]
-fn isum_vnni<W: Q8Weight, const P: u8>(w: Unpacked, aq: &[i8; QK8], pre: __m256i) -> __m256i {
-    // SAFETY: this function has AVX2 and the EVEX form's features.
-    unsafe { isum_dp::<W, P, EVEX>(w, aq, pre) }
-}
-
-/// [`isum_dp`] in the VEX form.
-#[target_feature(enable = "avx2,fma,f16c,avxvnni")]
-#[inline]
-fn isum_avxvnni<W: Q8Weight, const P: u8>(w: Unpacked, aq: &[i8; QK8], pre: __m256i) -> __m256i {
-    // SAFETY: this function has AVX2 and the VEX form's features.
-    unsafe { isum_dp::<W, P, VEX>(w, aq, pre) }
 }
 
 /// 16 bytes (of `i8` or `u8`).
