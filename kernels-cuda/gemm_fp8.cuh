@@ -8,19 +8,20 @@
 //   s = amax / 448 (1 for an all-zero group, the smallest positive f32 where it underflows),
 //   q = e4m3(x / s), saturating round-to-nearest-even: qforge-fp8's `quantize_aux` /
 //   `quantize_row_at` of its 1 × 128 activation format, bit for bit.
-// * Two bodies of one tile loop (qf_gemm_fp8_tile), chosen by the policy P:
-//   - qf_fp8p_mma (sm_89+): the fp8 codes go to shared memory as they are, products on
-//     mma.sync.m16n8k32.row.col.f32.e4m3.<w>.f32 (the s8 m16n8k32 fragment layout);
-//   - qf_fp8p_f16 (sm_80): both sides decoded exactly into f16 in shared memory (every e4m3 /
-//     e5m2 value is an f16 value), ldmatrix + mma.sync.m16n8k16 f16 → f32.
-//   Both keep one f32 partial per 128-column block and promote it at the block's last k-step.
+// * One tile loop (qf_gemm_fp8_tile: the product transposed, codes staged with 16-byte
+//   cp.async, a k-step per 128-column block, split-k) with two bodies, the policy P:
+//   - qf_fp8p_mma (sm_89+): mma.sync.m16n8k32.row.col.f32.<w>.e4m3.f32 on the staged codes
+//     (the s8 m16n8k32 fragment layout);
+//   - qf_fp8p_f16 (sm_80): the staged codes converted exactly to f16 by table (every e4m3 /
+//     e5m2 value is an f16 value), mma.sync.m16n8k16 f16 → f32.
+//   Both keep one f32 partial per 128-column block and promote it at the block's end.
 // * The weights' value type W (qf_f8_e4m3 / qf_f8_e5m2) comes from the format's layout
 //   (`Layout::Grid { elem }`, qforge-cuda's codegen), not from the format: the kernel reads
 //   the N × K value bytes and the f32 scale grid of 128 × 128 tiles directly.
 // Any M, N, K (predicated edges; activation rows are padded to whole 128-column groups with
 // zero codes by the quantizer, the weights are read in place).
 #pragma once
-#include "warp.cuh"
+#include "gemm.cuh"
 
 #define QF_FP8_GROUP 128
 // Threads of the activation quantizer's CTA: one per column of a 128-column group.
@@ -103,16 +104,62 @@ QF_HD void qf_quantize_fp8_1x128_group(const float* x, uint8_t* q, float* s, lon
     });
 }
 
-// ---- the two tensor-core bodies -----------------------------------------------------------
-// D = A·B + C for the warp, A e4m3 (16 × 32), B of W's encoding (32 × 8), f32 accumulators:
-// the s8 m16n8k32 fragment layout (qf_frag_a8 / qf_frag_b8). sm_89+ only; the host model
-// multiplies exactly and sums each lane's 32 products in k order (the device's order is
-// unspecified, and its fp8 accumulation keeps fewer bits: the tests' tolerances say so).
-template <class W>
-QF_HD void qf_mma_m16n8k32_fp8(qf_frag_c* d, const qf_frag_a8* a, const qf_frag_b8* b) {
+// ---- the tile: the product transposed, weights the mma's A ---------------------------------
+// yᵀ = W·xᵀ: a CTA holds ROWS weight rows (the mma's 16-row A tiles) × TOK tokens (its 8-token
+// B columns), so a CTA at small M still covers many weight rows and every weight byte is read
+// once. K goes in k-steps of one 128-column scale block: each k-step's partial sums are promoted
+// at its end (DeepGEMM's rule) and no k-step straddles two blocks, whatever K.
+//
+// Both operands are fp8 codes in global memory (the quantizer's m × lda activations, 16-byte
+// aligned rows; the weights' N × K values in place), so a k-step is pure 16-byte cp.async:
+// STAGES k-steps in flight, one barrier per k-step, nothing decoded into shared memory. A
+// weight row's 128 bytes lie in the 16-byte windows around them (gemm_skinny.cuh's staging,
+// alignment-free whatever K): at byte o_r = (n·K) & 15 of its SEG-byte slot, the same for every
+// k-step of the row.
+//
+// An instance: ROWS weight rows × TOK tokens per CTA on WR × WT warps (each ROWS / WR rows ×
+// TOK / WT tokens), STAGES k-steps in flight. Shared memory is dynamic: STAGES slots of
+// (ROWS + TOK) rows of SEG bytes, then the f16 body's two 256-entry code tables.
+template <int ROWS_, int TOK_, int WR_, int WT_, int STAGES_>
+struct qf_fp8_cfg {
+    static constexpr int ROWS = ROWS_, TOK = TOK_, WR = WR_, WT = WT_, STAGES = STAGES_;
+    static constexpr int BK = QF_FP8_GROUP, KSPLIT = BK;  // split-k ranges are whole blocks
+    static constexpr int NW = WR * WT, NTH = 32 * NW;
+    static constexpr int WROWS = ROWS / WR, WTOK = TOK / WT;  // one warp's tile
+    static constexpr int RT = WROWS / 16, MT = WTOK / 8;      // its mma tiles
+    static constexpr int SEG = BK + 16;  // 9 windows; 16·odd: 8 rows start in distinct banks
+    static constexpr int SLOT = (ROWS + TOK) * SEG;
+    static constexpr int SMEM_BYTES = STAGES * SLOT + 2 * 256 * 2;
+    static_assert(RT >= 1 && WROWS % 16 == 0 && WTOK % 8 == 0 && MT >= 1 && STAGES >= 2, "whole mma tiles");
+    static_assert(QF_FP8_GROUP % ROWS == 0, "a CTA's weight rows lie in one 128-row scale band");
+};
+
+// Four codes at p as one register, byte 0 first; ALIGNED: p is 4-byte aligned (one load),
+// else two aligned loads and a funnel shift on the device.
+template <bool ALIGNED>
+QF_HD uint32_t qf_ld_quad_at(const uint8_t* p) {
+#ifdef __CUDA_ARCH__
+    if constexpr (ALIGNED) {
+        return *reinterpret_cast<const uint32_t*>(p);
+    } else {
+        const uintptr_t a = reinterpret_cast<uintptr_t>(p);
+        const uint32_t* q = reinterpret_cast<const uint32_t*>(a & ~(uintptr_t)3);
+        return __funnelshift_r(q[0], q[1], 8u * (uint32_t)(a & 3));
+    }
+#else
+    return qf_ld_quad(reinterpret_cast<const int8_t*>(p));
+#endif
+}
+
+// D = A·B + C for the warp, A 16 × 32 weight codes of WA, B 32 × 8 e4m3 activation codes, f32
+// accumulators, the s8 m16n8k32 fragment layout. sm_89+ only; the host model multiplies exactly
+// and sums each output's 32 products in k order (the device's order is unspecified, and its fp8
+// accumulation keeps fewer bits: the tests' tolerances say so).
+template <class WA>
+QF_HD void qf_mma_m16n8k32_f8(qf_frag_c* d, const qf_frag_a8* a, const qf_frag_b8* b) {
 #ifdef __CUDA_ARCH__
 #if __CUDA_ARCH__ >= 890
-    if constexpr (!W::E5M2) {
+    if constexpr (!WA::E5M2) {
         asm volatile(
             "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
             "{%0,%1,%2,%3};\n"
@@ -120,7 +167,7 @@ QF_HD void qf_mma_m16n8k32_fp8(qf_frag_c* d, const qf_frag_a8* a, const qf_frag_
             : "r"(a->r[0]), "r"(a->r[1]), "r"(a->r[2]), "r"(a->r[3]), "r"(b->r[0]), "r"(b->r[1]));
     } else {
         asm volatile(
-            "mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e5m2.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+            "mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e4m3.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
             "{%0,%1,%2,%3};\n"
             : "+f"(d->r[0]), "+f"(d->r[1]), "+f"(d->r[2]), "+f"(d->r[3])
             : "r"(a->r[0]), "r"(a->r[1]), "r"(a->r[2]), "r"(a->r[3]), "r"(b->r[0]), "r"(b->r[1]));
@@ -132,9 +179,10 @@ QF_HD void qf_mma_m16n8k32_fp8(qf_frag_c* d, const qf_frag_a8* a, const qf_frag_
     float A[16][32], B[32][8], C[16][8];
     for (int lane = 0; lane < 32; ++lane) {
         for (int i = 0; i < 16; ++i)
-            A[qf_frag_a8_row(lane, i)][qf_frag_a8_col(lane, i)] = qf_f8_e4m3::value((uint8_t)(a[lane].r[i / 4] >> (8 * (i & 3))));
+            A[qf_frag_a8_row(lane, i)][qf_frag_a8_col(lane, i)] = WA::value((uint8_t)(a[lane].r[i / 4] >> (8 * (i & 3))));
         for (int i = 0; i < 8; ++i)
-            B[qf_frag_b8_row(lane, i)][qf_frag_b_col(lane)] = W::value((uint8_t)(b[lane].r[i / 4] >> (8 * (i & 3))));
+            B[qf_frag_b8_row(lane, i)][qf_frag_b_col(lane)] =
+                qf_f8_e4m3::value((uint8_t)(b[lane].r[i / 4] >> (8 * (i & 3))));
         for (int i = 0; i < 4; ++i) C[qf_frag_c_row(lane, i)][qf_frag_c_col(lane, i)] = d[lane].r[i];
     }
     for (int lane = 0; lane < 32; ++lane)
@@ -147,158 +195,250 @@ QF_HD void qf_mma_m16n8k32_fp8(qf_frag_c* d, const qf_frag_a8* a, const qf_frag_
 #endif
 }
 
-// A body: what a code becomes in shared memory (E elements, rows of LDS), the mma's k and one
-// k-slice of mma for a warp's tiles.
+// The two bodies: how a warp multiplies one k-step's staged codes. `quad(row, kq)` gives the
+// four codes of weight row `row` (of the warp's tiles, masked past K) at byte kq of the k-step;
+// activation codes are read directly (their rows are aligned: byte kq of token slot c).
+//
+// mma (sm_89+): per 32 K, A's registers are the quads of rows g / g + 8 at 4t and 16 + 4t, B's
+// the token's quads at 4t and 16 + 4t (the s8 m16n8k32 layout): one load per register.
 template <class W>
 struct qf_fp8p_mma {
-    typedef uint8_t E;
-    static constexpr int KM = 32;
-    template <class C>
-    static constexpr int LDS = C::BK + 16;  // 16-byte rows, spread over the banks
-    QF_HD static E act(uint8_t c) { return c; }
-    QF_HD static E wt(uint8_t c) { return c; }
-    template <class C>
-    QF_HD static void step(qf_frag_c (*acc)[C::NT][QF_LANE_SLOTS], const E* As, const E* Ws, int wid, int ks) {
-        constexpr int LDS = qf_fp8p_mma::template LDS<C>;
-        const int wm = wid / C::WN, wn = wid % C::WN;
-        qf_frag_a8 a[C::MT][QF_LANE_SLOTS];
-        qf_frag_b8 b[C::NT][QF_LANE_SLOTS];
-        qf_for_lanes([&](int ls, int lane) {
+    static constexpr bool TABLES = false;
+    template <class C, class Q>
+    QF_HD static void step(qf_frag_c (*acc)[C::MT][QF_LANE_SLOTS], Q&& quad, const uint8_t* xs, int wt, const uint16_t*) {
+#pragma unroll 1
+        for (int ks = 0; ks < C::BK; ks += 32) {
+            qf_frag_a8 a[C::RT][QF_LANE_SLOTS];
+            qf_frag_b8 b[C::MT][QF_LANE_SLOTS];
+            qf_for_lanes([&](int ls, int lane) {
+                const int g = lane >> 2, t = lane & 3;
 #pragma unroll
-            for (int i = 0; i < C::MT; ++i)
-#pragma unroll
-                for (int q = 0; q < 4; ++q) {
-                    const int r = wm * C::WTM + i * 16 + qf_frag_a8_row(lane, 4 * q);
-                    a[i][ls].r[q] = qf_ld_quad((const int8_t*)As + r * LDS + ks + qf_frag_a8_col(lane, 4 * q));
+                for (int i = 0; i < C::RT; ++i) {
+                    a[i][ls].r[0] = quad(ls, i, 0, ks + 4 * t);
+                    a[i][ls].r[1] = quad(ls, i, 1, ks + 4 * t);
+                    a[i][ls].r[2] = quad(ls, i, 0, ks + 16 + 4 * t);
+                    a[i][ls].r[3] = quad(ls, i, 1, ks + 16 + 4 * t);
                 }
 #pragma unroll
-            for (int j = 0; j < C::NT; ++j)
-#pragma unroll
-                for (int q = 0; q < 2; ++q) {
-                    const int n = wn * C::WTN + j * 8 + qf_frag_b_col(lane);
-                    b[j][ls].r[q] = qf_ld_quad((const int8_t*)Ws + n * LDS + ks + qf_frag_b8_row(lane, 4 * q));
+                for (int j = 0; j < C::MT; ++j) {
+                    const uint8_t* p = xs + (wt * C::WTOK + 8 * j + g) * C::SEG + ks + 4 * t;
+                    b[j][ls].r[0] = qf_ld_quad_at<true>(p);
+                    b[j][ls].r[1] = qf_ld_quad_at<true>(p + 16);
                 }
-        });
+            });
 #pragma unroll
-        for (int i = 0; i < C::MT; ++i)
+            for (int i = 0; i < C::RT; ++i)
 #pragma unroll
-            for (int j = 0; j < C::NT; ++j) qf_mma_m16n8k32_fp8<W>(acc[i][j], a[i], b[j]);
+                for (int j = 0; j < C::MT; ++j) qf_mma_m16n8k32_f8<W>(acc[i][j], a[i], b[j]);
+        }
     }
 };
 
+// Two codes (bytes 0, 1 of v) as an f16 pair, low first, from a code → f16 table.
+QF_HD uint32_t qf_f8_pair(const uint16_t* tab, uint32_t v) {
+    return (uint32_t)tab[v & 0xffu] | (uint32_t)tab[(v >> 8) & 0xffu] << 16;
+}
+
+// f16 (sm_80): mma.m16n8k16 on codes converted exactly to f16 by table (every e4m3 / e5m2 value
+// is an f16 value). K is permuted inside each 16 (a dot product does not care about order, both
+// operands follow it): fragment columns 2t, 2t + 1, 2t + 8, 2t + 9 of lane (g, t) are bytes
+// 4t … 4t + 3, so each register pair comes from one quad.
 template <class W>
 struct qf_fp8p_f16 {
-    typedef uint16_t E;
-    static constexpr int KM = 16;
-    template <class C>
-    static constexpr int LDS = C::BK + 8;  // ldmatrix rows 16-byte aligned
-    QF_HD static E act(uint8_t c) { return qf_f32_to_f16_bits(qf_f8_e4m3::value(c)); }  // exact
-    QF_HD static E wt(uint8_t c) { return qf_f32_to_f16_bits(W::value(c)); }            // exact
-    template <class C>
-    QF_HD static void step(qf_frag_c (*acc)[C::NT][QF_LANE_SLOTS], const E* As, const E* Ws, int wid, int ks) {
-        constexpr int LDS = qf_fp8p_f16::template LDS<C>;
-        const int wm = wid / C::WN, wn = wid % C::WN;
-        qf_frag_a a[C::MT][QF_LANE_SLOTS];
-        qf_frag_b b[C::NT][QF_LANE_SLOTS];
+    static constexpr bool TABLES = true;
+    template <class C, class Q>
+    QF_HD static void step(qf_frag_c (*acc)[C::MT][QF_LANE_SLOTS], Q&& quad, const uint8_t* xs, int wt,
+                           const uint16_t* tabs) {
+        const uint16_t* tw = tabs;
+        const uint16_t* ta = tabs + 256;
 #pragma unroll
-        for (int i = 0; i < C::MT; ++i) qf_ldsm_frag_a(a[i], As + (wm * C::WTM + i * 16) * LDS + ks, LDS);
+        for (int ks = 0; ks < C::BK; ks += 16) {
+            qf_frag_a a[C::RT][QF_LANE_SLOTS];
+            qf_frag_b b[C::MT][QF_LANE_SLOTS];
+            qf_for_lanes([&](int ls, int lane) {
+                const int g = lane >> 2, t = lane & 3;
 #pragma unroll
-        for (int j = 0; j < C::NT; ++j) qf_ldsm_frag_b(b[j], Ws + (wn * C::WTN + j * 8) * LDS + ks, LDS);
+                for (int i = 0; i < C::RT; ++i) {
+                    const uint32_t lo = quad(ls, i, 0, ks + 4 * t), hi = quad(ls, i, 1, ks + 4 * t);
+                    a[i][ls].r[0] = qf_f8_pair(tw, lo);
+                    a[i][ls].r[1] = qf_f8_pair(tw, hi);
+                    a[i][ls].r[2] = qf_f8_pair(tw, lo >> 16);
+                    a[i][ls].r[3] = qf_f8_pair(tw, hi >> 16);
+                }
 #pragma unroll
-        for (int i = 0; i < C::MT; ++i)
+                for (int j = 0; j < C::MT; ++j) {
+                    const uint32_t v = qf_ld_quad_at<true>(xs + (wt * C::WTOK + 8 * j + g) * C::SEG + ks + 4 * t);
+                    b[j][ls].r[0] = qf_f8_pair(ta, v);
+                    b[j][ls].r[1] = qf_f8_pair(ta, v >> 16);
+                }
+            });
 #pragma unroll
-            for (int j = 0; j < C::NT; ++j) qf_mma_m16n8k16<qf_mma_f16>(acc[i][j], a[i], b[j]);
+            for (int i = 0; i < C::RT; ++i)
+#pragma unroll
+                for (int j = 0; j < C::MT; ++j) qf_mma_m16n8k16<qf_mma_f16>(acc[i][j], a[i], b[j]);
+        }
     }
 };
 
-// Shared memory of a body's tile: As (BM rows) then Ws (BN rows) of P::E, 16-byte aligned.
-template <class P, class C>
-struct qf_fp8_smem {
-    static_assert(QF_FP8_GROUP % C::BK == 0 && C::BK % P::KM == 0, "k-steps tile the 128-column blocks");
-    static constexpr int ELEMS = (C::BM + C::BN) * P::template LDS<C>;
+// A k-step's windows of the weight rows: their stride (K bytes) and the step's length.
+struct qf_fp8_span {
+    long long stride, len;
 };
 
-// One CTA's tile (tm, tn) of y (elements of type `out`, gemm.cuh's index: 0 f32, 1 f16,
-// 2 bf16). xq / xs: the quantizer's codes and scales; w: N × K value bytes; grid: the f32
-// scale grid (ceil(N/128) × ceil(K/128)); smem: qf_fp8_smem<P, C>::ELEMS elements (16-byte
-// aligned); sa / sw: BM and BN floats (the current block's scales).
-template <class P, class W, class C>
-QF_HD void qf_gemm_fp8_tile(const uint8_t* xq, const float* xs, const uint8_t* w, const uint8_t* grid, void* y,
-                            int out, long long M, long long N, long long K, long long tm, long long tn,
-                            typename P::E* smem, float* sa, float* sw) {
-    typedef typename P::E E;
-    constexpr int LDS = P::template LDS<C>;
-    E* As = smem;
-    E* Ws = smem + C::BM * LDS;
-    const long long m0 = tm * C::BM, n0 = tn * C::BN;
+// One CTA: weight rows [tn·ROWS, +ROWS) × tokens [tm·TOK, +TOK) of y (elements of type `out`)
+// over the K range [kb, ke) (kb a multiple of 128). xq / xs: the quantizer's codes (m × lda)
+// and scales (m × groups); w: N × K value bytes; grid: the f32 scale grid (ceil(N/128) ×
+// groups); smem: C::SMEM_BYTES, 16-byte aligned.
+template <class P, class W, class C, bool ALIGNED>
+QF_HD void qf_gemm_fp8_body(const uint8_t* xq, const float* xsc, const uint8_t* w, const uint8_t* grid, void* y,
+                            int out, long long M, long long N, long long K, long long kb, long long ke, long long tm,
+                            long long tn, uint8_t* smem) {
+    const long long m0 = tm * C::TOK, n0 = tn * C::ROWS;
     const long long groups = qf_fp8_act_groups(K), lda = groups * QF_FP8_GROUP;
+    const long long nk = ke > kb ? (ke - kb + C::BK - 1) / C::BK : 0;
+    const int nrows = N - n0 < C::ROWS ? (int)(N - n0) : C::ROWS;
+    const int ntok = M - m0 < C::TOK ? (int)(M - m0) : C::TOK;
+    uint16_t* tabs = reinterpret_cast<uint16_t*>(smem + C::STAGES * C::SLOT);
+    if constexpr (P::TABLES) {
+        // The f16 body's code tables (W's codes, then e4m3's), visible after the loop's first
+        // barrier.
+        qf_for_threads<C::NTH>([&](int t) {
+            for (int c = t; c < 256; c += C::NTH) {
+                tabs[c] = qf_f32_to_f16_bits(W::value((uint8_t)c));
+                tabs[256 + c] = qf_f32_to_f16_bits(qf_f8_e4m3::value((uint8_t)c));
+            }
+        });
+    }
 
-    // pacc: the current 128-column block's partial sums; facc: the promoted accumulators.
-    qf_frag_c pacc[QF_WARP_SLOTS(C::NW)][C::MT][C::NT][QF_LANE_SLOTS];
-    qf_frag_c facc[QF_WARP_SLOTS(C::NW)][C::MT][C::NT][QF_LANE_SLOTS];
-    qf_for_warps<C::NW>([&](int s, int wid) {
-        qf_for_lanes([&](int ls, int lane) {
-            qf_for_acc<C>(wid, lane, [&](int i, int j, int e, int, int) {
-                pacc[s][i][j][ls].r[e] = 0.0f;
-                facc[s][i][j][ls].r[e] = 0.0f;
+    // K-step i into slot i % STAGES: the activations' 128 codes of each token (rows past M are
+    // not copied: their products land in columns the epilogue does not store), then the weight
+    // rows' windows; one cp.async group.
+    auto issue = [&](long long i) {
+        const long long k0 = kb + i * C::BK, k1 = ke < k0 + C::BK ? ke : k0 + C::BK;
+        uint8_t* slot = smem + (int)(i % C::STAGES) * C::SLOT;
+        uint8_t* xs = slot + C::ROWS * C::SEG;
+        qf_for_threads<C::NTH>([&](int t) {
+            for (int e = t; e < ntok * (C::BK / 16); e += C::NTH) {
+                const int r = e / (C::BK / 16), v = e % (C::BK / 16);
+                qf_cp_async16(xs + r * C::SEG + 16 * v, xq + (m0 + r) * lda + k0 + 16 * v, 16);
+            }
+        });
+        const qf_fp8_span sp{K, k1 - k0};
+        qf_gemm_stage_rows<C::NTH, C::SEG>(slot, w, N * K, sp, n0 * K + k0, nrows);
+    };
+
+    qf_frag_c pacc[QF_WARP_SLOTS(C::NW)][C::RT][C::MT][QF_LANE_SLOTS];
+    qf_frag_c facc[QF_WARP_SLOTS(C::NW)][C::RT][C::MT][QF_LANE_SLOTS];
+    qf_zero_acc<C::NW, C::RT, C::MT>(pacc);
+    qf_zero_acc<C::NW, C::RT, C::MT>(facc);
+
+    // Prologue: k-steps 0 … STAGES − 2 in flight (a group each, empty past the range).
+#pragma unroll 1
+    for (int i = 0; i < C::STAGES - 1; ++i) {
+        if (i < nk) issue(i);
+        else qf_cp_async_commit();
+    }
+#pragma unroll 1
+    for (long long i = 0; i < nk; ++i) {
+        // K-step i landed (at most STAGES − 2 younger groups pending), visible to the CTA, and
+        // every warp done with slot (i − 1) % STAGES, which k-step i + STAGES − 1 takes.
+        qf_cp_async_wait<C::STAGES - 2>();
+        qf_sync();
+        if (i + C::STAGES - 1 < nk) issue(i + C::STAGES - 1);
+        else qf_cp_async_commit();
+        const long long k0 = kb + i * C::BK, kg = k0 / QF_FP8_GROUP;
+        const int rem = (int)((ke < k0 + C::BK ? ke : k0 + C::BK) - k0);  // codes of the step
+        const uint8_t* slot = smem + (int)(i % C::STAGES) * C::SLOT;
+        const uint8_t* xs = slot + C::ROWS * C::SEG;
+        qf_for_warps<C::NW>([&](int ws, int wid) {
+            const int wr = wid / C::WT, wt = wid % C::WT;
+            // Each of the lane's 2·RT weight rows: its codes in the slot (a row past N reads row
+            // 0's: only its own output row sees them, and the epilogue does not store it).
+            const uint8_t* pr[C::RT][2][QF_LANE_SLOTS];
+            qf_for_lanes([&](int ls, int lane) {
+#pragma unroll
+                for (int ii = 0; ii < C::RT; ++ii)
+#pragma unroll
+                    for (int h = 0; h < 2; ++h) {
+                        const int r = wr * C::WROWS + 16 * ii + 8 * h + (lane >> 2);
+                        const int rr = r < nrows ? r : 0;
+                        pr[ii][h][ls] = slot + rr * C::SEG + (int)(((n0 + rr) * K) & 15);
+                    }
+            });
+            // A quad of weight codes: bytes kq … kq + 3 of the step, those at or past the step's
+            // end (K's end) zeroed — the bytes there are the next row's or stale, and a NaN code
+            // times a zero activation would be NaN.
+            auto quad = [&](int ls, int ii, int h, int kq) -> uint32_t {
+                const uint32_t v = qf_ld_quad_at<ALIGNED>(pr[ii][h][ls] + kq);
+                if (rem >= C::BK) return v;
+                const int left = rem - kq;
+                return left >= 4 ? v : left <= 0 ? 0u : v & ((1u << (8 * left)) - 1u);
+            };
+            // The block's scales: the weights' one (the CTA's rows lie in one 128-row band) and
+            // the lane's tokens', loaded before the products.
+            const float sw = qf_load_f32(grid + 4 * ((n0 / QF_FP8_GROUP) * groups + kg));
+            float sav[C::MT][2][QF_LANE_SLOTS];
+            qf_for_lanes([&](int ls, int lane) {
+#pragma unroll
+                for (int j = 0; j < C::MT; ++j)
+#pragma unroll
+                    for (int c = 0; c < 2; ++c) {
+                        const long long m = m0 + wt * C::WTOK + 8 * j + 2 * (lane & 3) + c;
+                        sav[j][c][ls] = m < M ? xsc[m * groups + kg] : 0.0f;
+                    }
+            });
+            P::template step<C>(pacc[ws], quad, xs, wt, tabs);
+            // Promotion (DeepGEMM's, qforge-fp8's dot_row): acc += (partial · s_w) · s_a.
+            // Accumulator e of lane (g, t) is row g (+ 8 for e ≥ 2), token 2t + (e & 1).
+            qf_for_lanes([&](int ls, int) {
+#pragma unroll
+                for (int ii = 0; ii < C::RT; ++ii)
+#pragma unroll
+                    for (int j = 0; j < C::MT; ++j)
+#pragma unroll
+                        for (int e = 0; e < 4; ++e) {
+                            float& p = pacc[ws][ii][j][ls].r[e];
+                            facc[ws][ii][j][ls].r[e] += p * sw * sav[j][e & 1][ls];
+                            p = 0.0f;
+                        }
             });
         });
-    });
-
-    for (long long k0 = 0; k0 < K; k0 += C::BK) {
-        const long long kb = k0 / QF_FP8_GROUP;
-        qf_for_threads<C::NTH>([&](int t) {
-            // Activations: the quantizer zeroed [K, lda); rows past M are 0.
-            for (int e = t; e < C::BM * C::BK; e += C::NTH) {
-                const int r = e / C::BK, c = e % C::BK;
-                const long long gm = m0 + r;
-                As[r * LDS + c] = P::act(gm < M ? xq[gm * lda + k0 + c] : (uint8_t)0);
-            }
-            // Weights in place: 0 past N and K.
-            for (int e = t; e < C::BN * C::BK; e += C::NTH) {
-                const int r = e / C::BK, c = e % C::BK;
-                const long long row = n0 + r, k = k0 + c;
-                Ws[r * LDS + c] = P::wt(row < N && k < K ? w[row * K + k] : (uint8_t)0);
-            }
-            // The block's scales, at its first k-step.
-            if (k0 % QF_FP8_GROUP == 0) {
-                for (int r = t; r < C::BM; r += C::NTH) sa[r] = m0 + r < M ? xs[(m0 + r) * groups + kb] : 0.0f;
-                for (int r = t; r < C::BN; r += C::NTH)
-                    sw[r] = n0 + r < N ? qf_load_f32(grid + 4 * (((n0 + r) / QF_FP8_GROUP) * groups + kb)) : 0.0f;
-            }
-        });
-        qf_sync();
-        const bool block_end = (k0 + C::BK) % QF_FP8_GROUP == 0 || k0 + C::BK >= K;
-        qf_for_warps<C::NW>([&](int s, int wid) {
-#pragma unroll
-            for (int ks = 0; ks < C::BK; ks += P::KM) P::template step<C>(pacc[s], As, Ws, wid, ks);
-            if (block_end) {
-                // DeepGEMM's promotion: acc += (partial · s_w) · s_a, as qforge-fp8's dot_row.
-                qf_for_lanes([&](int ls, int lane) {
-                    qf_for_acc<C>(wid, lane, [&](int i, int j, int e, int r, int n) {
-                        float& p = pacc[s][i][j][ls].r[e];
-                        facc[s][i][j][ls].r[e] += p * sw[n] * sa[r];
-                        p = 0.0f;
-                    });
-                });
-            }
-        });
-        qf_sync();
     }
+    qf_cp_async_wait<0>();
 
-    qf_gemm_epilogue<C>(facc, y, out, M, N, m0, n0);
+    // Epilogue: accumulator (ii, j, e) of lane (g, t) is weight row 16·ii + g (+ 8 for e ≥ 2)
+    // of the warp's rows and token 8j + 2t + (e & 1) of its tokens.
+    qf_for_warps<C::NW>([&](int ws, int wid) {
+        const int wr = wid / C::WT, wt = wid % C::WT;
+        qf_for_lanes([&](int ls, int lane) {
+#pragma unroll
+            for (int ii = 0; ii < C::RT; ++ii)
+#pragma unroll
+                for (int j = 0; j < C::MT; ++j)
+#pragma unroll
+                    for (int e = 0; e < 4; ++e) {
+                        const long long n = n0 + wr * C::WROWS + 16 * ii + qf_frag_c_row(lane, e);
+                        const long long m = m0 + wt * C::WTOK + 8 * j + qf_frag_c_col(lane, e);
+                        if (m < M && n < N) qf_gemm_store(y, out, m * N + n, facc[ws][ii][j][ls].r[e]);
+                    }
+        });
+    });
+}
+
+// One CTA of instance C, split z of `splits` (its partial sums into y + z·M·N, f32, when
+// splits > 1): aligned quads where every weight row starts 4-byte aligned (K a multiple of 4).
+template <class P, class W, class C>
+QF_HD void qf_gemm_fp8_tile(const uint8_t* xq, const float* xs, const uint8_t* w, const uint8_t* grid, void* y,
+                            int out, long long M, long long N, long long K, int splits, int z, long long tm,
+                            long long tn, uint8_t* smem) {
+    long long kb, ke;
+    qf_gemm_krange<C>(K, splits, z, &kb, &ke);
+    char* yz = static_cast<char*>(y) + (long long)z * M * N * qf_gemm_out_bytes(out);
+    if ((K & 3) == 0) qf_gemm_fp8_body<P, W, C, true>(xq, xs, w, grid, yz, out, M, N, K, kb, ke, tm, tn, smem);
+    else qf_gemm_fp8_body<P, W, C, false>(xq, xs, w, grid, yz, out, M, N, K, kb, ke, tm, tn, smem);
 }
 
 #ifdef __CUDACC__
-template <class P, class W, class C>
-__device__ __forceinline__ void qf_gemm_fp8_kernel(const uint8_t* xq, const float* xs, const uint8_t* w,
-                                                   const uint8_t* grid, void* y, long long M, long long N,
-                                                   long long K, int out) {
-    __shared__ __align__(16) typename P::E smem[qf_fp8_smem<P, C>::ELEMS];
-    __shared__ float sa[C::BM], sw[C::BN];
-    qf_gemm_fp8_tile<P, W, C>(xq, xs, w, grid, y, out, M, N, K, blockIdx.y, blockIdx.x, smem, sa, sw);
-}
-
 // The activation quantizer: grid M · ceil(K / 128) (CTA i: row i / groups, group i % groups),
 // block QF_FP8_ACT_THREADS.
 #define QF_QUANTIZE_FP8_1X128_KERNEL                                                                   \
@@ -308,28 +448,47 @@ __device__ __forceinline__ void qf_gemm_fp8_kernel(const uint8_t* xq, const floa
         const long long groups = qf_fp8_act_groups(K);                                                 \
         qf_quantize_fp8_1x128_group(x, q, s, K, blockIdx.x / groups, blockIdx.x % groups, red, par);   \
     }
-// qforge_gemm_<format>_fp8_<body>: grid (ceil(N / BN), ceil(M / BM)), block C::NTH.
-#define QF_GEMM_FP8_KERNEL(NAME, BODY, W)                                                              \
-    extern "C" __global__ void __launch_bounds__(qf_gemm_cfg_fp8::NTH) qforge_gemm_##NAME##_fp8_##BODY( \
-        const uint8_t* xq, const float* xs, const uint8_t* w, const uint8_t* grid, void* y, long long M, \
-        long long N, long long K, int out) {                                                           \
-        qf_gemm_fp8_kernel<qf_fp8p_##BODY<W>, W, qf_gemm_cfg_fp8>(xq, xs, w, grid, y, M, N, K, out);    \
+// qforge_gemm_<format>_fp8_<body>_<instance>: instance I of qforge-tiling's FP8_GEMM_TILES
+// (codegen typedefs it as qf_fp8_cfg_<I>), named TNAME, on grid (ceil(N / ROWS), ceil(M / TOK),
+// splits), block its NTH threads, its SMEM_BYTES of dynamic shared memory. With splits > 1,
+// split z writes f32 partial sums to y + z·M·N.
+#define QF_GEMM_FP8_KERNEL(NAME, BODY, W_, I, TNAME)                                                   \
+    extern "C" __global__ void __launch_bounds__(qf_fp8_cfg_##I::NTH)                                  \
+        qforge_gemm_##NAME##_fp8_##BODY##_##TNAME(const uint8_t* xq, const float* xs, const uint8_t* w, \
+                                                   const uint8_t* grid, void* y, long long M, long long N, \
+                                                   long long K, int splits, int out) {                 \
+        extern __shared__ __align__(16) uint8_t qf_fp8_smem[];                                         \
+        qf_gemm_fp8_tile<qf_fp8p_##BODY<W_>, W_, qf_fp8_cfg_##I>(xq, xs, w, grid, y, out, M, N, K, splits, \
+                                                                 (int)blockIdx.z, (long long)blockIdx.y, \
+                                                                 (long long)blockIdx.x, qf_fp8_smem);   \
     }
 #endif
 
-// Host wrappers: the CTAs one after the other.
-#define QF_HOST_GEMM_FP8(NAME, BODY, W)                                                                \
+// Host wrappers: the CTAs of instance `inst` one after the other, every split z into
+// y + z·M·N (f32 partial sums where splits > 1), in one heap "shared memory"; no cp.async may
+// be left in flight (aborts otherwise).
+#define QF_HOST_FP8_CASE(I, CFG)                                                                        \
+    case I: {                                                                                           \
+        typedef CFG C;                                                                                  \
+        std::vector<uint8_t> sm(C::SMEM_BYTES + 16);                                                    \
+        uint8_t* smem = sm.data() + ((16 - (reinterpret_cast<uintptr_t>(sm.data()) & 15)) & 15);         \
+        for (int z = 0; z < splits; ++z)                                                                \
+            for (long long tm = 0; tm < (M + C::TOK - 1) / C::TOK; ++tm)                                \
+                for (long long tn = 0; tn < (N + C::ROWS - 1) / C::ROWS; ++tn)                          \
+                    qf_gemm_fp8_tile<P, W, C>(xq, xs, w, grid, y, out, M, N, K, splits, z, tm, tn, smem); \
+        break;                                                                                          \
+    }
+#define QF_HOST_GEMM_FP8(NAME, BODY, W_)                                                               \
     extern "C" void qf_host_gemm_##NAME##_fp8_##BODY(const uint8_t* xq, const float* xs, const uint8_t* w, \
                                                       const uint8_t* grid, void* y, long long M, long long N, \
-                                                      long long K, int out) {                          \
-        typedef qf_gemm_cfg_fp8 C;                                                                     \
+                                                      long long K, int splits, int out, int inst) {    \
+        typedef W_ W;                                                                                  \
         typedef qf_fp8p_##BODY<W> P;                                                                   \
-        std::vector<P::E> sm(qf_fp8_smem<P, C>::ELEMS + 16);                                           \
-        P::E* smem = sm.data() + ((16 - (reinterpret_cast<uintptr_t>(sm.data()) & 15)) & 15) / sizeof(P::E); \
-        float sa[C::BM], sw[C::BN];                                                                    \
-        for (long long tm = 0; tm < (M + C::BM - 1) / C::BM; ++tm)                                     \
-            for (long long tn = 0; tn < (N + C::BN - 1) / C::BN; ++tn)                                 \
-                qf_gemm_fp8_tile<P, W, C>(xq, xs, w, grid, y, out, M, N, K, tm, tn, smem, sa, sw);      \
+        switch (inst) { QF_FP8_INSTANCES(QF_HOST_FP8_CASE) }                                            \
+        if (qf_cp_async_pending() != 0) {                                                              \
+            fprintf(stderr, "qf_host_gemm fp8: %zu cp.async copies never waited for\n", qf_cp_async_pending()); \
+            abort();                                                                                   \
+        }                                                                                              \
     }
 #define QF_HOST_QUANTIZE_FP8_1X128                                                                     \
     extern "C" void qf_host_quantize_fp8_1x128(const float* x, uint8_t* q, float* s, long long M, long long K) { \

@@ -171,7 +171,7 @@ mod cuda {
             for b in codegen::FP8_BODIES {
                 writeln!(
                     host,
-                    "    fn qf_host_gemm_{n}_fp8_{b}(xq: *const u8, xs: *const f32, w: *const u8, grid: *const u8, y: *mut core::ffi::c_void, m: i64, n: i64, k: i64, out: i32);"
+                    "    fn qf_host_gemm_{n}_fp8_{b}(xq: *const u8, xs: *const f32, w: *const u8, grid: *const u8, y: *mut core::ffi::c_void, m: i64, n: i64, k: i64, splits: i32, out: i32, inst: i32);"
                 )
                 .unwrap();
                 write!(table, "{b}: qf_host_gemm_{n}_fp8_{b}, ").unwrap();

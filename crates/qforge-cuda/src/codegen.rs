@@ -51,7 +51,7 @@ pub fn gemm_cfg_cpp(t: &FusedTile) -> String {
     format!("qf_gemmt_cfg<{}, {}, {}, {}, {}, {}, {seg}>", t.bm, t.bn, t.bk, t.wm, t.wn, t.stages)
 }
 
-/// The C++ type of the 8-bit GEMMs' tile ([`A8_TILE`], [`FP8_TILE`]):
+/// The C++ type of the 8-bit integer GEMMs' tile ([`A8_TILE`]):
 /// `qf_gemm_cfg<bm, bn, bk, wm, wn, stages>` in `kernels-cuda/gemm.cuh` (static shared memory).
 pub fn gemm8_cfg_cpp(t: &FusedTile) -> String {
     format!("qf_gemm_cfg<{}, {}, {}, {}, {}, {}>", t.bm, t.bn, t.bk, t.wm, t.wn, t.stages)

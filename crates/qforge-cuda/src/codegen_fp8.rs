@@ -2,10 +2,9 @@
 // formats get it, from the registry's data, what its kernels are called and which module
 // holds them (`kernels-cuda/gemm_fp8.cuh`).
 
-/// The CTA tile of the FP8 GEMM: [`A8_TILE`] (64 × 64, k-step 32 — a divisor of the
-/// 128-column scale blocks, so no k-step straddles two —, 2 × 2 warps). gemm_fp8.cuh names it
-/// `qf_gemm_cfg_fp8`.
-pub const FP8_TILE: FusedTile = A8_TILE;
+/// The FP8 GEMM's instances (qforge-tiling's, chosen per shape by `qforge_tiling::fp8_tile`):
+/// one kernel per instance and body; gemm_fp8.cuh names instance `i` `qf_fp8_cfg_<i>`.
+pub use qforge_tiling::FP8_GEMM_TILES;
 
 /// The FP8 GEMM's activation quantizer (1 × 128 e4m3, `ActKind::Fp8x128`), in every module
 /// that has an FP8 GEMM.
@@ -42,44 +41,69 @@ pub fn fp8_gemm(d: &FormatDesc) -> Option<&'static str> {
     }
 }
 
-/// `qforge_gemm_<format>_fp8_<body>` (`body` one of [`FP8_BODIES`]).
-pub fn fp8_kernel_name(format: &str, body: &str) -> String {
-    format!("qforge_gemm_{format}_fp8_{body}")
+/// `qforge_gemm_<format>_fp8_<body>_<instance>` (`body` one of [`FP8_BODIES`], `instance` an
+/// [`FP8_GEMM_TILES`] entry's name).
+pub fn fp8_kernel_name(format: &str, body: &str, tile: &qforge_tiling::Fp8Tile) -> String {
+    format!("qforge_gemm_{format}_fp8_{body}_{}", tile.name())
 }
 
-/// The FP8 kernels of a format's own module: [`FP8_QUANTIZE_KERNEL`], then the f16 body
-/// (empty for a format without the FP8 GEMM).
+/// `body`'s kernels of `format`, one per instance in [`FP8_GEMM_TILES`] order.
+pub fn fp8_body_kernel_names(format: &str, body: &str) -> Vec<String> {
+    FP8_GEMM_TILES.iter().map(|t| fp8_kernel_name(format, body, t)).collect()
+}
+
+/// The FP8 kernels of a format's own module: [`FP8_QUANTIZE_KERNEL`], then the f16 body's
+/// instances (empty for a format without the FP8 GEMM).
 pub fn fp8_kernel_names(format: &str) -> Vec<String> {
     match qforge_formats::get(format) {
-        Ok(f) if fp8_gemm(f.desc()).is_some() => vec![FP8_QUANTIZE_KERNEL.to_string(), fp8_kernel_name(format, "f16")],
+        Ok(f) if fp8_gemm(f.desc()).is_some() => {
+            std::iter::once(FP8_QUANTIZE_KERNEL.to_string()).chain(fp8_body_kernel_names(format, "f16")).collect()
+        }
         _ => Vec::new(),
     }
 }
 
-/// Every kernel of [`SM89_MODULE`]: the quantizer, then the mma body of every format with the
-/// FP8 GEMM, in registry order.
+/// Every kernel of [`SM89_MODULE`]: the quantizer, then the mma body's instances of every
+/// format with the FP8 GEMM, in registry order.
 pub fn sm89_kernel_names() -> Vec<String> {
     std::iter::once(FP8_QUANTIZE_KERNEL.to_string())
         .chain(
             qforge_formats::registry()
                 .iter()
                 .filter(|f| fp8_gemm(f.desc()).is_some())
-                .map(|f| fp8_kernel_name(f.desc().name, "mma")),
+                .flat_map(|f| fp8_body_kernel_names(f.desc().name, "mma")),
         )
         .collect()
 }
 
+/// The instances as C++ types and the list `QF_FP8_INSTANCES(X)` (`X(i, qf_fp8_cfg_<i>)` for
+/// each) the host wrappers switch over.
 fn fp8_cfg_typedef() -> String {
-    format!("typedef {} qf_gemm_cfg_fp8;\n", gemm8_cfg_cpp(&FP8_TILE))
+    let mut s = String::new();
+    let mut list = String::from("#define QF_FP8_INSTANCES(X)");
+    for (i, t) in FP8_GEMM_TILES.iter().enumerate() {
+        s += &format!("typedef qf_fp8_cfg<{}, {}, {}, {}, {}> qf_fp8_cfg_{i};\n", t.rows, t.tok, t.wr, t.wt, t.stages);
+        list += &format!(" X({i}, qf_fp8_cfg_{i})");
+    }
+    s + &list + "\n"
+}
+
+/// One `QF_GEMM_FP8_KERNEL` line per instance: `body`'s kernels of `format` (values `w`).
+fn fp8_kernels(format: &str, body: &str, w: &str) -> String {
+    FP8_GEMM_TILES
+        .iter()
+        .enumerate()
+        .map(|(i, t)| format!("QF_GEMM_FP8_KERNEL({format}, {body}, {w}, {i}, {})\n", t.name()))
+        .collect()
 }
 
 /// The FP8 part of a format's own module: the quantizer and the f16 body; empty otherwise.
 fn fp8_instantiate(d: &FormatDesc) -> String {
     match fp8_gemm(d) {
         Some(w) => format!(
-            "#include \"gemm_fp8.cuh\"\n{}QF_QUANTIZE_FP8_1X128_KERNEL\nQF_GEMM_FP8_KERNEL({}, f16, {w})\n",
+            "#include \"gemm_fp8.cuh\"\n{}QF_QUANTIZE_FP8_1X128_KERNEL\n{}",
             fp8_cfg_typedef(),
-            d.name
+            fp8_kernels(d.name, "f16", w)
         ),
         None => String::new(),
     }
@@ -96,7 +120,7 @@ pub fn sm89_source<'a>(formats: impl IntoIterator<Item = &'a FormatDesc>) -> Str
     s += "QF_QUANTIZE_FP8_1X128_KERNEL\n";
     for d in formats {
         if let Some(w) = fp8_gemm(d) {
-            s += &format!("QF_GEMM_FP8_KERNEL({}, mma, {w})\n", d.name);
+            s += &fp8_kernels(d.name, "mma", w);
         }
     }
     s

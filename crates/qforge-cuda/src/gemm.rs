@@ -28,7 +28,7 @@ macro_rules! new_output {
 pub(crate) use new_output;
 
 /// Largest grid dimension y (the CTA rows over M) and z (the K splits): CUDA's limit.
-const MAX_GRID_Y: usize = 65_535;
+pub(crate) const MAX_GRID_Y: usize = 65_535;
 
 /// The index of a tensor-core input type in the kernel table (f16 0, bf16 1).
 fn mma_index(mma: DType) -> Result<usize, CudaError> {

@@ -33,12 +33,14 @@ impl Cuda {
         names: Vec<String>,
     ) -> Result<Arc<Vec<CudaFunction>>, CudaError> {
         let ptx = MODULES.iter().find(|(f, _)| *f == name).map(|(_, p)| *p);
-        self.cached_module_kernels(cache, name, name, ptx, names, "load PTX module")
+        self.cached_module_kernels(cache, name, name, ptx, names, "load PTX module", 0)
     }
 
     /// The kernels `names` of the deflated module `ptx`, cached under `key`, loaded on first
     /// use; `MissingKernels(name)` for no module or an empty list. `what` names the module
-    /// load in a driver error.
+    /// load in a driver error; `smem` is the most dynamic shared memory a launch of them takes
+    /// (their limit is raised where it is over 48 KiB).
+    #[allow(clippy::too_many_arguments)]
     pub(crate) fn cached_module_kernels<K: Copy + Eq + std::hash::Hash>(
         &self,
         cache: &Mutex<HashMap<K, Arc<Vec<CudaFunction>>>>,
@@ -47,6 +49,7 @@ impl Cuda {
         ptx: Option<&'static [u8]>,
         names: Vec<String>,
         what: &'static str,
+        smem: u64,
     ) -> Result<Arc<Vec<CudaFunction>>, CudaError> {
         let mut cache = cache.lock().unwrap_or_else(|p| p.into_inner());
         if let Some(k) = cache.get(&key) {
@@ -58,6 +61,17 @@ impl Cuda {
             .iter()
             .map(|n| module.load_function(n).map_err(driver("load kernel")))
             .collect::<Result<Vec<_>, _>>()?;
+        // Kernels that take more dynamic shared memory than the default 48 KiB have their limit
+        // raised (a device whose per-block limit is lower refuses it; a launch then fails with
+        // the driver's error).
+        if smem > qforge_tiling::SMEM_WITHOUT_OPT_IN {
+            for f in &fs {
+                let _ = f.set_attribute(
+                    cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+                    i32::try_from(smem).unwrap_or(i32::MAX),
+                );
+            }
+        }
         let k = Arc::new(fs);
         cache.insert(key, k.clone());
         Ok(k)

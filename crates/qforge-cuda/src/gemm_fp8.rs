@@ -6,8 +6,11 @@
 //! sm_80 body in the format's own module (codes decoded exactly to f16, `mma.m16n8k16`).
 
 use crate::CudaError;
-use crate::codegen::{FP8_TILE, fp8_gemm, fp8_kernel_name, fp8_kernel_names, sm89_kernel_names};
-use crate::gemm::{check_operands, dtype_index, new_output, out_len, tile_grid};
+use crate::codegen::{
+    FP8_GEMM_TILES, FP8_QUANTIZE_KERNEL, UTIL_REDUCE_FIRST, fp8_body_kernel_names, fp8_gemm, fp8_kernel_names,
+    sm89_kernel_names,
+};
+use crate::gemm::{MAX_GRID_Y, check_operands, dtype_index, new_output, out_len, tile_grid};
 use crate::runtime::{Cuda, DeviceBuffer, DeviceQuantTensor, MODULES, SM89_PTX, alloc_err, dim, driver, inflate};
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, CudaView, DeviceRepr, LaunchConfig, PushKernelArg};
 use qforge_core::{DType, QuantError};
@@ -25,7 +28,8 @@ pub enum Fp8Body {
     F16,
 }
 
-/// The FP8 GEMM's loaded kernels per (registered format, body): `[quantizer, gemm]`.
+/// The FP8 GEMM's loaded kernels per (registered format, body): the quantizer, then the GEMM of
+/// each instance of `FP8_GEMM_TILES`.
 pub(crate) type Fp8Cache = std::sync::Mutex<std::collections::HashMap<(&'static str, Fp8Body), Arc<Vec<CudaFunction>>>>;
 
 /// The PTX text of the sm_89 module (the kernels that need compute capability 8.9).
@@ -41,23 +45,25 @@ impl Cuda {
         Ok(if cc >= (8, 9) { Fp8Body::Mma } else { Fp8Body::F16 })
     }
 
-    /// `[quantizer, gemm]` of body `body` for the registered format `name`, loading the module
-    /// that holds them on first use.
+    /// The quantizer and body `body`'s GEMM per instance for the registered format `name`,
+    /// loading the module that holds them on first use.
     fn fp8_kernels(&self, name: &'static str, body: Fp8Body) -> Result<Arc<Vec<CudaFunction>>, CudaError> {
         let (ptx, names, what) = match body {
             Fp8Body::Mma => {
                 let all = sm89_kernel_names();
-                let gemm = fp8_kernel_name(name, "mma");
-                if !all.contains(&gemm) {
+                let gemm = fp8_body_kernel_names(name, "mma");
+                if gemm.iter().any(|g| !all.contains(g)) {
                     return Err(CudaError::MissingKernels(name));
                 }
-                (Some(SM89_PTX), vec![all[0].clone(), gemm], "load PTX module (sm_89)")
+                let names = std::iter::once(FP8_QUANTIZE_KERNEL.to_string()).chain(gemm).collect();
+                (Some(SM89_PTX), names, "load PTX module (sm_89)")
             }
             Fp8Body::F16 => {
                 (MODULES.iter().find(|(f, _)| *f == name).map(|(_, p)| *p), fp8_kernel_names(name), "load PTX module")
             }
         };
-        self.cached_module_kernels(&self.fp8, (name, body), name, ptx, names, what)
+        let smem = FP8_GEMM_TILES.iter().map(|t| t.smem_bytes()).max().unwrap_or(0);
+        self.cached_module_kernels(&self.fp8, (name, body), name, ptx, names, what, smem)
     }
 
     /// `y = x · Wᵀ` in FP8 block-scaled arithmetic (the CPU's `--act-quant fp8-1x128`): `x`
@@ -78,11 +84,12 @@ impl Cuda {
 
     /// [`Cuda::gemm_fp8`] into a caller-owned `y` (m × N elements of `out`: f32, or u16 bit
     /// patterns for f16 / bf16), with the body named (`Fp8Body::Mma` needs compute
-    /// capability 8.9).
+    /// capability 8.9). The instance is `qforge_tiling::fp8_tile(m)`'s, the K splits
+    /// `qforge_tiling::fp8_splits` for this device's multiprocessors.
     ///
     /// # Errors
     /// `Quant(Unsupported)` for weights that are not fp8 values in 128 × 128 f32 scale tiles;
-    /// `Size` for a wrong activation / output length or element size, or M past 65,535 × 64;
+    /// `Size` for a wrong activation / output length or element size, or M past 65,535 tiles;
     /// `MissingKernels`, `OutOfMemory`, `Driver` (loading the sm_89 module on an older device).
     /// Non-finite activations are not detected on the device (the CPU path refuses them).
     #[allow(clippy::too_many_arguments)]
@@ -97,6 +104,38 @@ impl Cuda {
         stream: &Arc<CudaStream>,
     ) -> Result<(), CudaError> {
         let (n, k) = (w.shape().rows(), w.shape().cols());
+        let tile = qforge_tiling::fp8_tile(m as u64);
+        let splits = qforge_tiling::fp8_splits(&FP8_GEMM_TILES[tile], m as u64, n as u64, k as u64, self.sms()?);
+        self.gemm_fp8_tile_into(w, x, m, y, out, body, tile, splits as usize, stream)
+    }
+
+    /// Multiprocessors of this device, for the split choice.
+    fn sms(&self) -> Result<u32, CudaError> {
+        Ok(u32::try_from(self.multiprocessors()?).unwrap_or(u32::MAX))
+    }
+
+    /// [`Cuda::gemm_fp8_into`] on instance `tile` of `FP8_GEMM_TILES` with K cut into `splits`
+    /// ranges of whole 128-column blocks (1: no split). With splits > 1 each range's f32 partial
+    /// sums go to a workspace (splits × m × N f32) and `qforge_reduce_splits_<out>` adds them
+    /// (from the first range on, in f32) into `y`: three launches with the quantizer's.
+    ///
+    /// # Errors
+    /// As [`Cuda::gemm_fp8_into`]; `Size` besides for `tile` past the instances or `splits`
+    /// outside 1..=65,535.
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_fp8_tile_into<T: DeviceRepr>(
+        &self,
+        w: &DeviceQuantTensor,
+        x: &CudaView<'_, f32>,
+        m: usize,
+        y: &mut CudaSlice<T>,
+        out: DType,
+        body: Fp8Body,
+        tile: usize,
+        splits: usize,
+        stream: &Arc<CudaStream>,
+    ) -> Result<(), CudaError> {
+        let (n, k) = (w.shape().rows(), w.shape().cols());
         let name = w.format().desc().name;
         if fp8_gemm(w.format().desc()).is_none()
             || w.format().layout() != qforge_formats::get(name).map_err(CudaError::Quant)?.layout()
@@ -106,8 +145,16 @@ impl Cuda {
                 reason: "the FP8 GEMM takes fp8 values with 128 × 128 f32 scale tiles".into(),
             }));
         }
+        let t = *FP8_GEMM_TILES.get(tile).ok_or(CudaError::Size {
+            what: "FP8 GEMM instance",
+            expected: FP8_GEMM_TILES.len(),
+            actual: tile,
+        })?;
         check_operands::<T>(x, m, n, k, y.len(), out)?;
-        let (gx, gy) = tile_grid(m, n, FP8_TILE.bm as usize, FP8_TILE.bn as usize)?;
+        if !(1..=MAX_GRID_Y).contains(&splits) {
+            return Err(CudaError::Size { what: "split-k count (grid z)", expected: MAX_GRID_Y, actual: splits });
+        }
+        let (gx, gy) = tile_grid(m, n, t.tok as usize, t.rows as usize)?;
         if m == 0 || n == 0 {
             return Ok(());
         }
@@ -126,7 +173,7 @@ impl Cuda {
             expected: u32::MAX as usize,
             actual: s_len,
         })?;
-        let (m64, n64, k64, o32) = (dim(m)?, dim(n)?, dim(k)?, dtype_index(out));
+        let (m64, n64, k64, s32) = (dim(m)?, dim(n)?, dim(k)?, splits as i32);
         let mut b = stream.launch_builder(&kern[0]);
         b.arg(x).arg(&mut q).arg(&mut s).arg(&k64);
         let qcfg = LaunchConfig { grid_dim: (qgrid, 1, 1), block_dim: (QUANTIZE_THREADS, 1, 1), shared_mem_bytes: 0 };
@@ -136,17 +183,47 @@ impl Cuda {
         // float*, long long).
         unsafe { b.launch(qcfg) }.map_err(driver("launch quantize_fp8_1x128"))?;
         let grid = w.data().slice(w.rows_len()..);
-        let cfg = LaunchConfig { grid_dim: (gx, gy, 1), block_dim: (FP8_TILE.threads(), 1, 1), shared_mem_bytes: 0 };
-        let mut g = stream.launch_builder(&kern[1]);
-        g.arg(&q).arg(&s).arg(w.data()).arg(&grid).arg(y).arg(&m64).arg(&n64).arg(&k64).arg(&o32);
-        // SAFETY: the kernel reads m × groups·128 codes and m × groups scales (written above),
-        // the n × k value bytes of w and the ceil(n/128) × ceil(k/128) f32 grid after them (the
-        // allocation `upload` sized from the registered layout, checked equal above), and
-        // writes m × n elements of `out` into y (length and element size checked); argument
-        // types match its signature (const uint8_t*, const float*, const uint8_t*, const
-        // uint8_t*, void*, long long × 3, int); the grid covers every bm × bn tile once with
-        // the thread count it was compiled for.
-        unsafe { g.launch(cfg) }.map_err(driver("launch gemm fp8"))?;
+        // The instance's shared memory is dynamic (the limit raised at load where over 48 KiB).
+        let cfg = LaunchConfig {
+            grid_dim: (gx, gy, splits as u32),
+            block_dim: (t.threads(), 1, 1),
+            shared_mem_bytes: t.smem_bytes() as u32,
+        };
+        let mut g = stream.launch_builder(&kern[1 + tile]);
+        g.arg(&q).arg(&s).arg(w.data()).arg(&grid);
+        if splits == 1 {
+            let o32 = dtype_index(out);
+            g.arg(y).arg(&m64).arg(&n64).arg(&k64).arg(&s32).arg(&o32);
+            // SAFETY: the kernel reads m × groups·128 codes and m × groups scales (written
+            // above), the n × k value bytes of w and the ceil(n/128) × ceil(k/128) f32 grid after
+            // them (the allocation `upload` sized from the registered layout, checked equal
+            // above), and writes m × n elements of `out` into y (length and element size
+            // checked); argument types match its signature (const uint8_t*, const float*, const
+            // uint8_t*, const uint8_t*, void*, long long × 3, int splits, int out) — instance `tile`'s
+            // kernel; the grid covers every tok × rows tile once, with its thread count and
+            // shared memory.
+            unsafe { g.launch(cfg) }.map_err(driver("launch gemm fp8"))?;
+            return Ok(());
+        }
+        let parts = splits * m * n;
+        // SAFETY: split z's CTAs write every element of slice z (the epilogue covers the whole
+        // m × n, an empty K range writes zeros) before the reduction reads it (same stream).
+        let mut ws = unsafe { stream.alloc::<f32>(parts) }.map_err(alloc_err(4 * parts))?;
+        let f32_out = dtype_index(DType::F32);
+        g.arg(&mut ws).arg(&m64).arg(&n64).arg(&k64).arg(&s32).arg(&f32_out);
+        // SAFETY: as for one split, with out = f32: split z writes its m × n partial sums at
+        // ws + z·m·n; ws holds splits × m × n f32 (allocated above), grid z = splits.
+        unsafe { g.launch(cfg) }.map_err(driver("launch gemm fp8 (split-k)"))?;
+        let reduce = &self.util()?[UTIL_REDUCE_FIRST + dtype_index(out) as usize];
+        let mn = dim(m * n)?;
+        let mut r = stream.launch_builder(reduce);
+        r.arg(&ws).arg(y).arg(&mn).arg(&s32);
+        let blocks = (m * n).div_ceil(256).min(1 << 16) as u32;
+        let rcfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
+        // SAFETY: the reduction reads splits × mn f32 of ws and writes mn elements of `out`
+        // into y (m × n elements of out's size, checked above); argument types match
+        // (const float*, T*, long long, int); grid-stride over mn.
+        unsafe { r.launch(rcfg) }.map_err(driver("launch reduce_splits"))?;
         Ok(())
     }
 }

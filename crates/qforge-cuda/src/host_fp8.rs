@@ -6,10 +6,22 @@
 
 use qforge_core::{DType, QuantError, QuantTensor};
 
-/// `(xq, xs, w, grid, y, m, n, k, out)` of a host-compiled FP8 GEMM wrapper (`out`: the index
-/// of `DType::ALL`).
-pub type Fp8Fn =
-    unsafe extern "C" fn(*const u8, *const f32, *const u8, *const u8, *mut core::ffi::c_void, i64, i64, i64, i32);
+/// `(xq, xs, w, grid, y, m, n, k, splits, out, inst)` of a host-compiled FP8 GEMM wrapper
+/// (`out`: the index of `DType::ALL`; `inst`: the instance of `qforge_tiling::FP8_GEMM_TILES`;
+/// with `splits` > 1, split z's f32 partial sums at `y + z·m·n`).
+pub type Fp8Fn = unsafe extern "C" fn(
+    *const u8,
+    *const f32,
+    *const u8,
+    *const u8,
+    *mut core::ffi::c_void,
+    i64,
+    i64,
+    i64,
+    i32,
+    i32,
+    i32,
+) -> ();
 /// `(x, q, scales, m, k)` of the host-compiled 1 × 128 e4m3 activation quantizer.
 pub type QuantizeFp8Fn = unsafe extern "C" fn(*const f32, *mut u8, *mut f32, i64, i64);
 
@@ -83,8 +95,29 @@ pub fn get(format: &str) -> Option<&'static Fp8Fns> {
 
 impl Fp8Fns {
     /// `y = x · Wᵀ` with `x` (m × K f32) quantized by [`quantize_fp8_1x128`], through the
-    /// body `mma` (sm_89) or not (f16, sm_80); m × N values of `out` as little-endian bytes.
+    /// body `mma` (sm_89) or not (f16, sm_80), on the instance and K splits the device would
+    /// choose on an H100 (132 multiprocessors); m × N values of `out` as little-endian bytes.
     pub fn gemm(&self, w: &QuantTensor<'_>, x: &[f32], m: usize, mma: bool, out: DType) -> Result<Vec<u8>, QuantError> {
+        let tile = qforge_tiling::fp8_tile(m as u64);
+        let t = &qforge_tiling::FP8_GEMM_TILES[tile];
+        let splits = qforge_tiling::fp8_splits(t, m as u64, w.rows() as u64, w.cols() as u64, 132);
+        self.gemm_on(w, x, m, mma, out, tile, splits as usize)
+    }
+
+    /// [`Fp8Fns::gemm`] on instance `tile` with K cut into `splits` ranges of whole 128-column
+    /// blocks: each range's f32 partial sums, then added in range order in f32 and rounded to
+    /// `out` once (what the device's `qforge_reduce_splits_<out>` does).
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_on(
+        &self,
+        w: &QuantTensor<'_>,
+        x: &[f32],
+        m: usize,
+        mma: bool,
+        out: DType,
+        tile: usize,
+        splits: usize,
+    ) -> Result<Vec<u8>, QuantError> {
         let (n, k) = (w.rows(), w.cols());
         let a = quantize_fp8_1x128(x, m, k)?;
         let grid = w.aux();
@@ -95,13 +128,17 @@ impl Fp8Fns {
                 actual: w.rows_data().len(),
             });
         }
-        let bytes = if out == DType::F32 { 4 } else { 2 };
-        let mut y = vec![0u8; m * n * bytes];
+        if tile >= qforge_tiling::FP8_GEMM_TILES.len() || !(1..=qforge_tiling::MAX_SPLIT_K as usize).contains(&splits) {
+            return Err(QuantError::Overflow { what: "fp8 gemm instance or split count" });
+        }
+        let bytes = if out == DType::F32 || splits > 1 { 4 } else { 2 };
+        let mut y = vec![0u8; splits * m * n * bytes];
         let f = if mma { self.mma } else { self.f16 };
-        let oi = DType::ALL.iter().position(|d| *d == out).unwrap_or(0) as i32;
+        let oi = if splits > 1 { 0 } else { DType::ALL.iter().position(|d| *d == out).unwrap_or(0) as i32 };
         // SAFETY: q holds m × lda codes and scales m × lda/128 entries (from the quantizer);
         // w holds n × k value bytes and grid the ceil(n/128) × ceil(k/128) f32 (checked above);
-        // y has m × n elements of `out`, all the wrapper writes.
+        // y has splits × m × n elements of the type `oi` names (f32 where split), all the
+        // wrapper writes; `tile` is an instance (checked).
         unsafe {
             f(
                 a.q.as_ptr(),
@@ -112,9 +149,20 @@ impl Fp8Fns {
                 dim(m)?,
                 dim(n)?,
                 dim(k)?,
+                splits as i32,
                 oi,
+                tile as i32,
             )
         };
-        Ok(y)
+        if splits == 1 {
+            return Ok(y);
+        }
+        let parts: Vec<f32> = y.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
+        let sums = (0..m * n).map(|i| (1..splits).fold(parts[i], |s, z| s + parts[z * m * n + i]));
+        Ok(match out {
+            DType::F16 => sums.flat_map(|v| half::f16::from_f32(v).to_le_bytes()).collect(),
+            DType::Bf16 => sums.flat_map(|v| half::bf16::from_f32(v).to_le_bytes()).collect(),
+            _ => sums.flat_map(f32::to_le_bytes).collect(),
+        })
     }
 }

@@ -159,18 +159,45 @@ fn fp8_modules_hold_their_kernels() {
         assert!(sm89.contains(&format!(".entry {k}(")), "sm_89 module lacks {k}");
     }
     assert!(sm89.contains("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e4m3.f32"));
-    assert!(sm89.contains("mma.sync.aligned.m16n8k32.row.col.f32.e4m3.e5m2.f32"));
+    assert!(sm89.contains("mma.sync.aligned.m16n8k32.row.col.f32.e5m2.e4m3.f32"));
     let without = qforge_formats::registry().iter().filter(|f| qforge_cuda::codegen::fp8_gemm(f.desc()).is_none());
     assert!(without.into_iter().all(|f| qforge_cuda::codegen::fp8_kernel_names(f.desc().name).is_empty()));
 }
 
-/// The tile is qforge-tiling's 8-bit GEMM tile, divides the 128-column scale blocks, as
-/// qforge-tiling's alignment rule for grid formats asks, and needs no pipeline stages (so
-/// K = 128, one block, is a whole number of k-steps: DeepGEMM's empty stage set cannot happen).
+/// Every instance, whole and split along K (the shapes that cross its tile edges, several
+/// CTAs along N and M, K ranges of one block and of several, empty ranges past K's end),
+/// against the CPU within the same bound, and split f16 / bf16 output the RNE of the split f32
+/// result.
 #[test]
-fn fp8_tile_is_the_tilers_8_bit_tile_aligned_to_the_scale_blocks() {
-    let t = qforge_cuda::codegen::FP8_TILE;
-    assert_eq!(t, qforge_tiling::EIGHT_BIT_TILE);
-    assert_eq!(128 % t.bk, 0);
-    assert_eq!(t.bk % 32, 0, "whole m16n8k32 steps");
+fn fp8_every_instance_and_split_is_the_cpus_fp8_matmul() {
+    use support::fp8_ref::check;
+    let h = |f: &'static dyn qforge_core::Format| host_fp8::get(f.desc().name).expect("host wrappers");
+    for f in fp8_formats() {
+        for (tile, t) in qforge_tiling::FP8_GEMM_TILES.iter().enumerate() {
+            let (tok, rows) = (t.tok as usize, t.rows as usize);
+            for mma in [true, false] {
+                for &(m, n, k, splits) in &[
+                    (tok + 3, rows + 5, 300, 1),
+                    (2 * tok + 1, 2 * rows + 1, 513, 3),
+                    (5, 17, 1000, 4),
+                    (3, rows, 128, 2),
+                    (tok, 9, 4097, 16),
+                ] {
+                    let run = |w: &QuantTensor<'_>, x: &[f32], m: usize, out: DType| {
+                        h(f).gemm_on(w, x, m, mma, out, tile, splits).unwrap()
+                    };
+                    check(f, &run, (m, n, k), f64::powi(2.0, -24));
+                }
+            }
+        }
+        // Split output types: one rounding of the f32 sum of the splits.
+        let w = support::fp8_ref::weights(f, 70, 700, 5);
+        let x = support::fp8_ref::activations(9, 700, 6);
+        let y32 = h(f).gemm_on(&w, &x, 9, true, DType::F32, 0, 3).unwrap();
+        let want: Vec<u8> = y32
+            .chunks_exact(4)
+            .flat_map(|b| half::bf16::from_f32(f32::from_le_bytes([b[0], b[1], b[2], b[3]])).to_le_bytes())
+            .collect();
+        assert_eq!(h(f).gemm_on(&w, &x, 9, true, DType::Bf16, 0, 3).unwrap(), want);
+    }
 }

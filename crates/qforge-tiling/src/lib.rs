@@ -35,6 +35,7 @@ mod config;
 pub mod cost;
 mod device;
 mod error;
+mod fp8;
 mod fused;
 mod problem;
 mod select;
@@ -46,6 +47,7 @@ pub use device::{
     TensorCores,
 };
 pub use error::TilingError;
+pub use fp8::{FP8_BK, FP8_GEMM_TILES, FP8_ROW_BYTES, Fp8Tile, fp8_splits, fp8_tile};
 pub use fused::{
     EIGHT_BIT_TILE, FUSED_GEMM_TILES, FUSED_ROW_PAD, FusedTile, SKINNY_CTAS_PER_SM, SKINNY_MAX_M, SKINNY_ROW_BYTES,
     SKINNY_SMEM_MAX, SMEM_WITHOUT_OPT_IN, TILED_SMEM_MAX,

@@ -330,6 +330,50 @@ fn fp8_gemm_on_the_gpu_is_the_cpus_fp8_matmul() {
     }
 }
 
+/// Every FP8 instance whole and split along K on the GPU (`Cuda::gemm_fp8_tile_into`), both
+/// bodies where the device has them, on shapes that cross each instance's edges.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn fp8_every_instance_and_split_on_the_gpu() {
+    use qforge_cuda::Fp8Body;
+    let gpu = device();
+    let s = gpu.default_stream();
+    let mut bodies = vec![Fp8Body::F16];
+    if gpu.info().unwrap().compute_capability >= (8, 9) {
+        bodies.push(Fp8Body::Mma);
+    }
+    for body in bodies {
+        let u_p = if body == Fp8Body::Mma { f64::powi(2.0, -13) } else { f64::powi(2.0, -24) };
+        for (tile, t) in qforge_tiling::FP8_GEMM_TILES.iter().enumerate() {
+            let (tok, rows) = (t.tok as usize, t.rows as usize);
+            for &(m, n, k, splits) in &[
+                (tok + 3, rows + 5, 300, 1),
+                (2 * tok + 1, 2 * rows + 1, 513, 3),
+                (5, 17, 1000, 4),
+                (tok, 9, 4097, 16),
+            ] {
+                let run = |w: &QuantTensor<'_>, x: &[f32], m: usize, out: DType| -> Vec<u8> {
+                    let dw = gpu.upload(w, &s).unwrap();
+                    let dx = s.clone_htod(x).unwrap();
+                    let mut y = nan_buffer(&s, m * w.rows(), out);
+                    match &mut y {
+                        DeviceBuffer::F32(b) => {
+                            gpu.gemm_fp8_tile_into(&dw, &dx.slice(..), m, b, out, body, tile, splits, &s).unwrap()
+                        }
+                        DeviceBuffer::F16(b) | DeviceBuffer::Bf16(b) => {
+                            gpu.gemm_fp8_tile_into(&dw, &dx.slice(..), m, b, out, body, tile, splits, &s).unwrap()
+                        }
+                    }
+                    y.to_host_bytes(&s).unwrap()
+                };
+                for f in crate::support::fp8_ref::fp8_formats() {
+                    crate::support::fp8_ref::check(f, &run, (m, n, k), u_p);
+                }
+            }
+        }
+    }
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn q8_gemm_checks_its_arguments() {
