@@ -5,6 +5,9 @@
 /// The FP8 GEMM's instances (qforge-tiling's, chosen per shape by `qforge_tiling::fp8_tile`):
 /// one kernel per instance and body; gemm_fp8.cuh names instance `i` `qf_fp8_cfg_<i>`.
 pub use qforge_tiling::FP8_GEMM_TILES;
+/// The FP8 GEMM's instance and split rules (for callers that time an instance directly).
+#[allow(unused_imports)] // the build script includes this file and reads only the tables
+pub use qforge_tiling::{fp8_splits, fp8_tile};
 
 /// The FP8 GEMM's activation quantizer (1 × 128 e4m3, `ActKind::Fp8x128`), in every module
 /// that has an FP8 GEMM.

@@ -104,8 +104,8 @@ impl Cuda {
         stream: &Arc<CudaStream>,
     ) -> Result<(), CudaError> {
         let (n, k) = (w.shape().rows(), w.shape().cols());
-        let tile = qforge_tiling::fp8_tile(m as u64);
-        let splits = qforge_tiling::fp8_splits(&FP8_GEMM_TILES[tile], m as u64, n as u64, k as u64, self.sms()?);
+        let tile = crate::codegen::fp8_tile(m as u64);
+        let splits = crate::codegen::fp8_splits(&FP8_GEMM_TILES[tile], m as u64, n as u64, k as u64, self.sms()?);
         self.gemm_fp8_tile_into(w, x, m, y, out, body, tile, splits as usize, stream)
     }
 

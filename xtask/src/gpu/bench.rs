@@ -420,7 +420,43 @@ impl Ctx<'_> {
             }
             Ok(())
         })? / ws.len() as f64;
-        Ok(Some(Int8Gemm { path: path.into(), ms }))
+        let (config, instances) =
+            if path == "fp8-1x128" { self.fp8_instances(ws, x, m, y, fp8)? } else { (None, Vec::new()) };
+        Ok(Some(Int8Gemm { path: path.into(), ms, config, instances }))
+    }
+
+    /// The FP8 GEMM's instance and split count as chosen (`qforge_tiling::fp8_tile`,
+    /// `fp8_splits`), and every instance's time per call unsplit and split as the tiler would
+    /// split it on this device.
+    fn fp8_instances(
+        &self,
+        ws: &[qforge_cuda::DeviceQuantTensor],
+        x: &CudaSlice<f32>,
+        m: usize,
+        y: &mut CudaSlice<f32>,
+        body: qforge_cuda::Fp8Body,
+    ) -> Result<(Option<String>, Timings)> {
+        let (gpu, s) = (self.gpu, &self.s);
+        let (n, k) = (ws[0].shape().rows() as u64, ws[0].shape().cols() as u64);
+        let tiles = qforge_cuda::codegen::FP8_GEMM_TILES;
+        let split = |t| qforge_cuda::codegen::fp8_splits(t, m as u64, n, k, self.sms) as usize;
+        let chosen = qforge_cuda::codegen::fp8_tile(m as u64);
+        let config = format!("{} split {}", tiles[chosen].name(), split(&tiles[chosen]));
+        let mut out = Vec::new();
+        for (i, t) in tiles.iter().enumerate() {
+            let mut counts = vec![1, split(t)];
+            counts.dedup();
+            for splits in counts {
+                let ms = time_ms_n(s, 1, GEMM_REPS, || {
+                    for w in ws {
+                        gpu.gemm_fp8_tile_into(w, &x.slice(..), m, y, DType::F32, body, i, splits, s)?;
+                    }
+                    Ok(())
+                })? / ws.len() as f64;
+                out.push((format!("{} s{splits}", t.name()), ms));
+            }
+        }
+        Ok((Some(config), out))
     }
 
     /// cuBLAS on unquantized f16 weights (the values of the most precise block weight format
@@ -464,6 +500,9 @@ impl Ctx<'_> {
         Ok(())
     }
 }
+
+/// Named timings (ms per call), in the order measured.
+type Timings = Vec<(String, f64)>;
 
 fn write_json(r: &BenchReport, p: &Path) -> Result<()> {
     std::fs::write(p, serde_json::to_string_pretty(r)?).with_context(|| format!("writing {}", p.display()))

@@ -134,11 +134,17 @@ impl GemmRow {
 }
 
 /// An integer tensor-core GEMM: which activation quantization (`q8`: the format's native q8
-/// blocks, `int8-dyn`, `fp8-1x128`) and its time per call.
+/// blocks, `int8-dyn`, `fp8-1x128`) and its time per call; for the FP8 GEMM also the
+/// instance and split count the tiler chose and every instance's time unsplit and split as
+/// the tiler would split it (`name s<splits>`, ms): the tiler's choice against the best.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Int8Gemm {
     pub path: String,
     pub ms: f64,
+    #[serde(default)]
+    pub config: Option<String>,
+    #[serde(default)]
+    pub instances: Vec<(String, f64)>,
 }
 
 /// The ceiling: cuBLAS on unquantized f16 weights, same shape (`cublasGemmEx`, f32 out).

@@ -302,12 +302,15 @@ fn gemm_markdown(b: &BenchReport) -> String {
             g.fused_tflops,
             g.dequant_cublas_ms / g.fused_ms,
             dense.map_or("-".into(), |d| format!("{:.2}×", d.ms / g.fused_ms)),
-            g.int8.as_ref().map_or("-".into(), |i| format!(
-                "{} {:.3} ms, {:.2}×",
-                i.path,
-                i.ms,
-                g.dequant_cublas_ms / i.ms
-            )),
+            g.int8.as_ref().map_or("-".into(), |i| {
+                let mut c = format!("{} {:.3} ms, {:.2}×", i.path, i.ms, g.dequant_cublas_ms / i.ms);
+                if let Some(cfg) = &i.config {
+                    c += &format!(" ({cfg}; ");
+                    c += &i.instances.iter().map(|(t, ms)| format!("{t} {ms:.3}")).collect::<Vec<_>>().join(", ");
+                    c += ")";
+                }
+                c
+            }),
             g.fused_config.as_deref().unwrap_or("-"),
             g.skinny_ms.map_or("-".into(), |ms| format!("{ms:.3}")),
             if g.tiled_ms.is_empty() {
