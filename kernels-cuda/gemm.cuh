@@ -29,6 +29,21 @@ struct qf_gemm_cfg {
     static_assert(LDS % 8 == 0, "ldmatrix rows 16-byte aligned");
 };
 
+// Every accumulator element one lane holds in a transposed warp tile (weights the mma's A,
+// tokens its B: gemm_skinny.cuh, gemm_fp8.cuh): RT 16-row × MT 8-token mma tiles from weight
+// row r0 and token c0; f(i, j, e, row, token) for tile (i, j), register e, at weight row
+// r0 + 16i + g (+ 8 for e ≥ 2) and token c0 + 8j + 2t + (e & 1) (lane = 4g + t).
+template <int RT, int MT, class Fn>
+QF_HD void qf_for_acc_t(int lane, int r0, int c0, Fn&& f) {
+#pragma unroll
+    for (int i = 0; i < RT; ++i)
+#pragma unroll
+        for (int j = 0; j < MT; ++j)
+#pragma unroll
+            for (int e = 0; e < 4; ++e)
+                f(i, j, e, r0 + 16 * i + qf_frag_c_row(lane, e), c0 + 8 * j + qf_frag_c_col(lane, e));
+}
+
 // Split-k: the K range [*kb, *ke) of split z of `splits`, whole C::KSPLIT steps (an instance's
 // k-step, or the tiled instances' phase), as even as possible (a split past the last step gets
 // an empty range and writes zeros).

@@ -389,38 +389,25 @@ QF_HD void qf_gemm_fp8_body(const uint8_t* xq, const float* xsc, const uint8_t* 
             });
             P::template step<C>(pacc[ws], quad, xs, wt, tabs);
             // Promotion (DeepGEMM's, qforge-fp8's dot_row): acc += (partial · s_w) · s_a.
-            // Accumulator e of lane (g, t) is row g (+ 8 for e ≥ 2), token 2t + (e & 1).
-            qf_for_lanes([&](int ls, int) {
-#pragma unroll
-                for (int ii = 0; ii < C::RT; ++ii)
-#pragma unroll
-                    for (int j = 0; j < C::MT; ++j)
-#pragma unroll
-                        for (int e = 0; e < 4; ++e) {
-                            float& p = pacc[ws][ii][j][ls].r[e];
-                            facc[ws][ii][j][ls].r[e] += p * sw * sav[j][e & 1][ls];
-                            p = 0.0f;
-                        }
+            qf_for_lanes([&](int ls, int lane) {
+                qf_for_acc_t<C::RT, C::MT>(lane, 0, 0, [&](int ii, int j, int e, int, int) {
+                    float& p = pacc[ws][ii][j][ls].r[e];
+                    facc[ws][ii][j][ls].r[e] += p * sw * sav[j][e & 1][ls];
+                    p = 0.0f;
+                });
             });
         });
     }
     qf_cp_async_wait<0>();
 
-    // Epilogue: accumulator (ii, j, e) of lane (g, t) is weight row 16·ii + g (+ 8 for e ≥ 2)
-    // of the warp's rows and token 8j + 2t + (e & 1) of its tokens.
+    // Epilogue: every lane's promoted accumulators inside M × N.
     qf_for_warps<C::NW>([&](int ws, int wid) {
-        const int wr = wid / C::WT, wt = wid % C::WT;
+        const int r0 = (wid / C::WT) * C::WROWS, c0 = (wid % C::WT) * C::WTOK;
         qf_for_lanes([&](int ls, int lane) {
-#pragma unroll
-            for (int ii = 0; ii < C::RT; ++ii)
-#pragma unroll
-                for (int j = 0; j < C::MT; ++j)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const long long n = n0 + wr * C::WROWS + 16 * ii + qf_frag_c_row(lane, e);
-                        const long long m = m0 + wt * C::WTOK + 8 * j + qf_frag_c_col(lane, e);
-                        if (m < M && n < N) qf_gemm_store(y, out, m * N + n, facc[ws][ii][j][ls].r[e]);
-                    }
+            qf_for_acc_t<C::RT, C::MT>(lane, r0, c0, [&](int ii, int j, int e, int r, int c) {
+                const long long n = n0 + r, m = m0 + c;
+                if (m < M && n < N) qf_gemm_store(y, out, m * N + n, facc[ws][ii][j][ls].r[e]);
+            });
         });
     });
 }

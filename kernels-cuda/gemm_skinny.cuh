@@ -248,20 +248,14 @@ QF_HD void qf_gemms_tile(const float* x, const uint8_t* w, const uint8_t* grid, 
         });
     }
 
-// Epilogue: accumulator (i, j, e) of lane (g, t) is weight row 16i + g (+ 8 for e ≥ 2)
+    // Epilogue: accumulator (i, j, e) of lane (g, t) is weight row 16i + g (+ 8 for e ≥ 2)
     // of the warp's rows and token 8j + 2t + (e & 1).
     qf_for_warps<C::NW>([&](int ws, int wid) {
         qf_for_lanes([&](int ls, int lane) {
-#pragma unroll
-            for (int i = 0; i < C::RT; ++i)
-#pragma unroll
-                for (int j = 0; j < C::MT; ++j)
-#pragma unroll
-                    for (int e = 0; e < 4; ++e) {
-                        const long long n = n0 + (long long)wid * 16 * C::RT + 16 * i + qf_frag_c_row(lane, e);
-                        const long long m = m0 + 8 * j + qf_frag_c_col(lane, e);
-                        if (m < M && n < N) qf_gemm_store(y, out, m * N + n, acc[ws][i][j][ls].r[e]);
-                    }
+            qf_for_acc_t<C::RT, C::MT>(lane, wid * 16 * C::RT, 0, [&](int i, int j, int e, int r, int c) {
+                const long long n = n0 + r, m = m0 + c;
+                if (m < M && n < N) qf_gemm_store(y, out, m * N + n, acc[ws][i][j][ls].r[e]);
+            });
         });
     });
 }

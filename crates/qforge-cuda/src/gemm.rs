@@ -174,15 +174,33 @@ impl Cuda {
         // SAFETY: as for one split, with out = f32: the kernel writes split z's m × n partial
         // sums at ws + z·m·n: ws holds splits × m × n f32 (allocated above), grid z = splits.
         unsafe { b.launch(cfg) }.map_err(driver("launch gemm (split-k)"))?;
+        self.reduce_splits(&ws, y, m * n, splits, out, stream)
+    }
+
+    /// `y[i] = out(Σ_z ws[z·mn + i])` for i < mn, summed from z = 0 up in f32
+    /// (`qforge_reduce_splits_<out>`): the epilogue of a split-k GEMM whose `splits` ranges
+    /// wrote their f32 partial sums to `ws`. One launch on `stream`.
+    pub(crate) fn reduce_splits<T: DeviceRepr>(
+        &self,
+        ws: &CudaSlice<f32>,
+        y: &mut CudaSlice<T>,
+        mn: usize,
+        splits: usize,
+        out: DType,
+        stream: &Arc<CudaStream>,
+    ) -> Result<(), CudaError> {
+        if ws.len() < splits.saturating_mul(mn) || y.len() < mn {
+            return Err(CudaError::Size { what: "split-k workspace", expected: splits * mn, actual: ws.len() });
+        }
         let reduce = &self.util()?[UTIL_REDUCE_FIRST + dtype_index(out) as usize];
-        let mn = dim(m * n)?;
+        let (mn64, s32) = (dim(mn)?, splits as i32);
         let mut r = stream.launch_builder(reduce);
-        r.arg(&ws).arg(y).arg(&mn).arg(&s32);
-        let blocks = (m * n).div_ceil(256).min(1 << 16) as u32;
+        r.arg(ws).arg(y).arg(&mn64).arg(&s32);
+        let blocks = mn.div_ceil(256).clamp(1, 1 << 16) as u32;
         let rcfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
         // SAFETY: the reduction reads splits × mn f32 of ws and writes mn elements of `out`
-        // into y (m × n elements of out's size, checked above); argument types match
-        // (const float*, T*, long long, int); grid-stride over mn.
+        // into y (both lengths checked above; the caller checked y's element size against
+        // `out`); argument types match (const float*, T*, long long, int); grid-stride over mn.
         unsafe { r.launch(rcfg) }.map_err(driver("launch reduce_splits"))?;
         Ok(())
     }

@@ -7,8 +7,7 @@
 
 use crate::CudaError;
 use crate::codegen::{
-    FP8_GEMM_TILES, FP8_QUANTIZE_KERNEL, UTIL_REDUCE_FIRST, fp8_body_kernel_names, fp8_gemm, fp8_kernel_names,
-    sm89_kernel_names,
+    FP8_GEMM_TILES, FP8_QUANTIZE_KERNEL, fp8_body_kernel_names, fp8_gemm, fp8_kernel_names, sm89_kernel_names,
 };
 use crate::gemm::{MAX_GRID_Y, check_operands, dtype_index, new_output, out_len, tile_grid};
 use crate::runtime::{Cuda, DeviceBuffer, DeviceQuantTensor, MODULES, SM89_PTX, alloc_err, dim, driver, inflate};
@@ -214,16 +213,6 @@ impl Cuda {
         // SAFETY: as for one split, with out = f32: split z writes its m × n partial sums at
         // ws + z·m·n; ws holds splits × m × n f32 (allocated above), grid z = splits.
         unsafe { g.launch(cfg) }.map_err(driver("launch gemm fp8 (split-k)"))?;
-        let reduce = &self.util()?[UTIL_REDUCE_FIRST + dtype_index(out) as usize];
-        let mn = dim(m * n)?;
-        let mut r = stream.launch_builder(reduce);
-        r.arg(&ws).arg(y).arg(&mn).arg(&s32);
-        let blocks = (m * n).div_ceil(256).min(1 << 16) as u32;
-        let rcfg = LaunchConfig { grid_dim: (blocks, 1, 1), block_dim: (256, 1, 1), shared_mem_bytes: 0 };
-        // SAFETY: the reduction reads splits × mn f32 of ws and writes mn elements of `out`
-        // into y (m × n elements of out's size, checked above); argument types match
-        // (const float*, T*, long long, int); grid-stride over mn.
-        unsafe { r.launch(rcfg) }.map_err(driver("launch reduce_splits"))?;
-        Ok(())
+        self.reduce_splits(&ws, y, m * n, splits, out, stream)
     }
 }
