@@ -134,21 +134,12 @@ struct qf_fp8_cfg {
     static_assert(QF_FP8_GROUP % ROWS == 0, "a CTA's weight rows lie in one 128-row scale band");
 };
 
-// Four codes at p as one register, byte 0 first; ALIGNED: p is 4-byte aligned (one load),
-// else two aligned loads and a funnel shift on the device.
+// Four codes at p as one register, byte 0 first: warp.cuh's qf_ld_quad where p is 4-byte
+// aligned (ALIGNED), else common.cuh's qf_load_u32 (two aligned loads and a funnel shift).
 template <bool ALIGNED>
 QF_HD uint32_t qf_ld_quad_at(const uint8_t* p) {
-#ifdef __CUDA_ARCH__
-    if constexpr (ALIGNED) {
-        return *reinterpret_cast<const uint32_t*>(p);
-    } else {
-        const uintptr_t a = reinterpret_cast<uintptr_t>(p);
-        const uint32_t* q = reinterpret_cast<const uint32_t*>(a & ~(uintptr_t)3);
-        return __funnelshift_r(q[0], q[1], 8u * (uint32_t)(a & 3));
-    }
-#else
-    return qf_ld_quad(reinterpret_cast<const int8_t*>(p));
-#endif
+    if constexpr (ALIGNED) return qf_ld_quad(reinterpret_cast<const int8_t*>(p));
+    else return qf_load_u32(p);
 }
 
 // D = A·B + C for the warp, A 16 × 32 weight codes of WA, B 32 × 8 e4m3 activation codes, f32

@@ -7,7 +7,7 @@ use crate::CudaError;
 use crate::codegen::{FUSED_GEMM_TILES, UTIL_REDUCE_FIRST};
 use crate::runtime::{Cuda, DeviceBuffer, DeviceQuantTensor, alloc_err, dim, driver};
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg};
-use qforge_core::DType;
+use qforge_core::{DType, QuantError};
 use std::sync::Arc;
 
 /// A new m × N output of `out` (`len` elements) filled by an `_into` entry point generic over
@@ -164,10 +164,9 @@ impl Cuda {
             unsafe { b.launch(cfg) }.map_err(driver("launch gemm"))?;
             return Ok(());
         }
-        let parts = splits * m * n;
         // SAFETY: split z's CTAs write every element of slice z (the epilogue covers the whole
         // m × n, empty K ranges write zeros) before the reduction reads it (same stream).
-        let mut ws = unsafe { stream.alloc::<f32>(parts) }.map_err(alloc_err(4 * parts))?;
+        let mut ws = unsafe { split_workspace(stream, splits, m * n) }?;
         let f32_out = dtype_index(DType::F32);
         let mut b = stream.launch_builder(&kern.gemm[tile][mi]);
         b.arg(x).arg(w.data()).arg(&grid).arg(&mut ws).arg(&m64).arg(&n64).arg(&k64).arg(&s32).arg(&f32_out);
@@ -204,6 +203,22 @@ impl Cuda {
         unsafe { r.launch(rcfg) }.map_err(driver("launch reduce_splits"))?;
         Ok(())
     }
+}
+
+/// The f32 workspace of a split-k GEMM: `splits` slices of `mn` partial sums, uninitialized,
+/// on `stream`; `Overflow` where the size does not fit.
+///
+/// # Safety
+/// Nothing may read an element before a kernel on `stream` has written it (a split-k GEMM
+/// writes every element of its slice, an empty K range zeros).
+pub(crate) unsafe fn split_workspace(
+    stream: &Arc<CudaStream>,
+    splits: usize,
+    mn: usize,
+) -> Result<CudaSlice<f32>, CudaError> {
+    let parts = splits.checked_mul(mn).ok_or(CudaError::Quant(QuantError::Overflow { what: "split-k workspace" }))?;
+    // SAFETY: the caller's contract: written before read.
+    unsafe { stream.alloc::<f32>(parts) }.map_err(alloc_err(4 * parts))
 }
 
 /// The CTA grid of a GEMM over tiles of `bm` activation rows × `bn` weight rows: `(x, y)` =

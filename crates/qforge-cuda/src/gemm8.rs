@@ -61,17 +61,7 @@ impl Cuda {
             .iter()
             .map(|n| module.load_function(n).map_err(driver("load kernel")))
             .collect::<Result<Vec<_>, _>>()?;
-        // Kernels that take more dynamic shared memory than the default 48 KiB have their limit
-        // raised (a device whose per-block limit is lower refuses it; a launch then fails with
-        // the driver's error).
-        if smem > qforge_tiling::SMEM_WITHOUT_OPT_IN {
-            for f in &fs {
-                let _ = f.set_attribute(
-                    cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                    i32::try_from(smem).unwrap_or(i32::MAX),
-                );
-            }
-        }
+        fs.iter().for_each(|f| crate::runtime::raise_smem_limit(f, smem));
         let k = Arc::new(fs);
         cache.insert(key, k.clone());
         Ok(k)

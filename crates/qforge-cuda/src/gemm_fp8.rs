@@ -9,7 +9,7 @@ use crate::CudaError;
 use crate::codegen::{
     FP8_GEMM_TILES, FP8_QUANTIZE_KERNEL, fp8_body_kernel_names, fp8_gemm, fp8_kernel_names, sm89_kernel_names,
 };
-use crate::gemm::{MAX_GRID_Y, check_operands, dtype_index, new_output, out_len, tile_grid};
+use crate::gemm::{MAX_GRID_Y, check_operands, dtype_index, new_output, out_len, split_workspace, tile_grid};
 use crate::runtime::{Cuda, DeviceBuffer, DeviceQuantTensor, MODULES, SM89_PTX, alloc_err, dim, driver, inflate};
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, CudaView, DeviceRepr, LaunchConfig, PushKernelArg};
 use qforge_core::{DType, QuantError};
@@ -204,10 +204,9 @@ impl Cuda {
             unsafe { g.launch(cfg) }.map_err(driver("launch gemm fp8"))?;
             return Ok(());
         }
-        let parts = splits * m * n;
         // SAFETY: split z's CTAs write every element of slice z (the epilogue covers the whole
         // m × n, an empty K range writes zeros) before the reduction reads it (same stream).
-        let mut ws = unsafe { stream.alloc::<f32>(parts) }.map_err(alloc_err(4 * parts))?;
+        let mut ws = unsafe { split_workspace(stream, splits, m * n) }?;
         let f32_out = dtype_index(DType::F32);
         g.arg(&mut ws).arg(&m64).arg(&n64).arg(&k64).arg(&s32).arg(&f32_out);
         // SAFETY: as for one split, with out = f32: split z writes its m × n partial sums at

@@ -105,8 +105,8 @@ impl Fp8Fns {
     }
 
     /// [`Fp8Fns::gemm`] on instance `tile` with K cut into `splits` ranges of whole 128-column
-    /// blocks: each range's f32 partial sums, then added in range order in f32 and rounded to
-    /// `out` once (what the device's `qforge_reduce_splits_<out>` does).
+    /// blocks: each range's f32 partial sums, then [`crate::host::reduce_splits`] (the host
+    /// mirror of the device's `qforge_reduce_splits_<out>`).
     #[allow(clippy::too_many_arguments)]
     pub fn gemm_on(
         &self,
@@ -128,17 +128,29 @@ impl Fp8Fns {
                 actual: w.rows_data().len(),
             });
         }
-        if tile >= qforge_tiling::FP8_GEMM_TILES.len() || !(1..=qforge_tiling::MAX_SPLIT_K as usize).contains(&splits) {
-            return Err(QuantError::Overflow { what: "fp8 gemm instance or split count" });
+        if tile >= qforge_tiling::FP8_GEMM_TILES.len() {
+            return Err(QuantError::InvalidShape { reason: format!("fp8 gemm instance {tile}: no such instance") });
         }
-        let bytes = if out == DType::F32 || splits > 1 { 4 } else { 2 };
-        let mut y = vec![0u8; splits * m * n * bytes];
+        let s = i32::try_from(splits)
+            .ok()
+            .filter(|s| *s >= 1)
+            .ok_or(QuantError::InvalidShape { reason: format!("split count {splits}: 1 to 2^31 - 1") })?;
+        // Split partial sums are f32 whatever `out` is (the runtime's workspace).
+        let part = if splits > 1 { DType::F32 } else { out };
+        let bytes = splits
+            .checked_mul(m)
+            .and_then(|v| v.checked_mul(n))
+            .and_then(|v| v.checked_mul(part.size()))
+            .ok_or(QuantError::Overflow { what: "fp8 gemm output" })?;
+        // 0xff bytes: NaN in every output type, so an element the GEMM fails to write fails
+        // the checks. u32 storage keeps f32 outputs aligned.
+        let mut y = vec![u32::MAX; bytes.div_ceil(4)];
         let f = if mma { self.mma } else { self.f16 };
-        let oi = if splits > 1 { 0 } else { DType::ALL.iter().position(|d| *d == out).unwrap_or(0) as i32 };
+        let oi = DType::ALL.iter().position(|d| *d == part).unwrap_or(0) as i32;
         // SAFETY: q holds m × lda codes and scales m × lda/128 entries (from the quantizer);
         // w holds n × k value bytes and grid the ceil(n/128) × ceil(k/128) f32 (checked above);
-        // y has splits × m × n elements of the type `oi` names (f32 where split), all the
-        // wrapper writes; `tile` is an instance (checked).
+        // y has room for splits × m × n elements of `part` (index `oi`), all the wrapper writes,
+        // 4-byte aligned; `tile` is an instance (checked).
         unsafe {
             f(
                 a.q.as_ptr(),
@@ -149,20 +161,17 @@ impl Fp8Fns {
                 dim(m)?,
                 dim(n)?,
                 dim(k)?,
-                splits as i32,
+                s,
                 oi,
                 tile as i32,
             )
         };
+        let mut b: Vec<u8> = y.iter().flat_map(|v| v.to_le_bytes()).collect();
+        b.truncate(bytes);
         if splits == 1 {
-            return Ok(y);
+            return Ok(b);
         }
-        let parts: Vec<f32> = y.chunks_exact(4).map(|b| f32::from_le_bytes([b[0], b[1], b[2], b[3]])).collect();
-        let sums = (0..m * n).map(|i| (1..splits).fold(parts[i], |s, z| s + parts[z * m * n + i]));
-        Ok(match out {
-            DType::F16 => sums.flat_map(|v| half::f16::from_f32(v).to_le_bytes()).collect(),
-            DType::Bf16 => sums.flat_map(|v| half::bf16::from_f32(v).to_le_bytes()).collect(),
-            _ => sums.flat_map(f32::to_le_bytes).collect(),
-        })
+        let parts: Vec<f32> = b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        Ok(crate::host::reduce_splits(&parts, splits, out))
     }
 }

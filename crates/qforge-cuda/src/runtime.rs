@@ -331,14 +331,7 @@ impl Cuda {
         // whose per-block limit is lower refuses the attribute; the tiler never chooses such
         // an instance there (and a forced launch fails with the driver's error).
         for (t, fns) in crate::codegen::FUSED_GEMM_TILES.iter().zip(&gemm) {
-            if t.smem_bytes() > qforge_tiling::SMEM_WITHOUT_OPT_IN {
-                for f in fns {
-                    let _ = f.set_attribute(
-                        cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
-                        t.smem_bytes() as i32,
-                    );
-                }
-            }
+            fns.iter().for_each(|f| raise_smem_limit(f, t.smem_bytes()));
         }
         let k = Arc::new(Kernels {
             dequant: [load(&f32k)?, load(&f16k)?, load(&bf16k)?],
@@ -603,4 +596,17 @@ impl Cuda {
 /// kernels loop grid-stride over their own item count).
 fn chunk_hint(block_size: usize) -> usize {
     if block_size <= 32 { 8 } else { 16 }
+}
+
+/// Lets `f` take `bytes` of dynamic shared memory per launch where that is over the 48 KiB a
+/// kernel gets without opting in. A device whose per-block limit is lower refuses the
+/// attribute; no caller chooses such a launch there, and a forced one fails with the driver's
+/// error.
+pub(crate) fn raise_smem_limit(f: &cudarc::driver::CudaFunction, bytes: u64) {
+    if bytes > qforge_tiling::SMEM_WITHOUT_OPT_IN {
+        let _ = f.set_attribute(
+            cudarc::driver::sys::CUfunction_attribute::CU_FUNC_ATTRIBUTE_MAX_DYNAMIC_SHARED_SIZE_BYTES,
+            i32::try_from(bytes).unwrap_or(i32::MAX),
+        );
+    }
 }

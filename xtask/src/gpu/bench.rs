@@ -275,28 +275,21 @@ impl Ctx<'_> {
                 let ws = self.copies(&t, m)?;
                 let x = s.clone_htod(&data(m * k, m as u64)).map_err(drv("upload activations"))?;
                 let mut y: CudaSlice<f32> = s.alloc_zeros(m * n).map_err(drv("allocate output"))?;
-                let per = ws.len() as f64;
-                let fused_ms = time_ms_n(s, 1, GEMM_REPS, || {
-                    for w in &ws {
-                        gpu.gemm_into(w, &x.slice(..), m, DType::F16, &mut y, DType::F32, s)?;
-                    }
-                    Ok(())
-                })? / per;
-                let dequant_cublas_ms = time_ms_n(s, 1, GEMM_REPS, || {
-                    for w in &ws {
-                        gpu.gemm_dequant_into(
-                            w,
-                            &x.slice(..),
-                            m,
-                            DType::F16,
-                            &mut y,
-                            DType::F32,
-                            qforge_cuda::DEQUANT_WORKSPACE_BYTES,
-                            s,
-                        )?;
-                    }
-                    Ok(())
-                })? / per;
+                let fused_ms = per_call_ms(s, &ws, |w| {
+                    Ok(gpu.gemm_into(w, &x.slice(..), m, DType::F16, &mut y, DType::F32, s)?)
+                })?;
+                let dequant_cublas_ms = per_call_ms(s, &ws, |w| {
+                    Ok(gpu.gemm_dequant_into(
+                        w,
+                        &x.slice(..),
+                        m,
+                        DType::F16,
+                        &mut y,
+                        DType::F32,
+                        qforge_cuda::DEQUANT_WORKSPACE_BYTES,
+                        s,
+                    )?)
+                })?;
                 let (tile, c) = gpu.gemm_config(&ws[0], m, DType::F16, DType::F32)?;
                 let fused_config = format!("{} split {}", FUSED_GEMM_TILES[tile].name(), c.split_k);
                 let skinny_ms = self.skinny_beyond(&ws, &x, m, &mut y)?;
@@ -356,12 +349,9 @@ impl Ctx<'_> {
         tile: usize,
         splits: usize,
     ) -> Result<f64> {
-        Ok(time_ms_n(&self.s, 1, GEMM_REPS, || {
-            for w in ws {
-                self.gpu.gemm_tile_into(w, &x.slice(..), m, DType::F16, y, DType::F32, tile, splits, &self.s)?;
-            }
-            Ok(())
-        })? / ws.len() as f64)
+        per_call_ms(&self.s, ws, |w| {
+            Ok(self.gpu.gemm_tile_into(w, &x.slice(..), m, DType::F16, y, DType::F32, tile, splits, &self.s)?)
+        })
     }
 
     /// Above `SKINNY_MAX_M`, every tiled instance unsplit on the same call: the tiler's choice
@@ -414,12 +404,7 @@ impl Ctx<'_> {
         } else {
             return Ok(None);
         };
-        let ms = time_ms_n(s, 1, GEMM_REPS, || {
-            for w in ws {
-                call(path, w, y)?;
-            }
-            Ok(())
-        })? / ws.len() as f64;
+        let ms = per_call_ms(s, ws, |w| Ok(call(path, w, y)?))?;
         let (config, instances) =
             if path == "fp8-1x128" { self.fp8_instances(ws, x, m, y, fp8)? } else { (None, Vec::new()) };
         Ok(Some(Int8Gemm { path: path.into(), ms, config, instances }))
@@ -447,12 +432,9 @@ impl Ctx<'_> {
             let mut counts = vec![1, split(t)];
             counts.dedup();
             for splits in counts {
-                let ms = time_ms_n(s, 1, GEMM_REPS, || {
-                    for w in ws {
-                        gpu.gemm_fp8_tile_into(w, &x.slice(..), m, y, DType::F32, body, i, splits, s)?;
-                    }
-                    Ok(())
-                })? / ws.len() as f64;
+                let ms = per_call_ms(s, ws, |w| {
+                    Ok(gpu.gemm_fp8_tile_into(w, &x.slice(..), m, y, DType::F32, body, i, splits, s)?)
+                })?;
                 out.push((format!("{} s{splits}", t.name()), ms));
             }
         }
@@ -499,6 +481,12 @@ impl Ctx<'_> {
         }
         Ok(())
     }
+}
+
+/// Milliseconds per call of `call` over the weight copies `ws` (one timed run calls it once per
+/// copy, so the weights come from device memory, not L2): the GEMM rows' unit.
+fn per_call_ms<W>(s: &Arc<CudaStream>, ws: &[W], mut call: impl FnMut(&W) -> Result<()>) -> Result<f64> {
+    Ok(time_ms_n(s, 1, GEMM_REPS, || ws.iter().try_for_each(&mut call))? / ws.len().max(1) as f64)
 }
 
 /// Named timings (ms per call), in the order measured.

@@ -297,32 +297,50 @@ fn q8_gemm_on_the_gpu_is_the_cpus_native_matmul() {
 // e4m3 activations quantized on the device, both bodies (the e4m3 tensor cores where the
 // device has them, sm_89+, and the exact-f16 one) against the CPU's fp8-1x128 mat-mul within
 // `support/fp8_ref.rs`'s bound (u_p = 2⁻¹³ for the fp8 tensor cores' shorter accumulator).
+/// The FP8 bodies this device runs, each with its partial-sum roundoff `u_p` for the bound.
+fn fp8_bodies(gpu: &Cuda) -> Vec<(qforge_cuda::Fp8Body, f64)> {
+    use qforge_cuda::Fp8Body;
+    let mut bodies = vec![(Fp8Body::F16, f64::powi(2.0, -24))];
+    if gpu.info().unwrap().compute_capability >= (8, 9) {
+        assert_eq!(gpu.fp8_body().unwrap(), Fp8Body::Mma);
+        bodies.push((Fp8Body::Mma, f64::powi(2.0, -13)));
+    }
+    bodies
+}
+
+/// The FP8 GEMM on the GPU as `support/fp8_ref.rs` calls it: body `body`, on the instance and
+/// splits the runtime chooses, or on `(instance, splits)`.
+fn fp8_on_gpu<'a>(
+    gpu: &'a Cuda,
+    s: &'a Arc<CudaStream>,
+    body: qforge_cuda::Fp8Body,
+    forced: Option<(usize, usize)>,
+) -> impl Fn(&QuantTensor<'_>, &[f32], usize, DType) -> Vec<u8> + 'a {
+    move |w, x, m, out| {
+        let dw = gpu.upload(w, s).unwrap();
+        let dx = s.clone_htod(x).unwrap();
+        let mut y = nan_buffer(s, m * w.rows(), out);
+        let (xv, dw) = (dx.slice(..), &dw);
+        match (&mut y, forced) {
+            (DeviceBuffer::F32(b), None) => gpu.gemm_fp8_into(dw, &xv, m, b, out, body, s),
+            (DeviceBuffer::F16(b) | DeviceBuffer::Bf16(b), None) => gpu.gemm_fp8_into(dw, &xv, m, b, out, body, s),
+            (DeviceBuffer::F32(b), Some((t, k))) => gpu.gemm_fp8_tile_into(dw, &xv, m, b, out, body, t, k, s),
+            (DeviceBuffer::F16(b) | DeviceBuffer::Bf16(b), Some((t, k))) => {
+                gpu.gemm_fp8_tile_into(dw, &xv, m, b, out, body, t, k, s)
+            }
+        }
+        .unwrap();
+        y.to_host_bytes(s).unwrap()
+    }
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn fp8_gemm_on_the_gpu_is_the_cpus_fp8_matmul() {
-    use qforge_cuda::Fp8Body;
     let gpu = device();
     let s = gpu.default_stream();
-    let mut bodies = vec![Fp8Body::F16];
-    if gpu.info().unwrap().compute_capability >= (8, 9) {
-        assert_eq!(gpu.fp8_body().unwrap(), Fp8Body::Mma);
-        bodies.push(Fp8Body::Mma);
-    }
-    for body in bodies {
-        let run = |w: &QuantTensor<'_>, x: &[f32], m: usize, out: DType| -> Vec<u8> {
-            let dw = gpu.upload(w, &s).unwrap();
-            let dx = s.clone_htod(x).unwrap();
-            let n = w.rows();
-            let mut y = nan_buffer(&s, m * n, out);
-            match &mut y {
-                DeviceBuffer::F32(b) => gpu.gemm_fp8_into(&dw, &dx.slice(..), m, b, out, body, &s).unwrap(),
-                DeviceBuffer::F16(b) | DeviceBuffer::Bf16(b) => {
-                    gpu.gemm_fp8_into(&dw, &dx.slice(..), m, b, out, body, &s).unwrap()
-                }
-            }
-            y.to_host_bytes(&s).unwrap()
-        };
-        let u_p = if body == Fp8Body::Mma { f64::powi(2.0, -13) } else { f64::powi(2.0, -24) };
+    for (body, u_p) in fp8_bodies(&gpu) {
+        let run = fp8_on_gpu(&gpu, &s, body, None);
         for f in crate::support::fp8_ref::fp8_formats() {
             crate::support::fp8_ref::odd_shapes(f, &run, u_p);
             crate::support::fp8_ref::output_types(f, &run);
@@ -335,15 +353,9 @@ fn fp8_gemm_on_the_gpu_is_the_cpus_fp8_matmul() {
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn fp8_every_instance_and_split_on_the_gpu() {
-    use qforge_cuda::Fp8Body;
     let gpu = device();
     let s = gpu.default_stream();
-    let mut bodies = vec![Fp8Body::F16];
-    if gpu.info().unwrap().compute_capability >= (8, 9) {
-        bodies.push(Fp8Body::Mma);
-    }
-    for body in bodies {
-        let u_p = if body == Fp8Body::Mma { f64::powi(2.0, -13) } else { f64::powi(2.0, -24) };
+    for (body, u_p) in fp8_bodies(&gpu) {
         for (tile, t) in qforge_tiling::FP8_GEMM_TILES.iter().enumerate() {
             let (tok, rows) = (t.tok as usize, t.rows as usize);
             for &(m, n, k, splits) in &[
@@ -352,20 +364,7 @@ fn fp8_every_instance_and_split_on_the_gpu() {
                 (5, 17, 1000, 4),
                 (tok, 9, 4097, 16),
             ] {
-                let run = |w: &QuantTensor<'_>, x: &[f32], m: usize, out: DType| -> Vec<u8> {
-                    let dw = gpu.upload(w, &s).unwrap();
-                    let dx = s.clone_htod(x).unwrap();
-                    let mut y = nan_buffer(&s, m * w.rows(), out);
-                    match &mut y {
-                        DeviceBuffer::F32(b) => {
-                            gpu.gemm_fp8_tile_into(&dw, &dx.slice(..), m, b, out, body, tile, splits, &s).unwrap()
-                        }
-                        DeviceBuffer::F16(b) | DeviceBuffer::Bf16(b) => {
-                            gpu.gemm_fp8_tile_into(&dw, &dx.slice(..), m, b, out, body, tile, splits, &s).unwrap()
-                        }
-                    }
-                    y.to_host_bytes(&s).unwrap()
-                };
+                let run = fp8_on_gpu(&gpu, &s, body, Some((tile, splits)));
                 for f in crate::support::fp8_ref::fp8_formats() {
                     crate::support::fp8_ref::check(f, &run, (m, n, k), u_p);
                 }
