@@ -5,29 +5,10 @@
 // (mma.sync m16n8k16, f32 accumulators), every edge predicated so that any M, N, K works
 // without a padding copy. Two bodies: the skinny instances (gemm_skinny.cuh, small M) and
 // the tiled ones (gemm_tiled.cuh). This file holds what they share (split-k ranges, the
-// epilogue), their kernels and host wrappers, and the 8-bit GEMMs' tile config. Written over
-// warp.cuh's interface, so the same bodies run on the host in the tests.
+// epilogue, the transposed accumulator walk the 8-bit GEMMs share), their kernels and host
+// wrappers. Written over warp.cuh's interface, so the same bodies run on the host in the tests.
 #pragma once
 #include "warp.cuh"
-
-// The 8-bit GEMMs' CTA tile (gemm8.cuh, gemm_q8.cuh, gemm_fp8.cuh: codegen's A8_TILE /
-// FP8_TILE): BM activation rows × BN weight rows, K in steps of BK, WM × WN warps, STAGES
-// k-steps of activations in flight (cp.async), static shared memory.
-template <int BM_, int BN_, int BK_, int WM_, int WN_, int STAGES_>
-struct qf_gemm_cfg {
-    static constexpr bool SKINNY = false;
-    static constexpr int MIN_BLOCKS = 1;  // __launch_bounds__' minimum CTAs per multiprocessor
-    static constexpr int BM = BM_, BN = BN_, BK = BK_, WM = WM_, WN = WN_, STAGES = STAGES_;
-    static constexpr int KSPLIT = BK;  // split-k ranges are whole k-steps
-    static constexpr int NW = WM * WN, NTH = 32 * NW;
-    static constexpr int WTM = BM / WM, WTN = BN / WN;  // one warp's tile
-    static constexpr int MT = WTM / 16, NT = WTN / 8;   // its mma tiles
-    static constexpr int LDS = BK + 8;                  // smem row stride (16-bit elements): no bank conflicts
-    static constexpr int SMEM_A = BM * LDS, SMEM_W = BN * LDS;
-    static constexpr int SMEM_X = STAGES * BM * BK;     // staged f32 activations
-    static_assert(WTM % 16 == 0 && WTN % 8 == 0 && BK % 16 == 0 && STAGES >= 1, "whole mma tiles");
-    static_assert(LDS % 8 == 0, "ldmatrix rows 16-byte aligned");
-};
 
 // Every accumulator element one lane holds in a transposed warp tile (weights the mma's A,
 // tokens its B: gemm_skinny.cuh, gemm_fp8.cuh): RT 16-row × MT 8-token mma tiles from weight

@@ -1,5 +1,6 @@
-// qforge kernels-cuda/gemm8.cuh: the 8-bit tensor-core GEMM of formats with an integer
-// group dot (A8W4DQ: int4g weights, `ActKind::Int8Dyn` activations):
+// qforge kernels-cuda/gemm8.cuh: the transposed int8 tensor-core tile loop of the integer-dot
+// GEMMs (this file's A8W4DQ policy and gemm_q8.cuh's GGUF one), and A8W4DQ itself: the GEMM
+// of formats with an integer group dot (int4g weights, `ActKind::Int8Dyn` activations):
 //   y[m][n] = scale_a[m] · Σ_g s_g[n] · Σ_{k in g} (qa[m][k] − zp[m]) · qw[n][k]
 // exactly the CPU's `--act-quant int8-dyn` dot (qforge-int4g's A8W4Dot): the integer sums
 // are exact (mma.m16n8k32 s8 × s8 → s32, the zero point taken out with the weight codes'
@@ -18,16 +19,7 @@
 //
 // Written over warp.cuh's interface like gemm.cuh: the host wrappers run the same tile.
 #pragma once
-#include "warp.cuh"
-
-// Row stride (bytes) of the int8 tiles in shared memory: BK + 16 keeps the rows 16-byte
-// aligned and spreads the fragment loads over the banks.
-template <class C>
-struct qf_a8_cfg {
-    static_assert(C::BK == 32, "the A8 GEMM runs one m16n8k32 per k-step");
-    static constexpr int LDS = C::BK + 16;
-    static constexpr int SMEM = (C::BM + C::BN) * LDS;  // As then Ws, bytes
-};
+#include "gemm.cuh"
 
 // The scale that leads a group, by `DType::ALL` index (0 f32, 1 f16, 2 bf16).
 QF_HD float qf_group_scale(const uint8_t* g, int sdt) {
@@ -45,7 +37,8 @@ QF_HD void qf_st_quad(int8_t* p, uint32_t v) {
 }
 
 // ---- per-token asymmetric int8 activations (qforge-cpu `int8_dyn_params`, `QuantAct::new`)
-// One CTA of NTH threads per row: q[row·lda + k] for k < lda (0 past K), scale[row], zp[row].
+// One CTA of NTH threads per row: q[row·lda + k] for k < lda (0 past K; lda a multiple of
+// 128, the tile loop's k-step), scale[row], zp[row].
 // red: 2·NTH floats of shared memory, par: 3 floats.
 template <int NTH>
 QF_HD void qf_quantize_i8dyn_row(const float* x, int8_t* q, float* scale, int* zp, long long K, long long lda,
@@ -89,151 +82,297 @@ QF_HD void qf_quantize_i8dyn_row(const float* x, int8_t* q, float* scale, int* z
     });
 }
 
-// ---- the generic 8-bit tile loop ---------------------------------------------------------
-// Side data of one tile in shared memory: per activation row (BM) and per weight row (BN) of
-// the current k-step an int and two floats; each policy uses what it needs.
-template <class C>
-struct qf_i8_side {
-    int ai[C::BM];
-    float af[2][C::BM];
-    int wi[C::BN];
-    float wf[2][C::BN];
+// ---- the transposed int8 tile loop ---------------------------------------------------------
+// yᵀ = W·xᵀ as in gemm_fp8.cuh: a CTA holds ROWS weight rows (the mma's 16-row A tiles) × TOK
+// tokens (its 8-token B columns), so at small M a CTA still covers many weight rows and every
+// weight block is decoded once. K goes in k-steps of BK = 128, four 32-element sub-blocks;
+// each sub-block is one mma.m16n8k32 s8 per fragment tile into s32 accumulators, then the
+// policy folds those into f32 accumulators (per sub-block for q8, per group for A8W4DQ).
+//
+// Two streams, one barrier per k-step:
+//  - the activations: int8 codes in global memory (the quantizer's m × lda rows, lda a
+//    multiple of 128) and, where the policy has them (P::ACT_SIDE), each sub-block's two f32
+//    (q8: scale and sum), copied with 16-byte cp.async STAGES k-steps deep;
+//  - the weights: each k-step's ROWS × 4 (row, sub-block) items decoded by the policy straight
+//    from their blocks into one of two shared int8 tiles with two f32 of side data per item
+//    (q8: d, m; A8W4DQ: the group's scale, the sub-block's code sum), every thread a few items;
+//    k-step i + 1 is decoded while the warps multiply k-step i.
+// Every edge is predicated (rows past N decode to zero codes, tokens past M are not copied and
+// their columns not stored, sub-blocks past the range are skipped), so any M, N, K works.
+//
+// An instance: ROWS weight rows × TOK tokens on WR × WT warps, STAGES k-steps of activations
+// in flight; qforge-tiling's I8_GEMM_TILES (codegen typedefs instance i as qf_i8_cfg_<i>).
+// Shared memory is dynamic, SMEM_BYTES (qforge_tiling::i8_smem_bytes): STAGES activation slots
+// (TOK rows of SEG codes, then TOK × 4 pairs of f32), then two weight tiles (ROWS rows of SEG
+// codes, then ROWS × 4 pairs of f32).
+template <int ROWS_, int TOK_, int WR_, int WT_, int STAGES_>
+struct qf_i8_cfg {
+    static constexpr int ROWS = ROWS_, TOK = TOK_, WR = WR_, WT = WT_, STAGES = STAGES_;
+    static constexpr int BK = 128, SUBS = BK / 32, KSPLIT = BK;  // split-k ranges: whole k-steps
+    static constexpr int NW = WR * WT, NTH = 32 * NW;
+    static constexpr int WROWS = ROWS / WR, WTOK = TOK / WT;  // one warp's tile
+    static constexpr int RT = WROWS / 16, MT = WTOK / 8;      // its mma tiles
+    static constexpr int SEG = BK + 16;    // 16·odd bytes: 8 consecutive rows in distinct banks
+    static constexpr int SIDE = SUBS * 8;  // two f32 per sub-block, per row / token
+    static constexpr int SLOT = TOK * (SEG + SIDE), WBUF = ROWS * (SEG + SIDE);
+    static constexpr int SMEM_BYTES = STAGES * SLOT + 2 * WBUF;
+    static constexpr int ITEMS = ROWS * SUBS / NTH;  // decoded (row, sub-block) items per thread
+    static_assert(RT >= 1 && WROWS % 16 == 0 && WTOK % 8 == 0 && MT >= 1 && STAGES >= 2, "whole mma tiles");
+    static_assert(ITEMS * NTH == ROWS * SUBS, "whole decode items per thread");
 };
 
-// One CTA's tile (tm, tn) of an M × N product over K in k-steps of 32: per step the policy P
-// stages the activation codes (P::act_quad, 4 codes at row gm, column k; only for gm < M) and
-// per-row data (P::act_step), decodes each weight row's 32 codes into shared memory with its
-// per-row data (P::weight_step, zeros past N and K), the warps run mma.m16n8k32 s8 into s32
-// accumulators, and P::fold moves them into the f32 accumulators (when P::fold_now says so);
-// the epilogue stores P::result(f32 accumulator, m) through store(index, value).
-// smem: qf_a8_cfg<C>::SMEM bytes (16-byte aligned).
-template <class C, class P, class St>
-QF_HD void qf_gemm_i8_tile(const P& p, St&& store, long long M, long long N, long long K, long long tm, long long tn,
-                           int8_t* smem, qf_i8_side<C>& sd) {
-    typedef qf_a8_cfg<C> A;
-    int8_t* As = smem;
-    int8_t* Ws = smem + C::BM * A::LDS;
-    const long long m0 = tm * C::BM, n0 = tn * C::BN;
+// 32 codes to shared memory at dst (16-byte aligned): two 16-byte stores on the device.
+QF_HD void qf_st_codes32(int8_t* dst, const int8_t* q) {
+#ifdef __CUDA_ARCH__
+    uint32_t w[8];
+#pragma unroll
+    for (int i = 0; i < 8; ++i)
+        w[i] = (uint32_t)(uint8_t)q[4 * i] | (uint32_t)(uint8_t)q[4 * i + 1] << 8 |
+               (uint32_t)(uint8_t)q[4 * i + 2] << 16 | (uint32_t)(uint8_t)q[4 * i + 3] << 24;
+    reinterpret_cast<uint4*>(dst)[0] = make_uint4(w[0], w[1], w[2], w[3]);
+    reinterpret_cast<uint4*>(dst)[1] = make_uint4(w[4], w[5], w[6], w[7]);
+#else
+    memcpy(dst, q, 32);
+#endif
+}
 
-    qf_frag_c32 iacc[QF_WARP_SLOTS(C::NW)][C::MT][C::NT][QF_LANE_SLOTS];
-    qf_frag_c facc[QF_WARP_SLOTS(C::NW)][C::MT][C::NT][QF_LANE_SLOTS];
-    qf_zero_acc<C::NW, C::MT, C::NT>(iacc);
-    qf_zero_acc<C::NW, C::MT, C::NT>(facc);
-    qf_for_threads<C::NTH>([&](int t) {
-        for (int r = t; r < C::BM; r += C::NTH) p.tile_row(sd, r, m0 + r, M);
+// One CTA: weight rows [tn·ROWS, +ROWS) × tokens [tm·TOK, +TOK) of y (elements of type `out`)
+// over the K range [kb, ke) (kb a multiple of 128). The policy P provides
+//   ACT_SIDE                      whether activation rows have per-sub-block side data;
+//   act_codes(m, k0), act_side(m, k0)   token m's 128 codes / 4 f32 pairs from k0 (16-byte
+//                                 aligned global addresses);
+//   tok_const(m)                  a per-token int held in registers (A8W4DQ: the zero point);
+//   decode(row, K, k, q, &a, &b)  weight row `row`'s codes k … k + 31 (0 past K) and side data;
+//   fold(wside, tside, tz, k, acc, f)   a sub-block's integer sums into f (resetting acc
+//                                 where it folds);
+//   result(f, m)                  the output value.
+// smem: C::SMEM_BYTES, 16-byte aligned.
+template <class P, class C>
+QF_HD void qf_gemm_i8t_body(const P& p, void* y, int out, long long M, long long N, long long K, long long kb,
+                            long long ke, long long tm, long long tn, uint8_t* smem) {
+    const long long m0 = tm * C::TOK, n0 = tn * C::ROWS;
+    const long long nk = ke > kb ? (ke - kb + C::BK - 1) / C::BK : 0;
+    const int ntok = M - m0 < C::TOK ? (int)(M - m0) : C::TOK;
+    uint8_t* wbuf = smem + C::STAGES * C::SLOT;
+
+    // K-step i's activations into slot i % STAGES (rows past M are not copied: their products
+    // land in columns the epilogue does not store): one cp.async group.
+    auto issue = [&](long long i) {
+        const long long k0 = kb + i * C::BK;
+        uint8_t* xs = smem + (int)(i % C::STAGES) * C::SLOT;
+        uint8_t* side = xs + C::TOK * C::SEG;
+        qf_for_threads<C::NTH>([&](int t) {
+            for (int e = t; e < ntok * (C::BK / 16); e += C::NTH) {
+                const int r = e / (C::BK / 16), v = e % (C::BK / 16);
+                qf_cp_async16(xs + r * C::SEG + 16 * v, p.act_codes(m0 + r, k0) + 16 * v, 16);
+            }
+            if constexpr (P::ACT_SIDE) {
+                for (int e = t; e < ntok * (C::SIDE / 16); e += C::NTH) {
+                    const int r = e / (C::SIDE / 16), v = e % (C::SIDE / 16);
+                    qf_cp_async16(side + r * C::SIDE + 16 * v,
+                                  reinterpret_cast<const uint8_t*>(p.act_side(m0 + r, k0)) + 16 * v, 16);
+                }
+            }
+        });
+        qf_cp_async_commit();
+    };
+
+    // K-step i's weights decoded into tile i & 1: thread t's items t + j·NTH, (row, sub-block)
+    // = (item / 4, item % 4), so a warp reads 8 rows' consecutive sub-blocks.
+    auto decode = [&](long long i) {
+        const long long k0 = kb + i * C::BK;
+        int8_t* ws = reinterpret_cast<int8_t*>(wbuf + (int)(i & 1) * C::WBUF);
+        float* wsd = reinterpret_cast<float*>(ws + C::ROWS * C::SEG);
+        qf_for_threads<C::NTH>([&](int t) {
+#pragma unroll
+            for (int j = 0; j < C::ITEMS; ++j) {
+                const int it = t + j * C::NTH, r = it / C::SUBS, s = it % C::SUBS;
+                const long long k = k0 + 32 * s;
+                int8_t q[32];
+                float a = 0.0f, b = 0.0f;
+                if (n0 + r < N && k < ke) {
+                    p.decode(n0 + r, K, k, q, &a, &b);
+                } else {
+#pragma unroll
+                    for (int u = 0; u < 32; ++u) q[u] = 0;
+                }
+                qf_st_codes32(ws + r * C::SEG + 32 * s, q);
+                wsd[2 * (r * C::SUBS + s)] = a;
+                wsd[2 * (r * C::SUBS + s) + 1] = b;
+            }
+        });
+    };
+
+    qf_frag_c32 iacc[QF_WARP_SLOTS(C::NW)][C::RT][C::MT][QF_LANE_SLOTS];
+    qf_frag_c facc[QF_WARP_SLOTS(C::NW)][C::RT][C::MT][QF_LANE_SLOTS];
+    qf_zero_acc<C::NW, C::RT, C::MT>(iacc);
+    qf_zero_acc<C::NW, C::RT, C::MT>(facc);
+    // The per-token ints of the lane's tokens (2 per 8-token tile), for the whole K range.
+    int tz[QF_WARP_SLOTS(C::NW)][C::MT][2][QF_LANE_SLOTS];
+    qf_for_warps<C::NW>([&](int ws, int wid) {
+        qf_for_lanes([&](int ls, int lane) {
+#pragma unroll
+            for (int j = 0; j < C::MT; ++j)
+#pragma unroll
+                for (int c = 0; c < 2; ++c) {
+                    const long long m = m0 + (wid % C::WT) * C::WTOK + 8 * j + 2 * (lane & 3) + c;
+                    tz[ws][j][c][ls] = m < M ? p.tok_const(m) : 0;
+                }
+        });
     });
 
-    for (long long k0 = 0; k0 < K; k0 += C::BK) {
-        // Activations: BM rows × BK codes (0 past M), and their per-row data.
-        qf_for_threads<C::NTH>([&](int t) {
-            for (int e = t; e < C::BM * (C::BK / 4); e += C::NTH) {
-                const int r = e / (C::BK / 4), c = 4 * (e % (C::BK / 4));
-                const long long gm = m0 + r;
-                qf_st_quad(As + r * A::LDS + c, gm < M ? p.act_quad(gm, k0 + c) : 0u);
-            }
-            for (int r = t; r < C::BM; r += C::NTH) p.act_step(sd, r, m0 + r, M, k0);
-        });
-        // Weights: one thread per row decodes its BK codes and per-row data.
-        qf_for_threads<C::NTH>([&](int t) {
-            for (int r = t; r < C::BN; r += C::NTH) p.weight_step(sd, r, n0 + r, N, K, k0, Ws + r * A::LDS);
-        });
-        qf_sync();
-        const bool fold = p.fold_now(k0, K);
-        qf_for_warps<C::NW>([&](int s, int wid) {
-            const int wm = wid / C::WN, wn = wid % C::WN;
-            qf_frag_a8 a[C::MT][QF_LANE_SLOTS];
-            qf_frag_b8 b[C::NT][QF_LANE_SLOTS];
-            qf_for_lanes([&](int ls, int lane) {
+    // K-step i's products from slot i % STAGES and weight tile i & 1, sub-block by sub-block,
+    // each folded by the policy.
+    auto multiply = [&](long long i) {
+        const long long k0 = kb + i * C::BK;
+        const int8_t* xs = reinterpret_cast<const int8_t*>(smem + (int)(i % C::STAGES) * C::SLOT);
+        const float* xsd = reinterpret_cast<const float*>(xs + C::TOK * C::SEG);
+        const int8_t* ws = reinterpret_cast<const int8_t*>(wbuf + (int)(i & 1) * C::WBUF);
+        const float* wsd = reinterpret_cast<const float*>(ws + C::ROWS * C::SEG);
+        qf_for_warps<C::NW>([&](int wsl, int wid) {
+            const int r0 = (wid / C::WT) * C::WROWS, c0 = (wid % C::WT) * C::WTOK;
+#pragma unroll 1
+            for (int s = 0; s < C::SUBS; ++s) {
+                const long long k = k0 + 32 * s;
+                if (k >= ke) break;  // CTA-uniform: the range's last k-step may be partial
+                qf_frag_a8 a[C::RT][QF_LANE_SLOTS];
+                qf_frag_b8 b[C::MT][QF_LANE_SLOTS];
+                qf_for_lanes([&](int ls, int lane) {
+                    const int g = lane >> 2, t = lane & 3;
 #pragma unroll
-                for (int i = 0; i < C::MT; ++i)
-#pragma unroll
-                    for (int q = 0; q < 4; ++q) {
-                        const int r = wm * C::WTM + i * 16 + qf_frag_a8_row(lane, 4 * q);
-                        a[i][ls].r[q] = qf_ld_quad(As + r * A::LDS + qf_frag_a8_col(lane, 4 * q));
+                    for (int ii = 0; ii < C::RT; ++ii) {
+                        const int8_t* pr = ws + (r0 + 16 * ii + g) * C::SEG + 32 * s + 4 * t;
+                        a[ii][ls].r[0] = qf_ld_quad(pr);
+                        a[ii][ls].r[1] = qf_ld_quad(pr + 8 * C::SEG);
+                        a[ii][ls].r[2] = qf_ld_quad(pr + 16);
+                        a[ii][ls].r[3] = qf_ld_quad(pr + 8 * C::SEG + 16);
                     }
 #pragma unroll
-                for (int j = 0; j < C::NT; ++j)
-#pragma unroll
-                    for (int q = 0; q < 2; ++q) {
-                        const int n = wn * C::WTN + j * 8 + qf_frag_b_col(lane);
-                        b[j][ls].r[q] = qf_ld_quad(Ws + n * A::LDS + qf_frag_b8_row(lane, 4 * q));
+                    for (int j = 0; j < C::MT; ++j) {
+                        const int8_t* pb = xs + (c0 + 8 * j + g) * C::SEG + 32 * s + 4 * t;
+                        b[j][ls].r[0] = qf_ld_quad(pb);
+                        b[j][ls].r[1] = qf_ld_quad(pb + 16);
                     }
-            });
-#pragma unroll
-            for (int i = 0; i < C::MT; ++i)
-#pragma unroll
-                for (int j = 0; j < C::NT; ++j) qf_mma_m16n8k32_s8(iacc[s][i][j], a[i], b[j]);
-            qf_for_lanes([&](int ls, int lane) {
-                qf_for_acc<C>(wid, lane, [&](int i, int j, int e, int r, int n) {
-                    p.fold(sd, fold, r, n, iacc[s][i][j][ls].r[e], facc[s][i][j][ls].r[e]);
                 });
-            });
+#pragma unroll
+                for (int ii = 0; ii < C::RT; ++ii)
+#pragma unroll
+                    for (int j = 0; j < C::MT; ++j) qf_mma_m16n8k32_s8(iacc[wsl][ii][j], a[ii], b[j]);
+                qf_for_lanes([&](int ls, int lane) {
+                    qf_for_acc_t<C::RT, C::MT>(lane, r0, c0, [&](int ii, int j, int e, int r, int c) {
+                        p.fold(wsd + 2 * (r * C::SUBS + s), xsd + 2 * (c * C::SUBS + s), tz[wsl][j][e & 1][ls], k,
+                               iacc[wsl][ii][j][ls].r[e], facc[wsl][ii][j][ls].r[e]);
+                    });
+                });
+            }
         });
-        qf_sync();
-    }
+    };
 
-    qf_for_warps<C::NW>([&](int s, int wid) {
+    // Prologue: k-steps 0 … STAGES − 2 in flight (a group each, empty past the range), k-step
+    // 0's weights decoded.
+#pragma unroll 1
+    for (int i = 0; i < C::STAGES - 1; ++i) {
+        if (i < nk) issue(i);
+        else qf_cp_async_commit();
+    }
+    if (nk > 0) decode(0);
+#pragma unroll 1
+    for (long long i = 0; i < nk; ++i) {
+        // K-step i's activations landed (at most STAGES − 2 younger groups pending) and its
+        // weights decoded, visible to the CTA; every warp done with k-step i − 1's slot (which
+        // k-step i + STAGES − 1 takes) and weight tile (which k-step i + 1 takes).
+        qf_cp_async_wait<C::STAGES - 2>();
+        qf_sync();
+        if (i + C::STAGES - 1 < nk) issue(i + C::STAGES - 1);
+        else qf_cp_async_commit();
+        multiply(i);
+        if (i + 1 < nk) decode(i + 1);
+    }
+    qf_cp_async_wait<0>();
+
+    // Epilogue: every lane's folded accumulators inside M × N.
+    qf_for_warps<C::NW>([&](int ws, int wid) {
+        const int r0 = (wid / C::WT) * C::WROWS, c0 = (wid % C::WT) * C::WTOK;
         qf_for_lanes([&](int ls, int lane) {
-            qf_for_acc<C>(wid, lane, [&](int i, int j, int e, int r, int c) {
-                const long long m = m0 + r, n = n0 + c;
-                if (m < M && n < N) store(m * N + n, p.result(facc[s][i][j][ls].r[e], m));
+            qf_for_acc_t<C::RT, C::MT>(lane, r0, c0, [&](int ii, int j, int e, int r, int c) {
+                const long long n = n0 + r, m = m0 + c;
+                if (m < M && n < N) qf_gemm_store(y, out, m * N + n, p.result(facc[ws][ii][j][ls].r[e], m));
             });
         });
     });
 }
 
+// One CTA of instance C, split z of `splits` (its partial sums into y + z·M·N, f32, when
+// splits > 1).
+template <class P, class C>
+QF_HD void qf_gemm_i8t_tile(const P& p, void* y, int out, long long M, long long N, long long K, int splits, int z,
+                            long long tm, long long tn, uint8_t* smem) {
+    long long kb, ke;
+    qf_gemm_krange<C>(K, splits, z, &kb, &ke);
+    char* yz = static_cast<char*>(y) + (long long)z * M * N * qf_gemm_out_bytes(out);
+    qf_gemm_i8t_body<P, C>(p, yz, out, M, N, K, kb, ke, tm, tn, smem);
+}
+
+// Host: instance C's CTAs one after the other (every split z), tile(C(), z, tm, tn, smem) each,
+// in one heap "shared memory" (16-byte aligned, as the device's).
+template <class C, class Fn>
+void qf_host_i8t_grid(long long M, long long N, int splits, Fn&& tile) {
+    std::vector<uint8_t> sm(C::SMEM_BYTES + 16);
+    uint8_t* smem = sm.data() + ((16 - (reinterpret_cast<uintptr_t>(sm.data()) & 15)) & 15);
+    for (int z = 0; z < splits; ++z)
+        for (long long tm = 0; tm < (M + C::TOK - 1) / C::TOK; ++tm)
+            for (long long tn = 0; tn < (N + C::ROWS - 1) / C::ROWS; ++tn) tile(C(), z, tm, tn, smem);
+}
+#define QF_HOST_I8T_CASE(I, CFG)                        \
+    case I:                                             \
+        qf_host_i8t_grid<CFG>(M, N, splits, tile);      \
+        break;
+// The end of a host wrapper: no cp.async may be left in flight (aborts otherwise).
+#define QF_HOST_I8T_CHECK(WHAT)                                                                         \
+    if (qf_cp_async_pending() != 0) {                                                                   \
+        fprintf(stderr, WHAT ": %zu cp.async copies never waited for\n", qf_cp_async_pending());       \
+        abort();                                                                                        \
+    }
+
 // ---- A8W4DQ: the policy of the integer group dot ------------------------------------------
 // xq: M × lda int8 (0 past K), xs / xz: per-row scale and zero point; w: N rows of
 // ceil(K / group) groups of gbytes bytes (scale of dtype sdt, then the values). Side data:
-// ai = the row's zero point, wi = the step's code sum, wf[0] = the group's scale.
+// the weight sub-block's (group scale, code sum); the token's zero point in registers.
 template <class F>
 struct qf_a8_policy {
+    static constexpr bool ACT_SIDE = false;
     const int8_t* xq;
     const float* xs;
     const int* xz;
     const uint8_t* w;
-    long long lda;
+    long long lda, K;
     int group, gbytes, sdt;
-    template <class C>
-    QF_HD void tile_row(qf_i8_side<C>& sd, int r, long long gm, long long M) const {
-        sd.ai[r] = gm < M ? xz[gm] : 0;
-    }
-    QF_HD uint32_t act_quad(long long gm, long long k) const { return qf_ld_quad(xq + gm * lda + k); }
-    template <class C>
-    QF_HD void act_step(qf_i8_side<C>&, int, long long, long long, long long) const {}
-    template <class C>
-    QF_HD void weight_step(qf_i8_side<C>& sd, int r, long long row, long long N, long long K, long long k0,
-                           int8_t* dst) const {
-        int sum = 0;
-        float sc = 0.0f;
-        if (row < N) {
-            const long long row_bytes = (K + group - 1) / group * gbytes;
-            const uint8_t* g = w + row * row_bytes + (k0 / group) * gbytes;
-            sc = qf_group_scale(g, sdt);
+    QF_HD const int8_t* act_codes(long long m, long long k0) const { return xq + m * lda + k0; }
+    QF_HD const float* act_side(long long, long long) const { return nullptr; }
+    QF_HD int tok_const(long long m) const { return xz[m]; }
+    QF_HD void decode(long long row, long long K, long long k, int8_t* q, float* sc, float* sum) const {
+        const long long row_bytes = (K + group - 1) / group * gbytes;
+        const uint8_t* g = w + row * row_bytes + (k / group) * gbytes;
+        *sc = qf_group_scale(g, sdt);
+        int s = 0;
 #pragma unroll
-            for (int c = 0; c < 32; c += 8) {
-                int8_t v[8];
-                F::CODES::codes8(g + qf_group_scale_bytes(sdt), group, (int)(k0 % group) + c, v);
+        for (int c = 0; c < 32; c += 8) {
+            int8_t v[8];
+            F::CODES::codes8(g + qf_group_scale_bytes(sdt), group, (int)(k % group) + c, v);
 #pragma unroll
-                for (int j = 0; j < 8; ++j) {
-                    dst[c + j] = k0 + c + j < K ? v[j] : (int8_t)0;
-                    sum += dst[c + j];
-                }
+            for (int j = 0; j < 8; ++j) {
+                q[c + j] = k + c + j < K ? v[j] : (int8_t)0;
+                s += q[c + j];
             }
-        } else {
-            for (int c = 0; c < 32; ++c) dst[c] = 0;
         }
-        sd.wi[r] = sum;
-        sd.wf[0][r] = sc;
+        *sum = (float)s;  // |s| ≤ 32 · 128: exact
     }
-    // The group's last k-step folds its integer sums into the f32 accumulators.
-    QF_HD bool fold_now(long long k0, long long K) const { return (k0 + 32) % group == 0 || k0 + 32 >= K; }
-    // The zero point's share, exact in integers; at a group's end × the group scale, in f32.
-    template <class C>
-    QF_HD void fold(const qf_i8_side<C>& sd, bool now, int r, int n, int& acc, float& f) const {
-        acc -= sd.ai[r] * sd.wi[n];
-        if (now) {
-            f += (float)acc * sd.wf[0][n];
+    // The zero point's share, exact in integers; at a group's end (or K's) × the group scale,
+    // in f32, group after group in order.
+    QF_HD void fold(const float* wsd, const float*, int zp, long long k, int& acc, float& f) const {
+        acc -= zp * (int)wsd[1];
+        if ((k + 32) % group == 0 || k + 32 >= K) {
+            f += (float)acc * wsd[0];
             acc = 0;
         }
     }
@@ -241,64 +380,52 @@ struct qf_a8_policy {
     QF_HD float result(float f, long long m) const { return f * xs[m]; }
 };
 
-template <class F, class O, class C>
-QF_HD void qf_gemm_a8_tile(const int8_t* xq, const float* xs, const int* xz, const uint8_t* w, typename O::T* y,
+template <class F, class C>
+QF_HD void qf_gemm_a8_tile(const int8_t* xq, const float* xs, const int* xz, const uint8_t* w, void* y, int out,
                            long long M, long long N, long long K, long long lda, int group, int gbytes, int sdt,
-                           long long tm, long long tn, int8_t* smem, qf_i8_side<C>& sd) {
-    const qf_a8_policy<F> p{xq, xs, xz, w, lda, group, gbytes, sdt};
-    qf_gemm_i8_tile<C>(p, [&](long long i, float v) { y[i] = O::conv(v); }, M, N, K, tm, tn, smem, sd);
+                           long long tm, long long tn, uint8_t* smem) {
+    const qf_a8_policy<F> p{xq, xs, xz, w, lda, K, group, gbytes, sdt};
+    qf_gemm_i8t_tile<qf_a8_policy<F>, C>(p, y, out, M, N, K, 1, 0, tm, tn, smem);
 }
 
 // Threads of the activation quantizer's CTA (one row each).
 #define QF_I8DYN_THREADS 256
 
 #ifdef __CUDACC__
-template <class F, class O, class C>
-__device__ __forceinline__ void qf_gemm_a8_kernel(const int8_t* xq, const float* xs, const int* xz, const uint8_t* w,
-                                                  typename O::T* y, long long M, long long N, long long K,
-                                                  long long lda, int group, int gbytes, int sdt) {
-    __shared__ __align__(16) int8_t smem[qf_a8_cfg<C>::SMEM];
-    __shared__ qf_i8_side<C> sd;
-    qf_gemm_a8_tile<F, O, C>(xq, xs, xz, w, y, M, N, K, lda, group, gbytes, sdt, blockIdx.y, blockIdx.x, smem, sd);
-}
-
-#define QF_GEMM_A8_KERNEL(F, NAME, ONAME, OUT)                                                          \
-    extern "C" __global__ void __launch_bounds__(qf_gemm_cfg_a8::NTH)                              \
-        qforge_gemm_##NAME##_a8_##ONAME(const int8_t* xq, const float* xs, const int* xz, const uint8_t* w, \
-                                        OUT::T* y, long long M, long long N, long long K, long long lda,   \
-                                        int group, int gbytes, int sdt) {                                \
-        qf_gemm_a8_kernel<F, OUT, qf_gemm_cfg_a8>(xq, xs, xz, w, y, M, N, K, lda, group, gbytes, sdt); \
+// qforge_gemm_<format>_a8_<instance>: instance I (qf_i8_cfg_<I>, named TNAME) on grid
+// (ceil(N / ROWS), ceil(M / TOK)), block its NTH threads, its SMEM_BYTES of dynamic shared
+// memory; out: 0 f32, 1 f16, 2 bf16. Never split (the result is the CPU's bit for bit).
+#define QF_GEMM_A8_KERNEL(F, NAME, I, TNAME)                                                            \
+    extern "C" __global__ void __launch_bounds__(qf_i8_cfg_##I::NTH)                                    \
+        qforge_gemm_##NAME##_a8_##TNAME(const int8_t* xq, const float* xs, const int* xz, const uint8_t* w, \
+                                        void* y, long long M, long long N, long long K, long long lda,  \
+                                        int group, int gbytes, int sdt, int out) {                      \
+        extern __shared__ __align__(16) uint8_t qf_i8_smem[];                                           \
+        qf_gemm_a8_tile<F, qf_i8_cfg_##I>(xq, xs, xz, w, y, out, M, N, K, lda, group, gbytes, sdt,      \
+                                          (long long)blockIdx.y, (long long)blockIdx.x, qf_i8_smem);    \
     }
 
-// The module of a format with the integer group dot: the activation quantizer (grid M, block
-// QF_I8DYN_THREADS) and the GEMM for each output type (grid (ceil(N/BN), ceil(M/BM))).
-#define QF_GEMM_A8_INSTANTIATE(F, NAME)                                                                 \
+// The activation quantizer of a module with the A8 GEMM: grid M, block QF_I8DYN_THREADS.
+#define QF_QUANTIZE_I8DYN_KERNEL                                                                        \
     extern "C" __global__ void __launch_bounds__(QF_I8DYN_THREADS)                                      \
         qforge_quantize_int8_dyn(const float* x, int8_t* q, float* scale, int* zp, long long K, long long lda) { \
         __shared__ float red[2 * QF_I8DYN_THREADS], par[3];                                             \
         qf_quantize_i8dyn_row<QF_I8DYN_THREADS>(x, q, scale, zp, K, lda, blockIdx.x, red, par);         \
-    }                                                                                                   \
-    QF_GEMM_A8_KERNEL(F, NAME, f32, qf_out_f32)                                                         \
-    QF_GEMM_A8_KERNEL(F, NAME, f16, qf_out_f16)                                                         \
-    QF_GEMM_A8_KERNEL(F, NAME, bf16, qf_out_bf16)
+    }
 #endif
 
-// Host wrappers: the CTAs one after the other.
-#define QF_HOST_GEMM_A8(F, NAME, ONAME, OUT)                                                            \
-    extern "C" void qf_host_gemm_##NAME##_a8_##ONAME(const int8_t* xq, const float* xs, const int* xz,  \
-                                                     const uint8_t* w, OUT::T* y, long long M, long long N, \
-                                                     long long K, long long lda, int group, int gbytes, int sdt) { \
-        typedef qf_gemm_cfg_a8 C;                                                                  \
-        alignas(16) int8_t smem[qf_a8_cfg<C>::SMEM];                                                    \
-        qf_i8_side<C> sd;                                                                               \
-        for (long long tm = 0; tm < (M + C::BM - 1) / C::BM; ++tm)                                      \
-            for (long long tn = 0; tn < (N + C::BN - 1) / C::BN; ++tn)                                  \
-                qf_gemm_a8_tile<F, OUT, C>(xq, xs, xz, w, y, M, N, K, lda, group, gbytes, sdt, tm, tn, smem, sd); \
+// Host wrapper: instance `inst`'s CTAs one after the other.
+#define QF_HOST_GEMM_A8(F, NAME)                                                                        \
+    extern "C" void qf_host_gemm_##NAME##_a8(const int8_t* xq, const float* xs, const int* xz, const uint8_t* w, \
+                                             void* y, long long M, long long N, long long K, long long lda, \
+                                             int group, int gbytes, int sdt, int out, int inst) {       \
+        const int splits = 1;                                                                           \
+        auto tile = [&](auto cfg, int, long long tm, long long tn, uint8_t* smem) {                     \
+            qf_gemm_a8_tile<F, decltype(cfg)>(xq, xs, xz, w, y, out, M, N, K, lda, group, gbytes, sdt, tm, tn, smem); \
+        };                                                                                              \
+        switch (inst) { QF_I8_INSTANCES(QF_HOST_I8T_CASE) }                                             \
+        QF_HOST_I8T_CHECK("qf_host_gemm a8")                                                            \
     }
-#define QF_HOST_GEMM_A8_INSTANTIATE(F, NAME)                                                            \
-    QF_HOST_GEMM_A8(F, NAME, f32, qf_out_f32)                                                           \
-    QF_HOST_GEMM_A8(F, NAME, f16, qf_out_f16)                                                           \
-    QF_HOST_GEMM_A8(F, NAME, bf16, qf_out_bf16)
 // Once per host translation unit (the quantizer belongs to no format).
 #define QF_HOST_QUANTIZE_I8DYN                                                                          \
     extern "C" void qf_host_quantize_int8_dyn(const float* x, int8_t* q, float* scale, int* zp, long long M, \

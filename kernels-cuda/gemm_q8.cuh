@@ -15,9 +15,11 @@
 //   static void act32(const float* x, qf_block_q8_1* out)
 // — BLOCK activations (zero-padded) quantized exactly as the CPU's encode does, written as
 // BLOCK / 32 units {d, s, qs[32]}: d the stored scale widened to f32, s the stored sum where
-// the format has one (q8_1), else d·Σqs.
+// the format has one (q8_1), else d·Σqs. The GEMM reads them as two arrays: the codes (M rows
+// of lda, a multiple of 128) and each unit's (d, s) (M rows of lda / 32 pairs).
 //
-// Written over warp.cuh's interface: the tile loop is gemm8.cuh's qf_gemm_i8_tile.
+// Written over warp.cuh's interface: the tile loop is gemm8.cuh's transposed qf_gemm_i8t_body,
+// split-k where the tiler asks (the f32 partial sums of each K range added up afterwards).
 #pragma once
 #include "gemm8.cuh"
 
@@ -34,106 +36,111 @@ struct qf_has_codes32<F, decltype(F::codes32((const typename F::block*)nullptr, 
 };
 
 // One activation block of the activation format A: block `blk` of row `row` (x is M × K f32,
-// zeros past K) into units [blk·A::BLOCK/32, …) of the row's `units` units.
+// zeros past K) into the row's codes (lda per row) and (d, s) pairs (lda / 32 per row); the
+// row's last block also zeroes the row's tail past `units` units.
 template <class A>
-QF_HD void qf_quantize_act_block(const float* x, qf_block_q8_1* act, long long K, long long units, long long row,
-                                 long long blk) {
+QF_HD void qf_quantize_act_block(const float* x, int8_t* codes, float* ds, long long K, long long units, long long lda,
+                                 long long row, long long blk) {
     float v[A::BLOCK];
+    qf_block_q8_1 u[A::BLOCK / 32];
     const long long k0 = blk * A::BLOCK;
     for (int j = 0; j < A::BLOCK; ++j) v[j] = k0 + j < K ? x[row * K + k0 + j] : 0.0f;
-    A::act32(v, act + row * units + blk * (A::BLOCK / 32));
+    A::act32(v, u);
+    int8_t* c = codes + row * lda;
+    float* d = ds + row * (lda / 32) * 2;
+    for (int i = 0; i < A::BLOCK / 32; ++i) {
+        for (int j = 0; j < 32; ++j) c[k0 + 32 * i + j] = u[i].qs[j];
+        d[2 * (k0 / 32 + i)] = u[i].d;
+        d[2 * (k0 / 32 + i) + 1] = u[i].s;
+    }
+    if (k0 + A::BLOCK == units * 32) {
+        for (long long k = units * 32; k < lda; ++k) c[k] = 0;
+        for (long long i = units; i < lda / 32; ++i) d[2 * i] = d[2 * i + 1] = 0.0f;
+    }
 }
 
-// The policy of qf_gemm_i8_tile: act holds M rows of `units` units (the weight row's padded
-// length / 32), w N rows of units·32 / F::BLOCK blocks. Side data: af = the step's d_a, s_a;
-// wf = the step's d_w, m_w.
+// The policy of qf_gemm_i8t_body: codes / ds as above (lda per row), w N rows of
+// units·32 / F::BLOCK blocks. Side data: the weight sub-block's (d_w, m_w), the activation
+// unit's (d_a, s_a).
 template <class F>
 struct qf_q8_policy {
-    const qf_block_q8_1* act;
+    static constexpr bool ACT_SIDE = true;
+    const int8_t* codes;
+    const float* ds;
     const uint8_t* w;
-    long long units;
-    template <class C>
-    QF_HD void tile_row(qf_i8_side<C>&, int, long long, long long) const {}
-    QF_HD uint32_t act_quad(long long gm, long long k) const {
-        return qf_ld_quad(act[gm * units + k / 32].qs + k % 32);
+    long long lda, units;
+    QF_HD const int8_t* act_codes(long long m, long long k0) const { return codes + m * lda + k0; }
+    QF_HD const float* act_side(long long m, long long k0) const { return ds + 2 * (m * (lda / 32) + k0 / 32); }
+    QF_HD int tok_const(long long) const { return 0; }
+    QF_HD void decode(long long row, long long K, long long k, int8_t* q, float* d, float* m) const {
+        const typename F::block* b =
+            reinterpret_cast<const typename F::block*>(w) + row * (units * 32 / F::BLOCK) + k / F::BLOCK;
+        F::codes32(b, (int)(k % F::BLOCK) / 32, q, d, m);
+        if (k + 32 > K)
+            for (int j = 0; j < 32; ++j) q[j] = k + j < K ? q[j] : (int8_t)0;
     }
-    template <class C>
-    QF_HD void act_step(qf_i8_side<C>& sd, int r, long long gm, long long M, long long k0) const {
-        const qf_block_q8_1* a = act + gm * units + k0 / 32;
-        sd.af[0][r] = gm < M ? a->d : 0.0f;
-        sd.af[1][r] = gm < M ? a->s : 0.0f;
-    }
-    template <class C>
-    QF_HD void weight_step(qf_i8_side<C>& sd, int r, long long row, long long N, long long K, long long k0,
-                           int8_t* dst) const {
-        float d = 0.0f, m = 0.0f;
-        if (row < N) {
-            const typename F::block* b =
-                reinterpret_cast<const typename F::block*>(w) + row * (units * 32 / F::BLOCK) + k0 / F::BLOCK;
-            int8_t q[32];
-            F::codes32(b, (int)(k0 % F::BLOCK) / 32, q, &d, &m);
-            for (int j = 0; j < 32; ++j) dst[j] = k0 + j < K ? q[j] : (int8_t)0;
-        } else {
-            for (int j = 0; j < 32; ++j) dst[j] = 0;
-        }
-        sd.wf[0][r] = d;
-        sd.wf[1][r] = m;
-    }
-    QF_HD bool fold_now(long long, long long) const { return true; }
-    // (d_w·d_a)·Σ + m_w·s_a, every step (ggml's per-block formula).
-    template <class C>
-    QF_HD void fold(const qf_i8_side<C>& sd, bool, int r, int n, int& acc, float& f) const {
-        f += sd.wf[0][n] * sd.af[0][r] * (float)acc + sd.wf[1][n] * sd.af[1][r];
+    // (d_w·d_a)·Σ + m_w·s_a, every sub-block (ggml's per-block formula).
+    QF_HD void fold(const float* wsd, const float* asd, int, long long, int& acc, float& f) const {
+        f += wsd[0] * asd[0] * (float)acc + wsd[1] * asd[1];
         acc = 0;
     }
     QF_HD float result(float f, long long) const { return f; }
 };
 
 template <class F, class C>
-QF_HD void qf_gemm_q8_tile(const qf_block_q8_1* act, const uint8_t* w, void* y, int out, long long M, long long N,
-                           long long K, long long units, long long tm, long long tn, int8_t* smem, qf_i8_side<C>& sd) {
+QF_HD void qf_gemm_q8_tile(const int8_t* codes, const float* ds, const uint8_t* w, void* y, int out, long long M,
+                           long long N, long long K, long long lda, long long units, int splits, int z, long long tm,
+                           long long tn, uint8_t* smem) {
     static_assert(qf_has_codes32<F>::value, "the int8 GEMM needs the format's codes32");
     static_assert(F::BLOCK % 32 == 0, "32-element sub-blocks");
-    const qf_q8_policy<F> p{act, w, units};
-    qf_gemm_i8_tile<C>(p, [&](long long i, float v) { qf_gemm_store(y, out, i, v); }, M, N, K, tm, tn, smem, sd);
+    const qf_q8_policy<F> p{codes, ds, w, lda, units};
+    qf_gemm_i8t_tile<qf_q8_policy<F>, C>(p, y, out, M, N, K, splits, z, tm, tn, smem);
 }
 
 // Threads per CTA of the activation quantizer (one activation block per thread).
 #define QF_ACT8_THREADS 256
 
 #ifdef __CUDACC__
-// qforge_quantize_act8 (grid-stride over M × blocks per row) and qforge_gemm_<format>_q8
-// (grid (ceil(N/BN), ceil(M/BM)), out: 0 f32, 1 f16, 2 bf16), on the tile qf_gemm_cfg_a8.
-#define QF_GEMM_Q8_INSTANTIATE(F, NAME, ACT)                                                             \
+// qforge_quantize_act8: grid-stride over M × blocks per row.
+#define QF_QUANTIZE_ACT8_KERNEL(ACT)                                                                    \
     extern "C" __global__ void __launch_bounds__(QF_ACT8_THREADS)                                       \
-        qforge_quantize_act8(const float* x, qf_block_q8_1* act, long long K, long long units, long long M) { \
+        qforge_quantize_act8(const float* x, int8_t* codes, float* ds, long long K, long long units, long long lda, \
+                             long long M) {                                                             \
         const long long per = units * 32 / ACT::BLOCK;                                                  \
         for (long long i = (long long)blockIdx.x * QF_ACT8_THREADS + threadIdx.x; i < M * per;          \
              i += (long long)gridDim.x * QF_ACT8_THREADS)                                               \
-            qf_quantize_act_block<ACT>(x, act, K, units, i / per, i % per);                             \
-    }                                                                                                   \
-    extern "C" __global__ void __launch_bounds__(qf_gemm_cfg_a8::NTH)                                   \
-        qforge_gemm_##NAME##_q8(const qf_block_q8_1* act, const uint8_t* w, void* y, long long M, long long N, \
-                                long long K, long long units, int out) {                                \
-        __shared__ __align__(16) int8_t smem[qf_a8_cfg<qf_gemm_cfg_a8>::SMEM];                           \
-        __shared__ qf_i8_side<qf_gemm_cfg_a8> sd;                                                       \
-        qf_gemm_q8_tile<F, qf_gemm_cfg_a8>(act, w, y, out, M, N, K, units, blockIdx.y, blockIdx.x, smem, sd); \
+            qf_quantize_act_block<ACT>(x, codes, ds, K, units, lda, i / per, i % per);                  \
+    }
+// qforge_gemm_<format>_q8_<instance>: instance I (qf_i8_cfg_<I>, named TNAME) on grid
+// (ceil(N / ROWS), ceil(M / TOK), splits), block its NTH threads, its SMEM_BYTES of dynamic
+// shared memory; out: 0 f32, 1 f16, 2 bf16. With splits > 1, split z writes f32 partial sums
+// to y + z·M·N.
+#define QF_GEMM_Q8_KERNEL(F, NAME, I, TNAME)                                                            \
+    extern "C" __global__ void __launch_bounds__(qf_i8_cfg_##I::NTH)                                    \
+        qforge_gemm_##NAME##_q8_##TNAME(const int8_t* codes, const float* ds, const uint8_t* w, void* y, \
+                                        long long M, long long N, long long K, long long lda, long long units, \
+                                        int splits, int out) {                                          \
+        extern __shared__ __align__(16) uint8_t qf_i8_smem[];                                           \
+        qf_gemm_q8_tile<F, qf_i8_cfg_##I>(codes, ds, w, y, out, M, N, K, lda, units, splits, (int)blockIdx.z, \
+                                          (long long)blockIdx.y, (long long)blockIdx.x, qf_i8_smem);    \
     }
 #endif
 
-// Host wrappers: the quantizer's blocks and the GEMM's CTAs one after the other.
+// Host wrappers: the quantizer's blocks, and instance `inst`'s CTAs (every split z into
+// y + z·M·N, f32 partial sums where splits > 1) one after the other.
 #define QF_HOST_GEMM_Q8(F, NAME, ACT)                                                                   \
-    extern "C" void qf_host_quantize_act8_##NAME(const float* x, qf_block_q8_1* act, long long K,       \
-                                                 long long units, long long M) {                        \
+    extern "C" void qf_host_quantize_act8_##NAME(const float* x, int8_t* codes, float* ds, long long K, \
+                                                 long long units, long long lda, long long M) {         \
         const long long per = units * 32 / ACT::BLOCK;                                                  \
-        for (long long i = 0; i < M * per; ++i) qf_quantize_act_block<ACT>(x, act, K, units, i / per, i % per); \
+        for (long long i = 0; i < M * per; ++i)                                                         \
+            qf_quantize_act_block<ACT>(x, codes, ds, K, units, lda, i / per, i % per);                  \
     }                                                                                                   \
-    extern "C" void qf_host_gemm_##NAME##_q8(const qf_block_q8_1* act, const uint8_t* w, void* y, long long M, \
-                                             long long N, long long K, long long units, int out) {      \
-        typedef qf_gemm_cfg_a8 C;                                                                       \
-        alignas(16) int8_t smem[qf_a8_cfg<C>::SMEM];                                                    \
-        qf_i8_side<C> sd;                                                                               \
-        for (long long tm = 0; tm < (M + C::BM - 1) / C::BM; ++tm)                                      \
-            for (long long tn = 0; tn < (N + C::BN - 1) / C::BN; ++tn)                                  \
-                qf_gemm_q8_tile<F, C>(act, w, y, out, M, N, K, units, tm, tn, smem, sd);                \
+    extern "C" void qf_host_gemm_##NAME##_q8(const int8_t* codes, const float* ds, const uint8_t* w, void* y, \
+                                             long long M, long long N, long long K, long long lda,      \
+                                             long long units, int splits, int out, int inst) {          \
+        auto tile = [&](auto cfg, int z, long long tm, long long tn, uint8_t* smem) {                   \
+            qf_gemm_q8_tile<F, decltype(cfg)>(codes, ds, w, y, out, M, N, K, lda, units, splits, z, tm, tn, smem); \
+        };                                                                                              \
+        switch (inst) { QF_I8_INSTANCES(QF_HOST_I8T_CASE) }                                             \
+        QF_HOST_I8T_CHECK("qf_host_gemm q8")                                                            \
     }

@@ -51,12 +51,6 @@ pub fn gemm_cfg_cpp(t: &FusedTile) -> String {
     format!("qf_gemmt_cfg<{}, {}, {}, {}, {}, {}, {seg}>", t.bm, t.bn, t.bk, t.wm, t.wn, t.stages)
 }
 
-/// The C++ type of the 8-bit integer GEMMs' tile ([`A8_TILE`]):
-/// `qf_gemm_cfg<bm, bn, bk, wm, wn, stages>` in `kernels-cuda/gemm.cuh` (static shared memory).
-pub fn gemm8_cfg_cpp(t: &FusedTile) -> String {
-    format!("qf_gemm_cfg<{}, {}, {}, {}, {}, {}>", t.bm, t.bn, t.bk, t.wm, t.wn, t.stages)
-}
-
 /// `typedef qf_gemm_cfg<…> qf_gemm_cfg_<name>;` for every instance (after `templates.cuh`).
 pub fn gemm_cfg_typedefs() -> String {
     FUSED_GEMM_TILES.iter().map(|t| format!("typedef {} qf_gemm_cfg_{};\n", gemm_cfg_cpp(t), t.name())).collect()
@@ -149,8 +143,8 @@ pub fn module_source(d: &FormatDesc) -> Option<String> {
         d.block_bytes,
         gemm_cfg_typedefs(),
         gemm_lines("QF_GEMM_KERNEL", c.traits, d.name),
-        a8_instantiate(d, "QF_GEMM_A8_INSTANTIATE"),
-        q8_instantiate(d, "QF_GEMM_Q8_INSTANTIATE"),
+        a8_instantiate(d),
+        q8_instantiate(d, true),
         fp8_instantiate(d)
     ))
 }

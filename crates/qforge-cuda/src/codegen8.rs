@@ -1,19 +1,41 @@
 // The 8-bit tensor-core GEMMs' part of the generator (included into `codegen.rs`): which
 // formats get them, from the registry's data, and what they are called.
 
-/// The CTA tile of the 8-bit GEMMs (A8W4DQ, the int8 GEMM of the GGUF formats, FP8):
-/// qforge-tiling's [`EIGHT_BIT_TILE`](qforge_tiling::EIGHT_BIT_TILE), 64 × 64, k-step 32 on
-/// 2 × 2 warps, static shared memory (`qf_gemm_cfg` in gemm.cuh, [`gemm8_cfg_cpp`]).
-/// gemm8.cuh names it `qf_gemm_cfg_a8`.
-pub const A8_TILE: FusedTile = qforge_tiling::EIGHT_BIT_TILE;
+/// The transposed int8 GEMMs' instances (qforge-tiling's, chosen per shape by
+/// `qforge_tiling::i8_tile`), shared by A8W4DQ and the GGUF formats' int8 GEMM: one kernel per
+/// instance; gemm8.cuh names instance `i` `qf_i8_cfg_<i>`.
+pub use qforge_tiling::I8_GEMM_TILES;
+/// The int8 GEMMs' instance and split rules (for callers that time an instance directly).
+#[allow(unused_imports)] // the build script includes this file and reads only the tables
+pub use qforge_tiling::{i8_smem_bytes, i8_splits, i8_tile};
 
-fn a8_cfg_typedef() -> String {
-    format!("typedef {} qf_gemm_cfg_a8;\n", gemm8_cfg_cpp(&A8_TILE))
+/// The instances as C++ types and the list `QF_I8_INSTANCES(X)` (`X(i, qf_i8_cfg_<i>)` for
+/// each) the host wrappers switch over; guarded, so a unit may hold both int8 GEMMs.
+fn i8_cfg_typedef() -> String {
+    let mut s = String::from("#ifndef QF_I8_INSTANCES
+");
+    let mut list = String::from("#define QF_I8_INSTANCES(X)");
+    for (i, t) in I8_GEMM_TILES.iter().enumerate() {
+        s += &format!("typedef qf_i8_cfg<{}, {}, {}, {}, {}> qf_i8_cfg_{i};\n", t.rows, t.tok, t.wr, t.wt, t.stages);
+        list += &format!(" X({i}, qf_i8_cfg_{i})");
+    }
+    s + &list + "\n#endif\n"
 }
 
-/// The output types of the A8 GEMM, one kernel each (`QF_GEMM_A8_INSTANTIATE` in
-/// gemm8.cuh; the f16 / bf16 GEMM takes its output type as an argument instead).
-pub const A8_OUT_TYPES: [&str; 3] = ["f32", "f16", "bf16"];
+/// One `MACRO(traits, name, i, instance name)` line per instance of [`I8_GEMM_TILES`].
+fn i8_kernels(macro_name: &str, traits: &str, format: &str) -> String {
+    I8_GEMM_TILES
+        .iter()
+        .enumerate()
+        .map(|(i, t)| format!("{macro_name}({traits}, {format}, {i}, {})\n", t.name()))
+        .collect()
+}
+
+/// `qforge_gemm_<format>_<kind>_<instance>` for every instance of [`I8_GEMM_TILES`] (`kind`:
+/// `a8` or `q8`).
+pub fn i8_kernel_names(format: &str, kind: &str) -> Vec<String> {
+    I8_GEMM_TILES.iter().map(|t| format!("qforge_gemm_{format}_{kind}_{}", t.name())).collect()
+}
 
 /// The A8 GEMM's activation quantizer in a module that has the A8 GEMM
 /// (`kernels-cuda/gemm8.cuh`): per-token asymmetric int8, one CTA per row.
@@ -31,33 +53,36 @@ pub fn a8_gemm(d: &FormatDesc) -> bool {
 }
 
 /// The A8 kernels of a format's module, in the order the runtime loads them:
-/// [`A8_QUANTIZE_KERNEL`], then `qforge_gemm_<format>_a8_<out>` for every output type of
-/// [`A8_OUT_TYPES`] (empty for a format without them).
+/// [`A8_QUANTIZE_KERNEL`], then `qforge_gemm_<format>_a8_<instance>` for every instance of
+/// [`I8_GEMM_TILES`] (empty for a format without them; the output type is an argument).
 pub fn a8_kernel_names(format: &str) -> Vec<String> {
     match qforge_formats::get(format) {
-        Ok(f) if a8_gemm(f.desc()) => std::iter::once(A8_QUANTIZE_KERNEL.to_string())
-            .chain(A8_OUT_TYPES.iter().map(|o| format!("qforge_gemm_{format}_a8_{o}")))
-            .collect(),
+        Ok(f) if a8_gemm(f.desc()) => {
+            std::iter::once(A8_QUANTIZE_KERNEL.to_string()).chain(i8_kernel_names(format, "a8")).collect()
+        }
         _ => Vec::new(),
     }
 }
 
-/// `#include "gemm8.cuh"` and `MACRO(traits, name)` for a format with the A8 GEMM; empty
-/// otherwise.
-fn a8_instantiate(d: &FormatDesc, macro_name: &str) -> String {
+/// The A8 part of a format's module: `gemm8.cuh`, the instances, the quantizer and a kernel
+/// per instance; empty for a format without the A8 GEMM.
+fn a8_instantiate(d: &FormatDesc) -> String {
     match &d.cuda {
-        Some(c) if a8_gemm(d) => {
-            format!("#include \"gemm8.cuh\"\n{}{macro_name}({}, {})\n", a8_cfg_typedef(), c.traits, d.name)
-        }
+        Some(c) if a8_gemm(d) => format!(
+            "#include \"gemm8.cuh\"\n{}QF_QUANTIZE_I8DYN_KERNEL\n{}",
+            i8_cfg_typedef(),
+            i8_kernels("QF_GEMM_A8_KERNEL", c.traits, d.name)
+        ),
         _ => String::new(),
     }
 }
 
 /// The host translation unit's part for the 8-bit GEMMs: the quantizer and the m16n8k32
 /// fragment layouts (for the test that holds them to the PTX ISA) where `common` (in one unit
-/// only), and every A8 format's host wrappers `qf_host_gemm_<format>_a8_<out>`.
+/// only), and every A8 format's host wrapper `qf_host_gemm_<format>_a8` (the instance an
+/// argument).
 fn a8_host_source<'a>(formats: impl IntoIterator<Item = &'a FormatDesc>, common: bool) -> String {
-    let mut s = String::from("#include \"gemm8.cuh\"\n") + &a8_cfg_typedef();
+    let mut s = String::from("#include \"gemm8.cuh\"\n") + &i8_cfg_typedef();
     if common {
         s += "QF_HOST_QUANTIZE_I8DYN\n\
          extern \"C\" void qf_host_frag8_coords(int lane, int* rc) {\n    \
@@ -65,7 +90,9 @@ fn a8_host_source<'a>(formats: impl IntoIterator<Item = &'a FormatDesc>, common:
          for (int i = 0; i < 8; ++i) { rc[32 + 2 * i] = qf_frag_b8_row(lane, i); rc[33 + 2 * i] = qf_frag_b_col(lane); }\n}\n";
     }
     for d in formats {
-        s += &a8_instantiate(d, "QF_HOST_GEMM_A8_INSTANTIATE").replace("#include \"gemm8.cuh\"\n", "").replace(&a8_cfg_typedef(), "");
+        if let (Some(c), true) = (&d.cuda, a8_gemm(d)) {
+            s += &format!("QF_HOST_GEMM_A8({}, {})\n", c.traits, d.name);
+        }
     }
     s
 }

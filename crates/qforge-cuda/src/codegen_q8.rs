@@ -3,7 +3,7 @@
 
 /// The activation quantizer of a module with the int8 GEMM (`kernels-cuda/gemm_q8.cuh`): the
 /// format's native activations (q8_0 / q8_1 / q8_k) by the activation format's own encoder,
-/// as units of 32 (`qf_block_q8_1`: f32 d, f32 s, 32 codes).
+/// as codes (rows padded to whole 128-column k-steps) and each 32-element unit's f32 (d, s).
 pub const Q8_QUANTIZE_KERNEL: &str = "qforge_quantize_act8";
 
 /// The activation format `d`'s int8 GEMM quantizes with (its native activations, ggml's
@@ -23,29 +23,33 @@ pub fn q8_gemm(d: &FormatDesc) -> bool {
     q8_act(d).is_some()
 }
 
-/// The int8 GEMM kernel of a format (`out` is an argument: 0 f32, 1 f16, 2 bf16).
-pub fn q8_gemm_kernel_name(format: &str) -> String {
-    format!("qforge_gemm_{format}_q8")
-}
-
 /// The int8 GEMM's kernels of a format's module, in the order the runtime loads them:
-/// [`Q8_QUANTIZE_KERNEL`], then [`q8_gemm_kernel_name`] (empty for a format without them).
+/// [`Q8_QUANTIZE_KERNEL`], then `qforge_gemm_<format>_q8_<instance>` for every instance of
+/// [`I8_GEMM_TILES`] (empty for a format without them; the output type is an argument: 0 f32,
+/// 1 f16, 2 bf16).
 pub fn q8_kernel_names(format: &str) -> Vec<String> {
     match qforge_formats::get(format) {
-        Ok(f) if q8_gemm(f.desc()) => vec![Q8_QUANTIZE_KERNEL.to_string(), q8_gemm_kernel_name(format)],
+        Ok(f) if q8_gemm(f.desc()) => {
+            std::iter::once(Q8_QUANTIZE_KERNEL.to_string()).chain(i8_kernel_names(format, "q8")).collect()
+        }
         _ => Vec::new(),
     }
 }
 
-/// `#include` the activation format's header and `gemm_q8.cuh`, then
-/// `MACRO(traits, name, activation traits)` for a format with the int8 GEMM; empty otherwise.
-fn q8_instantiate(d: &FormatDesc, macro_name: &str) -> String {
+/// The activation format's header, `gemm_q8.cuh`, the instances, and `MACRO(…)` lines for a
+/// format with the int8 GEMM: the module's (`device`: the quantizer and a kernel per
+/// instance) or the host unit's (the wrappers); empty otherwise.
+fn q8_instantiate(d: &FormatDesc, device: bool) -> String {
     match (q8_act(d), &d.cuda) {
         (Some(a), Some(c)) => {
             let ac = a.desc().cuda.as_ref().map_or("", |ac| ac.traits);
             let header = a.desc().cuda.as_ref().map_or("", |ac| ac.header_file);
-            let typedef = if a8_gemm(d) { String::new() } else { a8_cfg_typedef() };
-            format!("#include \"{header}\"\n#include \"gemm_q8.cuh\"\n{typedef}{macro_name}({}, {}, {ac})\n", c.traits, d.name)
+            let body = if device {
+                format!("QF_QUANTIZE_ACT8_KERNEL({ac})\n{}", i8_kernels("QF_GEMM_Q8_KERNEL", c.traits, d.name))
+            } else {
+                format!("QF_HOST_GEMM_Q8({}, {}, {ac})\n", c.traits, d.name)
+            };
+            format!("#include \"{header}\"\n#include \"gemm_q8.cuh\"\n{}{body}", i8_cfg_typedef())
         }
         _ => String::new(),
     }
@@ -62,7 +66,7 @@ fn q8_host_source<'a>(formats: impl IntoIterator<Item = &'a FormatDesc>) -> Stri
                 "extern \"C\" int qf_host_codes32_{}(void) {{ return qf_has_codes32<{}>::value; }}\n",
                 d.name, c.traits
             );
-            s += &q8_instantiate(d, "QF_HOST_GEMM_Q8").lines().filter(|l| l.starts_with("QF_")).map(|l| format!("{l}\n")).collect::<String>();
+            s += &q8_instantiate(d, false);
         }
     }
     s

@@ -3,10 +3,12 @@
 //! group size and scale dtype). The activations are quantized on the GPU
 //! (`qforge_quantize_int8_dyn`: per-token asymmetric int8), the weights' 4-bit codes decoded
 //! to int8 in shared memory, products on `mma.sync.m16n8k32.s32.s8.s8.s32`, the group scales
-//! applied per K-group in f32: `qforge_gemm_<format>_a8_<out>`.
+//! applied per K-group in f32: `qforge_gemm_<format>_a8_<instance>`, on the transposed
+//! instances of `qforge_tiling::I8_GEMM_TILES` that the GGUF formats' int8 GEMM
+//! ([`Cuda::gemm_q8`]) shares, never split (the result is the CPU's bit for bit).
 
 use crate::CudaError;
-use crate::codegen::{A8_TILE, a8_group_args, a8_kernel_names};
+use crate::codegen::{I8_GEMM_TILES, a8_group_args, a8_kernel_names, i8_smem_bytes};
 use crate::gemm::{check_operands, dtype_index, new_output, out_len, tile_grid};
 use crate::runtime::{Cuda, DeviceBuffer, DeviceQuantTensor, MODULES, alloc_err, dim, driver, inflate};
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, CudaView, DeviceRepr, LaunchConfig, PushKernelArg};
@@ -24,8 +26,9 @@ impl Cuda {
         self.cached_kernels(&self.a8, name, a8_kernel_names(name))
     }
 
-    /// The kernels `names` of the registered format `name`'s own module, from `cache` or
-    /// loaded (with the module) on first use; `MissingKernels` for an empty list.
+    /// The int8 GEMM kernels `names` of the registered format `name`'s own module, from
+    /// `cache` or loaded (with the module) on first use, their shared-memory limit raised to
+    /// the largest instance's; `MissingKernels` for an empty list.
     pub(crate) fn cached_kernels(
         &self,
         cache: &Mutex<HashMap<&'static str, Arc<Vec<CudaFunction>>>>,
@@ -33,7 +36,8 @@ impl Cuda {
         names: Vec<String>,
     ) -> Result<Arc<Vec<CudaFunction>>, CudaError> {
         let ptx = MODULES.iter().find(|(f, _)| *f == name).map(|(_, p)| *p);
-        self.cached_module_kernels(cache, name, name, ptx, names, "load PTX module", 0)
+        let smem = I8_GEMM_TILES.iter().map(i8_smem_bytes).max().unwrap_or(0);
+        self.cached_module_kernels(cache, name, name, ptx, names, "load PTX module", smem)
     }
 
     /// The kernels `names` of the deflated module `ptx`, cached under `key`, loaded on first
@@ -83,12 +87,12 @@ impl Cuda {
     }
 
     /// [`Cuda::gemm_a8`] into a caller-owned `y` (m × N elements of `out`: f32, or u16 bit
-    /// patterns for f16 / bf16).
+    /// patterns for f16 / bf16), on the instance `qforge_tiling::i8_tile` picks for m.
     ///
     /// # Errors
     /// `Quant(Unsupported)` for weights without an integer group dot (or groups that are not
     /// a multiple of 32); `Size` for a wrong activation / output length or element size, or M
-    /// past 65,535 × 64; `MissingKernels`, `OutOfMemory`, `Driver`. Non-finite activations
+    /// past 65,535 tiles; `MissingKernels`, `OutOfMemory`, `Driver`. Non-finite activations
     /// are not detected on the device (the CPU path refuses them).
     pub fn gemm_a8_into<T: DeviceRepr>(
         &self,
@@ -99,16 +103,34 @@ impl Cuda {
         out: DType,
         stream: &Arc<CudaStream>,
     ) -> Result<(), CudaError> {
+        self.gemm_a8_tile_into(w, x, m, y, out, crate::codegen::i8_tile(m as u64), stream)
+    }
+
+    /// [`Cuda::gemm_a8_into`] on instance `tile` of `I8_GEMM_TILES`.
+    ///
+    /// # Errors
+    /// As [`Cuda::gemm_a8_into`]; `Size` besides for `tile` past the instances.
+    #[allow(clippy::too_many_arguments)]
+    pub fn gemm_a8_tile_into<T: DeviceRepr>(
+        &self,
+        w: &DeviceQuantTensor,
+        x: &CudaView<'_, f32>,
+        m: usize,
+        y: &mut CudaSlice<T>,
+        out: DType,
+        tile: usize,
+        stream: &Arc<CudaStream>,
+    ) -> Result<(), CudaError> {
         let (n, k) = (w.shape().rows(), w.shape().cols());
         let (group, gbytes, sdt) = a8_group_args(w.format()).map_err(CudaError::Quant)?;
+        let t = i8_instance(tile)?;
         check_operands::<T>(x, m, n, k, y.len(), out)?;
-        let (gx, gy) = tile_grid(m, n, A8_TILE.bm as usize, A8_TILE.bn as usize)?;
+        let (gx, gy) = tile_grid(m, n, t.tok as usize, t.rows as usize)?;
         if m == 0 || n == 0 {
             return Ok(());
         }
         let kern = self.a8_kernels(w.format().desc().name)?;
-        let oi = dtype_index(out) as usize;
-        let lda = k.div_ceil(32) * 32;
+        let lda = k.div_ceil(128) * 128;
         let q_len = m
             .checked_mul(lda)
             .ok_or(CudaError::Quant(qforge_core::QuantError::Overflow { what: "int8 activations" }))?;
@@ -132,17 +154,38 @@ impl Cuda {
         // codes, scale and zero point (buffers of m × lda, m, m); argument types match
         // (const float*, int8_t*, float*, int*, long long, long long).
         unsafe { b.launch(qcfg) }.map_err(driver("launch quantize_int8_dyn"))?;
-        let cfg = LaunchConfig { grid_dim: (gx, gy, 1), block_dim: (A8_TILE.threads(), 1, 1), shared_mem_bytes: 0 };
-        let mut g = stream.launch_builder(&kern[1 + oi]);
+        let cfg = i8_launch(&t, gx, gy, 1);
+        let oi = dtype_index(out);
+        let mut g = stream.launch_builder(&kern[1 + tile]);
         g.arg(&q).arg(&scale).arg(&zp).arg(w.data()).arg(y).arg(&m64).arg(&n64).arg(&k64).arg(&lda64);
-        g.arg(&group).arg(&gbytes).arg(&sdt);
+        g.arg(&group).arg(&gbytes).arg(&sdt).arg(&oi);
         // SAFETY: the kernel reads m × lda codes and m scales / zero points (written above),
         // the n weight rows of ceil(k / group) groups of gbytes bytes (the layout `upload`
         // sized the allocation from), and writes m × n elements of `out` into y (length and
         // element size checked); argument types match its signature (const int8_t*, const
-        // float*, const int*, const uint8_t*, OUT*, long long × 4, int × 3); the grid covers
-        // every bm × bn tile once with the thread count it was compiled for.
+        // float*, const int*, const uint8_t*, void*, long long × 4, int × 4) — instance
+        // `tile`'s kernel; the grid covers every tok × rows tile once with its thread count and
+        // shared memory.
         unsafe { g.launch(cfg) }.map_err(driver("launch gemm a8"))?;
         Ok(())
+    }
+}
+
+/// Instance `tile` of `I8_GEMM_TILES`, or `Size`.
+pub(crate) fn i8_instance(tile: usize) -> Result<qforge_tiling::I8Tile, CudaError> {
+    I8_GEMM_TILES.get(tile).copied().ok_or(CudaError::Size {
+        what: "int8 GEMM instance",
+        expected: I8_GEMM_TILES.len(),
+        actual: tile,
+    })
+}
+
+/// The launch of an int8 GEMM instance over a (gx, gy, splits) grid with its dynamic shared
+/// memory (the limit raised at load where over 48 KiB).
+pub(crate) fn i8_launch(t: &qforge_tiling::I8Tile, gx: u32, gy: u32, splits: u32) -> LaunchConfig {
+    LaunchConfig {
+        grid_dim: (gx, gy, splits),
+        block_dim: (t.threads(), 1, 1),
+        shared_mem_bytes: i8_smem_bytes(t) as u32,
     }
 }

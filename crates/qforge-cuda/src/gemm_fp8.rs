@@ -61,7 +61,7 @@ impl Cuda {
                 (MODULES.iter().find(|(f, _)| *f == name).map(|(_, p)| *p), fp8_kernel_names(name), "load PTX module")
             }
         };
-        let smem = FP8_GEMM_TILES.iter().map(|t| t.smem_bytes()).max().unwrap_or(0);
+        let smem = FP8_GEMM_TILES.iter().map(qforge_tiling::fp8_smem_bytes).max().unwrap_or(0);
         self.cached_module_kernels(&self.fp8, (name, body), name, ptx, names, what, smem)
     }
 
@@ -109,7 +109,7 @@ impl Cuda {
     }
 
     /// Multiprocessors of this device, for the split choice.
-    fn sms(&self) -> Result<u32, CudaError> {
+    pub(crate) fn sms(&self) -> Result<u32, CudaError> {
         Ok(u32::try_from(self.multiprocessors()?).unwrap_or(u32::MAX))
     }
 
@@ -186,7 +186,7 @@ impl Cuda {
         let cfg = LaunchConfig {
             grid_dim: (gx, gy, splits as u32),
             block_dim: (t.threads(), 1, 1),
-            shared_mem_bytes: t.smem_bytes() as u32,
+            shared_mem_bytes: qforge_tiling::fp8_smem_bytes(&t) as u32,
         };
         let mut g = stream.launch_builder(&kern[1 + tile]);
         g.arg(&q).arg(&s).arg(w.data()).arg(&grid);

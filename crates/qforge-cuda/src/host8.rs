@@ -5,31 +5,42 @@
 
 use qforge_core::{DType, QuantError, QuantTensor};
 
-/// `(xq, xs, xz, w, y, m, n, k, lda, group, group_bytes, scale_dtype)` of a host-compiled A8
-/// GEMM wrapper.
-pub type A8Fn<T> =
-    unsafe extern "C" fn(*const i8, *const f32, *const i32, *const u8, *mut T, i64, i64, i64, i64, i32, i32, i32);
+/// `(xq, xs, xz, w, y, m, n, k, lda, group, group_bytes, scale_dtype, out, inst)` of a
+/// host-compiled A8 GEMM wrapper (`out`: the index of `DType::ALL`; `inst`: the instance of
+/// `qforge_tiling::I8_GEMM_TILES`).
+pub type A8Fn = unsafe extern "C" fn(
+    *const i8,
+    *const f32,
+    *const i32,
+    *const u8,
+    *mut core::ffi::c_void,
+    i64,
+    i64,
+    i64,
+    i64,
+    i32,
+    i32,
+    i32,
+    i32,
+    i32,
+);
 /// `(x, q, scale, zp, m, k, lda)` of the host-compiled int8-dyn activation quantizer.
 pub type QuantizeI8Fn = unsafe extern "C" fn(*const f32, *mut i8, *mut f32, *mut i32, i64, i64, i64);
 
-/// One format's host-compiled A8 GEMM, per output type.
+/// One format's host-compiled A8 GEMM.
 #[derive(Clone, Copy, Debug)]
 pub struct A8Fns {
-    /// The registered format's name (its variants share the wrappers: the group layout is a
+    /// The registered format's name (its variants share the wrapper: the group layout is a
     /// run-time argument).
     pub format: &'static str,
-    /// f32 output.
-    pub f32: A8Fn<f32>,
-    /// f16 output (bit patterns).
-    pub f16: A8Fn<u16>,
-    /// bf16 output (bit patterns).
-    pub bf16: A8Fn<u16>,
+    /// The GEMM, every instance and output type.
+    pub gemm: A8Fn,
 }
 
 include!(concat!(env!("OUT_DIR"), "/host8_fns.rs"));
 
 /// Per-token asymmetric int8 activations as the device quantizer writes them: `m` rows of
-/// `lda` codes (`k` rounded up to 32, zeros past `k`), one scale and zero point per row,
+/// `lda` codes (`k` rounded up to 128, zeros past `k`), one scale and zero point per row,
 /// `x ≈ scale · (q − zp)`.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Int8Acts {
@@ -43,9 +54,10 @@ pub struct Int8Acts {
     pub lda: usize,
 }
 
-/// The activation row stride of the A8 GEMM: `k` rounded up to 32 (one k-step).
+/// The activation row stride of the A8 GEMM: `k` rounded up to 128 (one k-step of the tile
+/// loop, which copies whole k-steps of codes).
 pub const fn a8_lda(k: usize) -> usize {
-    k.div_ceil(32) * 32
+    k.div_ceil(128) * 128
 }
 
 /// Quantize `m` rows of `k` f32 activations with the host-compiled device quantizer.
@@ -88,7 +100,8 @@ impl A8Fns {
         self.gemm_quantized(w, &a, m, out)
     }
 
-    /// The GEMM on activations already quantized ([`Int8Acts`] of `m` rows).
+    /// The GEMM on activations already quantized ([`Int8Acts`] of `m` rows), on the instance
+    /// the device would choose for `m` (`qforge_tiling::i8_tile`).
     pub fn gemm_quantized(
         &self,
         w: &QuantTensor<'_>,
@@ -96,36 +109,65 @@ impl A8Fns {
         m: usize,
         out: DType,
     ) -> Result<Vec<u8>, QuantError> {
+        self.gemm_on(w, a, m, out, qforge_tiling::i8_tile(m as u64))
+    }
+
+    /// [`A8Fns::gemm_quantized`] on instance `tile` of `qforge_tiling::I8_GEMM_TILES`.
+    pub fn gemm_on(
+        &self,
+        w: &QuantTensor<'_>,
+        a: &Int8Acts,
+        m: usize,
+        out: DType,
+        tile: usize,
+    ) -> Result<Vec<u8>, QuantError> {
         let (n, k) = (w.rows(), w.cols());
-        if a.lda != a8_lda(k) || a.q.len() != m * a.lda || a.scale.len() != m || a.zp.len() != m {
+        if a.lda != a8_lda(k) || Some(a.q.len()) != m.checked_mul(a.lda) || a.scale.len() != m || a.zp.len() != m {
             return Err(QuantError::ShapeMismatch {
                 what: "int8 activations (m × lda)",
-                expected: m * a8_lda(k),
+                expected: m.saturating_mul(a8_lda(k)),
                 actual: a.q.len(),
             });
+        }
+        if tile >= qforge_tiling::I8_GEMM_TILES.len() {
+            return Err(QuantError::InvalidShape { reason: format!("int8 gemm instance {tile}: no such instance") });
         }
         let (group, gbytes, sdt) = crate::codegen::a8_group_args(w.format())?;
         let conv = |v: usize| i64::try_from(v).map_err(|_| QuantError::Overflow { what: "gemm dimension" });
         let (mi, ni, ki, li) = (conv(m)?, conv(n)?, conv(k)?, conv(a.lda)?);
-        let (q, s, z, wp) = (a.q.as_ptr(), a.scale.as_ptr(), a.zp.as_ptr(), w.rows_data().as_ptr());
-        let len = m * n;
-        Ok(match out {
-            DType::F32 => {
-                let mut y = vec![0f32; len];
-                // SAFETY: q holds m × lda codes, s / z m entries (checked above); w holds n rows
-                // of ceil(k / group) groups of gbytes bytes (QuantTensor::new checked the rows
-                // against this very layout); y has m × n elements, all the wrapper writes.
-                unsafe { (self.f32)(q, s, z, wp, y.as_mut_ptr(), mi, ni, ki, li, group, gbytes, sdt) };
-                y.iter().flat_map(|v| v.to_le_bytes()).collect()
-            }
-            DType::F16 | DType::Bf16 => {
-                let f = if out == DType::F16 { self.f16 } else { self.bf16 };
-                let mut y = vec![0u16; len];
-                // SAFETY: as above, with 16-bit output elements.
-                unsafe { f(q, s, z, wp, y.as_mut_ptr(), mi, ni, ki, li, group, gbytes, sdt) };
-                y.iter().flat_map(|v| v.to_le_bytes()).collect()
-            }
-        })
+        let bytes = m
+            .checked_mul(n)
+            .and_then(|v| v.checked_mul(out.size()))
+            .ok_or(QuantError::Overflow { what: "a8 gemm output" })?;
+        // 0xff bytes: NaN in every output type, so an element the GEMM fails to write fails the
+        // checks. u32 storage keeps f32 outputs aligned.
+        let mut y = vec![u32::MAX; bytes.div_ceil(4)];
+        let oi = DType::ALL.iter().position(|d| *d == out).unwrap_or(0) as i32;
+        // SAFETY: q holds m × lda codes, scale / zp m entries (checked above); w holds n rows of
+        // ceil(k / group) groups of gbytes bytes (QuantTensor::new checked the rows against this
+        // very layout); y has room for m × n elements of `out` (index `oi`), all the wrapper
+        // writes, 4-byte aligned; `tile` is an instance (checked).
+        unsafe {
+            (self.gemm)(
+                a.q.as_ptr(),
+                a.scale.as_ptr(),
+                a.zp.as_ptr(),
+                w.rows_data().as_ptr(),
+                y.as_mut_ptr().cast(),
+                mi,
+                ni,
+                ki,
+                li,
+                group,
+                gbytes,
+                sdt,
+                oi,
+                tile as i32,
+            )
+        };
+        let mut b: Vec<u8> = y.iter().flat_map(|v| v.to_le_bytes()).collect();
+        b.truncate(bytes);
+        Ok(b)
     }
 }
 

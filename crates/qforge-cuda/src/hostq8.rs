@@ -19,10 +19,26 @@ pub struct ActUnit {
     pub qs: [i8; 32],
 }
 
-/// `(x, act, k, units, m)` of a host-compiled native-activation quantizer.
-pub type QuantizeAct8Fn = unsafe extern "C" fn(*const f32, *mut ActUnit, i64, i64, i64);
-/// `(act, w, y, m, n, k, units, out)` of a host-compiled int8 GEMM (out: 0 f32, 1 f16, 2 bf16).
-pub type GemmQ8Fn = unsafe extern "C" fn(*const ActUnit, *const u8, *mut u8, i64, i64, i64, i64, i32);
+/// `(x, codes, ds, k, units, lda, m)` of a host-compiled native-activation quantizer: m rows
+/// of `lda` codes and `lda / 32` (d, s) pairs.
+pub type QuantizeAct8Fn = unsafe extern "C" fn(*const f32, *mut i8, *mut f32, i64, i64, i64, i64);
+/// `(codes, ds, w, y, m, n, k, lda, units, splits, out, inst)` of a host-compiled int8 GEMM
+/// (`out`: 0 f32, 1 f16, 2 bf16; `inst`: the instance of `qforge_tiling::I8_GEMM_TILES`; with
+/// `splits` > 1, split z's f32 partial sums at `y + z·m·n`).
+pub type GemmQ8Fn = unsafe extern "C" fn(
+    *const i8,
+    *const f32,
+    *const u8,
+    *mut core::ffi::c_void,
+    i64,
+    i64,
+    i64,
+    i64,
+    i64,
+    i32,
+    i32,
+    i32,
+);
 
 /// One format's host-compiled int8 GEMM and its activation quantizer.
 #[derive(Clone, Copy, Debug)]
@@ -53,60 +69,120 @@ fn dim(v: usize) -> Result<i64, QuantError> {
     i64::try_from(v).map_err(|_| QuantError::Overflow { what: "gemm dimension" })
 }
 
+/// The activation row stride of the int8 GEMM: the weight row's padded length (`units` × 32)
+/// rounded up to whole 128-column k-steps (the tile loop copies whole k-steps of codes).
+pub const fn q8_lda(units: usize) -> usize {
+    (units * 32).div_ceil(128) * 128
+}
+
 impl Q8Fns {
     /// `m` rows of `k` activations quantized by the device quantizer into `units` units per
-    /// row (`codegen::q8_units`).
-    pub fn quantize_acts(&self, x: &[f32], m: usize, k: usize, units: usize) -> Result<Vec<ActUnit>, QuantError> {
+    /// row (`codegen::q8_units`), as the GEMM reads them: m × [`q8_lda`] codes and m ×
+    /// lda / 32 (d, s) pairs (zeros past `units`).
+    pub fn quantize_raw(&self, x: &[f32], m: usize, k: usize, units: usize) -> Result<(Vec<i8>, Vec<f32>), QuantError> {
         if Some(x.len()) != m.checked_mul(k) || units * 32 < k {
-            return Err(QuantError::ShapeMismatch { what: "activations (m × k)", expected: m * k, actual: x.len() });
+            return Err(QuantError::ShapeMismatch {
+                what: "activations (m × k)",
+                expected: m.saturating_mul(k),
+                actual: x.len(),
+            });
         }
-        let mut act = vec![ActUnit::default(); m * units];
-        // SAFETY: x holds m × k f32 (checked); act has m × units units, all the quantizer writes
-        // (units · 32 is whole activation blocks: q8_units checked it).
-        unsafe { (self.quantize)(x.as_ptr(), act.as_mut_ptr(), dim(k)?, dim(units)?, dim(m)?) };
-        Ok(act)
+        let lda = q8_lda(units);
+        let len = m.checked_mul(lda).ok_or(QuantError::Overflow { what: "q8 activations" })?;
+        // NaN / 0x7f fill: what the quantizer fails to write fails the checks.
+        let (mut codes, mut ds) = (vec![0x7f_i8; len], vec![f32::NAN; len / 16]);
+        // SAFETY: x holds m × k f32 (checked); codes has m × lda bytes and ds m × lda / 32 pairs,
+        // all the quantizer writes (units · 32 is whole activation blocks: q8_units checked it).
+        unsafe {
+            (self.quantize)(x.as_ptr(), codes.as_mut_ptr(), ds.as_mut_ptr(), dim(k)?, dim(units)?, dim(lda)?, dim(m)?)
+        };
+        Ok((codes, ds))
     }
 
-    /// `y = x · Wᵀ` with `x` (m × K f32) quantized by [`Q8Fns::quantize_acts`]; m × N values
-    /// of `out` as little-endian bytes.
+    /// [`Q8Fns::quantize_raw`] as `units` [`ActUnit`]s per row (the padding past them dropped).
+    pub fn quantize_acts(&self, x: &[f32], m: usize, k: usize, units: usize) -> Result<Vec<ActUnit>, QuantError> {
+        let (codes, ds) = self.quantize_raw(x, m, k, units)?;
+        let lda = q8_lda(units);
+        Ok((0..m * units)
+            .map(|i| {
+                let (r, u) = (i / units, i % units);
+                let c = &codes[r * lda + 32 * u..r * lda + 32 * u + 32];
+                let p = 2 * (r * lda / 32 + u);
+                ActUnit { d: ds[p], s: ds[p + 1], qs: std::array::from_fn(|j| c[j]) }
+            })
+            .collect())
+    }
+
+    /// `y = x · Wᵀ` with `x` (m × K f32) quantized by the device quantizer, on the instance and
+    /// K splits the device would choose on an H100 (132 multiprocessors); m × N values of
+    /// `out` as little-endian bytes.
     pub fn gemm(&self, w: &QuantTensor<'_>, x: &[f32], m: usize, out: DType) -> Result<Vec<u8>, QuantError> {
-        let units = crate::codegen::q8_units(w.format(), w.cols())?;
-        let act = self.quantize_acts(x, m, w.cols(), units)?;
-        self.gemm_quantized(w, &act, m, out)
+        let tile = qforge_tiling::i8_tile(m as u64);
+        let t = &qforge_tiling::I8_GEMM_TILES[tile];
+        let splits = qforge_tiling::i8_splits(t, m as u64, w.rows() as u64, w.cols() as u64, 132);
+        self.gemm_on(w, x, m, out, tile, splits as usize)
     }
 
-    /// The GEMM on activations already quantized (m × units units).
-    pub fn gemm_quantized(
+    /// [`Q8Fns::gemm`] on instance `tile` with K cut into `splits` ranges of whole 128-column
+    /// k-steps: each range's f32 partial sums, then [`crate::host::reduce_splits`] (the host
+    /// mirror of the device's `qforge_reduce_splits_<out>`).
+    pub fn gemm_on(
         &self,
         w: &QuantTensor<'_>,
-        act: &[ActUnit],
+        x: &[f32],
         m: usize,
         out: DType,
+        tile: usize,
+        splits: usize,
     ) -> Result<Vec<u8>, QuantError> {
         let (n, k) = (w.rows(), w.cols());
         let units = crate::codegen::q8_units(w.format(), k)?;
-        if act.len() != m * units {
-            return Err(QuantError::ShapeMismatch { what: "activation units", expected: m * units, actual: act.len() });
+        let (codes, ds) = self.quantize_raw(x, m, k, units)?;
+        if tile >= qforge_tiling::I8_GEMM_TILES.len() {
+            return Err(QuantError::InvalidShape { reason: format!("int8 gemm instance {tile}: no such instance") });
         }
-        let size = if out == DType::F32 { 4 } else { 2 };
-        let oi = DType::ALL.iter().position(|d| *d == out).unwrap_or(0) as i32;
-        // u32 storage: the wrapper stores f32 / u16 elements, which need that alignment.
-        let mut y = vec![0u32; (m * n * size).div_ceil(4)];
-        // SAFETY: act holds m × units units (checked); w holds n rows of units · 32 / BLOCK
-        // blocks (QuantTensor::new checked its rows against the format's layout, and q8_units
-        // that it is row blocks); y has room for m × n elements of `out`, all the wrapper writes.
+        let s = i32::try_from(splits)
+            .ok()
+            .filter(|s| *s >= 1)
+            .ok_or(QuantError::InvalidShape { reason: format!("split count {splits}: 1 to 2^31 - 1") })?;
+        // Split partial sums are f32 whatever `out` is (the runtime's workspace).
+        let part = if splits > 1 { DType::F32 } else { out };
+        let bytes = splits
+            .checked_mul(m)
+            .and_then(|v| v.checked_mul(n))
+            .and_then(|v| v.checked_mul(part.size()))
+            .ok_or(QuantError::Overflow { what: "q8 gemm output" })?;
+        // 0xff bytes: NaN in every output type, so an element the GEMM fails to write fails
+        // the checks. u32 storage keeps f32 outputs aligned.
+        let mut y = vec![u32::MAX; bytes.div_ceil(4)];
+        let oi = DType::ALL.iter().position(|d| *d == part).unwrap_or(0) as i32;
+        // SAFETY: codes / ds hold m × lda codes and m × lda / 32 pairs (from the quantizer); w
+        // holds n rows of units · 32 / BLOCK blocks (QuantTensor::new checked its rows against
+        // the format's layout, and q8_units that it is row blocks); y has room for splits × m × n
+        // elements of `part` (index `oi`), all the wrapper writes, 4-byte aligned; `tile` is an
+        // instance (checked).
         unsafe {
             (self.gemm)(
-                act.as_ptr(),
+                codes.as_ptr(),
+                ds.as_ptr(),
                 w.rows_data().as_ptr(),
                 y.as_mut_ptr().cast(),
                 dim(m)?,
                 dim(n)?,
                 dim(k)?,
+                dim(q8_lda(units))?,
                 dim(units)?,
+                s,
                 oi,
+                tile as i32,
             )
         };
-        Ok(y.iter().flat_map(|v| v.to_le_bytes()).take(m * n * size).collect())
+        let mut b: Vec<u8> = y.iter().flat_map(|v| v.to_le_bytes()).collect();
+        b.truncate(bytes);
+        if splits == 1 {
+            return Ok(b);
+        }
+        let parts: Vec<f32> = b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        Ok(crate::host::reduce_splits(&parts, splits, out))
     }
 }

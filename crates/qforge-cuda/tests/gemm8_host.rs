@@ -8,6 +8,8 @@
 //!   × M ∈ {1, 9, 17, 100, 257} (int4g takes any K: rows are padded to whole groups);
 //! - every variant the CPU accepts (group 32 … 4096 × f32 / f16 / bf16 scales) × every
 //!   output type (f32, f16, bf16) on the edge-crossing shapes;
+//! - every instance of `qforge_tiling::I8_GEMM_TILES` forced on M that cross its token tile
+//!   and K that end inside a k-step;
 //! - the quantizer against qforge-cpu's `QuantAct::new(Int8Dyn)`, codes, scale and zero
 //!   point, on rows that hit both zero-point rules and the clamps.
 //!
@@ -67,8 +69,28 @@ fn int8_dyn_quantizer_is_the_cpus() {
         assert_eq!((got.scale[0].to_bits(), got.zp[0]), (scale.to_bits(), zero_point), "K={k} {:?}", &x[..k.min(4)]);
         assert_eq!(&got.q[..k], &q[..], "K={k}");
         assert!(got.q[k..].iter().all(|&v| v == 0), "the row's padding is zero");
-        assert_eq!(got.lda, k.div_ceil(32) * 32);
+        assert_eq!(got.lda, k.div_ceil(128) * 128);
     }
+}
+
+/// Every instance, whatever M it would be chosen for, gives the CPU's product bit for bit:
+/// token tiles partly filled and overflowing, K inside a k-step and across several.
+#[test]
+fn a8_gemm_every_instance_is_the_cpus() {
+    let f = a8_formats()[0];
+    let h = host8::get(f.desc().name).unwrap();
+    for tile in 0..qforge_tiling::I8_GEMM_TILES.len() {
+        for (m, n, k) in [(1, 7, 33), (17, 65, 300), (130, 3, 257)] {
+            let on = |w: &QuantTensor<'_>, x: &[f32], m: usize, out: DType| {
+                let a = host8::quantize_int8_dyn(x, m, w.cols()).unwrap();
+                h.gemm_on(w, &a, m, out, tile).unwrap()
+            };
+            support::a8_ref::check(f, &on, (m, n, k), DType::F32);
+        }
+    }
+    let w = qforge_cpu::quantize(f, Shape::new([3, 64]).unwrap(), &qforge_golden::signal(192, 1), None).unwrap();
+    let a = host8::quantize_int8_dyn(&[0.5; 64], 1, 64).unwrap();
+    assert!(h.gemm_on(&w, &a, 1, DType::F32, qforge_tiling::I8_GEMM_TILES.len()).is_err(), "no such instance");
 }
 
 /// What the A8 GEMM cannot take is an error, not a wrong result.
@@ -84,14 +106,14 @@ fn a8_refuses_what_it_cannot_compute() {
     assert!(qforge_cuda::codegen::a8_group_args(q4).is_err());
 }
 
-/// The A8 module holds the quantizer and the GEMM for every output type.
+/// The A8 module holds the quantizer and the GEMM of every instance.
 #[test]
 fn a8_modules_hold_their_kernels() {
     for f in a8_formats() {
         let name = f.desc().name;
         let ptx = qforge_cuda::module_ptx(name).expect("embedded").expect("inflates");
         let names = qforge_cuda::codegen::a8_kernel_names(name);
-        assert_eq!(names.len(), 4);
+        assert_eq!(names.len(), 1 + qforge_tiling::I8_GEMM_TILES.len());
         for k in names {
             assert!(ptx.contains(&format!(".entry {k}(")), "{name}: the PTX lacks {k}");
         }

@@ -1,12 +1,15 @@
 //! The int8 GEMM of the GGUF formats with an integer dot (`kernels-cuda/gemm_q8.cuh`)
-//! compiled for the host — the very native-activation quantizer, tile loop (gemm8.cuh's
-//! `qf_gemm_i8_tile`), `codes32` decode into shared memory, predication, m16n8k32 fragment
-//! loads (with `warp.cuh`'s host mma following the PTX ISA's layouts), per-sub-block scaling
-//! and epilogue the GPU runs — against the CPU's `--act-quant native` mat-mul:
+//! compiled for the host — the very native-activation quantizer, transposed tile loop
+//! (gemm8.cuh's `qf_gemm_i8t_body`: cp.async staging, `codes32` decode into shared memory,
+//! predication, m16n8k32 fragment loads with `warp.cuh`'s host mma following the PTX ISA's
+//! layouts, per-sub-block scaling, split-k and its reduction) and epilogue the GPU runs —
+//! against the CPU's `--act-quant native` mat-mul:
 //!
 //! - every format with the int8 GEMM on every K ∈ {1, 33, 100, 128, 257, 288, 4097} × N ∈
 //!   {1, 7, 129} × M ∈ {1, 9, 17, 100, 257}, f32 output, and f16 / bf16 output on the
-//!   edge-crossing shapes, within f32 summation order (support/q8_ref.rs);
+//!   edge-crossing shapes, within f32 summation order (support/q8_ref.rs), on the instance
+//!   and splits the tiler picks for an H100;
+//! - every instance forced, unsplit and split into more ranges than K has k-steps;
 //! - the quantizer against qforge-cpu's `QuantAct::new(native)`: every code and scale bit
 //!   for bit (q8_0, q8_1, q8_k), and the sums;
 //! - the registry's `CUDA_CODES32` flag against the headers' `codes32` member, both ways.
@@ -38,6 +41,31 @@ fn q8_gemm_f16_and_bf16_output_is_the_cpus() {
     for f in q8_formats() {
         other_types(f, &host_q8);
     }
+}
+
+/// Every instance, unsplit and split (into 2 and into more ranges than K has k-steps, so
+/// some ranges are empty), on shapes crossing its tiles, for a 32-block and a 256-block format.
+#[test]
+fn q8_gemm_every_instance_and_split_is_the_cpus() {
+    for name in ["q4_1", "q4_k"] {
+        let f = qforge_formats::get(name).unwrap();
+        let h = hostq8::get(name).unwrap();
+        for tile in 0..qforge_tiling::I8_GEMM_TILES.len() {
+            for splits in [1usize, 2, 7] {
+                for (m, n, k) in [(3, 65, 512), (70, 7, 768), (130, 129, 256)] {
+                    let on = |w: &QuantTensor<'_>, x: &[f32], m: usize, out: DType| {
+                        h.gemm_on(w, x, m, out, tile, splits).unwrap()
+                    };
+                    support::q8_ref::check(f, &on, (m, n, k), DType::F32);
+                }
+            }
+        }
+    }
+    let f = qforge_formats::get("q4_0").unwrap();
+    let h = hostq8::get("q4_0").unwrap();
+    let w = qforge_cpu::quantize(f, Shape::new([3, 64]).unwrap(), &qforge_golden::signal(192, 1), None).unwrap();
+    assert!(h.gemm_on(&w, &[0.5; 64], 1, DType::F32, qforge_tiling::I8_GEMM_TILES.len(), 1).is_err());
+    assert!(h.gemm_on(&w, &[0.5; 64], 1, DType::F32, 0, 0).is_err(), "zero splits");
 }
 
 /// Which formats have the int8 GEMM: the registry's flag is true exactly where the header
@@ -109,15 +137,15 @@ fn q8_refuses_what_it_cannot_compute() {
     assert!(qforge_cuda::codegen::q8_kernel_names("q2_k").is_empty());
 }
 
-/// The modules of the int8 GEMM's formats hold the quantizer and the GEMM; no other module
-/// does.
+/// The modules of the int8 GEMM's formats hold the quantizer and the GEMM of every instance;
+/// no other module does.
 #[test]
 fn q8_modules_hold_their_kernels() {
     for f in q8_formats() {
         let name = f.desc().name;
         let ptx = qforge_cuda::module_ptx(name).expect("embedded").expect("inflates");
         let names = qforge_cuda::codegen::q8_kernel_names(name);
-        assert_eq!(names.len(), 2);
+        assert_eq!(names.len(), 1 + qforge_tiling::I8_GEMM_TILES.len());
         for k in names {
             assert!(ptx.contains(&format!(".entry {k}(")), "{name}: the PTX lacks {k}");
         }

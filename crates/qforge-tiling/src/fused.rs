@@ -107,13 +107,6 @@ pub const FUSED_GEMM_TILES: &[FusedTile] = &[
     FusedTile { bm: 64, bn: 128, bk: 256, wm: 1, wn: 8, stages: 1, skinny: true },
 ];
 
-/// The CTA tile of qforge-cuda's 8-bit tensor-core GEMMs (A8W4DQ, the int8 GEMM of the GGUF
-/// formats, FP8 block-scaled): 64 × 64, k-step 32 (a divisor of FP8's 128-column scale blocks,
-/// whole `m16n8k32` steps) on 2 × 2 warps, 3 k-steps of activations in flight with `cp.async`,
-/// static shared memory (`qf_gemm_cfg` in `kernels-cuda/gemm.cuh`). Not a fused instance:
-/// those stage raw weight blocks and are chosen per shape; this one runs every shape.
-pub const EIGHT_BIT_TILE: FusedTile = FusedTile { bm: 64, bn: 64, bk: 32, wm: 2, wn: 2, stages: 3, skinny: false };
-
 /// Shared memory of the fused kernels per weight row and phase (both bodies): one 256-element
 /// K phase of the row's raw blocks (at most 292 bytes, q8_k's) in the 16-byte windows its copies cover; 16 times an
 /// odd number, so that the 8 rows one warp instruction reads start in different banks.

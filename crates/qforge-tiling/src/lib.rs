@@ -37,8 +37,10 @@ mod device;
 mod error;
 mod fp8;
 mod fused;
+mod i8;
 mod problem;
 mod select;
+mod trans;
 
 pub use config::{Candidate, Config, Explanation, GEMV_MAX_M, MAX_SPLIT_K, Raster, Reject, Tile, Variant};
 pub use cost::Bound;
@@ -47,10 +49,12 @@ pub use device::{
     TensorCores,
 };
 pub use error::TilingError;
-pub use fp8::{FP8_BK, FP8_GEMM_TILES, FP8_ROW_BYTES, Fp8Tile, fp8_splits, fp8_tile};
+pub use fp8::{FP8_BK, FP8_GEMM_TILES, FP8_ROW_BYTES, Fp8Tile, fp8_smem_bytes, fp8_splits, fp8_tile};
 pub use fused::{
-    EIGHT_BIT_TILE, FUSED_GEMM_TILES, FUSED_ROW_PAD, FusedTile, SKINNY_CTAS_PER_SM, SKINNY_MAX_M, SKINNY_ROW_BYTES,
-    SKINNY_SMEM_MAX, SMEM_WITHOUT_OPT_IN, TILED_SMEM_MAX,
+    FUSED_GEMM_TILES, FUSED_ROW_PAD, FusedTile, SKINNY_CTAS_PER_SM, SKINNY_MAX_M, SKINNY_ROW_BYTES, SKINNY_SMEM_MAX,
+    SMEM_WITHOUT_OPT_IN, TILED_SMEM_MAX,
 };
+pub use i8::{I8_ACT_SIDE_BYTES, I8_GEMM_TILES, I8_WEIGHT_SIDE_BYTES, I8Tile, i8_smem_bytes, i8_splits, i8_tile};
 pub use problem::{ActDType, LayoutKind, MAX_DIM, OutDType, Problem, WeightLayout, act_scale_group};
 pub use select::{CACHE_CAPACITY, Planner, candidates, select, select_fused, skinny_split};
+pub use trans::{TRANS_BK, TRANS_ROW_BYTES, TransTile};

@@ -405,27 +405,32 @@ impl Ctx<'_> {
             return Ok(None);
         };
         let ms = per_call_ms(s, ws, |w| Ok(call(path, w, y)?))?;
-        let (config, instances) =
-            if path == "fp8-1x128" { self.fp8_instances(ws, x, m, y, fp8)? } else { (None, Vec::new()) };
+        let (config, instances) = self.int8_instances(ws, x, m, y, path, fp8)?;
         Ok(Some(Int8Gemm { path: path.into(), ms, config, instances }))
     }
 
-    /// The FP8 GEMM's instance and split count as chosen (`qforge_tiling::fp8_tile`,
-    /// `fp8_splits`), and every instance's time per call unsplit and split as the tiler would
-    /// split it on this device.
-    fn fp8_instances(
+    /// The transposed 8-bit GEMM's instance and split count as chosen (`qforge_tiling::fp8_tile`
+    /// and `fp8_splits`, or `i8_tile` and `i8_splits`), and every instance's time per call
+    /// unsplit and split as the tiler would split it on this device (A8W4DQ never splits).
+    fn int8_instances(
         &self,
         ws: &[qforge_cuda::DeviceQuantTensor],
         x: &CudaSlice<f32>,
         m: usize,
         y: &mut CudaSlice<f32>,
+        path: &str,
         body: qforge_cuda::Fp8Body,
     ) -> Result<(Option<String>, Timings)> {
+        use qforge_cuda::codegen::{FP8_GEMM_TILES, I8_GEMM_TILES, fp8_splits, fp8_tile, i8_splits, i8_tile};
         let (gpu, s) = (self.gpu, &self.s);
         let (n, k) = (ws[0].shape().rows() as u64, ws[0].shape().cols() as u64);
-        let tiles = qforge_cuda::codegen::FP8_GEMM_TILES;
-        let split = |t| qforge_cuda::codegen::fp8_splits(t, m as u64, n, k, self.sms) as usize;
-        let chosen = qforge_cuda::codegen::fp8_tile(m as u64);
+        let (tiles, chosen) =
+            if path == "fp8-1x128" { (FP8_GEMM_TILES, fp8_tile(m as u64)) } else { (I8_GEMM_TILES, i8_tile(m as u64)) };
+        let split = |t| match path {
+            "fp8-1x128" => fp8_splits(t, m as u64, n, k, self.sms) as usize,
+            "q8" => i8_splits(t, m as u64, n, k, self.sms) as usize,
+            _ => 1,
+        };
         let config = format!("{} split {}", tiles[chosen].name(), split(&tiles[chosen]));
         let mut out = Vec::new();
         for (i, t) in tiles.iter().enumerate() {
@@ -433,7 +438,12 @@ impl Ctx<'_> {
             counts.dedup();
             for splits in counts {
                 let ms = per_call_ms(s, ws, |w| {
-                    Ok(gpu.gemm_fp8_tile_into(w, &x.slice(..), m, y, DType::F32, body, i, splits, s)?)
+                    let xs = x.slice(..);
+                    Ok(match path {
+                        "fp8-1x128" => gpu.gemm_fp8_tile_into(w, &xs, m, y, DType::F32, body, i, splits, s),
+                        "q8" => gpu.gemm_q8_tile_into(w, &xs, m, y, DType::F32, i, splits, s),
+                        _ => gpu.gemm_a8_tile_into(w, &xs, m, y, DType::F32, i, s),
+                    }?)
                 })?;
                 out.push((format!("{} s{splits}", t.name()), ms));
             }

@@ -134,9 +134,9 @@ impl GemmRow {
 }
 
 /// An integer tensor-core GEMM: which activation quantization (`q8`: the format's native q8
-/// blocks, `int8-dyn`, `fp8-1x128`) and its time per call; for the FP8 GEMM also the
-/// instance and split count the tiler chose and every instance's time unsplit and split as
-/// the tiler would split it (`name s<splits>`, ms): the tiler's choice against the best.
+/// blocks, `int8-dyn`, `fp8-1x128`) and its time per call; also the instance and split count
+/// the tiler chose and every instance's time unsplit and split as the tiler would split it
+/// (`name s<splits>`, ms): the tiler's choice against the best.
 #[derive(Serialize, Deserialize, Clone, Debug, PartialEq)]
 pub struct Int8Gemm {
     pub path: String,
