@@ -32,10 +32,10 @@ pub const fn i8_smem_bytes(t: &TransTile) -> u64 {
 
 /// Every instance, by index, smallest M first; the FP8 GEMM's shapes (their two sets of
 /// accumulators, the integer sums and the f32 ones, are the same size as its two):
-/// - 64 rows × 16 tokens, 4 warps, 4 k-steps in flight (31 KiB): token generation and small
-///   batches, many CTAs along N;
-/// - 128 × 64 on 4 × 2 warps, 3 stages (72 KiB);
-/// - 64 × 128 on 2 × 4 warps, 3 stages (77 KiB): a decoded weight tile serves 128 tokens.
+/// - 64 rows × 16 tokens, 4 warps, 4 k-steps in flight (33 KiB: no opt-in): token generation
+///   and small batches, many CTAs along N;
+/// - 128 × 64 on 4 × 2 warps, 3 stages (77 KiB);
+/// - 64 × 128 on 2 × 4 warps, 3 stages (88 KiB): a decoded weight tile serves 128 tokens.
 pub const I8_GEMM_TILES: &[I8Tile] = &[
     TransTile { rows: 64, tok: 16, wr: 4, wt: 1, stages: 4 },
     TransTile { rows: 128, tok: 64, wr: 4, wt: 2, stages: 3 },
