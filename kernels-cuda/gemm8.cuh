@@ -143,8 +143,10 @@ QF_HD void qf_st_codes32(int8_t* dst, const int8_t* q) {
 //                                 aligned global addresses);
 //   tok_const(m)                  a per-token int held in registers (A8W4DQ: the zero point);
 //   decode(row, K, k, q, &a, &b)  weight row `row`'s codes k … k + 31 (0 past K) and side data;
-//   fold(wside, tside, tz, k, acc, f)   a sub-block's integer sums into f (resetting acc
-//                                 where it folds);
+//   HALVES                        whether a weight sub-block has a scale per 16-element half
+//                                 (its halves are multiplied and folded one after the other);
+//   fold(wside, tside, tz, k, h, acc, f)   a sub-block's (half h's) integer sums into f
+//                                 (resetting acc where it folds);
 //   result(f, m)                  the output value.
 // smem: C::SMEM_BYTES, 16-byte aligned.
 template <class P, class C>
@@ -254,16 +256,29 @@ QF_HD void qf_gemm_i8t_body(const P& p, void* y, int out, long long M, long long
                         b[j][ls].r[1] = qf_ld_quad(pb + 16);
                     }
                 });
+                // The sub-block's products (HALVES: its two 16-element halves one after the other,
+                // the other half's A registers zeroed: registers 0, 1 hold columns 4t … 4t + 3,
+                // registers 2, 3 columns 16 + 4t …), each folded.
 #pragma unroll
-                for (int ii = 0; ii < C::RT; ++ii)
+                for (int h = 0; h < (P::HALVES ? 2 : 1); ++h) {
+                    qf_frag_a8 ah[C::RT][QF_LANE_SLOTS];
+                    qf_for_lanes([&](int ls, int) {
 #pragma unroll
-                    for (int j = 0; j < C::MT; ++j) qf_mma_m16n8k32_s8(iacc[wsl][ii][j], a[ii], b[j]);
-                qf_for_lanes([&](int ls, int lane) {
-                    qf_for_acc_t<C::RT, C::MT>(lane, r0, c0, [&](int ii, int j, int e, int r, int c) {
-                        p.fold(wsd + 2 * (r * C::SUBS + s), xsd + 2 * (c * C::SUBS + s), tz[wsl][j][e & 1][ls], k,
-                               iacc[wsl][ii][j][ls].r[e], facc[wsl][ii][j][ls].r[e]);
+                        for (int ii = 0; ii < C::RT; ++ii)
+#pragma unroll
+                            for (int q = 0; q < 4; ++q) ah[ii][ls].r[q] = !P::HALVES || q / 2 == h ? a[ii][ls].r[q] : 0u;
                     });
-                });
+#pragma unroll
+                    for (int ii = 0; ii < C::RT; ++ii)
+#pragma unroll
+                        for (int j = 0; j < C::MT; ++j) qf_mma_m16n8k32_s8(iacc[wsl][ii][j], ah[ii], b[j]);
+                    qf_for_lanes([&](int ls, int lane) {
+                        qf_for_acc_t<C::RT, C::MT>(lane, r0, c0, [&](int ii, int j, int e, int r, int c) {
+                            p.fold(wsd + 2 * (r * C::SUBS + s), xsd + 2 * (c * C::SUBS + s), tz[wsl][j][e & 1][ls],
+                                   k, h, iacc[wsl][ii][j][ls].r[e], facc[wsl][ii][j][ls].r[e]);
+                        });
+                    });
+                }
             }
         });
     };
@@ -340,7 +355,7 @@ void qf_host_i8t_grid(long long M, long long N, int splits, Fn&& tile) {
 // the weight sub-block's (group scale, code sum); the token's zero point in registers.
 template <class F>
 struct qf_a8_policy {
-    static constexpr bool ACT_SIDE = false;
+    static constexpr bool ACT_SIDE = false, HALVES = false;
     const int8_t* xq;
     const float* xs;
     const int* xz;
@@ -369,7 +384,7 @@ struct qf_a8_policy {
     }
     // The zero point's share, exact in integers; at a group's end (or K's) × the group scale,
     // in f32, group after group in order.
-    QF_HD void fold(const float* wsd, const float*, int zp, long long k, int& acc, float& f) const {
+    QF_HD void fold(const float* wsd, const float*, int zp, long long k, int, int& acc, float& f) const {
         acc -= zp * (int)wsd[1];
         if ((k + 32) % group == 0 || k + 32 >= K) {
             f += (float)acc * wsd[0];

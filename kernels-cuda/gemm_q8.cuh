@@ -7,10 +7,14 @@
 // activation format's own encoder, so they are the CPU's native activations bit for bit, and
 // the product agrees with the CPU's `--act-quant native` mat-mul up to f32 summation order.
 //
-// What a weight format provides (optional; formats without it keep the f16 / bf16 GEMM):
+// What a weight format provides (optional; formats without it keep the f16 / bf16 GEMM), one
+// of:
 //   static void codes32(const block* b, int sub, int8_t* q, float* d, float* m)
 // — sub-block `sub` (elements [32·sub, 32·sub + 32)) of the block as int8 codes q and f32 d,
-// m with w_i = d·q_i + m (up to f32 rounding of the Rust decode).
+// m with w_i = d·q_i + m (up to f32 rounding of the Rust decode);
+//   static void codes32_s16(const block* b, int sub, int8_t* q, float* d)
+// — the same for a format with a scale per 16 elements and no offset: w_i = d[i / 16]·q_i
+// (each half's integer sum is folded with its own scale).
 // What its activation format provides (q8_0, q8_1, q8_k):
 //   static void act32(const float* x, qf_block_q8_1* out)
 // — BLOCK activations (zero-padded) quantized exactly as the CPU's encode does, written as
@@ -23,16 +27,30 @@
 #pragma once
 #include "gemm8.cuh"
 
-// Whether a traits struct F has the codes32 member (the instantiation static_asserts it; the
-// host translation unit reports it per format so a test holds the registry's flag to it).
+// Whether a traits struct F has codes32 / codes32_s16 (the instantiation static_asserts one of
+// them; the host translation unit reports it per format so a test holds the registry's flag
+// to it).
 template <class F, class = void>
-struct qf_has_codes32 {
+struct qf_has_codes32_full {
     static constexpr bool value = false;
 };
 template <class F>
-struct qf_has_codes32<F, decltype(F::codes32((const typename F::block*)nullptr, 0, (int8_t*)nullptr, (float*)nullptr,
-                                             (float*)nullptr))> {
+struct qf_has_codes32_full<F, decltype(F::codes32((const typename F::block*)nullptr, 0, (int8_t*)nullptr,
+                                                  (float*)nullptr, (float*)nullptr))> {
     static constexpr bool value = true;
+};
+template <class F, class = void>
+struct qf_has_codes32_s16 {
+    static constexpr bool value = false;
+};
+template <class F>
+struct qf_has_codes32_s16<F, decltype(F::codes32_s16((const typename F::block*)nullptr, 0, (int8_t*)nullptr,
+                                                     (float*)nullptr))> {
+    static constexpr bool value = true;
+};
+template <class F>
+struct qf_has_codes32 {
+    static constexpr bool value = qf_has_codes32_full<F>::value || qf_has_codes32_s16<F>::value;
 };
 
 // One activation block of the activation format A: block `blk` of row `row` (x is M × K f32,
@@ -60,11 +78,11 @@ QF_HD void qf_quantize_act_block(const float* x, int8_t* codes, float* ds, long 
 }
 
 // The policy of qf_gemm_i8t_body: codes / ds as above (lda per row), w N rows of
-// units·32 / F::BLOCK blocks. Side data: the weight sub-block's (d_w, m_w), the activation
-// unit's (d_a, s_a).
+// units·32 / F::BLOCK blocks. Side data: the weight sub-block's (d_w, m_w) (codes32_s16: its
+// halves' (d_lo, d_hi)), the activation unit's (d_a, s_a).
 template <class F>
 struct qf_q8_policy {
-    static constexpr bool ACT_SIDE = true;
+    static constexpr bool ACT_SIDE = true, HALVES = !qf_has_codes32_full<F>::value;
     const int8_t* codes;
     const float* ds;
     const uint8_t* w;
@@ -75,13 +93,21 @@ struct qf_q8_policy {
     QF_HD void decode(long long row, long long K, long long k, int8_t* q, float* d, float* m) const {
         const typename F::block* b =
             reinterpret_cast<const typename F::block*>(w) + row * (units * 32 / F::BLOCK) + k / F::BLOCK;
-        F::codes32(b, (int)(k % F::BLOCK) / 32, q, d, m);
+        if constexpr (HALVES) {
+            float d2[2];
+            F::codes32_s16(b, (int)(k % F::BLOCK) / 32, q, d2);
+            *d = d2[0];
+            *m = d2[1];
+        } else {
+            F::codes32(b, (int)(k % F::BLOCK) / 32, q, d, m);
+        }
         if (k + 32 > K)
             for (int j = 0; j < 32; ++j) q[j] = k + j < K ? q[j] : (int8_t)0;
     }
-    // (d_w·d_a)·Σ + m_w·s_a, every sub-block (ggml's per-block formula).
-    QF_HD void fold(const float* wsd, const float* asd, int, long long, int& acc, float& f) const {
-        f += wsd[0] * asd[0] * (float)acc + wsd[1] * asd[1];
+    // (d_w·d_a)·Σ + m_w·s_a, every sub-block (ggml's per-block formula); (d_h·d_a)·Σ_h per half.
+    QF_HD void fold(const float* wsd, const float* asd, int, long long, int h, int& acc, float& f) const {
+        if constexpr (HALVES) f += wsd[h] * asd[0] * (float)acc;
+        else f += wsd[0] * asd[0] * (float)acc + wsd[1] * asd[1];
         acc = 0;
     }
     QF_HD float result(float f, long long) const { return f; }
@@ -91,7 +117,7 @@ template <class F, class C>
 QF_HD void qf_gemm_q8_tile(const int8_t* codes, const float* ds, const uint8_t* w, void* y, int out, long long M,
                            long long N, long long K, long long lda, long long units, int splits, int z, long long tm,
                            long long tn, uint8_t* smem) {
-    static_assert(qf_has_codes32<F>::value, "the int8 GEMM needs the format's codes32");
+    static_assert(qf_has_codes32<F>::value, "the int8 GEMM needs the format's codes32 or codes32_s16");
     static_assert(F::BLOCK % 32 == 0, "32-element sub-blocks");
     const qf_q8_policy<F> p{codes, ds, w, lda, units};
     qf_gemm_i8t_tile<qf_q8_policy<F>, C>(p, y, out, M, N, K, splits, z, tm, tn, smem);

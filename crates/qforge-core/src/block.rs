@@ -114,7 +114,8 @@ pub trait BlockFormat: Send + Sync + 'static {
     const GGML_USES_IMPORTANCE: bool = true;
 
     /// Whether the format's CUDA traits struct provides `codes32` (each 32-element sub-block
-    /// as int8 codes with an f32 scale and offset), which gives it the int8 tensor-core GEMM
+    /// as int8 codes with an f32 scale and offset) or `codes32_s16` (the codes with a scale
+    /// per 16-element half, no offset), which gives it the int8 tensor-core GEMM
     /// with its native q8 activations (`kernels-cuda/gemm_q8.cuh`). qforge-cuda's build
     /// checks the member exists where this is `true`, and its tests that it is `true` wherever
     /// the member exists.

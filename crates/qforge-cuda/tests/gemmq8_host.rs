@@ -77,8 +77,11 @@ fn codes32_flag_is_the_headers_member() {
         assert_eq!(hostq8::has_codes32(name), Some(f.cuda_codes32()), "{name}: CUDA_CODES32 and the header disagree");
     }
     let names: Vec<_> = q8_formats().iter().map(|f| f.desc().name).collect();
-    assert_eq!(names.len(), 10, "{names:?}");
-    for want in ["q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "iq4_nl", "iq4_xs", "mxfp4", "q4_k", "q5_k"] {
+    assert_eq!(names.len(), 20, "{names:?}");
+    for want in [
+        "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "iq4_nl", "iq4_xs", "mxfp4", "q4_k", "q5_k", "q3_k", "q6_k", "iq2_xxs",
+        "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "tq1_0", "tq2_0",
+    ] {
         assert!(names.contains(&want), "{want} has the int8 GEMM: {names:?}");
     }
 }

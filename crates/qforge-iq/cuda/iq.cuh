@@ -31,13 +31,43 @@ QF_HD void qf_iq_signed(uint64_t grid, uint32_t signs, int w[2]) {
 // The 4-bit sub-scale nibble of a 16-element half (l = group in its 32) of iq2_xs / iq2_s.
 QF_HD uint32_t qf_iq_nibble16(uint8_t sc, int l) { return l < 2 ? sc & 15u : (uint32_t)sc >> 4; }
 
+// The int8 GEMM's view (kernels-cuda/gemm_q8.cuh) of a grid format: the 32 integers v of
+// sub-block `sub` with one scale per 32 (codes32; iq1_s's per-32 shift is the offset
+// m = dl·shift/8) or per 16 (codes32_s16, no shift). iq1_m (a shift per 8) has neither.
+template <class L>
+QF_HD void qf_iq_codes(const typename L::block* b, int sub, int8_t* q) {
+    for (int k = 0; k < 4; ++k) {
+        int w[2];
+        L::values(b, 4 * sub + k, w);
+        for (int j = 0; j < 8; ++j) q[8 * k + j] = (int8_t)(w[j / 4] >> 8 * (j % 4));
+    }
+}
+template <class L, int G = L::SCALE_GROUPS, bool SHIFTED = L::SHIFTED>
+struct qf_iq_int8_view {};
+template <class L, bool SHIFTED>
+struct qf_iq_int8_view<L, 4, SHIFTED> {
+    QF_HD static void codes32(const typename L::block* b, int sub, int8_t* q, float* d, float* m) {
+        qf_iq_codes<L>(b, sub, q);
+        *d = L::scale(b, 4 * sub);
+        *m = SHIFTED ? *d * ((float)L::shift(b, 4 * sub) * 0.125f) : 0.0f;
+    }
+};
+template <class L>
+struct qf_iq_int8_view<L, 2, false> {
+    QF_HD static void codes32_s16(const typename L::block* b, int sub, int8_t* q, float* d) {
+        qf_iq_codes<L>(b, sub, q);
+        d[0] = L::scale(b, 4 * sub);
+        d[1] = L::scale(b, 4 * sub + 2);
+    }
+};
+
 // A layout L gives, for group g (elements 8g..8g+8 of the 256):
 //   L::scale(b, g)  the float scale dl (the Rust reference's expression);
 //   L::values(b, g, w)  the 8 integers v as two packed int8 words;
 //   L::shift(b, g)  ±1 (the shift is shift/8), only if L::SHIFTED.
 // L::SCALE_GROUPS groups (4 or 2) share one scale, aligned.
 template <class L>
-struct qf_iq_grid {
+struct qf_iq_grid : qf_iq_int8_view<L> {
     typedef typename L::block block;
     static constexpr int BLOCK = 256;
     static constexpr int CHUNK = 8;

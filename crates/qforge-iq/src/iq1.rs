@@ -223,6 +223,7 @@ pub struct Iq1S;
 
 impl BlockFormat for Iq1S {
     type Block = BlockIq1S;
+    const CUDA_CODES32: bool = true;
     const DESC: FormatDesc = FormatDesc {
         name: "iq1_s",
         family: "iq",

@@ -78,6 +78,7 @@ pub struct Iq2Xxs;
 
 impl BlockFormat for Iq2Xxs {
     type Block = BlockIq2Xxs;
+    const CUDA_CODES32: bool = true;
     const DESC: FormatDesc = FormatDesc {
         name: "iq2_xxs",
         family: "iq",
@@ -159,6 +160,7 @@ pub struct Iq2Xs;
 
 impl BlockFormat for Iq2Xs {
     type Block = BlockIq2Xs;
+    const CUDA_CODES32: bool = true;
     const DESC: FormatDesc = FormatDesc {
         name: "iq2_xs",
         family: "iq",
@@ -242,6 +244,7 @@ pub struct Iq2S;
 
 impl BlockFormat for Iq2S {
     type Block = BlockIq2S;
+    const CUDA_CODES32: bool = true;
     const DESC: FormatDesc = FormatDesc {
         name: "iq2_s",
         family: "iq",

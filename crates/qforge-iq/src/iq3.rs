@@ -59,6 +59,7 @@ pub struct Iq3Xxs;
 
 impl BlockFormat for Iq3Xxs {
     type Block = BlockIq3Xxs;
+    const CUDA_CODES32: bool = true;
     const DESC: FormatDesc = FormatDesc {
         name: "iq3_xxs",
         family: "iq",
@@ -146,6 +147,7 @@ pub struct Iq3S;
 
 impl BlockFormat for Iq3S {
     type Block = BlockIq3S;
+    const CUDA_CODES32: bool = true;
     const DESC: FormatDesc = FormatDesc {
         name: "iq3_s",
         family: "iq",

@@ -33,6 +33,14 @@ QF_HD void qf_k_bytes16(const uint8_t* p, int shift, uint32_t mask, int c[16]) {
         for (int j = 0; j < 4; ++j) c[4 * t + j] = (int)(v >> 8 * j & mask);
     }
 }
+// The 32 codes (low | high << shift) - bias of packed words w, hw (byte j of word t: element
+// 4t + j) as int8 (the int8 GEMM's codes32_s16).
+QF_HD void qf_k_bytes_minus(const int w[8], const int hw[8], int shift, int bias, int8_t* q) {
+    for (int t = 0; t < 8; ++t) {
+        const uint32_t v = (uint32_t)w[t] | (uint32_t)hw[t] << shift;
+        for (int j = 0; j < 4; ++j) q[4 * t + j] = (int8_t)((int)(v >> 8 * j & 0xffu) - bias);
+    }
+}
 // Σ code·q and Σ q over the two 16-element halves of an activation block.
 struct qf_k_sums {
     int dot[2], sum[2];
@@ -99,6 +107,15 @@ struct qf_q3_k {
             acc += d * (float)(qf_k_scale_q3(2 * s + h, b->scales) - 32) * (float)(r.dot[h] - 4 * r.sum[h]);
         }
         return a->d * acc;
+    }
+    // The int8 GEMM's view (gemm_q8.cuh): sub-block s as its codes (value, -4 … 3) and the
+    // halves' d·(scale - 32).
+    QF_HD static void codes32_s16(const block* b, int s, int8_t* q, float* d) {
+        int w[8], hw[8];
+        qf_k_words(b->qs + 32 * (s / 4), 2 * (s % 4), 0x03030303u, w);
+        qf_k_words(b->hmask, s, 0x01010101u, hw);
+        qf_k_bytes_minus(w, hw, 2, 4, q);
+        for (int h = 0; h < 2; ++h) d[h] = qf_load_f16(b->d) * (float)(qf_k_scale_q3(2 * s + h, b->scales) - 32);
     }
 };
 
@@ -179,6 +196,16 @@ struct qf_q6_k {
         float acc = 0.0f;
         for (int i = 0; i < 2; ++i) acc += d * (float)b->scales[2 * s + i] * (float)(r.dot[i] - 32 * r.sum[i]);
         return a->d * acc;
+    }
+    // The int8 GEMM's view (gemm_q8.cuh): sub-block s as its codes (value, -32 … 31) and the
+    // halves' d·scale.
+    QF_HD static void codes32_s16(const block* b, int s, int8_t* q, float* d) {
+        const int h = s / 4, k = s % 4;
+        int w[8], hw[8];
+        qf_k_words(b->ql + 64 * h + 32 * (k % 2), 4 * (k / 2), 0x0f0f0f0fu, w);
+        qf_k_words(b->qh + 32 * h, 2 * k, 0x03030303u, hw);
+        qf_k_bytes_minus(w, hw, 4, 32, q);
+        for (int i = 0; i < 2; ++i) d[i] = qf_load_f16(b->d) * (float)b->scales[2 * s + i];
     }
 };
 

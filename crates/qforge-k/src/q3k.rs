@@ -104,6 +104,7 @@ impl Q8KCodes for Q3K {
 
 impl BlockFormat for Q3K {
     type Block = BlockQ3K;
+    const CUDA_CODES32: bool = true;
     const DESC: FormatDesc = FormatDesc {
         name: "q3_k",
         family: "k",

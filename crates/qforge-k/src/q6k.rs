@@ -103,6 +103,7 @@ impl Q8KCodes for Q6K {
 
 impl BlockFormat for Q6K {
     type Block = BlockQ6K;
+    const CUDA_CODES32: bool = true;
     const DESC: FormatDesc = FormatDesc {
         name: "q6_k",
         family: "k",

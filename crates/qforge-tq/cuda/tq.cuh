@@ -58,6 +58,16 @@ struct qf_tq {
         sumi -= qf_q8_1_sum(a, 0, 32);
         return qf_load_f16(b->d) * (a->d * (float)sumi);
     }
+
+    // The int8 GEMM's view (gemm_q8.cuh): the codes t - 1 of sub-block `sub`, d, no offset.
+    QF_HD static void codes32(const block* b, int sub, int8_t* q, float* d, float* m) {
+        for (int i = 0; i < 8; ++i) {
+            const uint32_t w = (uint32_t)L::word(b, 32 * sub + 4 * i);
+            for (int k = 0; k < 4; ++k) q[4 * i + k] = (int8_t)((int)(w >> 8 * k & 0xffu) - 1);
+        }
+        *d = qf_load_f16(b->d);
+        *m = 0.0f;
+    }
 };
 
 struct qf_tq1_0 : qf_tq<qf_tq1_layout> {};

@@ -147,6 +147,7 @@ pub struct Tq1_0;
 
 impl BlockFormat for Tq1_0 {
     type Block = BlockTq1_0;
+    const CUDA_CODES32: bool = true;
     const DESC: FormatDesc = FormatDesc {
         name: "tq1_0",
         family: "tq",

@@ -76,6 +76,7 @@ pub struct Tq2_0;
 
 impl BlockFormat for Tq2_0 {
     type Block = BlockTq2_0;
+    const CUDA_CODES32: bool = true;
     const DESC: FormatDesc = FormatDesc {
         name: "tq2_0",
         family: "tq",
