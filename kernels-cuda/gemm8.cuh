@@ -94,8 +94,9 @@ QF_HD void qf_quantize_i8dyn_row(const float* x, int8_t* q, float* scale, int* z
 //    multiple of 128) and, where the policy has them (P::ACT_SIDE), each sub-block's two f32
 //    (q8: scale and sum), copied with 16-byte cp.async STAGES k-steps deep;
 //  - the weights: each k-step's ROWS × 4 (row, sub-block) items decoded by the policy straight
-//    from their blocks into one of two shared int8 tiles with two f32 of side data per item
-//    (q8: d, m; A8W4DQ: the group's scale, the sub-block's code sum), every thread a few items;
+//    from their blocks into one of two shared int8 tiles with four f32 of side data per item
+//    (q8: d, m or the halves' d, d, m, m; A8W4DQ: the group's scale, the sub-block's code
+//    sum), every thread a few items;
 //    k-step i + 1 is decoded while the warps multiply k-step i.
 // Every edge is predicated (rows past N decode to zero codes, tokens past M are not copied and
 // their columns not stored, sub-blocks past the range are skipped), so any M, N, K works.
@@ -113,8 +114,9 @@ struct qf_i8_cfg {
     static constexpr int WROWS = ROWS / WR, WTOK = TOK / WT;  // one warp's tile
     static constexpr int RT = WROWS / 16, MT = WTOK / 8;      // its mma tiles
     static constexpr int SEG = BK + 16;    // 16·odd bytes: 8 consecutive rows in distinct banks
-    static constexpr int SIDE = SUBS * 8;  // two f32 per sub-block, per row / token
-    static constexpr int SLOT = TOK * (SEG + SIDE), WBUF = ROWS * (SEG + SIDE);
+    static constexpr int SIDE = SUBS * 8;    // per token: two f32 per sub-block
+    static constexpr int WSIDE = SUBS * 16;  // per weight row: four f32 per sub-block
+    static constexpr int SLOT = TOK * (SEG + SIDE), WBUF = ROWS * (SEG + WSIDE);
     static constexpr int SMEM_BYTES = STAGES * SLOT + 2 * WBUF;
     static constexpr int ITEMS = ROWS * SUBS / NTH;  // decoded (row, sub-block) items per thread
     static_assert(RT >= 1 && WROWS % 16 == 0 && WTOK % 8 == 0 && MT >= 1 && STAGES >= 2, "whole mma tiles");
@@ -142,10 +144,12 @@ QF_HD void qf_st_codes32(int8_t* dst, const int8_t* q) {
 //   act_codes(m, k0), act_side(m, k0)   token m's 128 codes / 4 f32 pairs from k0 (16-byte
 //                                 aligned global addresses);
 //   tok_const(m)                  a per-token int held in registers (A8W4DQ: the zero point);
-//   decode(row, K, k, q, &a, &b)  weight row `row`'s codes k … k + 31 (0 past K) and side data;
 //   HALVES                        whether a weight sub-block has a scale per 16-element half
 //                                 (its halves are multiplied and folded one after the other);
-//   fold(wside, tside, tz, k, h, acc, f)   a sub-block's (half h's) integer sums into f
+//   HALF_SUMS                     whether the fold needs each token's code sum over the half;
+//   decode(row, K, k, q, side)    weight row `row`'s codes k … k + 31 (0 past K) and four f32
+//                                 of side data;
+//   fold(wside, tside, tz, k, h, hsum, acc, f)   a sub-block's (half h's) integer sums into f
 //                                 (resetting acc where it folds);
 //   result(f, m)                  the output value.
 // smem: C::SMEM_BYTES, 16-byte aligned.
@@ -191,16 +195,16 @@ QF_HD void qf_gemm_i8t_body(const P& p, void* y, int out, long long M, long long
                 const int it = t + j * C::NTH, r = it / C::SUBS, s = it % C::SUBS;
                 const long long k = k0 + 32 * s;
                 int8_t q[32];
-                float a = 0.0f, b = 0.0f;
+                float side[4] = {0.0f, 0.0f, 0.0f, 0.0f};
                 if (n0 + r < N && k < ke) {
-                    p.decode(n0 + r, K, k, q, &a, &b);
+                    p.decode(n0 + r, K, k, q, side);
                 } else {
 #pragma unroll
                     for (int u = 0; u < 32; ++u) q[u] = 0;
                 }
                 qf_st_codes32(ws + r * C::SEG + 32 * s, q);
-                wsd[2 * (r * C::SUBS + s)] = a;
-                wsd[2 * (r * C::SUBS + s) + 1] = b;
+#pragma unroll
+                for (int u = 0; u < 4; ++u) wsd[4 * (r * C::SUBS + s) + u] = side[u];
             }
         });
     };
@@ -272,10 +276,28 @@ QF_HD void qf_gemm_i8t_body(const P& p, void* y, int out, long long M, long long
                     for (int ii = 0; ii < C::RT; ++ii)
 #pragma unroll
                         for (int j = 0; j < C::MT; ++j) qf_mma_m16n8k32_s8(iacc[wsl][ii][j], ah[ii], b[j]);
+                    // HALF_SUMS: each token's code sum over the half, from an mma with an A of ones
+                    // in the half's columns (every row of C holds it; the lane's tokens 2t, 2t + 1
+                    // are registers 0, 1).
+                    qf_frag_c32 hs[C::MT][QF_LANE_SLOTS];
+                    if constexpr (P::HALF_SUMS) {
+                        qf_frag_a8 ones[QF_LANE_SLOTS];
+                        qf_for_lanes([&](int ls, int) {
+#pragma unroll
+                            for (int q = 0; q < 4; ++q) ones[ls].r[q] = q / 2 == h ? 0x01010101u : 0u;
+#pragma unroll
+                            for (int j = 0; j < C::MT; ++j)
+#pragma unroll
+                                for (int e = 0; e < 4; ++e) hs[j][ls].r[e] = 0;
+                        });
+#pragma unroll
+                        for (int j = 0; j < C::MT; ++j) qf_mma_m16n8k32_s8(hs[j], ones, b[j]);
+                    }
                     qf_for_lanes([&](int ls, int lane) {
                         qf_for_acc_t<C::RT, C::MT>(lane, r0, c0, [&](int ii, int j, int e, int r, int c) {
-                            p.fold(wsd + 2 * (r * C::SUBS + s), xsd + 2 * (c * C::SUBS + s), tz[wsl][j][e & 1][ls],
-                                   k, h, iacc[wsl][ii][j][ls].r[e], facc[wsl][ii][j][ls].r[e]);
+                            const int hsum = P::HALF_SUMS ? hs[j][ls].r[e & 1] : 0;
+                            p.fold(wsd + 4 * (r * C::SUBS + s), xsd + 2 * (c * C::SUBS + s), tz[wsl][j][e & 1][ls],
+                                   k, h, hsum, iacc[wsl][ii][j][ls].r[e], facc[wsl][ii][j][ls].r[e]);
                         });
                     });
                 }
@@ -355,7 +377,7 @@ void qf_host_i8t_grid(long long M, long long N, int splits, Fn&& tile) {
 // the weight sub-block's (group scale, code sum); the token's zero point in registers.
 template <class F>
 struct qf_a8_policy {
-    static constexpr bool ACT_SIDE = false, HALVES = false;
+    static constexpr bool ACT_SIDE = false, HALVES = false, HALF_SUMS = false;
     const int8_t* xq;
     const float* xs;
     const int* xz;
@@ -365,10 +387,10 @@ struct qf_a8_policy {
     QF_HD const int8_t* act_codes(long long m, long long k0) const { return xq + m * lda + k0; }
     QF_HD const float* act_side(long long, long long) const { return nullptr; }
     QF_HD int tok_const(long long m) const { return xz[m]; }
-    QF_HD void decode(long long row, long long K, long long k, int8_t* q, float* sc, float* sum) const {
+    QF_HD void decode(long long row, long long K, long long k, int8_t* q, float* side) const {
         const long long row_bytes = (K + group - 1) / group * gbytes;
         const uint8_t* g = w + row * row_bytes + (k / group) * gbytes;
-        *sc = qf_group_scale(g, sdt);
+        side[0] = qf_group_scale(g, sdt);
         int s = 0;
 #pragma unroll
         for (int c = 0; c < 32; c += 8) {
@@ -380,11 +402,11 @@ struct qf_a8_policy {
                 s += q[c + j];
             }
         }
-        *sum = (float)s;  // |s| ≤ 32 · 128: exact
+        side[1] = (float)s;  // |s| ≤ 32 · 128: exact
     }
     // The zero point's share, exact in integers; at a group's end (or K's) × the group scale,
     // in f32, group after group in order.
-    QF_HD void fold(const float* wsd, const float*, int zp, long long k, int, int& acc, float& f) const {
+    QF_HD void fold(const float* wsd, const float*, int zp, long long k, int, int, int& acc, float& f) const {
         acc -= zp * (int)wsd[1];
         if ((k + 32) % group == 0 || k + 32 >= K) {
             f += (float)acc * wsd[0];

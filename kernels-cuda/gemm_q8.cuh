@@ -14,7 +14,10 @@
 // m with w_i = d·q_i + m (up to f32 rounding of the Rust decode);
 //   static void codes32_s16(const block* b, int sub, int8_t* q, float* d)
 // — the same for a format with a scale per 16 elements and no offset: w_i = d[i / 16]·q_i
-// (each half's integer sum is folded with its own scale).
+// (each half's integer sum is folded with its own scale);
+//   static void codes32_s16m(const block* b, int sub, int8_t* q, float* d, float* m)
+// — with an offset per 16 elements too: w_i = d[i / 16]·q_i + m[i / 16] (the offset meets each
+// token's code sum over the half, which the tile loop takes from one more mma).
 // What its activation format provides (q8_0, q8_1, q8_k):
 //   static void act32(const float* x, qf_block_q8_1* out)
 // — BLOCK activations (zero-padded) quantized exactly as the CPU's encode does, written as
@@ -48,9 +51,19 @@ struct qf_has_codes32_s16<F, decltype(F::codes32_s16((const typename F::block*)n
                                                      (float*)nullptr))> {
     static constexpr bool value = true;
 };
+template <class F, class = void>
+struct qf_has_codes32_s16m {
+    static constexpr bool value = false;
+};
+template <class F>
+struct qf_has_codes32_s16m<F, decltype(F::codes32_s16m((const typename F::block*)nullptr, 0, (int8_t*)nullptr,
+                                                       (float*)nullptr, (float*)nullptr))> {
+    static constexpr bool value = true;
+};
 template <class F>
 struct qf_has_codes32 {
-    static constexpr bool value = qf_has_codes32_full<F>::value || qf_has_codes32_s16<F>::value;
+    static constexpr bool value =
+        qf_has_codes32_full<F>::value || qf_has_codes32_s16<F>::value || qf_has_codes32_s16m<F>::value;
 };
 
 // One activation block of the activation format A: block `blk` of row `row` (x is M × K f32,
@@ -78,11 +91,12 @@ QF_HD void qf_quantize_act_block(const float* x, int8_t* codes, float* ds, long 
 }
 
 // The policy of qf_gemm_i8t_body: codes / ds as above (lda per row), w N rows of
-// units·32 / F::BLOCK blocks. Side data: the weight sub-block's (d_w, m_w) (codes32_s16: its
-// halves' (d_lo, d_hi)), the activation unit's (d_a, s_a).
+// units·32 / F::BLOCK blocks. Side data: the weight sub-block's (d_w, m_w) (halves: d_lo, d_hi,
+// m_lo, m_hi), the activation unit's (d_a, s_a).
 template <class F>
 struct qf_q8_policy {
     static constexpr bool ACT_SIDE = true, HALVES = !qf_has_codes32_full<F>::value;
+    static constexpr bool HALF_SUMS = qf_has_codes32_s16m<F>::value;
     const int8_t* codes;
     const float* ds;
     const uint8_t* w;
@@ -90,23 +104,21 @@ struct qf_q8_policy {
     QF_HD const int8_t* act_codes(long long m, long long k0) const { return codes + m * lda + k0; }
     QF_HD const float* act_side(long long m, long long k0) const { return ds + 2 * (m * (lda / 32) + k0 / 32); }
     QF_HD int tok_const(long long) const { return 0; }
-    QF_HD void decode(long long row, long long K, long long k, int8_t* q, float* d, float* m) const {
+    QF_HD void decode(long long row, long long K, long long k, int8_t* q, float* side) const {
         const typename F::block* b =
             reinterpret_cast<const typename F::block*>(w) + row * (units * 32 / F::BLOCK) + k / F::BLOCK;
-        if constexpr (HALVES) {
-            float d2[2];
-            F::codes32_s16(b, (int)(k % F::BLOCK) / 32, q, d2);
-            *d = d2[0];
-            *m = d2[1];
-        } else {
-            F::codes32(b, (int)(k % F::BLOCK) / 32, q, d, m);
-        }
+        const int sub = (int)(k % F::BLOCK) / 32;
+        if constexpr (HALF_SUMS) F::codes32_s16m(b, sub, q, side, side + 2);
+        else if constexpr (HALVES) F::codes32_s16(b, sub, q, side);
+        else F::codes32(b, sub, q, side, side + 1);
         if (k + 32 > K)
             for (int j = 0; j < 32; ++j) q[j] = k + j < K ? q[j] : (int8_t)0;
     }
-    // (d_w·d_a)·Σ + m_w·s_a, every sub-block (ggml's per-block formula); (d_h·d_a)·Σ_h per half.
-    QF_HD void fold(const float* wsd, const float* asd, int, long long, int h, int& acc, float& f) const {
-        if constexpr (HALVES) f += wsd[h] * asd[0] * (float)acc;
+    // (d_w·d_a)·Σ + m_w·s_a, every sub-block (ggml's per-block formula); per half
+    // (d_h·d_a)·Σ_h (+ m_h·(d_a·Σ_h q_a)).
+    QF_HD void fold(const float* wsd, const float* asd, int, long long, int h, int hsum, int& acc, float& f) const {
+        if constexpr (HALF_SUMS) f += wsd[h] * asd[0] * (float)acc + wsd[2 + h] * (asd[0] * (float)hsum);
+        else if constexpr (HALVES) f += wsd[h] * asd[0] * (float)acc;
         else f += wsd[0] * asd[0] * (float)acc + wsd[1] * asd[1];
         acc = 0;
     }

@@ -31,33 +31,40 @@ QF_HD void qf_iq_signed(uint64_t grid, uint32_t signs, int w[2]) {
 // The 4-bit sub-scale nibble of a 16-element half (l = group in its 32) of iq2_xs / iq2_s.
 QF_HD uint32_t qf_iq_nibble16(uint8_t sc, int l) { return l < 2 ? sc & 15u : (uint32_t)sc >> 4; }
 
-// The int8 GEMM's view (kernels-cuda/gemm_q8.cuh) of a grid format: the 32 integers v of
-// sub-block `sub` with one scale per 32 (codes32; iq1_s's per-32 shift is the offset
-// m = dl·shift/8) or per 16 (codes32_s16, no shift). iq1_m (a shift per 8) has neither.
+// The int8 GEMM's view (kernels-cuda/gemm_q8.cuh) of a grid format: the 32 integers of
+// sub-block `sub` with one scale per 32 (codes32) or per 16 (codes32_s16). iq1's shift goes
+// into the codes: dl·(v ± 1/8) = (dl/8)·(8v ± 1), codes -9 … 9, scale dl/8 (exact: a power of
+// two), so no format needs an offset.
 template <class L>
 QF_HD void qf_iq_codes(const typename L::block* b, int sub, int8_t* q) {
     for (int k = 0; k < 4; ++k) {
         int w[2];
         L::values(b, 4 * sub + k, w);
-        for (int j = 0; j < 8; ++j) q[8 * k + j] = (int8_t)(w[j / 4] >> 8 * (j % 4));
+        const int shift = L::SHIFTED ? L::shift(b, 4 * sub + k) : 0;
+        for (int j = 0; j < 8; ++j) {
+            const int v = (int8_t)(w[j / 4] >> 8 * (j % 4));
+            q[8 * k + j] = (int8_t)(L::SHIFTED ? 8 * v + shift : v);
+        }
     }
 }
-template <class L, int G = L::SCALE_GROUPS, bool SHIFTED = L::SHIFTED>
-struct qf_iq_int8_view {};
-template <class L, bool SHIFTED>
-struct qf_iq_int8_view<L, 4, SHIFTED> {
+template <class L>
+QF_HD float qf_iq_code_scale(const typename L::block* b, int g) {
+    return L::SHIFTED ? L::scale(b, g) * 0.125f : L::scale(b, g);
+}
+template <class L, int G = L::SCALE_GROUPS>
+struct qf_iq_int8_view {
     QF_HD static void codes32(const typename L::block* b, int sub, int8_t* q, float* d, float* m) {
         qf_iq_codes<L>(b, sub, q);
-        *d = L::scale(b, 4 * sub);
-        *m = SHIFTED ? *d * ((float)L::shift(b, 4 * sub) * 0.125f) : 0.0f;
+        *d = qf_iq_code_scale<L>(b, 4 * sub);
+        *m = 0.0f;
     }
 };
 template <class L>
-struct qf_iq_int8_view<L, 2, false> {
+struct qf_iq_int8_view<L, 2> {
     QF_HD static void codes32_s16(const typename L::block* b, int sub, int8_t* q, float* d) {
         qf_iq_codes<L>(b, sub, q);
-        d[0] = L::scale(b, 4 * sub);
-        d[1] = L::scale(b, 4 * sub + 2);
+        d[0] = qf_iq_code_scale<L>(b, 4 * sub);
+        d[1] = qf_iq_code_scale<L>(b, 4 * sub + 2);
     }
 };
 

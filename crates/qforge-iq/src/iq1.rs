@@ -349,6 +349,7 @@ pub struct Iq1M;
 
 impl BlockFormat for Iq1M {
     type Block = BlockIq1M;
+    const CUDA_CODES32: bool = true;
     const DESC: FormatDesc = FormatDesc {
         name: "iq1_m",
         family: "iq",

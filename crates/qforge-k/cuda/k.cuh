@@ -80,6 +80,19 @@ struct qf_q2_k {
         }
         return a->d * acc;
     }
+    // The int8 GEMM's view (gemm_q8.cuh): sub-block s as its 2-bit codes, the halves' d·scale
+    // and -dmin·min.
+    QF_HD static void codes32_s16m(const block* b, int s, int8_t* q, float* d, float* m) {
+        int w[8];
+        const int zero[8] = {0, 0, 0, 0, 0, 0, 0, 0};
+        qf_k_words(b->qs + 32 * (s / 4), 2 * (s % 4), 0x03030303u, w);
+        qf_k_bytes_minus(w, zero, 0, 0, q);
+        for (int h = 0; h < 2; ++h) {
+            const int sc = b->scales[2 * s + h];
+            d[h] = qf_load_f16(b->d) * (float)(sc & 0xf);
+            m[h] = -(qf_load_f16(b->dmin) * (float)(sc >> 4));
+        }
+    }
 };
 
 // x = d·(scale - 32)·(low + 4·high - 4), low 2 bits as q2_k, high bit in hmask.

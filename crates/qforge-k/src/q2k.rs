@@ -106,6 +106,7 @@ impl Q8KCodes for Q2K {
 
 impl BlockFormat for Q2K {
     type Block = BlockQ2K;
+    const CUDA_CODES32: bool = true;
     const DESC: FormatDesc = FormatDesc {
         name: "q2_k",
         family: "k",

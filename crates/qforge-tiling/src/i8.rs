@@ -17,10 +17,10 @@ pub type I8Tile = TransTile;
 /// sum (two f32) for each of the k-step's four sub-blocks.
 pub const I8_ACT_SIDE_BYTES: u32 = 8 * (TRANS_BK / 32);
 
-/// Bytes of per-sub-block weight data per weight row and k-step: two f32 (q8: the sub-block's
-/// scale and offset; A8W4DQ: the group's scale and the sub-block's code sum) for each of the
-/// four sub-blocks.
-pub const I8_WEIGHT_SIDE_BYTES: u32 = 8 * (TRANS_BK / 32);
+/// Bytes of per-sub-block weight data per weight row and k-step: four f32 (q8: the sub-block's
+/// scale and offset, or its halves' two scales and two offsets; A8W4DQ: the group's scale and
+/// the sub-block's code sum) for each of the four sub-blocks.
+pub const I8_WEIGHT_SIDE_BYTES: u32 = 16 * (TRANS_BK / 32);
 
 /// Dynamic shared memory of one int8 GEMM CTA, bytes: `stages` slots of `tok` staged
 /// activation rows with their side data, then two decoded weight tiles (`rows` rows) with
@@ -32,10 +32,10 @@ pub const fn i8_smem_bytes(t: &TransTile) -> u64 {
 
 /// Every instance, by index, smallest M first; the FP8 GEMM's shapes (their two sets of
 /// accumulators, the integer sums and the f32 ones, are the same size as its two):
-/// - 64 rows × 16 tokens, 4 warps, 4 k-steps in flight (33 KiB: no opt-in): token generation
+/// - 64 rows × 16 tokens, 4 warps, 4 k-steps in flight (37 KiB: no opt-in): token generation
 ///   and small batches, many CTAs along N;
-/// - 128 × 64 on 4 × 2 warps, 3 stages (77 KiB);
-/// - 64 × 128 on 2 × 4 warps, 3 stages (88 KiB): a decoded weight tile serves 128 tokens.
+/// - 128 × 64 on 4 × 2 warps, 3 stages (85 KiB);
+/// - 64 × 128 on 2 × 4 warps, 3 stages (92 KiB): a decoded weight tile serves 128 tokens.
 pub const I8_GEMM_TILES: &[I8Tile] = &[
     TransTile { rows: 64, tok: 16, wr: 4, wt: 1, stages: 4 },
     TransTile { rows: 128, tok: 64, wr: 4, wt: 2, stages: 3 },
