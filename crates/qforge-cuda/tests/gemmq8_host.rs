@@ -77,10 +77,10 @@ fn codes32_flag_is_the_headers_member() {
         assert_eq!(hostq8::has_codes32(name), Some(f.cuda_codes32()), "{name}: CUDA_CODES32 and the header disagree");
     }
     let names: Vec<_> = q8_formats().iter().map(|f| f.desc().name).collect();
-    assert_eq!(names.len(), 22, "{names:?}");
+    assert_eq!(names.len(), 25, "{names:?}");
     for want in [
-        "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "iq4_nl", "iq4_xs", "mxfp4", "q4_k", "q5_k", "q2_k", "q3_k", "q6_k",
-        "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m", "tq1_0", "tq2_0",
+        "q4_0", "q4_1", "q5_0", "q5_1", "q8_0", "iq4_nl", "iq4_xs", "mxfp4", "nvfp4", "q4_k", "q5_k", "q2_k", "q3_k",
+        "q6_k", "iq2_xxs", "iq2_xs", "iq2_s", "iq3_xxs", "iq3_s", "iq1_s", "iq1_m", "tq1_0", "tq2_0", "q1_0", "q2_0",
     ] {
         assert!(names.contains(&want), "{want} has the int8 GEMM: {names:?}");
     }
@@ -133,11 +133,16 @@ fn q8_refuses_what_it_cannot_compute() {
     let h = hostq8::get(f.desc().name).unwrap();
     let w = qforge_cpu::quantize(f, Shape::new([3, 64]).unwrap(), &qforge_golden::signal(192, 1), None).unwrap();
     assert!(h.gemm(&w, &[0.0; 63], 1, DType::F32).is_err());
-    let nv = qforge_formats::get("nvfp4").unwrap();
-    let w = qforge_cpu::quantize(nv, Shape::new([3, 256]).unwrap(), &qforge_golden::signal(768, 1), None).unwrap();
+    // Every weight format with device code and q8 activations has it now; fp8 (its own FP8
+    // GEMM) and int4g (A8W4DQ) do not.
+    for name in ["fp8_e4m3", "int4g"] {
+        let f = qforge_formats::get(name).unwrap();
+        assert!(qforge_cuda::codegen::q8_units(f, 256).is_err(), "{name}");
+        assert!(qforge_cuda::codegen::q8_kernel_names(name).is_empty(), "{name}");
+    }
+    let i4 = qforge_formats::get("int4g").unwrap();
+    let w = qforge_cpu::quantize(i4, Shape::new([3, 256]).unwrap(), &qforge_golden::signal(768, 1), None).unwrap();
     assert!(h.gemm(&w, &[0.0; 256], 1, DType::F32).is_err(), "a format without codes32");
-    assert!(qforge_cuda::codegen::q8_units(nv, 256).is_err());
-    assert!(qforge_cuda::codegen::q8_kernel_names("nvfp4").is_empty());
 }
 
 /// The modules of the int8 GEMM's formats hold the quantizer and the GEMM of every instance;

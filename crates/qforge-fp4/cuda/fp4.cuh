@@ -98,5 +98,22 @@ struct qf_fp4_codes32 {
     }
 };
 
+// The int8 GEMM's view of nvfp4 (16 codes per scale): sub-block `sub` is groups 2·sub and
+// 2·sub + 1, each byte j holding element j (low nibble) and j + 8 (high); the halves' half
+// scales, no offset.
+template <class S>
+struct qf_fp4_codes32_s16 {
+    QF_HD static void codes32_s16(const typename S::block* b, int sub, int8_t* q, float* d) {
+        for (int h = 0; h < 2; ++h) {
+            const uint8_t* qs = b->qs + 8 * (2 * sub + h);
+            for (int j = 0; j < 8; ++j) {
+                q[16 * h + j] = (int8_t)QF_TAB(qf_fp4_e2m1_x2)[qs[j] & 15];
+                q[16 * h + j + 8] = (int8_t)QF_TAB(qf_fp4_e2m1_x2)[qs[j] >> 4];
+            }
+            d[h] = S::half(b, 2 * sub + h);
+        }
+    }
+};
+
 struct qf_mxfp4 : qf_fp4<qf_fp4_mx_scale, 32, 32>, qf_fp4_codes32<qf_fp4_mx_scale> {};
-struct qf_nvfp4 : qf_fp4<qf_fp4_nv_scale, 64, 16> {};
+struct qf_nvfp4 : qf_fp4<qf_fp4_nv_scale, 64, 16>, qf_fp4_codes32_s16<qf_fp4_nv_scale> {};

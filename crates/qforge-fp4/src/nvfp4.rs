@@ -47,6 +47,7 @@ fn encode_sub(xs: &[f32], s: usize, ue: u8, out: &mut BlockNvfp4) {
 
 impl BlockFormat for Nvfp4 {
     type Block = BlockNvfp4;
+    const CUDA_CODES32: bool = true;
     const DESC: FormatDesc = FormatDesc {
         name: "nvfp4",
         family: "fp4",

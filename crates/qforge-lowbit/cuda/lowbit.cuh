@@ -36,6 +36,13 @@ struct qf_lowbit {
         sumi = STEP * sumi - qf_q8_1_sum(a, 0, 32);
         return qf_load_f16(b->d) * (a->d * (float)sumi);
     }
+
+    // The int8 GEMM's view (gemm_q8.cuh): the values STEP·c − 1 of sub-block `sub`, d, no offset.
+    QF_HD static void codes32(const block* b, int sub, int8_t* q, float* d, float* m) {
+        for (int j = 0; j < 32; ++j) q[j] = (int8_t)(STEP * code(b, 32 * sub + j) - 1);
+        *d = qf_load_f16(b->d);
+        *m = 0.0f;
+    }
 };
 
 struct qf_q1_0 : qf_lowbit<qf_q1_0_block, 128, 1, 2> {};

@@ -79,6 +79,7 @@ macro_rules! lowbit_format {
 
         impl BlockFormat for $fmt {
             type Block = $block;
+            const CUDA_CODES32: bool = true;
             const DESC: FormatDesc = FormatDesc {
                 name: $name,
                 family: "lowbit",
