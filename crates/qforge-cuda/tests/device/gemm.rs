@@ -293,6 +293,56 @@ fn q8_gemm_on_the_gpu_is_the_cpus_native_matmul() {
     }
 }
 
+/// The int8 GEMMs on the GPU on a forced instance (and, for q8, K split): `q8` selects
+/// `Cuda::gemm_q8_tile_into`, else `Cuda::gemm_a8_tile_into` (never split).
+fn i8_on_gpu<'a>(
+    gpu: &'a Cuda,
+    s: &'a Arc<CudaStream>,
+    q8: bool,
+    tile: usize,
+    splits: usize,
+) -> impl Fn(&QuantTensor<'_>, &[f32], usize, DType) -> Vec<u8> + 'a {
+    move |w, x, m, out| {
+        let dw = gpu.upload(w, s).unwrap();
+        let dx = s.clone_htod(x).unwrap();
+        let mut y = nan_buffer(s, m * w.rows(), out);
+        let (xv, dw) = (dx.slice(..), &dw);
+        match (&mut y, q8) {
+            (DeviceBuffer::F32(b), true) => gpu.gemm_q8_tile_into(dw, &xv, m, b, out, tile, splits, s),
+            (DeviceBuffer::F16(b) | DeviceBuffer::Bf16(b), true) => {
+                gpu.gemm_q8_tile_into(dw, &xv, m, b, out, tile, splits, s)
+            }
+            (DeviceBuffer::F32(b), false) => gpu.gemm_a8_tile_into(dw, &xv, m, b, out, tile, s),
+            (DeviceBuffer::F16(b) | DeviceBuffer::Bf16(b), false) => gpu.gemm_a8_tile_into(dw, &xv, m, b, out, tile, s),
+        }
+        .unwrap();
+        y.to_host_bytes(s).unwrap()
+    }
+}
+
+/// Every int8 instance on the GPU (q8: whole and split along K; A8W4DQ: whole, bit for bit),
+/// for a 32-block, a 256-block and a per-16-offset format, on shapes that cross each
+/// instance's edges.
+#[test]
+#[ignore = "needs a CUDA GPU"]
+fn int8_every_instance_and_split_on_the_gpu() {
+    let gpu = device();
+    let s = gpu.default_stream();
+    for (tile, t) in qforge_tiling::I8_GEMM_TILES.iter().enumerate() {
+        let (tok, rows) = (t.tok as usize, t.rows as usize);
+        for &(m, n, k, splits) in &[(tok + 3, rows + 5, 512, 1), (2 * tok + 1, 2 * rows + 1, 768, 3), (5, 17, 4096, 16)]
+        {
+            for name in ["q4_1", "q4_k", "q2_k"] {
+                let f = qforge_formats::get(name).unwrap();
+                crate::support::q8_ref::check(f, &i8_on_gpu(&gpu, &s, true, tile, splits), (m, n, k), DType::F32);
+            }
+            for f in a8_formats() {
+                crate::support::a8_ref::check(f, &i8_on_gpu(&gpu, &s, false, tile, 1), (m, n, k + 33), DType::F32);
+            }
+        }
+    }
+}
+
 // ---- the FP8 block-scaled GEMM (`Cuda::gemm_fp8_into`, kernels-cuda/gemm_fp8.cuh): 1 × 128
 // e4m3 activations quantized on the device, both bodies (the e4m3 tensor cores where the
 // device has them, sm_89+, and the exact-f16 one) against the CPU's fp8-1x128 mat-mul within
