@@ -205,6 +205,17 @@ QF_HD int qf_spread_bits4(uint32_t x) {
     return (int)((x & 1u) | (x & 2u) << 7 | (x & 4u) << 14 | (x & 8u) << 21);
 }
 
+// Byte-wise SWAR on four packed int8 codes (the int8 GEMM's views, gemm_q8.cuh):
+// each byte v − bias, for bytes v < 128 and bias ≤ 128 (no borrow crosses a byte: every byte
+// is at least 128 before the subtraction);
+QF_HD uint32_t qf_bytes_minus(uint32_t v, uint32_t bias) {
+    return ((v | 0x80808080u) - bias * 0x01010101u) ^ 0x80808080u;
+}
+// each byte x + y modulo 256, any bytes (the carries out of bit 7 are dropped).
+QF_HD uint32_t qf_bytes_add(uint32_t x, uint32_t y) {
+    return ((x & 0x7f7f7f7fu) + (y & 0x7f7f7f7fu)) ^ ((x ^ y) & 0x80808080u);
+}
+
 // ---- activations ------------------------------------------------------------------------
 // The activation block of the mat-vec: q8_1's meaning (x ≈ d·qs[i], s = d·Σqs) with f32 d
 // and s, so nothing is lost to f16 rounding. Produced on the GPU by qforge_quantize_q8_1.

@@ -123,18 +123,14 @@ struct qf_i8_cfg {
     static_assert(ITEMS * NTH == ROWS * SUBS, "whole decode items per thread");
 };
 
-// 32 codes to shared memory at dst (16-byte aligned): two 16-byte stores on the device.
-QF_HD void qf_st_codes32(int8_t* dst, const int8_t* q) {
+// 32 codes as eight packed words (byte j of word t: code 4t + j) to shared memory at dst
+// (16-byte aligned): two 16-byte stores on the device.
+QF_HD void qf_st_codes32(int8_t* dst, const uint32_t* w) {
 #ifdef __CUDA_ARCH__
-    uint32_t w[8];
-#pragma unroll
-    for (int i = 0; i < 8; ++i)
-        w[i] = (uint32_t)(uint8_t)q[4 * i] | (uint32_t)(uint8_t)q[4 * i + 1] << 8 |
-               (uint32_t)(uint8_t)q[4 * i + 2] << 16 | (uint32_t)(uint8_t)q[4 * i + 3] << 24;
     reinterpret_cast<uint4*>(dst)[0] = make_uint4(w[0], w[1], w[2], w[3]);
     reinterpret_cast<uint4*>(dst)[1] = make_uint4(w[4], w[5], w[6], w[7]);
 #else
-    memcpy(dst, q, 32);
+    for (int i = 0; i < 32; ++i) dst[i] = (int8_t)(uint8_t)(w[i / 4] >> 8 * (i % 4));
 #endif
 }
 
@@ -147,8 +143,8 @@ QF_HD void qf_st_codes32(int8_t* dst, const int8_t* q) {
 //   HALVES                        whether a weight sub-block has a scale per 16-element half
 //                                 (its halves are multiplied and folded one after the other);
 //   HALF_SUMS                     whether the fold needs each token's code sum over the half;
-//   decode(row, K, k, q, side)    weight row `row`'s codes k … k + 31 (0 past K) and four f32
-//                                 of side data;
+//   decode(row, K, k, w, side)    weight row `row`'s codes k … k + 31 (0 past K) as eight
+//                                 packed words and four f32 of side data;
 //   fold(wside, tside, tz, k, h, hsum, acc, f)   a sub-block's (half h's) integer sums into f
 //                                 (resetting acc where it folds);
 //   result(f, m)                  the output value.
@@ -194,13 +190,13 @@ QF_HD void qf_gemm_i8t_body(const P& p, void* y, int out, long long M, long long
             for (int j = 0; j < C::ITEMS; ++j) {
                 const int it = t + j * C::NTH, r = it / C::SUBS, s = it % C::SUBS;
                 const long long k = k0 + 32 * s;
-                int8_t q[32];
+                uint32_t q[8];
                 float side[4] = {0.0f, 0.0f, 0.0f, 0.0f};
                 if (n0 + r < N && k < ke) {
                     p.decode(n0 + r, K, k, q, side);
                 } else {
 #pragma unroll
-                    for (int u = 0; u < 32; ++u) q[u] = 0;
+                    for (int u = 0; u < 8; ++u) q[u] = 0u;
                 }
                 qf_st_codes32(ws + r * C::SEG + 32 * s, q);
 #pragma unroll
@@ -387,7 +383,7 @@ struct qf_a8_policy {
     QF_HD const int8_t* act_codes(long long m, long long k0) const { return xq + m * lda + k0; }
     QF_HD const float* act_side(long long, long long) const { return nullptr; }
     QF_HD int tok_const(long long m) const { return xz[m]; }
-    QF_HD void decode(long long row, long long K, long long k, int8_t* q, float* side) const {
+    QF_HD void decode(long long row, long long K, long long k, uint32_t* q, float* side) const {
         const long long row_bytes = (K + group - 1) / group * gbytes;
         const uint8_t* g = w + row * row_bytes + (k / group) * gbytes;
         side[0] = qf_group_scale(g, sdt);
@@ -397,9 +393,15 @@ struct qf_a8_policy {
             int8_t v[8];
             F::CODES::codes8(g + qf_group_scale_bytes(sdt), group, (int)(k % group) + c, v);
 #pragma unroll
-            for (int j = 0; j < 8; ++j) {
-                q[c + j] = k + c + j < K ? v[j] : (int8_t)0;
-                s += q[c + j];
+            for (int h = 0; h < 2; ++h) {
+                uint32_t word = 0;
+#pragma unroll
+                for (int j = 0; j < 4; ++j) {
+                    const int8_t x = k + c + 4 * h + j < K ? v[4 * h + j] : (int8_t)0;
+                    word |= (uint32_t)(uint8_t)x << 8 * j;
+                    s += x;
+                }
+                q[c / 4 + h] = word;
             }
         }
         side[1] = (float)s;  // |s| ≤ 32 · 128: exact

@@ -9,13 +9,14 @@
 //
 // What a weight format provides (optional; formats without it keep the f16 / bf16 GEMM), one
 // of:
-//   static void codes32(const block* b, int sub, int8_t* q, float* d, float* m)
-// — sub-block `sub` (elements [32·sub, 32·sub + 32)) of the block as int8 codes q and f32 d,
-// m with w_i = d·q_i + m (up to f32 rounding of the Rust decode);
-//   static void codes32_s16(const block* b, int sub, int8_t* q, float* d)
+//   static void codes32(const block* b, int sub, uint32_t* w, float* d, float* m)
+// — sub-block `sub` (elements [32·sub, 32·sub + 32)) of the block as int8 codes q_i, packed in
+// eight words (byte j of w[t]: q_{4t+j}; common.cuh's qf_bytes_minus / qf_bytes_add do the
+// byte arithmetic), and f32 d, m with w_i = d·q_i + m (up to f32 rounding of the Rust decode);
+//   static void codes32_s16(const block* b, int sub, uint32_t* w, float* d)
 // — the same for a format with a scale per 16 elements and no offset: w_i = d[i / 16]·q_i
 // (each half's integer sum is folded with its own scale);
-//   static void codes32_s16m(const block* b, int sub, int8_t* q, float* d, float* m)
+//   static void codes32_s16m(const block* b, int sub, uint32_t* w, float* d, float* m)
 // — with an offset per 16 elements too: w_i = d[i / 16]·q_i + m[i / 16] (the offset meets each
 // token's code sum over the half, which the tile loop takes from one more mma).
 // What its activation format provides (q8_0, q8_1, q8_k):
@@ -38,7 +39,7 @@ struct qf_has_codes32_full {
     static constexpr bool value = false;
 };
 template <class F>
-struct qf_has_codes32_full<F, decltype(F::codes32((const typename F::block*)nullptr, 0, (int8_t*)nullptr,
+struct qf_has_codes32_full<F, decltype(F::codes32((const typename F::block*)nullptr, 0, (uint32_t*)nullptr,
                                                   (float*)nullptr, (float*)nullptr))> {
     static constexpr bool value = true;
 };
@@ -47,7 +48,7 @@ struct qf_has_codes32_s16 {
     static constexpr bool value = false;
 };
 template <class F>
-struct qf_has_codes32_s16<F, decltype(F::codes32_s16((const typename F::block*)nullptr, 0, (int8_t*)nullptr,
+struct qf_has_codes32_s16<F, decltype(F::codes32_s16((const typename F::block*)nullptr, 0, (uint32_t*)nullptr,
                                                      (float*)nullptr))> {
     static constexpr bool value = true;
 };
@@ -56,7 +57,7 @@ struct qf_has_codes32_s16m {
     static constexpr bool value = false;
 };
 template <class F>
-struct qf_has_codes32_s16m<F, decltype(F::codes32_s16m((const typename F::block*)nullptr, 0, (int8_t*)nullptr,
+struct qf_has_codes32_s16m<F, decltype(F::codes32_s16m((const typename F::block*)nullptr, 0, (uint32_t*)nullptr,
                                                        (float*)nullptr, (float*)nullptr))> {
     static constexpr bool value = true;
 };
@@ -104,7 +105,7 @@ struct qf_q8_policy {
     QF_HD const int8_t* act_codes(long long m, long long k0) const { return codes + m * lda + k0; }
     QF_HD const float* act_side(long long m, long long k0) const { return ds + 2 * (m * (lda / 32) + k0 / 32); }
     QF_HD int tok_const(long long) const { return 0; }
-    QF_HD void decode(long long row, long long K, long long k, int8_t* q, float* side) const {
+    QF_HD void decode(long long row, long long K, long long k, uint32_t* q, float* side) const {
         const typename F::block* b =
             reinterpret_cast<const typename F::block*>(w) + row * (units * 32 / F::BLOCK) + k / F::BLOCK;
         const int sub = (int)(k % F::BLOCK) / 32;
@@ -112,7 +113,10 @@ struct qf_q8_policy {
         else if constexpr (HALVES) F::codes32_s16(b, sub, q, side);
         else F::codes32(b, sub, q, side, side + 1);
         if (k + 32 > K)
-            for (int j = 0; j < 32; ++j) q[j] = k + j < K ? q[j] : (int8_t)0;
+            for (int t = 0; t < 8; ++t) {
+                const long long n = K - k - 4 * t;  // codes of word t before K
+                q[t] = n >= 4 ? q[t] : n <= 0 ? 0u : q[t] & ((1u << (8 * n)) - 1u);
+            }
     }
     // (d_w·d_a)·Σ + m_w·s_a, every sub-block (ggml's per-block formula); per half
     // (d_h·d_a)·Σ_h (+ m_h·(d_a·Σ_h q_a)).

@@ -87,11 +87,11 @@ struct qf_fp4_nv_scale {
 // values and the half scale, no offset.
 template <class S>
 struct qf_fp4_codes32 {
-    QF_HD static void codes32(const typename S::block* b, int sub, int8_t* q, float* d, float* m) {
+    QF_HD static void codes32(const typename S::block* b, int sub, uint32_t* q, float* d, float* m) {
         const uint8_t* qs = b->qs + 16 * sub;
-        for (int j = 0; j < 16; ++j) {
-            q[j] = (int8_t)QF_TAB(qf_fp4_e2m1_x2)[qs[j] & 15];
-            q[j + 16] = (int8_t)QF_TAB(qf_fp4_e2m1_x2)[qs[j] >> 4];
+        for (int i = 0; i < 4; ++i) {
+            q[i] = (uint32_t)qf_fp4_word(qs + 4 * i, 0);
+            q[i + 4] = (uint32_t)qf_fp4_word(qs + 4 * i, 4);
         }
         *d = S::half(b, sub);
         *m = 0.0f;
@@ -103,12 +103,12 @@ struct qf_fp4_codes32 {
 // scales, no offset.
 template <class S>
 struct qf_fp4_codes32_s16 {
-    QF_HD static void codes32_s16(const typename S::block* b, int sub, int8_t* q, float* d) {
+    QF_HD static void codes32_s16(const typename S::block* b, int sub, uint32_t* q, float* d) {
         for (int h = 0; h < 2; ++h) {
             const uint8_t* qs = b->qs + 8 * (2 * sub + h);
-            for (int j = 0; j < 8; ++j) {
-                q[16 * h + j] = (int8_t)QF_TAB(qf_fp4_e2m1_x2)[qs[j] & 15];
-                q[16 * h + j + 8] = (int8_t)QF_TAB(qf_fp4_e2m1_x2)[qs[j] >> 4];
+            for (int i = 0; i < 2; ++i) {
+                q[4 * h + i] = (uint32_t)qf_fp4_word(qs + 4 * i, 0);
+                q[4 * h + 2 + i] = (uint32_t)qf_fp4_word(qs + 4 * i, 4);
             }
             d[h] = S::half(b, 2 * sub + h);
         }

@@ -36,14 +36,19 @@ QF_HD uint32_t qf_iq_nibble16(uint8_t sc, int l) { return l < 2 ? sc & 15u : (ui
 // into the codes: dl·(v ± 1/8) = (dl/8)·(8v ± 1), codes -9 … 9, scale dl/8 (exact: a power of
 // two), so no format needs an offset.
 template <class L>
-QF_HD void qf_iq_codes(const typename L::block* b, int sub, int8_t* q) {
+QF_HD void qf_iq_codes(const typename L::block* b, int sub, uint32_t* q) {
     for (int k = 0; k < 4; ++k) {
         int w[2];
         L::values(b, 4 * sub + k, w);
-        const int shift = L::SHIFTED ? L::shift(b, 4 * sub + k) : 0;
-        for (int j = 0; j < 8; ++j) {
-            const int v = (int8_t)(w[j / 4] >> 8 * (j % 4));
-            q[8 * k + j] = (int8_t)(L::SHIFTED ? 8 * v + shift : v);
+        for (int h = 0; h < 2; ++h) {
+            if constexpr (L::SHIFTED) {
+                // 8v per byte (v ∈ {-1, 0, 1}: the bits shifted into the next byte masked off),
+                // then ± 1 per byte.
+                const uint32_t v8 = (uint32_t)w[h] << 3 & 0xf8f8f8f8u;
+                q[2 * k + h] = qf_bytes_add(v8, L::shift(b, 4 * sub + k) > 0 ? 0x01010101u : 0xffffffffu);
+            } else {
+                q[2 * k + h] = (uint32_t)w[h];
+            }
         }
     }
 }
@@ -53,7 +58,7 @@ QF_HD float qf_iq_code_scale(const typename L::block* b, int g) {
 }
 template <class L, int G = L::SCALE_GROUPS>
 struct qf_iq_int8_view {
-    QF_HD static void codes32(const typename L::block* b, int sub, int8_t* q, float* d, float* m) {
+    QF_HD static void codes32(const typename L::block* b, int sub, uint32_t* q, float* d, float* m) {
         qf_iq_codes<L>(b, sub, q);
         *d = qf_iq_code_scale<L>(b, 4 * sub);
         *m = 0.0f;
@@ -61,7 +66,7 @@ struct qf_iq_int8_view {
 };
 template <class L>
 struct qf_iq_int8_view<L, 2> {
-    QF_HD static void codes32_s16(const typename L::block* b, int sub, int8_t* q, float* d) {
+    QF_HD static void codes32_s16(const typename L::block* b, int sub, uint32_t* q, float* d) {
         qf_iq_codes<L>(b, sub, q);
         d[0] = qf_iq_code_scale<L>(b, 4 * sub);
         d[1] = qf_iq_code_scale<L>(b, 4 * sub + 2);
@@ -290,11 +295,11 @@ struct qf_iq4 {
     }
 
     // The int8 GEMM's view (gemm_q8.cuh): the kvalues of the 32 nibbles, dl, no offset.
-    QF_HD static void codes32(const block* b, int sub, int8_t* q, float* d, float* m) {
+    QF_HD static void codes32(const block* b, int sub, uint32_t* q, float* d, float* m) {
         const uint8_t* nb = L::nibbles(b, sub);
-        for (int j = 0; j < 16; ++j) {
-            q[j] = (int8_t)QF_TAB(qf_kvalues_iq4nl)[nb[j] & 15];
-            q[j + 16] = (int8_t)QF_TAB(qf_kvalues_iq4nl)[nb[j] >> 4];
+        for (int i = 0; i < 4; ++i) {
+            q[i] = (uint32_t)qf_iq4_word(nb + 4 * i, 0);
+            q[i + 4] = (uint32_t)qf_iq4_word(nb + 4 * i, 4);
         }
         *d = L::scale(b, sub);
         *m = 0.0f;

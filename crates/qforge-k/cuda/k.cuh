@@ -34,12 +34,9 @@ QF_HD void qf_k_bytes16(const uint8_t* p, int shift, uint32_t mask, int c[16]) {
     }
 }
 // The 32 codes (low | high << shift) - bias of packed words w, hw (byte j of word t: element
-// 4t + j) as int8 (the int8 GEMM's codes32_s16).
-QF_HD void qf_k_bytes_minus(const int w[8], const int hw[8], int shift, int bias, int8_t* q) {
-    for (int t = 0; t < 8; ++t) {
-        const uint32_t v = (uint32_t)w[t] | (uint32_t)hw[t] << shift;
-        for (int j = 0; j < 4; ++j) q[4 * t + j] = (int8_t)((int)(v >> 8 * j & 0xffu) - bias);
-    }
+// 4t + j), packed (the int8 GEMM's views).
+QF_HD void qf_k_bytes_minus(const int w[8], const int hw[8], int shift, uint32_t bias, uint32_t* q) {
+    for (int t = 0; t < 8; ++t) q[t] = qf_bytes_minus((uint32_t)w[t] | (uint32_t)hw[t] << shift, bias);
 }
 // Σ code·q and Σ q over the two 16-element halves of an activation block.
 struct qf_k_sums {
@@ -82,7 +79,7 @@ struct qf_q2_k {
     }
     // The int8 GEMM's view (gemm_q8.cuh): sub-block s as its 2-bit codes, the halves' d·scale
     // and -dmin·min.
-    QF_HD static void codes32_s16m(const block* b, int s, int8_t* q, float* d, float* m) {
+    QF_HD static void codes32_s16m(const block* b, int s, uint32_t* q, float* d, float* m) {
         int w[8];
         const int zero[8] = {0, 0, 0, 0, 0, 0, 0, 0};
         qf_k_words(b->qs + 32 * (s / 4), 2 * (s % 4), 0x03030303u, w);
@@ -123,7 +120,7 @@ struct qf_q3_k {
     }
     // The int8 GEMM's view (gemm_q8.cuh): sub-block s as its codes (value, -4 … 3) and the
     // halves' d·(scale - 32).
-    QF_HD static void codes32_s16(const block* b, int s, int8_t* q, float* d) {
+    QF_HD static void codes32_s16(const block* b, int s, uint32_t* q, float* d) {
         int w[8], hw[8];
         qf_k_words(b->qs + 32 * (s / 4), 2 * (s % 4), 0x03030303u, w);
         qf_k_words(b->hmask, s, 0x01010101u, hw);
@@ -174,10 +171,17 @@ struct qf_k_4bit {
         return a->d * (dl * (float)dot - ml * (float)sum);
     }
     // The int8 GEMM's view (gemm_q8.cuh): sub-block s as its codes, d·sc and -dmin·m.
-    QF_HD static void codes32(const B* b, int s, int8_t* q, float* d, float* m) {
+    QF_HD static void codes32(const B* b, int s, uint32_t* q, float* d, float* m) {
         int sc, mn;
         qf_k_scale_min(s, b->scales, &sc, &mn);
-        for (int l = 0; l < 32; ++l) q[l] = (int8_t)((b->qs[32 * (s / 2) + l] >> 4 * (s % 2) & 0xf) | high(b, l, s));
+        int w[8];
+        qf_k_words(b->qs + 32 * (s / 2), 4 * (s % 2), 0x0f0f0f0fu, w);
+        if constexpr (HIGH) {
+            int hw[8];
+            qf_k_words(b->qh, s, 0x01010101u, hw);
+            for (int t = 0; t < 8; ++t) w[t] |= hw[t] << 4;
+        }
+        for (int t = 0; t < 8; ++t) q[t] = (uint32_t)w[t];
         *d = qf_load_f16(b->d) * (float)sc;
         *m = -(qf_load_f16(b->dmin) * (float)mn);
     }
@@ -212,7 +216,7 @@ struct qf_q6_k {
     }
     // The int8 GEMM's view (gemm_q8.cuh): sub-block s as its codes (value, -32 … 31) and the
     // halves' d·scale.
-    QF_HD static void codes32_s16(const block* b, int s, int8_t* q, float* d) {
+    QF_HD static void codes32_s16(const block* b, int s, uint32_t* q, float* d) {
         const int h = s / 4, k = s % 4;
         int w[8], hw[8];
         qf_k_words(b->ql + 64 * h + 32 * (k % 2), 4 * (k / 2), 0x0f0f0f0fu, w);

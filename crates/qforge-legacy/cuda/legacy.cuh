@@ -159,8 +159,10 @@ struct qf_legacy {
 template <class L, bool AFFINE>
 struct qf_legacy_w8 : qf_legacy<L, AFFINE> {
     typedef qf_legacy<L, AFFINE> T;
-    QF_HD static void codes32(const typename T::block* b, int, int8_t* q, float* d, float* m) {
-        for (int i = 0; i < 32; ++i) q[i] = (int8_t)(L::code(b, i) - L::OFFSET);
+    QF_HD static void codes32(const typename T::block* b, int, uint32_t* w, float* d, float* m) {
+        int c[8];
+        L::codes(b, c);  // unsigned codes < 32, or q8's signed ones (OFFSET 0)
+        for (int t = 0; t < 8; ++t) w[t] = L::OFFSET ? qf_bytes_minus((uint32_t)c[t], L::OFFSET) : (uint32_t)c[t];
         *d = qf_load_f16(b->d);
         *m = T::offset(b);
     }

@@ -38,8 +38,16 @@ struct qf_lowbit {
     }
 
     // The int8 GEMM's view (gemm_q8.cuh): the values STEP·c − 1 of sub-block `sub`, d, no offset.
-    QF_HD static void codes32(const block* b, int sub, int8_t* q, float* d, float* m) {
-        for (int j = 0; j < 32; ++j) q[j] = (int8_t)(STEP * code(b, 32 * sub + j) - 1);
+    QF_HD static void codes32(const block* b, int sub, uint32_t* q, float* d, float* m) {
+        for (int t = 0; t < 8; ++t) {
+            // The four codes of elements 32·sub + 4t … as bytes (BITS·4 bits of the packing).
+            const int e = 32 * sub + 4 * t;
+            const uint32_t bits = (uint32_t)b->qs[e * BITS / 8] >> (e * BITS % 8);
+            uint32_t c;
+            if constexpr (BITS == 1) c = (uint32_t)qf_spread_bits4(bits);
+            else c = (bits & 3u) | (bits >> 2 & 3u) << 8 | (bits >> 4 & 3u) << 16 | (bits >> 6 & 3u) << 24;
+            q[t] = qf_bytes_minus(c * STEP, 1);  // STEP·c − 1 per byte (STEP·c < 128)
+        }
         *d = qf_load_f16(b->d);
         *m = 0.0f;
     }

@@ -60,11 +60,8 @@ struct qf_tq {
     }
 
     // The int8 GEMM's view (gemm_q8.cuh): the codes t - 1 of sub-block `sub`, d, no offset.
-    QF_HD static void codes32(const block* b, int sub, int8_t* q, float* d, float* m) {
-        for (int i = 0; i < 8; ++i) {
-            const uint32_t w = (uint32_t)L::word(b, 32 * sub + 4 * i);
-            for (int k = 0; k < 4; ++k) q[4 * i + k] = (int8_t)((int)(w >> 8 * k & 0xffu) - 1);
-        }
+    QF_HD static void codes32(const block* b, int sub, uint32_t* q, float* d, float* m) {
+        for (int i = 0; i < 8; ++i) q[i] = qf_bytes_minus((uint32_t)L::word(b, 32 * sub + 4 * i), 1);
         *d = qf_load_f16(b->d);
         *m = 0.0f;
     }
