@@ -10,9 +10,10 @@
 // qforge-cpu's `int8_dyn_params`), so the whole product is the CPU's, bit for bit.
 //
 // What a format provides (its traits struct): `typedef … CODES;` with
-//   static void codes8(const uint8_t* values, int group, int i, int8_t* out)
+//   static void codes8(const uint8_t* values, int group, int i, uint32_t* out)
 // — the signed codes of elements i..i+7 (i a multiple of 8) of one group of `group`
-// elements whose values start at `values`. The rest comes from the registry's
+// elements whose values start at `values`, as two packed words (byte j of out[t]: element
+// i + 4t + j). The rest comes from the registry's
 // `Layout::Groups` at run time: the group size (a power of two ≥ 32, so a 32-wide k-step
 // never straddles two groups), the group's bytes and the scale's dtype (the scale leads the
 // group), so one kernel serves every variant of the format.
@@ -132,6 +133,17 @@ QF_HD void qf_st_codes32(int8_t* dst, const uint32_t* w) {
 #else
     for (int i = 0; i < 32; ++i) dst[i] = (int8_t)(uint8_t)(w[i / 4] >> 8 * (i % 4));
 #endif
+}
+
+// The codes of a sub-block's eight packed words from `left` on set to 0 (the codes past K:
+// the block's padding, which the activations' zero codes would meet anyway, except that a
+// zero-point correction or a code sum counts them).
+QF_HD void qf_mask_codes32(uint32_t* q, long long left) {
+    if (left >= 32) return;
+    for (int t = 0; t < 8; ++t) {
+        const long long n = left - 4 * t;  // codes of word t before K
+        q[t] = n >= 4 ? q[t] : n <= 0 ? 0u : q[t] & ((1u << (8 * n)) - 1u);
+    }
 }
 
 // One CTA: weight rows [tn·ROWS, +ROWS) × tokens [tm·TOK, +TOK) of y (elements of type `out`)
@@ -389,21 +401,10 @@ struct qf_a8_policy {
         side[0] = qf_group_scale(g, sdt);
         int s = 0;
 #pragma unroll
-        for (int c = 0; c < 32; c += 8) {
-            int8_t v[8];
-            F::CODES::codes8(g + qf_group_scale_bytes(sdt), group, (int)(k % group) + c, v);
+        for (int c = 0; c < 32; c += 8) F::CODES::codes8(g + qf_group_scale_bytes(sdt), group, (int)(k % group) + c, q + c / 4);
+        qf_mask_codes32(q, K - k);
 #pragma unroll
-            for (int h = 0; h < 2; ++h) {
-                uint32_t word = 0;
-#pragma unroll
-                for (int j = 0; j < 4; ++j) {
-                    const int8_t x = k + c + 4 * h + j < K ? v[4 * h + j] : (int8_t)0;
-                    word |= (uint32_t)(uint8_t)x << 8 * j;
-                    s += x;
-                }
-                q[c / 4 + h] = word;
-            }
-        }
+        for (int t = 0; t < 8; ++t) s = qf_dp4a((int)q[t], 0x01010101, s);
         side[1] = (float)s;  // |s| ≤ 32 · 128: exact
     }
     // The zero point's share, exact in integers; at a group's end (or K's) × the group scale,

@@ -112,11 +112,7 @@ struct qf_q8_policy {
         if constexpr (HALF_SUMS) F::codes32_s16m(b, sub, q, side, side + 2);
         else if constexpr (HALVES) F::codes32_s16(b, sub, q, side);
         else F::codes32(b, sub, q, side, side + 1);
-        if (k + 32 > K)
-            for (int t = 0; t < 8; ++t) {
-                const long long n = K - k - 4 * t;  // codes of word t before K
-                q[t] = n >= 4 ? q[t] : n <= 0 ? 0u : q[t] & ((1u << (8 * n)) - 1u);
-            }
+        qf_mask_codes32(q, K - k);
     }
     // (d_w·d_a)·Σ + m_w·s_a, every sub-block (ggml's per-block formula); per half
     // (d_h·d_a)·Σ_h (+ m_h·(d_a·Σ_h q_a)).

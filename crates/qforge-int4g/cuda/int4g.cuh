@@ -24,15 +24,14 @@ struct qf_int4g_f32 {
 
 // The integer interface of the 8-bit tensor-core GEMM (kernels-cuda/gemm8.cuh): the signed
 // codes q of elements i..i+7 (i a multiple of 8) of a group of `group` elements whose nibble
-// bytes start at `qs`. The group size is a run-time value, so one GEMM serves every variant.
+// bytes start at `qs`, as two packed words (byte j of out[t]: element i + 4t + j). The group
+// size is a run-time value, so one GEMM serves every variant; the 8 elements lie in one half
+// (group ≥ 32), the low or the high nibbles of 8 consecutive bytes.
 struct qf_int4g_codes {
-    QF_HD static void codes8(const uint8_t* qs, int group, int i, int8_t* out) {
-        const int h = group / 2;
-        for (int j = 0; j < 8; ++j) {
-            const int e = i + j;
-            const int c = e < h ? qs[e] & 15 : qs[e - h] >> 4;
-            out[j] = (int8_t)(c - 8);
-        }
+    QF_HD static void codes8(const uint8_t* qs, int group, int i, uint32_t* out) {
+        const int h = group / 2, sh = i < h ? 0 : 4;
+        const uint8_t* p = qs + (i < h ? i : i - h);
+        for (int t = 0; t < 2; ++t) out[t] = qf_bytes_minus(qf_load_u32(p + 4 * t) >> sh & 0x0f0f0f0fu, 8);
     }
 };
 
