@@ -62,8 +62,8 @@ mod imp {
     /// group dot for int8-dyn activations (int4g: A8W4DQ, whether asked for as int8-dyn or
     /// as the format's native mode): there the activations are quantized on the GPU and
     /// the 8-bit tensor-core GEMM (`Cuda::gemm_a8`) computes the CPU's product bit for bit;
-    /// Native with a format that has the int8 GEMM (q4_0 … q8_0, iq4_nl, iq4_xs, mxfp4, q4_k,
-    /// q5_k: `Cuda::gemm_q8`): the CPU's q8_0 / q8_1 / q8_k activations quantized on the GPU,
+    /// Native with a format that has the int8 GEMM (every weight format whose native
+    /// activations are q8 blocks: `Cuda::gemm_q8`): the CPU's q8_0 / q8_1 / q8_k activations quantized on the GPU,
     /// the integer dot on the int8 tensor cores (the CPU's result up to f32 summation order).
     /// and fp8 weights with fp8-1x128 activations (asked for as such or as fp8's native
     /// mode): the activations are quantized on the GPU and the FP8 block-scaled GEMM
