@@ -110,6 +110,13 @@ __device__ __forceinline__ void qf_gemm_kernel(const float* __restrict__ x, cons
     }
 #endif
 
+// An instance's shared memory as its kernel lays it out, for the host tests that hold the
+// runtime's launch size (qforge_tiling::i8_smem_bytes / fp8_smem_bytes) to it: one case of
+// a switch over an instance list (QF_I8_INSTANCES, QF_FP8_INSTANCES).
+#define QF_HOST_SMEM_CASE(I, CFG) \
+    case I:                       \
+        return CFG::SMEM_BYTES;
+
 // Host wrapper: the CTAs one after the other (every split z too, each into y + z·M·N), in
 // one "shared memory" on the heap; no cp.async may be left in flight (aborts otherwise).
 #define QF_HOST_GEMM(F, NAME, MNAME, MMA, CNAME)                                                        \

@@ -372,6 +372,12 @@ void qf_host_i8t_grid(long long M, long long N, int splits, Fn&& tile) {
     case I:                                             \
         qf_host_i8t_grid<CFG>(M, N, splits, tile);      \
         break;
+// The int8 instances' shared memory as the kernels lay it out (gemm.cuh's QF_HOST_SMEM_CASE).
+#define QF_HOST_I8_SMEM                                                 \
+    extern "C" long long qf_host_i8_smem(int inst) {                    \
+        switch (inst) { QF_I8_INSTANCES(QF_HOST_SMEM_CASE) }            \
+        return -1;                                                      \
+    }
 // The end of a host wrapper: no cp.async may be left in flight (aborts otherwise).
 #define QF_HOST_I8T_CHECK(WHAT)                                                                         \
     if (qf_cp_async_pending() != 0) {                                                                   \

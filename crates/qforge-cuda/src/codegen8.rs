@@ -12,8 +12,7 @@ pub use qforge_tiling::{i8_smem_bytes, i8_splits, i8_tile};
 /// The instances as C++ types and the list `QF_I8_INSTANCES(X)` (`X(i, qf_i8_cfg_<i>)` for
 /// each) the host wrappers switch over; guarded, so a unit may hold both int8 GEMMs.
 fn i8_cfg_typedef() -> String {
-    let mut s = String::from("#ifndef QF_I8_INSTANCES
-");
+    let mut s = String::from("#ifndef QF_I8_INSTANCES\n");
     let mut list = String::from("#define QF_I8_INSTANCES(X)");
     for (i, t) in I8_GEMM_TILES.iter().enumerate() {
         s += &format!("typedef qf_i8_cfg<{}, {}, {}, {}, {}> qf_i8_cfg_{i};\n", t.rows, t.tok, t.wr, t.wt, t.stages);
@@ -84,6 +83,7 @@ fn a8_instantiate(d: &FormatDesc) -> String {
 fn a8_host_source<'a>(formats: impl IntoIterator<Item = &'a FormatDesc>, common: bool) -> String {
     let mut s = String::from("#include \"gemm8.cuh\"\n") + &i8_cfg_typedef();
     if common {
+        s += "QF_HOST_I8_SMEM\n";
         s += "QF_HOST_QUANTIZE_I8DYN\n\
          extern \"C\" void qf_host_frag8_coords(int lane, int* rc) {\n    \
          for (int i = 0; i < 16; ++i) { rc[2 * i] = qf_frag_a8_row(lane, i); rc[2 * i + 1] = qf_frag_a8_col(lane, i); }\n    \

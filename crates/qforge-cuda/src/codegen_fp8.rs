@@ -136,6 +136,7 @@ fn fp8_host_source<'a>(formats: impl IntoIterator<Item = &'a FormatDesc>, common
     let mut s = String::from("#include \"gemm_fp8.cuh\"\n") + &fp8_cfg_typedef();
     if common {
         s += "QF_HOST_QUANTIZE_FP8_1X128\n";
+        s += "extern \"C\" long long qf_host_fp8_smem(int inst) {\n    switch (inst) { QF_FP8_INSTANCES(QF_HOST_SMEM_CASE) }\n    return -1;\n}\n";
     }
     for d in formats {
         if let Some(w) = fp8_gemm(d) {

@@ -171,6 +171,15 @@ impl A8Fns {
     }
 }
 
+/// The shared memory instance `inst` of `qforge_tiling::I8_GEMM_TILES` takes as gemm8.cuh lays
+/// it out (`qf_i8_cfg::SMEM_BYTES`), `None` past the instances: what the runtime's launch size
+/// (`qforge_tiling::i8_smem_bytes`) must equal.
+pub fn i8_kernel_smem(inst: usize) -> Option<u64> {
+    let i = i32::try_from(inst).ok()?;
+    // SAFETY: a pure function of its argument (a switch over the instances).
+    u64::try_from(unsafe { I8_SMEM(i) }).ok()
+}
+
 /// Where one lane's mma.m16n8k32 8-bit fragment elements sit, as `warp.cuh` lays them out:
 /// `(row, col)` of A's sixteen (16 × 32, row-major M × K) and B's eight (32 × 8, row = k).
 /// C / D are the m16n8k16 layout ([`crate::host::frag_coords`]).

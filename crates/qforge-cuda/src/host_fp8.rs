@@ -88,6 +88,15 @@ pub fn e4m3_from_f32(x: f32) -> u8 {
     unsafe { E4M3_FROM_F32(x) }
 }
 
+/// The shared memory instance `inst` of `qforge_tiling::FP8_GEMM_TILES` takes as gemm_fp8.cuh
+/// lays it out (`qf_fp8_cfg::SMEM_BYTES`), `None` past the instances: what the runtime's launch
+/// size (`qforge_tiling::fp8_smem_bytes`) must equal.
+pub fn fp8_kernel_smem(inst: usize) -> Option<u64> {
+    let i = i32::try_from(inst).ok()?;
+    // SAFETY: a pure function of its argument (a switch over the instances).
+    u64::try_from(unsafe { FP8_SMEM(i) }).ok()
+}
+
 /// The host FP8 GEMM of the registered format `format`, if it has one.
 pub fn get(format: &str) -> Option<&'static Fp8Fns> {
     HOST_FP8.iter().find(|h| h.format == format)

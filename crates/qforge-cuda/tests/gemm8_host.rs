@@ -93,6 +93,17 @@ fn a8_gemm_every_instance_is_the_cpus() {
     assert!(h.gemm_on(&w, &a, 1, DType::F32, qforge_tiling::I8_GEMM_TILES.len()).is_err(), "no such instance");
 }
 
+/// The runtime launches each int8 instance with exactly the shared memory its kernel lays
+/// out (qforge-tiling's `i8_smem_bytes` against `qf_i8_cfg::SMEM_BYTES`): a smaller launch
+/// would overrun it on the GPU, which no host check would see.
+#[test]
+fn int8_launch_smem_is_the_kernels() {
+    for (i, t) in qforge_tiling::I8_GEMM_TILES.iter().enumerate() {
+        assert_eq!(host8::i8_kernel_smem(i), Some(qforge_tiling::i8_smem_bytes(t)), "{}", t.name());
+    }
+    assert_eq!(host8::i8_kernel_smem(qforge_tiling::I8_GEMM_TILES.len()), None);
+}
+
 /// What the A8 GEMM cannot take is an error, not a wrong result.
 #[test]
 fn a8_refuses_what_it_cannot_compute() {

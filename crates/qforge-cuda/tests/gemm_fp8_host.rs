@@ -201,3 +201,14 @@ fn fp8_every_instance_and_split_is_the_cpus_fp8_matmul() {
         assert_eq!(h(f).gemm_on(&w, &x, 9, true, DType::Bf16, 0, 3).unwrap(), want);
     }
 }
+
+/// The runtime launches each FP8 instance with exactly the shared memory its kernel lays out
+/// (qforge-tiling's `fp8_smem_bytes` against `qf_fp8_cfg::SMEM_BYTES`): a smaller launch would
+/// overrun it on the GPU, which no host check would see.
+#[test]
+fn fp8_launch_smem_is_the_kernels() {
+    for (i, t) in qforge_tiling::FP8_GEMM_TILES.iter().enumerate() {
+        assert_eq!(host_fp8::fp8_kernel_smem(i), Some(qforge_tiling::fp8_smem_bytes(t)), "{}", t.name());
+    }
+    assert_eq!(host_fp8::fp8_kernel_smem(qforge_tiling::FP8_GEMM_TILES.len()), None);
+}
