@@ -228,6 +228,13 @@ pub fn host_sources<'a>(formats: impl IntoIterator<Item = &'a FormatDesc> + Clon
                       for (int i = 0; i < 8; ++i) { rc[2 * i] = qf_frag_a_row(lane, i); rc[2 * i + 1] = qf_frag_a_col(lane, i); }\n    \
                       for (int i = 0; i < 4; ++i) { rc[16 + 2 * i] = qf_frag_b_row(lane, i); rc[17 + 2 * i] = qf_frag_b_col(lane); }\n    \
                       for (int i = 0; i < 4; ++i) { rc[24 + 2 * i] = qf_frag_c_row(lane, i); rc[25 + 2 * i] = qf_frag_c_col(lane, i); }\n}\n";
+                // Each fused instance's shared memory as its kernel lays it out, for the test that
+                // holds the runtime's launch size (FusedTile::smem_bytes) to it.
+                s += "extern \"C\" long long qf_host_fused_smem(int i) {\n    switch (i) {\n";
+                for (i, t) in FUSED_GEMM_TILES.iter().enumerate() {
+                    s += &format!("    case {i}: return qf_gemm_cfg_{}::SMEM_BYTES;\n", t.name());
+                }
+                s += "    }\n    return -1;\n}\n";
                 s += "extern \"C\" void qf_host_quantize_q8_1(const float* x, qf_block_q8_1* out, long long k, \
                       long long nblocks, long long m) {\n    for (long long t = 0; t < m * nblocks; ++t) \
                       qf_quantize_q8_1_item(x, out, k, nblocks, t);\n}\n";

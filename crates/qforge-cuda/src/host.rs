@@ -72,6 +72,16 @@ include!(concat!(env!("OUT_DIR"), "/host_fns.rs"));
 unsafe extern "C" {
     fn qf_host_frag_coords(lane: i32, rc: *mut i32);
     fn qf_host_ldsm_frags(a16x16: *const u16, b8x16: *const u16, a: *mut u32, b: *mut u32);
+    fn qf_host_fused_smem(i: i32) -> i64;
+}
+
+/// The shared memory instance `i` of `qforge_tiling::FUSED_GEMM_TILES` takes as its kernel
+/// lays it out (`SMEM_BYTES` of its C++ config), `None` past the instances: what the runtime's
+/// launch size (`FusedTile::smem_bytes`) must equal.
+pub fn fused_kernel_smem(i: usize) -> Option<u64> {
+    let i = i32::try_from(i).ok()?;
+    // SAFETY: a pure function of its argument (a switch over the instances).
+    u64::try_from(unsafe { qf_host_fused_smem(i) }).ok()
 }
 
 /// The GEMM's ldmatrix fragment loads (warp.cuh's `qf_ldsm_frag_a` / `qf_ldsm_frag_b`, with

@@ -244,3 +244,14 @@ fn wrong_inputs_are_errors() {
     assert!(h.gemm(&w, &[0.0; 63], 1, DType::F16, DType::F32).is_err());
     assert!(h.gemm(&w, &[0.0; 64], 1, DType::F32, DType::F32).is_err());
 }
+
+/// The runtime launches each fused instance with exactly the shared memory its kernel lays
+/// out (`FusedTile::smem_bytes` against the C++ config's `SMEM_BYTES`): a smaller launch would
+/// overrun it on the GPU, which no host check would see.
+#[test]
+fn fused_launch_smem_is_the_kernels() {
+    for (i, t) in qforge_cuda::codegen::FUSED_GEMM_TILES.iter().enumerate() {
+        assert_eq!(host::fused_kernel_smem(i), Some(t.smem_bytes()), "{}", t.name());
+    }
+    assert_eq!(host::fused_kernel_smem(qforge_cuda::codegen::FUSED_GEMM_TILES.len()), None);
+}
