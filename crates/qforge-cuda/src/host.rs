@@ -102,6 +102,67 @@ pub fn ldsm_frags(a: &[u16; 256], b: &[u16; 128]) -> ([[u32; 4]; 32], [[u32; 2];
     )
 }
 
+/// The output of a host-compiled GEMM wrapper run on instance `tile` (of `instances`) with K
+/// cut into `splits` ranges: a buffer of `splits` × m × n elements (f32 partial sums where
+/// `splits` > 1, else `out`), filled with 0xff bytes (NaN in every output type, so an element
+/// the wrapper fails to write fails the checks) in u32 storage (f32 elements aligned).
+pub(crate) struct SplitOut {
+    y: Vec<u32>,
+    bytes: usize,
+    splits: usize,
+    out: DType,
+    /// The wrapper's `splits` argument.
+    pub splits_arg: i32,
+    /// The wrapper's `out` argument: the index in `DType::ALL` of what it writes.
+    pub out_arg: i32,
+}
+
+impl SplitOut {
+    /// Checks `tile` and `splits` (`InvalidShape`) and sizes the buffer (`Overflow`).
+    pub(crate) fn new(
+        m: usize,
+        n: usize,
+        out: DType,
+        tile: usize,
+        instances: usize,
+        splits: usize,
+    ) -> Result<SplitOut, QuantError> {
+        if tile >= instances {
+            return Err(QuantError::InvalidShape { reason: format!("gemm instance {tile}: no such instance") });
+        }
+        let splits_arg = i32::try_from(splits)
+            .ok()
+            .filter(|s| *s >= 1)
+            .ok_or(QuantError::InvalidShape { reason: format!("split count {splits}: 1 to 2^31 - 1") })?;
+        // Split partial sums are f32 whatever `out` is (the runtime's workspace).
+        let part = if splits > 1 { DType::F32 } else { out };
+        let bytes = splits
+            .checked_mul(m)
+            .and_then(|v| v.checked_mul(n))
+            .and_then(|v| v.checked_mul(part.size()))
+            .ok_or(QuantError::Overflow { what: "gemm output" })?;
+        let out_arg = DType::ALL.iter().position(|d| *d == part).unwrap_or(0) as i32;
+        Ok(SplitOut { y: vec![u32::MAX; bytes.div_ceil(4)], bytes, splits, out, splits_arg, out_arg })
+    }
+
+    /// Where the wrapper writes: room for every element of the buffer, 4-byte aligned.
+    pub(crate) fn ptr(&mut self) -> *mut core::ffi::c_void {
+        self.y.as_mut_ptr().cast()
+    }
+
+    /// The m × n values of `out` as little-endian bytes (the split partial sums added up by
+    /// [`reduce_splits`]).
+    pub(crate) fn finish(self) -> Vec<u8> {
+        let mut b: Vec<u8> = self.y.iter().flat_map(|v| v.to_le_bytes()).collect();
+        b.truncate(self.bytes);
+        if self.splits == 1 {
+            return b;
+        }
+        let parts: Vec<f32> = b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
+        reduce_splits(&parts, self.splits, self.out)
+    }
+}
+
 /// The host mirror of the util module's `qforge_reduce_splits_<out>`: element i of the
 /// result is `out(Σ_z partials[z·len + i])`, summed in f32 from z = 0 up, rounded to nearest
 /// even; little-endian bytes of `out`. `partials.len()` must be a multiple of `splits`.

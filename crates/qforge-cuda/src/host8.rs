@@ -129,31 +129,21 @@ impl A8Fns {
                 actual: a.q.len(),
             });
         }
-        if tile >= qforge_tiling::I8_GEMM_TILES.len() {
-            return Err(QuantError::InvalidShape { reason: format!("int8 gemm instance {tile}: no such instance") });
-        }
         let (group, gbytes, sdt) = crate::codegen::a8_group_args(w.format())?;
         let conv = |v: usize| i64::try_from(v).map_err(|_| QuantError::Overflow { what: "gemm dimension" });
         let (mi, ni, ki, li) = (conv(m)?, conv(n)?, conv(k)?, conv(a.lda)?);
-        let bytes = m
-            .checked_mul(n)
-            .and_then(|v| v.checked_mul(out.size()))
-            .ok_or(QuantError::Overflow { what: "a8 gemm output" })?;
-        // 0xff bytes: NaN in every output type, so an element the GEMM fails to write fails the
-        // checks. u32 storage keeps f32 outputs aligned.
-        let mut y = vec![u32::MAX; bytes.div_ceil(4)];
-        let oi = DType::ALL.iter().position(|d| *d == out).unwrap_or(0) as i32;
+        let mut y = crate::host::SplitOut::new(m, n, out, tile, qforge_tiling::I8_GEMM_TILES.len(), 1)?;
         // SAFETY: q holds m × lda codes, scale / zp m entries (checked above); w holds n rows of
         // ceil(k / group) groups of gbytes bytes (QuantTensor::new checked the rows against this
-        // very layout); y has room for m × n elements of `out` (index `oi`), all the wrapper
-        // writes, 4-byte aligned; `tile` is an instance (checked).
+        // very layout); y has room for the m × n elements of `out` the wrapper writes, 4-byte
+        // aligned; `tile` is an instance (checked by SplitOut::new).
         unsafe {
             (self.gemm)(
                 a.q.as_ptr(),
                 a.scale.as_ptr(),
                 a.zp.as_ptr(),
                 w.rows_data().as_ptr(),
-                y.as_mut_ptr().cast(),
+                y.ptr(),
                 mi,
                 ni,
                 ki,
@@ -161,13 +151,11 @@ impl A8Fns {
                 group,
                 gbytes,
                 sdt,
-                oi,
+                y.out_arg,
                 tile as i32,
             )
         };
-        let mut b: Vec<u8> = y.iter().flat_map(|v| v.to_le_bytes()).collect();
-        b.truncate(bytes);
-        Ok(b)
+        Ok(y.finish())
     }
 }
 

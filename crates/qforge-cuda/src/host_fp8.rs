@@ -137,50 +137,27 @@ impl Fp8Fns {
                 actual: w.rows_data().len(),
             });
         }
-        if tile >= qforge_tiling::FP8_GEMM_TILES.len() {
-            return Err(QuantError::InvalidShape { reason: format!("fp8 gemm instance {tile}: no such instance") });
-        }
-        let s = i32::try_from(splits)
-            .ok()
-            .filter(|s| *s >= 1)
-            .ok_or(QuantError::InvalidShape { reason: format!("split count {splits}: 1 to 2^31 - 1") })?;
-        // Split partial sums are f32 whatever `out` is (the runtime's workspace).
-        let part = if splits > 1 { DType::F32 } else { out };
-        let bytes = splits
-            .checked_mul(m)
-            .and_then(|v| v.checked_mul(n))
-            .and_then(|v| v.checked_mul(part.size()))
-            .ok_or(QuantError::Overflow { what: "fp8 gemm output" })?;
-        // 0xff bytes: NaN in every output type, so an element the GEMM fails to write fails
-        // the checks. u32 storage keeps f32 outputs aligned.
-        let mut y = vec![u32::MAX; bytes.div_ceil(4)];
+        let mut y = crate::host::SplitOut::new(m, n, out, tile, qforge_tiling::FP8_GEMM_TILES.len(), splits)?;
         let f = if mma { self.mma } else { self.f16 };
-        let oi = DType::ALL.iter().position(|d| *d == part).unwrap_or(0) as i32;
         // SAFETY: q holds m × lda codes and scales m × lda/128 entries (from the quantizer);
         // w holds n × k value bytes and grid the ceil(n/128) × ceil(k/128) f32 (checked above);
-        // y has room for splits × m × n elements of `part` (index `oi`), all the wrapper writes,
-        // 4-byte aligned; `tile` is an instance (checked).
+        // y has room for every element the wrapper writes (splits × m × n of the type it is
+        // told), 4-byte aligned; `tile` is an instance (checked by SplitOut::new).
         unsafe {
             f(
                 a.q.as_ptr(),
                 a.scales.as_ptr(),
                 w.rows_data().as_ptr(),
                 grid.as_ptr(),
-                y.as_mut_ptr().cast(),
+                y.ptr(),
                 dim(m)?,
                 dim(n)?,
                 dim(k)?,
-                s,
-                oi,
+                y.splits_arg,
+                y.out_arg,
                 tile as i32,
             )
         };
-        let mut b: Vec<u8> = y.iter().flat_map(|v| v.to_le_bytes()).collect();
-        b.truncate(bytes);
-        if splits == 1 {
-            return Ok(b);
-        }
-        let parts: Vec<f32> = b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-        Ok(crate::host::reduce_splits(&parts, splits, out))
+        Ok(y.finish())
     }
 }

@@ -138,51 +138,28 @@ impl Q8Fns {
         let (n, k) = (w.rows(), w.cols());
         let units = crate::codegen::q8_units(w.format(), k)?;
         let (codes, ds) = self.quantize_raw(x, m, k, units)?;
-        if tile >= qforge_tiling::I8_GEMM_TILES.len() {
-            return Err(QuantError::InvalidShape { reason: format!("int8 gemm instance {tile}: no such instance") });
-        }
-        let s = i32::try_from(splits)
-            .ok()
-            .filter(|s| *s >= 1)
-            .ok_or(QuantError::InvalidShape { reason: format!("split count {splits}: 1 to 2^31 - 1") })?;
-        // Split partial sums are f32 whatever `out` is (the runtime's workspace).
-        let part = if splits > 1 { DType::F32 } else { out };
-        let bytes = splits
-            .checked_mul(m)
-            .and_then(|v| v.checked_mul(n))
-            .and_then(|v| v.checked_mul(part.size()))
-            .ok_or(QuantError::Overflow { what: "q8 gemm output" })?;
-        // 0xff bytes: NaN in every output type, so an element the GEMM fails to write fails
-        // the checks. u32 storage keeps f32 outputs aligned.
-        let mut y = vec![u32::MAX; bytes.div_ceil(4)];
-        let oi = DType::ALL.iter().position(|d| *d == part).unwrap_or(0) as i32;
+        let mut y = crate::host::SplitOut::new(m, n, out, tile, qforge_tiling::I8_GEMM_TILES.len(), splits)?;
         // SAFETY: codes / ds hold m × lda codes and m × lda / 32 pairs (from the quantizer); w
         // holds n rows of units · 32 / BLOCK blocks (QuantTensor::new checked its rows against
-        // the format's layout, and q8_units that it is row blocks); y has room for splits × m × n
-        // elements of `part` (index `oi`), all the wrapper writes, 4-byte aligned; `tile` is an
-        // instance (checked).
+        // the format's layout, and q8_units that it is row blocks); y has room for every element
+        // the wrapper writes (splits × m × n of the type it is told), 4-byte aligned; `tile` is
+        // an instance (checked by SplitOut::new).
         unsafe {
             (self.gemm)(
                 codes.as_ptr(),
                 ds.as_ptr(),
                 w.rows_data().as_ptr(),
-                y.as_mut_ptr().cast(),
+                y.ptr(),
                 dim(m)?,
                 dim(n)?,
                 dim(k)?,
                 dim(q8_lda(units))?,
                 dim(units)?,
-                s,
-                oi,
+                y.splits_arg,
+                y.out_arg,
                 tile as i32,
             )
         };
-        let mut b: Vec<u8> = y.iter().flat_map(|v| v.to_le_bytes()).collect();
-        b.truncate(bytes);
-        if splits == 1 {
-            return Ok(b);
-        }
-        let parts: Vec<f32> = b.chunks_exact(4).map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]])).collect();
-        Ok(crate::host::reduce_splits(&parts, splits, out))
+        Ok(y.finish())
     }
 }
