@@ -51,6 +51,23 @@ inline uint32_t qf_load_u32(const uint8_t* p) {
     return (uint32_t)p[0] | (uint32_t)p[1] << 8 | (uint32_t)p[2] << 16 | (uint32_t)p[3] << 24;
 }
 #endif
+// N consecutive little-endian u32 from p (any alignment): on the device N + 1 aligned word
+// loads and a funnel shift each, rather than two loads per word.
+template <int N>
+QF_HD void qf_load_u32xn(const uint8_t* p, uint32_t* w) {
+#ifdef __CUDA_ARCH__
+    const uint32_t off = (uint32_t)(uintptr_t)p & 3u;
+    const uint32_t* a = reinterpret_cast<const uint32_t*>(p - off);
+    uint32_t v[N + 1];
+#pragma unroll
+    for (int i = 0; i < N; ++i) v[i] = a[i];
+    v[N] = off == 0 ? 0u : a[N];  // past the last byte only where p is unaligned
+#pragma unroll
+    for (int i = 0; i < N; ++i) w[i] = __funnelshift_r(v[i], v[i + 1], 8 * off);
+#else
+    for (int i = 0; i < N; ++i) w[i] = qf_load_u32(p + 4 * i);
+#endif
+}
 QF_HD int32_t qf_load_i16(const uint8_t* p) { return (int32_t)(int16_t)qf_load_u16(p); }
 QF_HD int32_t qf_load_i32(const uint8_t* p) { return (int32_t)qf_load_u32(p); }
 // Four int8 values as the packed operand of qf_dp4a.

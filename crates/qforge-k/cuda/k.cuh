@@ -23,7 +23,9 @@ QF_HD int qf_k_scale_q3(int j, const uint8_t* q) {
 }
 // Packed bytes (v >> shift) & mask of the 8 words at p (p[0..32)).
 QF_HD void qf_k_words(const uint8_t* p, int shift, uint32_t mask, int w[8]) {
-    for (int t = 0; t < 8; ++t) w[t] = (int)(qf_load_u32(p + 4 * t) >> shift & mask);
+    uint32_t v[8];
+    qf_load_u32xn<8>(p, v);
+    for (int t = 0; t < 8; ++t) w[t] = (int)(v[t] >> shift & mask);
 }
 // Bytes p[0..16) as (p[i] >> shift) & mask, element by element, from four word loads
 // (decode's codes of one 16-element chunk).

@@ -9,10 +9,11 @@
 // Codes of the 4-bit layout as packed bytes: elements 0..15 are the low nibbles of qs,
 // 16..31 the high ones. w[i] holds elements 4i..4i+3.
 QF_HD void qf_legacy_nibbles(const uint8_t* qs, int w[8]) {
+    uint32_t v[4];
+    qf_load_u32xn<4>(qs, v);
     for (int i = 0; i < 4; ++i) {
-        const uint32_t v = qf_load_u32(qs + 4 * i);
-        w[i] = (int)(v & 0x0f0f0f0fu);
-        w[i + 4] = (int)(v >> 4 & 0x0f0f0f0fu);
+        w[i] = (int)(v[i] & 0x0f0f0f0fu);
+        w[i + 4] = (int)(v[i] >> 4 & 0x0f0f0f0fu);
     }
 }
 QF_HD int qf_legacy_nibble(const uint8_t* qs, int i) { return i < 16 ? qs[i] & 15 : qs[i - 16] >> 4; }
@@ -76,7 +77,9 @@ struct qf_legacy_8bit {
     static constexpr int OFFSET = 0;
     QF_HD static int code(const B* b, int i) { return b->qs[i]; }
     QF_HD static void codes(const B* b, int w[8]) {
-        for (int i = 0; i < 8; ++i) w[i] = qf_load_i8x4(b->qs + 4 * i);
+        uint32_t v[8];
+        qf_load_u32xn<8>((const uint8_t*)b->qs, v);
+        for (int i = 0; i < 8; ++i) w[i] = (int)v[i];
     }
     QF_HD static void codes8(const B* b, int first, int c[8]) {
         for (int i = 0; i < 2; ++i) {
