@@ -31,36 +31,24 @@
 #pragma once
 #include "gemm8.cuh"
 
-// Whether a traits struct F has codes32 / codes32_s16 (the instantiation static_asserts one of
-// them; the host translation unit reports it per format so a test holds the registry's flag
-// to it).
-template <class F, class = void>
-struct qf_has_codes32_full {
-    static constexpr bool value = false;
-};
-template <class F>
-struct qf_has_codes32_full<F, decltype(F::codes32((const typename F::block*)nullptr, 0, (uint32_t*)nullptr,
-                                                  (float*)nullptr, (float*)nullptr))> {
-    static constexpr bool value = true;
-};
-template <class F, class = void>
-struct qf_has_codes32_s16 {
-    static constexpr bool value = false;
-};
-template <class F>
-struct qf_has_codes32_s16<F, decltype(F::codes32_s16((const typename F::block*)nullptr, 0, (uint32_t*)nullptr,
-                                                     (float*)nullptr))> {
-    static constexpr bool value = true;
-};
-template <class F, class = void>
-struct qf_has_codes32_s16m {
-    static constexpr bool value = false;
-};
-template <class F>
-struct qf_has_codes32_s16m<F, decltype(F::codes32_s16m((const typename F::block*)nullptr, 0, (uint32_t*)nullptr,
-                                                       (float*)nullptr, (float*)nullptr))> {
-    static constexpr bool value = true;
-};
+// Whether a traits struct F has one of the views codes32 / codes32_s16 / codes32_s16m (the
+// instantiation static_asserts it; the host translation unit reports it per format so a test
+// holds the registry's flag to it).
+// QF_HAS_VIEW(name, MEMBER): name<F>::value is whether F declares the static member function
+// MEMBER (templates.cuh's QF_TRAIT_FLAG detection, for a function rather than a flag).
+#define QF_HAS_VIEW(NAME, MEMBER)                          \
+    template <class F, class = void>                       \
+    struct NAME {                                          \
+        static constexpr bool value = false;               \
+    };                                                     \
+    template <class F>                                     \
+    struct NAME<F, decltype((void)&F::MEMBER)> {           \
+        static constexpr bool value = true;                \
+    };
+QF_HAS_VIEW(qf_has_codes32_full, codes32)
+QF_HAS_VIEW(qf_has_codes32_s16, codes32_s16)
+QF_HAS_VIEW(qf_has_codes32_s16m, codes32_s16m)
+#undef QF_HAS_VIEW
 template <class F>
 struct qf_has_codes32 {
     static constexpr bool value =

@@ -8,6 +8,7 @@ use crate::codegen::{FUSED_GEMM_TILES, UTIL_REDUCE_FIRST};
 use crate::runtime::{Cuda, DeviceBuffer, DeviceQuantTensor, alloc_err, dim, driver};
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, DevicePtr, DeviceRepr, LaunchConfig, PushKernelArg};
 use qforge_core::{DType, QuantError};
+use qforge_tiling::TransTile;
 use std::sync::Arc;
 
 /// A new m × N output of `out` (`len` elements) filled by an `_into` entry point generic over
@@ -219,6 +220,41 @@ pub(crate) unsafe fn split_workspace(
     let parts = splits.checked_mul(mn).ok_or(CudaError::Quant(QuantError::Overflow { what: "split-k workspace" }))?;
     // SAFETY: the caller's contract: written before read.
     unsafe { stream.alloc::<f32>(parts) }.map_err(alloc_err(4 * parts))
+}
+
+/// What every transposed 8-bit GEMM launch checks and needs (the FP8 GEMM, the int8 GEMMs):
+/// instance `tile` of `tiles` (`Size` past them, `what` naming the table), the operands
+/// ([`check_operands`]), `splits` in 1..=65,535 and the grid; `None` for an empty product
+/// (m or N zero: nothing to launch), else the launch of the instance over (⌈N / rows⌉,
+/// ⌈m / tok⌉, splits) with `smem` bytes of dynamic shared memory (the limit raised at load
+/// where over 48 KiB).
+#[allow(clippy::too_many_arguments)]
+pub(crate) fn trans_launch<T>(
+    tiles: &[TransTile],
+    tile: usize,
+    what: &'static str,
+    smem: fn(&TransTile) -> u64,
+    x: &CudaView<'_, f32>,
+    (m, n, k): (usize, usize, usize),
+    y_len: usize,
+    out: DType,
+    splits: usize,
+) -> Result<Option<LaunchConfig>, CudaError> {
+    let t = tiles.get(tile).ok_or(CudaError::Size { what, expected: tiles.len(), actual: tile })?;
+    check_operands::<T>(x, m, n, k, y_len, out)?;
+    if !(1..=MAX_GRID_Y).contains(&splits) {
+        return Err(CudaError::Size { what: "split-k count (grid z)", expected: MAX_GRID_Y, actual: splits });
+    }
+    let (gx, gy) = tile_grid(m, n, t.tok as usize, t.rows as usize)?;
+    if m == 0 || n == 0 {
+        return Ok(None);
+    }
+    let cfg = LaunchConfig {
+        grid_dim: (gx, gy, splits as u32),
+        block_dim: (t.threads(), 1, 1),
+        shared_mem_bytes: u32::try_from(smem(t)).unwrap_or(u32::MAX),
+    };
+    Ok(Some(cfg))
 }
 
 /// The CTA grid of a GEMM over tiles of `bm` activation rows × `bn` weight rows: `(x, y)` =

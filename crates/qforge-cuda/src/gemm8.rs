@@ -9,7 +9,7 @@
 
 use crate::CudaError;
 use crate::codegen::{I8_GEMM_TILES, a8_group_args, a8_kernel_names, i8_smem_bytes};
-use crate::gemm::{check_operands, dtype_index, new_output, out_len, tile_grid};
+use crate::gemm::{dtype_index, new_output, out_len, trans_launch};
 use crate::runtime::{Cuda, DeviceBuffer, DeviceQuantTensor, MODULES, alloc_err, dim, driver, inflate};
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, CudaView, DeviceRepr, LaunchConfig, PushKernelArg};
 use qforge_core::DType;
@@ -123,12 +123,11 @@ impl Cuda {
     ) -> Result<(), CudaError> {
         let (n, k) = (w.shape().rows(), w.shape().cols());
         let (group, gbytes, sdt) = a8_group_args(w.format()).map_err(CudaError::Quant)?;
-        let t = i8_instance(tile)?;
-        check_operands::<T>(x, m, n, k, y.len(), out)?;
-        let (gx, gy) = tile_grid(m, n, t.tok as usize, t.rows as usize)?;
-        if m == 0 || n == 0 {
+        let Some(cfg) =
+            trans_launch::<T>(I8_GEMM_TILES, tile, "int8 GEMM instance", i8_smem_bytes, x, (m, n, k), y.len(), out, 1)?
+        else {
             return Ok(());
-        }
+        };
         let kern = self.a8_kernels(w.format().desc().name)?;
         let lda = k.div_ceil(128) * 128;
         let q_len = m
@@ -154,7 +153,6 @@ impl Cuda {
         // codes, scale and zero point (buffers of m × lda, m, m); argument types match
         // (const float*, int8_t*, float*, int*, long long, long long).
         unsafe { b.launch(qcfg) }.map_err(driver("launch quantize_int8_dyn"))?;
-        let cfg = i8_launch(&t, gx, gy, 1);
         let oi = dtype_index(out);
         let mut g = stream.launch_builder(&kern[1 + tile]);
         g.arg(&q).arg(&scale).arg(&zp).arg(w.data()).arg(y).arg(&m64).arg(&n64).arg(&k64).arg(&lda64);
@@ -168,24 +166,5 @@ impl Cuda {
         // shared memory.
         unsafe { g.launch(cfg) }.map_err(driver("launch gemm a8"))?;
         Ok(())
-    }
-}
-
-/// Instance `tile` of `I8_GEMM_TILES`, or `Size`.
-pub(crate) fn i8_instance(tile: usize) -> Result<qforge_tiling::I8Tile, CudaError> {
-    I8_GEMM_TILES.get(tile).copied().ok_or(CudaError::Size {
-        what: "int8 GEMM instance",
-        expected: I8_GEMM_TILES.len(),
-        actual: tile,
-    })
-}
-
-/// The launch of an int8 GEMM instance over a (gx, gy, splits) grid with its dynamic shared
-/// memory (the limit raised at load where over 48 KiB).
-pub(crate) fn i8_launch(t: &qforge_tiling::I8Tile, gx: u32, gy: u32, splits: u32) -> LaunchConfig {
-    LaunchConfig {
-        grid_dim: (gx, gy, splits),
-        block_dim: (t.threads(), 1, 1),
-        shared_mem_bytes: i8_smem_bytes(t) as u32,
     }
 }

@@ -9,7 +9,7 @@ use crate::CudaError;
 use crate::codegen::{
     FP8_GEMM_TILES, FP8_QUANTIZE_KERNEL, fp8_body_kernel_names, fp8_gemm, fp8_kernel_names, sm89_kernel_names,
 };
-use crate::gemm::{MAX_GRID_Y, check_operands, dtype_index, new_output, out_len, split_workspace, tile_grid};
+use crate::gemm::{dtype_index, new_output, out_len, split_workspace, trans_launch};
 use crate::runtime::{Cuda, DeviceBuffer, DeviceQuantTensor, MODULES, SM89_PTX, alloc_err, dim, driver, inflate};
 use cudarc::driver::{CudaFunction, CudaSlice, CudaStream, CudaView, DeviceRepr, LaunchConfig, PushKernelArg};
 use qforge_core::{DType, QuantError};
@@ -144,19 +144,12 @@ impl Cuda {
                 reason: "the FP8 GEMM takes fp8 values with 128 × 128 f32 scale tiles".into(),
             }));
         }
-        let t = *FP8_GEMM_TILES.get(tile).ok_or(CudaError::Size {
-            what: "FP8 GEMM instance",
-            expected: FP8_GEMM_TILES.len(),
-            actual: tile,
-        })?;
-        check_operands::<T>(x, m, n, k, y.len(), out)?;
-        if !(1..=MAX_GRID_Y).contains(&splits) {
-            return Err(CudaError::Size { what: "split-k count (grid z)", expected: MAX_GRID_Y, actual: splits });
-        }
-        let (gx, gy) = tile_grid(m, n, t.tok as usize, t.rows as usize)?;
-        if m == 0 || n == 0 {
+        let fp8_smem = qforge_tiling::fp8_smem_bytes;
+        let Some(cfg) =
+            trans_launch::<T>(FP8_GEMM_TILES, tile, "FP8 GEMM instance", fp8_smem, x, (m, n, k), y.len(), out, splits)?
+        else {
             return Ok(());
-        }
+        };
         let kern = self.fp8_kernels(name, body)?;
         let groups = k.div_ceil(128);
         let overflow = || CudaError::Quant(QuantError::Overflow { what: "fp8 activations" });
@@ -182,12 +175,6 @@ impl Cuda {
         // float*, long long).
         unsafe { b.launch(qcfg) }.map_err(driver("launch quantize_fp8_1x128"))?;
         let grid = w.data().slice(w.rows_len()..);
-        // The instance's shared memory is dynamic (the limit raised at load where over 48 KiB).
-        let cfg = LaunchConfig {
-            grid_dim: (gx, gy, splits as u32),
-            block_dim: (t.threads(), 1, 1),
-            shared_mem_bytes: qforge_tiling::fp8_smem_bytes(&t) as u32,
-        };
         let mut g = stream.launch_builder(&kern[1 + tile]);
         g.arg(&q).arg(&s).arg(w.data()).arg(&grid);
         if splits == 1 {

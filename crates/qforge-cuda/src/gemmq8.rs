@@ -8,9 +8,8 @@
 //! (`qforge_tiling::i8_splits`).
 
 use crate::CudaError;
-use crate::codegen::{I8_GEMM_TILES, q8_kernel_names, q8_units};
-use crate::gemm::{MAX_GRID_Y, check_operands, dtype_index, new_output, out_len, split_workspace, tile_grid};
-use crate::gemm8::{i8_instance, i8_launch};
+use crate::codegen::{I8_GEMM_TILES, i8_smem_bytes, q8_kernel_names, q8_units};
+use crate::gemm::{dtype_index, new_output, out_len, split_workspace, trans_launch};
 use crate::runtime::{Cuda, DeviceBuffer, DeviceQuantTensor, alloc_err, dim, driver};
 use cudarc::driver::{CudaSlice, CudaStream, CudaView, DeviceRepr, LaunchConfig, PushKernelArg};
 use qforge_core::DType;
@@ -88,15 +87,20 @@ impl Cuda {
     ) -> Result<(), CudaError> {
         let (n, k) = (w.shape().rows(), w.shape().cols());
         let units = q8_units(w.format(), k).map_err(CudaError::Quant)?;
-        let t = i8_instance(tile)?;
-        check_operands::<T>(x, m, n, k, y.len(), out)?;
-        if !(1..=MAX_GRID_Y).contains(&splits) {
-            return Err(CudaError::Size { what: "split-k count (grid z)", expected: MAX_GRID_Y, actual: splits });
-        }
-        let (gx, gy) = tile_grid(m, n, t.tok as usize, t.rows as usize)?;
-        if m == 0 || n == 0 {
+        let Some(cfg) = trans_launch::<T>(
+            I8_GEMM_TILES,
+            tile,
+            "int8 GEMM instance",
+            i8_smem_bytes,
+            x,
+            (m, n, k),
+            y.len(),
+            out,
+            splits,
+        )?
+        else {
             return Ok(());
-        }
+        };
         let name = w.format().desc().name;
         let kern = self.cached_kernels(&self.q8, name, q8_kernel_names(name))?;
         let lda = (units * 32).div_ceil(128) * 128;
@@ -119,7 +123,6 @@ impl Cuda {
         // row's last block the row's padding) inside the m × lda codes and m × lda / 32 pairs
         // allocated; argument types match (const float*, int8_t*, float*, long long × 4).
         unsafe { b.launch(qcfg) }.map_err(driver("launch quantize_act8"))?;
-        let cfg = i8_launch(&t, gx, gy, splits as u32);
         let s32 = splits as i32;
         let mut g = stream.launch_builder(&kern[1 + tile]);
         g.arg(&codes).arg(&ds).arg(w.data());

@@ -35,10 +35,22 @@ QF_HD void qf_k_bytes16(const uint8_t* p, int shift, uint32_t mask, int c[16]) {
         for (int j = 0; j < 4; ++j) c[4 * t + j] = (int)(v >> 8 * j & mask);
     }
 }
-// The 32 codes (low | high << shift) - bias of packed words w, hw (byte j of word t: element
-// 4t + j), packed (the int8 GEMM's views).
-QF_HD void qf_k_bytes_minus(const int w[8], const int hw[8], int shift, uint32_t bias, uint32_t* q) {
-    for (int t = 0; t < 8; ++t) q[t] = qf_bytes_minus((uint32_t)w[t] | (uint32_t)hw[t] << shift, bias);
+// The codes of 32-element sub-block s as packed words (byte j of w[t]: element 4t + j): low
+// bits (v >> lshift) & lmask of the 32 bytes at lo, OR-ed with the high bits
+// ((v >> hshift) & hmask) << hpos of the 32 bytes at hi where there are any. Each format's
+// dot_q8_1 and its int8 GEMM view build their codes with it.
+QF_HD void qf_k_code_words(const uint8_t* lo, int lshift, uint32_t lmask, const uint8_t* hi, int hshift,
+                           uint32_t hmask, int hpos, int w[8]) {
+    qf_k_words(lo, lshift, lmask, w);
+    if (hi != nullptr) {
+        int hw[8];
+        qf_k_words(hi, hshift, hmask, hw);
+        for (int t = 0; t < 8; ++t) w[t] |= hw[t] << hpos;
+    }
+}
+// The int8 GEMM's codes (gemm_q8.cuh): code words minus the format's bias, byte by byte.
+QF_HD void qf_k_view_codes(const int w[8], uint32_t bias, uint32_t* q) {
+    for (int t = 0; t < 8; ++t) q[t] = qf_bytes_minus((uint32_t)w[t], bias);
 }
 // Σ code·q and Σ q over the two 16-element halves of an activation block.
 struct qf_k_sums {
@@ -67,9 +79,13 @@ struct qf_q2_k {
         qf_k_bytes16(b->qs + 32 * h + l0, 2 * k, 3u, c);
         for (int j = 0; j < 16; ++j) out[j] = dl * qf_small_int_to_f32(c[j]) - ml;
     }
+    // Sub-block s's 2-bit codes.
+    QF_HD static void code_words(const block* b, int s, int w[8]) {
+        qf_k_code_words(b->qs + 32 * (s / 4), 2 * (s % 4), 0x03030303u, nullptr, 0, 0u, 0, w);
+    }
     QF_HD static float dot_q8_1(const block* b, int s, const qf_block_q8_1* a) {
         int w[8];
-        qf_k_words(b->qs + 32 * (s / 4), 2 * (s % 4), 0x03030303u, w);
+        code_words(b, s, w);
         const qf_k_sums r = qf_k_halves(w, a);
         const float d = qf_load_f16(b->d), dmin = qf_load_f16(b->dmin);
         float acc = 0.0f;
@@ -83,9 +99,8 @@ struct qf_q2_k {
     // and -dmin·min.
     QF_HD static void codes32_s16m(const block* b, int s, uint32_t* q, float* d, float* m) {
         int w[8];
-        const int zero[8] = {0, 0, 0, 0, 0, 0, 0, 0};
-        qf_k_words(b->qs + 32 * (s / 4), 2 * (s % 4), 0x03030303u, w);
-        qf_k_bytes_minus(w, zero, 0, 0, q);
+        code_words(b, s, w);
+        qf_k_view_codes(w, 0, q);
         for (int h = 0; h < 2; ++h) {
             const int sc = b->scales[2 * s + h];
             d[h] = qf_load_f16(b->d) * (float)(sc & 0xf);
@@ -107,11 +122,13 @@ struct qf_q3_k {
         qf_k_bytes16(b->hmask + l0, hk, 1u, high);
         for (int j = 0; j < 16; ++j) out[j] = dl * qf_small_int_to_f32(low[j] - 4 + 4 * high[j]);
     }
+    // Sub-block s's codes 0..7 (= value + 4): 2 low bits as q2_k, the high bit from hmask.
+    QF_HD static void code_words(const block* b, int s, int w[8]) {
+        qf_k_code_words(b->qs + 32 * (s / 4), 2 * (s % 4), 0x03030303u, b->hmask, s, 0x01010101u, 2, w);
+    }
     QF_HD static float dot_q8_1(const block* b, int s, const qf_block_q8_1* a) {
-        int w[8], hw[8];
-        qf_k_words(b->qs + 32 * (s / 4), 2 * (s % 4), 0x03030303u, w);
-        qf_k_words(b->hmask, s, 0x01010101u, hw);
-        for (int t = 0; t < 8; ++t) w[t] |= hw[t] << 2;  // codes 0..7 = value + 4
+        int w[8];
+        code_words(b, s, w);
         const qf_k_sums r = qf_k_halves(w, a);
         const float d = qf_load_f16(b->d);
         float acc = 0.0f;
@@ -123,10 +140,9 @@ struct qf_q3_k {
     // The int8 GEMM's view (gemm_q8.cuh): sub-block s as its codes (value, -4 … 3) and the
     // halves' d·(scale - 32).
     QF_HD static void codes32_s16(const block* b, int s, uint32_t* q, float* d) {
-        int w[8], hw[8];
-        qf_k_words(b->qs + 32 * (s / 4), 2 * (s % 4), 0x03030303u, w);
-        qf_k_words(b->hmask, s, 0x01010101u, hw);
-        qf_k_bytes_minus(w, hw, 2, 4, q);
+        int w[8];
+        code_words(b, s, w);
+        qf_k_view_codes(w, 4, q);
         for (int h = 0; h < 2; ++h) d[h] = qf_load_f16(b->d) * (float)(qf_k_scale_q3(2 * s + h, b->scales) - 32);
     }
 };
@@ -158,14 +174,15 @@ struct qf_k_4bit {
         }
         for (int j = 0; j < 16; ++j) out[j] = dl * qf_small_int_to_f32(c[j]) - ml;
     }
+    // Sub-block s's codes: 4 bits in two planes per 64 elements (q5_k: the fifth from qh).
+    QF_HD static void code_words(const B* b, int s, int w[8]) {
+        const uint8_t* hi = nullptr;
+        if constexpr (HIGH) hi = b->qh;
+        qf_k_code_words(b->qs + 32 * (s / 2), 4 * (s % 2), 0x0f0f0f0fu, hi, s, 0x01010101u, 4, w);
+    }
     QF_HD static float dot_q8_1(const B* b, int s, const qf_block_q8_1* a) {
         int w[8];
-        qf_k_words(b->qs + 32 * (s / 2), 4 * (s % 2), 0x0f0f0f0fu, w);
-        if constexpr (HIGH) {
-            int hw[8];
-            qf_k_words(b->qh, s, 0x01010101u, hw);
-            for (int t = 0; t < 8; ++t) w[t] |= hw[t] << 4;
-        }
+        code_words(b, s, w);
         int sc, m;
         qf_k_scale_min(s, b->scales, &sc, &m);
         const int dot = qf_dot_codes(w, a, 0, 32), sum = qf_q8_1_sum(a, 0, 32);
@@ -177,13 +194,8 @@ struct qf_k_4bit {
         int sc, mn;
         qf_k_scale_min(s, b->scales, &sc, &mn);
         int w[8];
-        qf_k_words(b->qs + 32 * (s / 2), 4 * (s % 2), 0x0f0f0f0fu, w);
-        if constexpr (HIGH) {
-            int hw[8];
-            qf_k_words(b->qh, s, 0x01010101u, hw);
-            for (int t = 0; t < 8; ++t) w[t] |= hw[t] << 4;
-        }
-        for (int t = 0; t < 8; ++t) q[t] = (uint32_t)w[t];
+        code_words(b, s, w);
+        qf_k_view_codes(w, 0, q);
         *d = qf_load_f16(b->d) * (float)sc;
         *m = -(qf_load_f16(b->dmin) * (float)mn);
     }
@@ -204,12 +216,15 @@ struct qf_q6_k {
         qf_k_bytes16(b->qh + 32 * h + l0, 2 * k, 3u, hi);
         for (int j = 0; j < 16; ++j) out[j] = dl * qf_small_int_to_f32((lo[j] | hi[j] << 4) - 32);
     }
-    QF_HD static float dot_q8_1(const block* b, int s, const qf_block_q8_1* a) {
+    // Sub-block s's codes 0..63 (= value + 32): 4 low bits from ql, 2 high from qh.
+    QF_HD static void code_words(const block* b, int s, int w[8]) {
         const int h = s / 4, k = s % 4;
-        int w[8], hw[8];
-        qf_k_words(b->ql + 64 * h + 32 * (k % 2), 4 * (k / 2), 0x0f0f0f0fu, w);
-        qf_k_words(b->qh + 32 * h, 2 * k, 0x03030303u, hw);
-        for (int t = 0; t < 8; ++t) w[t] |= hw[t] << 4;
+        qf_k_code_words(b->ql + 64 * h + 32 * (k % 2), 4 * (k / 2), 0x0f0f0f0fu, b->qh + 32 * h, 2 * k, 0x03030303u,
+                        4, w);
+    }
+    QF_HD static float dot_q8_1(const block* b, int s, const qf_block_q8_1* a) {
+        int w[8];
+        code_words(b, s, w);
         const qf_k_sums r = qf_k_halves(w, a);
         const float d = qf_load_f16(b->d);
         float acc = 0.0f;
@@ -219,11 +234,9 @@ struct qf_q6_k {
     // The int8 GEMM's view (gemm_q8.cuh): sub-block s as its codes (value, -32 … 31) and the
     // halves' d·scale.
     QF_HD static void codes32_s16(const block* b, int s, uint32_t* q, float* d) {
-        const int h = s / 4, k = s % 4;
-        int w[8], hw[8];
-        qf_k_words(b->ql + 64 * h + 32 * (k % 2), 4 * (k / 2), 0x0f0f0f0fu, w);
-        qf_k_words(b->qh + 32 * h, 2 * k, 0x03030303u, hw);
-        qf_k_bytes_minus(w, hw, 4, 32, q);
+        int w[8];
+        code_words(b, s, w);
+        qf_k_view_codes(w, 32, q);
         for (int i = 0; i < 2; ++i) d[i] = qf_load_f16(b->d) * (float)b->scales[2 * s + i];
     }
 };

@@ -27,6 +27,20 @@ fn nan_buffer(s: &Arc<CudaStream>, len: usize, out: DType) -> DeviceBuffer {
     }
 }
 
+/// `len` elements of `out` filled by `$call` (a GEMM `_into` entry point on `$b`, the output
+/// slice of whichever element type `out` has) from a [`nan_buffer`], back on the host as bytes.
+macro_rules! gemm_bytes {
+    ($s:expr, $len:expr, $out:expr, |$b:ident| $call:expr) => {{
+        let mut y = nan_buffer($s, $len, $out);
+        match &mut y {
+            DeviceBuffer::F32($b) => $call,
+            DeviceBuffer::F16($b) | DeviceBuffer::Bf16($b) => $call,
+        }
+        .unwrap();
+        y.to_host_bytes($s).unwrap()
+    }};
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn every_format_every_odd_shape_on_the_gpu() {
@@ -73,15 +87,7 @@ fn dequant_cublas_every_format_every_type_in_row_chunks() {
         // Three rows' worth of workspace: N = 7 and 129 take several chunks (a grid format's
         // chunks are whole tile rows, 128, whatever the bound).
         let ws = 3 * w.shape().cols() * input.size();
-        let mut y = nan_buffer(&s, m * n, out);
-        match &mut y {
-            DeviceBuffer::F32(b) => gpu.gemm_dequant_into(&dw, &dx.slice(..), m, input, b, out, ws, &s),
-            DeviceBuffer::F16(b) | DeviceBuffer::Bf16(b) => {
-                gpu.gemm_dequant_into(&dw, &dx.slice(..), m, input, b, out, ws, &s)
-            }
-        }
-        .unwrap();
-        y.to_host_bytes(&s).unwrap()
+        gemm_bytes!(&s, m * n, out, |b| gpu.gemm_dequant_into(&dw, &dx.slice(..), m, input, b, out, ws, &s))
     };
     for f in qforge_formats::registry().iter().filter(|f| f.desc().cuda.is_some()) {
         every_type_any_order(f, &run);
@@ -140,15 +146,16 @@ fn split_k_every_format_on_the_gpu() {
         let run = |w: &QuantTensor<'_>, x: &[f32], m: usize, mma: DType, out: DType| -> Vec<u8> {
             let dw = gpu.upload(w, &s).unwrap();
             let dx = s.clone_htod(x).unwrap();
-            let mut y = nan_buffer(&s, m * w.shape().rows(), out);
-            match &mut y {
-                DeviceBuffer::F32(b) => gpu.gemm_split_into(&dw, &dx.slice(..), m, mma, b, out, splits, &s),
-                DeviceBuffer::F16(b) | DeviceBuffer::Bf16(b) => {
-                    gpu.gemm_split_into(&dw, &dx.slice(..), m, mma, b, out, splits, &s)
-                }
-            }
-            .unwrap();
-            y.to_host_bytes(&s).unwrap()
+            gemm_bytes!(&s, m * w.shape().rows(), out, |b| gpu.gemm_split_into(
+                &dw,
+                &dx.slice(..),
+                m,
+                mma,
+                b,
+                out,
+                splits,
+                &s
+            ))
         };
         for f in qforge_formats::registry().iter().filter(|f| f.desc().cuda.is_some()) {
             split_k(f, &run, splits);
@@ -166,15 +173,17 @@ fn every_format_on_instance(tile: usize) {
         let run = |w: &QuantTensor<'_>, x: &[f32], m: usize, mma: DType, out: DType| -> Vec<u8> {
             let dw = gpu.upload(w, &s).unwrap();
             let dx = s.clone_htod(x).unwrap();
-            let mut y = nan_buffer(&s, m * w.shape().rows(), out);
-            match &mut y {
-                DeviceBuffer::F32(b) => gpu.gemm_tile_into(&dw, &dx.slice(..), m, mma, b, out, tile, splits, &s),
-                DeviceBuffer::F16(b) | DeviceBuffer::Bf16(b) => {
-                    gpu.gemm_tile_into(&dw, &dx.slice(..), m, mma, b, out, tile, splits, &s)
-                }
-            }
-            .unwrap();
-            y.to_host_bytes(&s).unwrap()
+            gemm_bytes!(&s, m * w.shape().rows(), out, |b| gpu.gemm_tile_into(
+                &dw,
+                &dx.slice(..),
+                m,
+                mma,
+                b,
+                out,
+                tile,
+                splits,
+                &s
+            ))
         };
         for f in qforge_formats::registry().iter().filter(|f| f.desc().cuda.is_some()) {
             instance(f, &run, splits);
@@ -305,18 +314,12 @@ fn i8_on_gpu<'a>(
     move |w, x, m, out| {
         let dw = gpu.upload(w, s).unwrap();
         let dx = s.clone_htod(x).unwrap();
-        let mut y = nan_buffer(s, m * w.rows(), out);
         let (xv, dw) = (dx.slice(..), &dw);
-        match (&mut y, q8) {
-            (DeviceBuffer::F32(b), true) => gpu.gemm_q8_tile_into(dw, &xv, m, b, out, tile, splits, s),
-            (DeviceBuffer::F16(b) | DeviceBuffer::Bf16(b), true) => {
-                gpu.gemm_q8_tile_into(dw, &xv, m, b, out, tile, splits, s)
-            }
-            (DeviceBuffer::F32(b), false) => gpu.gemm_a8_tile_into(dw, &xv, m, b, out, tile, s),
-            (DeviceBuffer::F16(b) | DeviceBuffer::Bf16(b), false) => gpu.gemm_a8_tile_into(dw, &xv, m, b, out, tile, s),
+        if q8 {
+            gemm_bytes!(s, m * w.rows(), out, |b| gpu.gemm_q8_tile_into(dw, &xv, m, b, out, tile, splits, s))
+        } else {
+            gemm_bytes!(s, m * w.rows(), out, |b| gpu.gemm_a8_tile_into(dw, &xv, m, b, out, tile, s))
         }
-        .unwrap();
-        y.to_host_bytes(s).unwrap()
     }
 }
 
@@ -369,18 +372,13 @@ fn fp8_on_gpu<'a>(
     move |w, x, m, out| {
         let dw = gpu.upload(w, s).unwrap();
         let dx = s.clone_htod(x).unwrap();
-        let mut y = nan_buffer(s, m * w.rows(), out);
         let (xv, dw) = (dx.slice(..), &dw);
-        match (&mut y, forced) {
-            (DeviceBuffer::F32(b), None) => gpu.gemm_fp8_into(dw, &xv, m, b, out, body, s),
-            (DeviceBuffer::F16(b) | DeviceBuffer::Bf16(b), None) => gpu.gemm_fp8_into(dw, &xv, m, b, out, body, s),
-            (DeviceBuffer::F32(b), Some((t, k))) => gpu.gemm_fp8_tile_into(dw, &xv, m, b, out, body, t, k, s),
-            (DeviceBuffer::F16(b) | DeviceBuffer::Bf16(b), Some((t, k))) => {
-                gpu.gemm_fp8_tile_into(dw, &xv, m, b, out, body, t, k, s)
+        match forced {
+            None => gemm_bytes!(s, m * w.rows(), out, |b| gpu.gemm_fp8_into(dw, &xv, m, b, out, body, s)),
+            Some((t, k)) => {
+                gemm_bytes!(s, m * w.rows(), out, |b| gpu.gemm_fp8_tile_into(dw, &xv, m, b, out, body, t, k, s))
             }
         }
-        .unwrap();
-        y.to_host_bytes(s).unwrap()
     }
 }
 
