@@ -62,6 +62,8 @@ struct Detected {
     /// The CPU has AVX-512 DQ and BF16 besides [`Level::Avx512Vnni`] (`vcvtneps2bf16`,
     /// `vfpclassps`: Sapphire Rapids, Zen 4; not Ice Lake).
     bf16: bool,
+    /// The CPU has AVX-VNNI's VEX form (`avxvnni`), whatever its level.
+    avxvnni: bool,
     /// The level after the process cap.
     process: Level,
     /// `QFORGE_CPU` was set to something that names no level.
@@ -78,7 +80,7 @@ fn detected() -> Detected {
             Some(Some(c)) => cpu.min(c),
             _ => cpu,
         };
-        Detected { cpu, process, bf16: detect_bf16(cpu), bad_env: matches!(cap, Some(None)) }
+        Detected { cpu, process, bf16: detect_bf16(cpu), avxvnni: detect_avxvnni(), bad_env: matches!(cap, Some(None)) }
     })
 }
 
@@ -147,14 +149,20 @@ pub enum VnniForm {
 }
 
 /// The 256-bit VNNI kernels may run ([`level`] is at least [`Level::AvxVnni`]), in this
-/// encoding: EVEX where the CPU has AVX-512 VNNI (whatever the cap: the instructions are the
-/// same, and a CPU with both forms runs both alike), else VEX. `None` below that level.
+/// encoding: VEX where the level is capped at [`Level::AvxVnni`] and the CPU has AVX-VNNI (so
+/// a CPU with both forms, Sapphire Rapids and later, runs and tests the VEX build an Alder
+/// Lake runs), else EVEX where the CPU has AVX-512 VNNI (32 registers), else VEX. `None`
+/// below that level.
 #[inline]
 pub fn vnni_ymm() -> Option<VnniForm> {
-    (level() >= Level::AvxVnni).then(|| match detected().cpu {
-        Level::Avx512Vnni => VnniForm::Evex,
-        _ => VnniForm::Vex,
-    })
+    let (l, d) = (level(), detected());
+    (l >= Level::AvxVnni).then(|| form_for(l, d.cpu, d.avxvnni))
+}
+
+/// [`vnni_ymm`]'s rule for level `l` (at least [`Level::AvxVnni`]) on a CPU of level `cpu`
+/// that has (`avxvnni`) AVX-VNNI's VEX form or not.
+fn form_for(l: Level, cpu: Level, avxvnni: bool) -> VnniForm {
+    if cpu == Level::Avx512Vnni && !(l == Level::AvxVnni && avxvnni) { VnniForm::Evex } else { VnniForm::Vex }
 }
 
 /// Runs `f` compiled for the highest [`level`] this thread may run: `f` is inlined into a
@@ -384,6 +392,18 @@ fn detect() -> Level {
     Level::Scalar
 }
 
+/// Whether the CPU has AVX-VNNI (the VEX form of `vpdpbusd` / `vpdpwssd`) with AVX2.
+fn detect_avxvnni() -> bool {
+    #[cfg(target_arch = "x86_64")]
+    {
+        is_x86_feature_detected!("avx2") && is_x86_feature_detected!("fma") && is_x86_feature_detected!("avxvnni")
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    {
+        false
+    }
+}
+
 /// Whether the CPU has AVX-512 DQ and BF16 on top of `cpu` = [`Level::Avx512Vnni`].
 fn detect_bf16(cpu: Level) -> bool {
     #[cfg(target_arch = "x86_64")]
@@ -405,7 +425,10 @@ pub fn levels() -> String {
     let d = detected();
     let mut s = d.process.name().to_string();
     if d.process == Level::AvxVnni {
-        s += if d.cpu == Level::Avx512Vnni { " (EVEX form)" } else { " (VEX form)" };
+        s += match form_for(d.process, d.cpu, d.avxvnni) {
+            VnniForm::Evex => " (EVEX form)",
+            VnniForm::Vex => " (VEX form)",
+        };
     }
     if d.process != d.cpu {
         s += &format!(" (cpu: {}, capped by QFORGE_CPU)", d.cpu.name());
@@ -469,15 +492,24 @@ mod tests {
     fn vnni_implies_avx2() {
         assert!(!avx512vnni() || avx2());
         assert!(vnni_ymm().is_none() || avx2());
-        // Every level the CPU runs gives the 256-bit VNNI form from `AvxVnni` up, the EVEX one
-        // exactly where the CPU has AVX-512 VNNI.
+        // Every level the CPU runs gives the 256-bit VNNI form from `AvxVnni` up: VEX where
+        // the CPU has AVX-VNNI and the level is capped there, else EVEX exactly where the CPU
+        // has AVX-512 VNNI.
+        let d = detected();
         for l in testable_levels() {
             let form = with_level(l, vnni_ymm);
             assert_eq!(form.is_some(), l >= Level::AvxVnni, "{l:?}");
             if let Some(form) = form {
-                assert_eq!(form == VnniForm::Evex, cpu_level() == Level::Avx512Vnni, "{l:?}");
+                let vex = (l == Level::AvxVnni && d.avxvnni) || cpu_level() != Level::Avx512Vnni;
+                assert_eq!(form == VnniForm::Vex, vex, "{l:?}");
             }
         }
+        // The rule on every kind of CPU, whatever this one is.
+        use {Level::*, VnniForm::*};
+        assert_eq!(form_for(AvxVnni, Avx512Vnni, true), Vex); // Sapphire Rapids capped at avxvnni
+        assert_eq!(form_for(Avx512Vnni, Avx512Vnni, true), Evex);
+        assert_eq!(form_for(AvxVnni, Avx512Vnni, false), Evex); // Ice Lake, Zen 4
+        assert_eq!(form_for(AvxVnni, AvxVnni, true), Vex); // Alder Lake
         assert!(testable_levels().contains(&Level::Scalar));
         assert!(testable_levels().contains(&cpu_level()));
     }

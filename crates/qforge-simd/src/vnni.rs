@@ -9,9 +9,9 @@
 //!
 //! How the forms are checked: every kernel's level tests force each level the CPU runs
 //! ([`qforge_core::cpu::testable_levels`]), [`qforge_core::cpu::Level::AvxVnni`] included,
-//! against the portable kernel bit for bit. On an AVX-512 VNNI CPU that level runs the EVEX
-//! build; the VEX build runs (and is tested the same way) only on a CPU with AVX-VNNI and no
-//! AVX-512 — no emulator available here runs it (QEMU 10's TCG has no AVX-VNNI).
+//! against the portable kernel bit for bit. That level runs the VEX build wherever the CPU
+//! has AVX-VNNI (Alder Lake; Sapphire Rapids and later, which have both forms), else the
+//! EVEX one (Ice Lake, Zen 4); [`qforge_core::cpu::Level::Avx512Vnni`] runs the EVEX one.
 #![allow(unsafe_code)]
 
 use std::arch::x86_64::*;
