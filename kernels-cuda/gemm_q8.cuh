@@ -30,25 +30,15 @@
 // split-k where the tiler asks (the f32 partial sums of each K range added up afterwards).
 #pragma once
 #include "gemm8.cuh"
+#include "templates.cuh"  // QF_DETECT
 
 // Whether a traits struct F has one of the views codes32 / codes32_s16 / codes32_s16m (the
 // instantiation static_asserts it; the host translation unit reports it per format so a test
 // holds the registry's flag to it).
-// QF_HAS_VIEW(name, MEMBER): name<F>::value is whether F declares the static member function
-// MEMBER (templates.cuh's QF_TRAIT_FLAG detection, for a function rather than a flag).
-#define QF_HAS_VIEW(NAME, MEMBER)                          \
-    template <class F, class = void>                       \
-    struct NAME {                                          \
-        static constexpr bool value = false;               \
-    };                                                     \
-    template <class F>                                     \
-    struct NAME<F, decltype((void)&F::MEMBER)> {           \
-        static constexpr bool value = true;                \
-    };
-QF_HAS_VIEW(qf_has_codes32_full, codes32)
-QF_HAS_VIEW(qf_has_codes32_s16, codes32_s16)
-QF_HAS_VIEW(qf_has_codes32_s16m, codes32_s16m)
-#undef QF_HAS_VIEW
+// (templates.cuh's QF_DETECT: whether F declares the static member function.)
+QF_DETECT(qf_has_codes32_full, &F::codes32, true)
+QF_DETECT(qf_has_codes32_s16, &F::codes32_s16, true)
+QF_DETECT(qf_has_codes32_s16m, &F::codes32_s16m, true)
 template <class F>
 struct qf_has_codes32 {
     static constexpr bool value =

@@ -13,22 +13,23 @@
 // separate grid (little-endian, row-major, ceil(rows/BLOCK) × ceil(cols/BLOCK)); its decode
 // and dot_q8_1 take the block's scale as an extra argument.
 //
-// QF_TRAIT_FLAG(name, MEMBER): name<F>::value is F::MEMBER where the traits struct declares
-// that optional `static constexpr bool`, false where it does not.
-#define QF_TRAIT_FLAG(NAME, MEMBER)                        \
+// QF_DETECT(name, PROBE, VALUE): name<F>::value is VALUE where the expression PROBE (which
+// names the traits struct F) is well-formed, false where it is not: the detection behind a
+// format's optional traits members (the flags below, gemm_q8.cuh's weight views).
+#define QF_DETECT(NAME, PROBE, VALUE)                      \
     template <class F, class = void>                       \
     struct NAME {                                          \
         static constexpr bool value = false;               \
     };                                                     \
     template <class F>                                     \
-    struct NAME<F, decltype((void)F::MEMBER)> {            \
-        static constexpr bool value = F::MEMBER;           \
+    struct NAME<F, decltype((void)(PROBE))> {              \
+        static constexpr bool value = (VALUE);             \
     };
-QF_TRAIT_FLAG(qf_grid_flag, GRID)
+// qf_grid_flag<F>::value: F::GRID where the traits struct declares that optional flag.
+QF_DETECT(qf_grid_flag, F::GRID, F::GRID)
 // Whether F has the optional decode_h2 (F::H2 true): the chunk as f16 pairs, for the GEMM's
 // f16 tensor-core inputs (kernels-cuda/README.md).
-QF_TRAIT_FLAG(qf_h2_flag, H2)
-#undef QF_TRAIT_FLAG
+QF_DETECT(qf_h2_flag, F::H2, F::H2)
 
 template <class F>
 struct qf_layout {

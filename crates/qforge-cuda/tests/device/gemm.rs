@@ -137,26 +137,32 @@ fn dense_cublas_matches_dequant_cublas_bit_for_bit() {
     assert!(matches!(r, Err(CudaError::Size { .. })), "{r:?}");
 }
 
+/// The fused GEMM on the device as the host checks' `run`: instance `tile` (`None`: the
+/// tiler's choice, `gemm_split_into`), K in `splits` ranges, into a [`nan_buffer`].
+fn fused_run<'a>(
+    gpu: &'a Cuda,
+    s: &'a Arc<CudaStream>,
+    tile: Option<usize>,
+    splits: usize,
+) -> impl Fn(&QuantTensor<'_>, &[f32], usize, DType, DType) -> Vec<u8> + 'a {
+    move |w, x, m, mma, out| {
+        let dw = gpu.upload(w, s).unwrap();
+        let dx = s.clone_htod(x).unwrap();
+        let x = dx.slice(..);
+        gemm_bytes!(s, m * w.shape().rows(), out, |b| match tile {
+            Some(t) => gpu.gemm_tile_into(&dw, &x, m, mma, b, out, t, splits, s),
+            None => gpu.gemm_split_into(&dw, &x, m, mma, b, out, splits, s),
+        })
+    }
+}
+
 #[test]
 #[ignore = "needs a CUDA GPU"]
 fn split_k_every_format_on_the_gpu() {
     let gpu = device();
     let s = gpu.default_stream();
     for splits in [2, 3, 7] {
-        let run = |w: &QuantTensor<'_>, x: &[f32], m: usize, mma: DType, out: DType| -> Vec<u8> {
-            let dw = gpu.upload(w, &s).unwrap();
-            let dx = s.clone_htod(x).unwrap();
-            gemm_bytes!(&s, m * w.shape().rows(), out, |b| gpu.gemm_split_into(
-                &dw,
-                &dx.slice(..),
-                m,
-                mma,
-                b,
-                out,
-                splits,
-                &s
-            ))
-        };
+        let run = fused_run(&gpu, &s, None, splits);
         for f in qforge_formats::registry().iter().filter(|f| f.desc().cuda.is_some()) {
             split_k(f, &run, splits);
         }
@@ -170,21 +176,7 @@ fn every_format_on_instance(tile: usize) {
     let gpu = device();
     let s = gpu.default_stream();
     for splits in [1, 3] {
-        let run = |w: &QuantTensor<'_>, x: &[f32], m: usize, mma: DType, out: DType| -> Vec<u8> {
-            let dw = gpu.upload(w, &s).unwrap();
-            let dx = s.clone_htod(x).unwrap();
-            gemm_bytes!(&s, m * w.shape().rows(), out, |b| gpu.gemm_tile_into(
-                &dw,
-                &dx.slice(..),
-                m,
-                mma,
-                b,
-                out,
-                tile,
-                splits,
-                &s
-            ))
-        };
+        let run = fused_run(&gpu, &s, Some(tile), splits);
         for f in qforge_formats::registry().iter().filter(|f| f.desc().cuda.is_some()) {
             instance(f, &run, splits);
             if tile > 0 {
