@@ -546,6 +546,7 @@ impl SubBlocks for Iq1S {
     const D_MUL: f32 = IQ1S_DELTA;
     /// The block's 32 grid indices.
     type Pre = [u16; QK_K / 8];
+    const OFFSET_ACTS: bool = true;
 
     #[inline(always)]
     fn d_bits(b: &BlockIq1S) -> u16 {
@@ -617,6 +618,7 @@ impl SubBlocks for Iq1M {
     const D_MUL: f32 = IQ1M_DELTA;
     /// The block's 32 grid indices.
     type Pre = [u16; QK_K / 8];
+    const OFFSET_ACTS: bool = true;
 
     #[inline(always)]
     fn d_bits(b: &BlockIq1M) -> u16 {

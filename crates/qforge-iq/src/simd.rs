@@ -9,7 +9,9 @@
 //! bytes, looked up the same way or spread from sign bits with
 //! [`qforge_simd::bytemask::bytes_from_bits`]; iq4_xs: nibbles through `kvalues_iq4nl` with
 //! one `vpshufb`; iq1_s / iq1_m: the ternary grid entries made `8·g ± 1` with `vpsignb` of 8
-//! and `vpaddb` of their ±1 shifts, [`SubBlock::Shifted`]). For any activations (`EXACT`) the signs go on the grid values
+//! and `vpaddb` of their ±1 shifts, [`SubBlock::Shifted`]; in the mat-vec `8·g ± 1 + 9`,
+//! unsigned, times the activations as they are, and `9·Σa` per 16 taken back per block,
+//! [`ACTS_SUMS`]). For any activations (`EXACT`) the signs go on the grid values
 //! (`vpsignb`) and `maddubs(|a|, v·sgn(a))` gives 16 exact pair sums for every `i8` activation,
 //! -128 included (`|v| ≤ 127`, a pair is at most 2·128·127). The mat-vec kernel
 //! ([`vec_dot_weight_rows`]) checks its activation row once: without a -128 (what q8_k
@@ -68,24 +70,39 @@ pub(crate) fn vec_dot_weight_rows<F: SubBlocks>(w: &[F::Block], a: &[BlockQ8K], 
     // A short activation row truncates every weight row.
     let m = n.min(a.len());
     let a = &a[..m];
+    let vnni = vnni_form();
+    if F::OFFSET_ACTS {
+        // `−OFFSET · Σa` of every 16 quants, once for every weight row ([`ACTS_SUMS`]): any
+        // activations, -128 included.
+        let sums: Vec<[i16; 16]> = a.iter().map(offset_sums).collect();
+        for (j, o) in out.iter_mut().enumerate() {
+            let w = &w[j * n..j * n + m];
+            // SAFETY: `avx2` proves AVX2, FMA and F16C, all `rows_avx2` needs, and `vnni`
+            // (where `Some`) the features of that VNNI form; `sums` holds `offset_sums` of
+            // every block of `a`, and `F::OFFSET_ACTS` says every sub-block is `Shifted`.
+            *o = unsafe { rows_at::<F, 1, EXACT, ACTS_SUMS>(vnni, w, [a], [Extra::sums(&sums)], avx2) }[0];
+        }
+        return true;
+    }
     let signed_acts = !a.iter().any(|b| has_min(&b.qs));
     // Where the format asks for it (`SubBlocks::ABS_ACTS`), `|a|` of every quant, once for
     // every weight row: the signed values' products (`vpmaddubsw(|a|, sign(v, a))`,
     // `Values::Signed`) then load it instead of a `vpabsb` per sub-block and weight row.
     let abs: Vec<[u8; QK_K]> =
         if F::ABS_ACTS { a.iter().map(|b| b.qs.map(i8::unsigned_abs)).collect() } else { Vec::new() };
-    let vnni = vnni_form();
+    let x = [Extra::abs(&abs)];
     for (j, o) in out.iter_mut().enumerate() {
         let w = &w[j * n..j * n + m];
-        // SAFETY: `_avx2` proves AVX2, FMA and F16C, all `rows_avx2` needs, and `vnni` (where
+        // SAFETY: `avx2` proves AVX2, FMA and F16C, all `rows_avx2` needs, and `vnni` (where
         // `Some`) the features of that VNNI form, which `rows_vnni` / `rows_avxvnni` need
-        // besides; `ACT_SIGNED` runs only where no activation of `a` is -128 (just checked).
+        // besides; `ACT_SIGNED` runs only where no activation of `a` is -128 (just checked);
+        // with `ACTS_ABS`, `abs` holds `|q|` of every block of `a`.
         *o = unsafe {
             match (signed_acts, F::ABS_ACTS) {
-                (true, true) => rows_at::<F, 1, ACT_SIGNED, true>(vnni, w, [a], [&abs], avx2),
-                (true, false) => rows_at::<F, 1, ACT_SIGNED, false>(vnni, w, [a], [&[]], avx2),
-                (false, true) => rows_at::<F, 1, EXACT, true>(vnni, w, [a], [&abs], avx2),
-                (false, false) => rows_at::<F, 1, EXACT, false>(vnni, w, [a], [&[]], avx2),
+                (true, true) => rows_at::<F, 1, ACT_SIGNED, ACTS_ABS>(vnni, w, [a], x, avx2),
+                (true, false) => rows_at::<F, 1, ACT_SIGNED, ACTS_NONE>(vnni, w, [a], x, avx2),
+                (false, true) => rows_at::<F, 1, EXACT, ACTS_ABS>(vnni, w, [a], x, avx2),
+                (false, false) => rows_at::<F, 1, EXACT, ACTS_NONE>(vnni, w, [a], x, avx2),
             }
         }[0];
     }
@@ -126,24 +143,64 @@ fn vnni_form() -> Option<Form> {
 ///
 /// # Safety
 /// `vnni` is [`vnni_form`]'s (the CPU has that form's features); with `P` = [`ACT_SIGNED`]
-/// no activation quant of `a` is -128; with `ABS`, `abs[r]` holds `|q|` of every quant of
-/// `a[r]`, block by block.
+/// no activation quant of `a` is -128; `x[r]` holds what `X` says of `a[r]` ([`Extra`]), block
+/// by block; with [`ACTS_SUMS`], every sub-block of `F` is [`SubBlock::Shifted`].
 #[inline(always)]
-unsafe fn rows_at<F: SubBlocks, const R: usize, const P: bool, const ABS: bool>(
+unsafe fn rows_at<F: SubBlocks, const R: usize, const P: bool, const X: u8>(
     vnni: Option<Form>,
     w: &[F::Block],
     a: [&[BlockQ8K]; R],
-    abs: [&[[u8; QK_K]]; R],
+    x: [Extra<'_>; R],
     avx2: Avx2,
 ) -> [f32; R] {
     // SAFETY: `avx2` proves AVX2, FMA and F16C; the rest is the caller's contract.
     unsafe {
         match vnni {
-            Some(EVEX) => rows_vnni::<F, R, P, ABS>(w, a, abs, avx2),
-            Some(_) => rows_avxvnni::<F, R, P, ABS>(w, a, abs, avx2),
-            None => rows_avx2::<F, R, P, ABS>(w, a, abs, avx2),
+            Some(EVEX) => rows_vnni::<F, R, P, X>(w, a, x, avx2),
+            Some(_) => rows_avxvnni::<F, R, P, X>(w, a, x, avx2),
+            None => rows_avx2::<F, R, P, X>(w, a, x, avx2),
         }
     }
+}
+
+/// What the mat-vec computes of its activation row once, for every weight row: nothing
+/// ([`ACTS_NONE`]), `|q|` of every quant ([`ACTS_ABS`], `SubBlocks::ABS_ACTS`) or `−OFFSET`
+/// times the sum of every 16 quants ([`ACTS_SUMS`], `SubBlocks::OFFSET_ACTS`).
+#[derive(Clone, Copy, Default)]
+struct Extra<'a> {
+    abs: &'a [[u8; QK_K]],
+    sums: &'a [[i16; 16]],
+}
+
+impl<'a> Extra<'a> {
+    fn abs(abs: &'a [[u8; QK_K]]) -> Self {
+        Extra { abs, ..Extra::default() }
+    }
+    fn sums(sums: &'a [[i16; 16]]) -> Self {
+        Extra { sums, ..Extra::default() }
+    }
+}
+
+/// The kernel computes `|a|` of each sub-block's activations itself (`vpabsb`).
+const ACTS_NONE: u8 = 0;
+/// The kernel loads `|a|` from [`Extra::abs`].
+const ACTS_ABS: u8 = 1;
+/// The kernel multiplies iq1's shifted values plus [`OFFSET`] (unsigned, `0..=18`) by the
+/// activations as they are, `vpmaddubsw(v + 9, a)` (a pair is at most 2·18·128: exact for
+/// any `i8`, -128 included), and takes `9 · Σ scale · Σa` back per block from
+/// [`Extra::sums`] with one more `vpmaddwd` / `vpdpwssd`: per sub-block and row one
+/// instruction where the signed values take three (`vpabsb`, `vpsignb`, `vpmaddubsw`). The
+/// lanes differ from the reference's, their total (the block's exact integer sum) does not.
+const ACTS_SUMS: u8 = 2;
+
+/// The largest `|8·g ± 1|` of iq1's values: `v + OFFSET` is never negative.
+const OFFSET: i8 = 9;
+
+/// `−OFFSET · Σ q` of each 16 quants of `a`, in the order of the kernel's scales register
+/// (the even groups, then the odd ones): `|Σ q| ≤ 16 · 128`, times 9 fits an `i16`.
+fn offset_sums(a: &BlockQ8K) -> [i16; 16] {
+    let sum = |g: usize| a.qs[16 * g..16 * g + 16].iter().map(|&q| i16::from(q)).sum::<i16>();
+    std::array::from_fn(|k| -i16::from(OFFSET) * sum(if k < 8 { 2 * k } else { 2 * (k - 8) + 1 }))
 }
 
 /// The weight row, the proof of AVX2 and the VNNI form whose kernel may run ([`vnni_form`]);
@@ -159,8 +216,8 @@ impl<'a, F: SubBlocks> RowKernel<&'a [BlockQ8K]> for Kernel<'_, F> {
     fn rows<const R: usize>(&self, a: [&&'a [BlockQ8K]; R]) -> [f32; R] {
         let n = self.w.len();
         let rows = a.map(|a| &a[..n]);
-        // SAFETY: `self.vnni` is `vnni_form`'s; `EXACT` holds for any rows.
-        unsafe { rows_at::<F, R, EXACT, false>(self.vnni, self.w, rows, [&[]; R], self.avx2) }
+        // SAFETY: `self.vnni` is `vnni_form`'s; `EXACT` and `ACTS_NONE` hold for any rows.
+        unsafe { rows_at::<F, R, EXACT, ACTS_NONE>(self.vnni, self.w, rows, [Extra::default(); R], self.avx2) }
     }
 }
 
@@ -179,6 +236,8 @@ enum Values {
     /// The unsigned grid entries (`1..128`) and the sign bytes (±1) to apply to the
     /// activations ([`ACT_SIGNED`] only).
     GridSigns(__m256i, __m256i),
+    /// iq1's values plus [`OFFSET`] ([`ACTS_SUMS`] only).
+    Offset(__m256i),
 }
 
 /// Defines a row kernel `$name` (the body below) compiled with `$features`, its scaled pair
@@ -188,10 +247,10 @@ macro_rules! rows_kernel {
     ($(#[$doc:meta])* $name:ident, $features:literal, $form:expr) => {
         $(#[$doc])*
         #[target_feature(enable = $features)]
-        fn $name<F: SubBlocks, const R: usize, const P: bool, const ABS: bool>(
+        fn $name<F: SubBlocks, const R: usize, const P: bool, const X: u8>(
             w: &[F::Block],
             a: [&[BlockQ8K]; R],
-            abs: [&[[u8; QK_K]]; R],
+            x: [Extra<'_>; R],
             avx2: Avx2,
         ) -> [f32; R] {
     // Within each 128-bit lane: the even `i16`s to the low 8 bytes, the odd ones to the high 8.
@@ -211,7 +270,9 @@ macro_rules! rows_kernel {
     // from a 512-bit store to 16-bit loads on Zen 4), which cost more than computing them saved.
     // Two slots, block `i` reading slot `i % 2` while the next block's go to the other: a
     // copy of the next block's into the current one would be a vector store just before the
-    // narrow loads, the same wait.
+    // narrow loads, the same wait. (iq1_s / iq1_m / iq2_s build theirs with
+    // `std::array::from_fn`, which LLVM leaves out of line here: a call per block. Built by a
+    // plain loop, inline, it measured 3–10 % slower on an Emerald Rapids Xeon, so it stays.)
     let mut pres = [w.first().map(F::prepare).unwrap_or_default(); 2];
     for (i, b) in w.iter().enumerate() {
         if let Some(nb) = w.get(i + 1) {
@@ -247,6 +308,8 @@ macro_rules! rows_kernel {
                     Values::GridSigns(g, s)
                 }
                 // SAFETY: as above.
+                SubBlock::Shifted(g, shifts) if X == ACTS_SUMS => Values::Offset(unsafe { offset_values(g, shifts) }),
+                // SAFETY: as above.
                 sb => Values::Signed(unsafe { signed_values(sb) }),
             };
             // Values 0..16 (low lane) take the scale of group 2·ib, 16..32 that of 2·ib + 1:
@@ -261,8 +324,8 @@ macro_rules! rows_kernel {
                 // is at most 2·128·127 and never saturates.
                 let p = match v {
                     Values::Signed(v) => {
-                        let ua = if ABS {
-                            let u: &[u8; 32] = abs[r][i][32 * ib..32 * ib + 32].try_into().expect("32 bytes");
+                        let ua = if X == ACTS_ABS {
+                            let u: &[u8; 32] = x[r].abs[i][32 * ib..32 * ib + 32].try_into().expect("32 bytes");
                             // SAFETY: `u` is 32 bytes, exactly what the unaligned load reads.
                             unsafe { _mm256_loadu_si256(u.as_ptr().cast()) }
                         } else {
@@ -271,6 +334,7 @@ macro_rules! rows_kernel {
                         _mm256_maddubs_epi16(ua, _mm256_sign_epi8(v, av))
                     }
                     Values::GridSigns(g, s) => _mm256_maddubs_epi16(g, _mm256_sign_epi8(av, s)),
+                    Values::Offset(u) => _mm256_maddubs_epi16(u, av),
                 };
                 acc[r] = if $form == NONE {
                     acc_avx2(acc[r], p, s)
@@ -292,6 +356,20 @@ macro_rules! rows_kernel {
         sub_block!(5);
         sub_block!(6);
         sub_block!(7);
+        if X == ACTS_SUMS {
+            // `−9 · Σ scale · Σa` of the block, added into the lanes (`Extra::sums` is in the
+            // order of `scales`).
+            for r in 0..R {
+                // SAFETY: `x[r].sums[i]` is 16 `i16`, exactly the 32 bytes the load reads.
+                let c = unsafe { _mm256_loadu_si256(x[r].sums[i].as_ptr().cast()) };
+                acc[r] = if $form == NONE {
+                    acc_avx2(acc[r], c, scales)
+                } else {
+                    // SAFETY: this function has form `$form`'s features.
+                    unsafe { dpwssd::<{ $form }>(acc[r], c, scales) }
+                };
+            }
+        }
         // `D_MUL · d`, as the reference: f16 widening is exact either way.
         let d = F::D_MUL * _mm_cvtss_f32(_mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(F::d_bits(b)))));
         for r in 0..R {
@@ -322,8 +400,9 @@ macro_rules! rows_kernel {
 rows_kernel!(
     /// `R` dots of the weight row `w` with the q8_k rows `a[r]` (each exactly `w.len()` blocks).
     /// With `P` = [`ACT_SIGNED`], no activation quant of `a` may be -128 (the caller checks: the
-    /// result would be wrong there). With `ABS`, `abs[r]` is `|q|` of `a[r]`'s quants (else
-    /// unread: each sub-block takes its `vpabsb`).
+    /// result would be wrong there). `x[r]` holds what `X` says of `a[r]` ([`Extra`]; with
+    /// [`ACTS_NONE`] each sub-block takes its `vpabsb`); with [`ACTS_SUMS`] every sub-block of
+    /// `F` must be [`SubBlock::Shifted`].
     rows_avx2,
     "avx2,fma,f16c",
     NONE
@@ -366,6 +445,22 @@ pub(crate) fn tile_codes<F: SubBlocks>(b: &F::Block, u: &mut [u8; QK_K], zero: u
     }
 }
 
+/// A sub-block's grid entries, loaded straight into a register.
+///
+/// # Safety
+/// The CPU must have AVX2 (the caller is compiled with it); `#[inline(always)]` for the
+/// reason [`signed_values`] gives.
+#[inline(always)]
+unsafe fn grid_entries(g: GridWords) -> __m256i {
+    // SAFETY: the caller guarantees AVX2; the table words are read through references.
+    unsafe {
+        match g {
+            GridWords::W64(w) => load_u64x4(w),
+            GridWords::W32(w) => load_u32x8(w),
+        }
+    }
+}
+
 /// A sub-block's grid entries and its sign bytes (±1), each loaded straight into a register.
 ///
 /// # Safety
@@ -376,10 +471,7 @@ unsafe fn grid_signs(g: GridWords, signs: GridSigns) -> (__m256i, __m256i) {
     // SAFETY: the caller guarantees AVX2; the table words are read through references and
     // `WORDS_PM1` entries are 32 bytes, exactly what the unaligned 32-byte load reads.
     unsafe {
-        let g = match g {
-            GridWords::W64(w) => load_u64x4(w),
-            GridWords::W32(w) => load_u32x8(w),
-        };
+        let g = grid_entries(g);
         let s = match signs {
             GridSigns::Pm1(s) => load_u64x4(s),
             GridSigns::Bits(bits) => _mm256_or_si256(bytes_from_bits(bits), _mm256_set1_epi8(1)),
@@ -426,21 +518,50 @@ pub(crate) unsafe fn signed_values(sb: SubBlock<'_>) -> __m256i {
 
 /// [`GridSigns::Words`] `m` as bytes: -1 in 8-byte word `l` where bit `l` of `m` is set, else
 /// +1 (one 32-byte load per sub-block).
-static WORDS_PM1: [[i8; 32]; 16] = {
-    let mut t = [[1i8; 32]; 16];
+static WORDS_PM1: [[i8; 32]; 16] = words_table(-1, 1);
+/// [`WORDS_PM1`] plus [`OFFSET`]: iq1's shifts with the offset of [`ACTS_SUMS`] in them.
+static WORDS_OFFSET: [[i8; 32]; 16] = words_table(OFFSET - 1, OFFSET + 1);
+
+/// Byte `j` of entry `m` is `neg` where bit `j / 8` of `m` is set, else `pos`.
+const fn words_table(neg: i8, pos: i8) -> [[i8; 32]; 16] {
+    let mut t = [[pos; 32]; 16];
     let mut m = 0;
     while m < 16 {
         let mut j = 0;
         while j < 32 {
             if m >> (j / 8) & 1 != 0 {
-                t[m][j] = -1;
+                t[m][j] = neg;
             }
             j += 1;
         }
         m += 1;
     }
     t
-};
+}
+
+/// iq1's values plus [`OFFSET`], `8·g + (OFFSET ± 1)`: unsigned bytes `0..=18`.
+///
+/// # Safety
+/// The CPU must have AVX2 (the caller is compiled with it); `#[inline(always)]` for the
+/// reason [`signed_values`] gives.
+#[inline(always)]
+unsafe fn offset_values(g: GridWords, shifts: GridSigns) -> __m256i {
+    // SAFETY: the caller guarantees AVX2; `WORDS_OFFSET` entries are 32 bytes, exactly what
+    // the unaligned 32-byte load reads.
+    unsafe {
+        let (g, s) = match shifts {
+            GridSigns::Words(m) => {
+                let s: &[i8; 32] = &WORDS_OFFSET[usize::from(m & 15)];
+                (grid_entries(g), _mm256_loadu_si256(s.as_ptr().cast()))
+            }
+            other => {
+                let (g, s) = grid_signs(g, other);
+                (g, _mm256_add_epi8(s, _mm256_set1_epi8(OFFSET)))
+            }
+        };
+        _mm256_add_epi8(_mm256_sign_epi8(_mm256_set1_epi8(8), g), s)
+    }
+}
 
 /// Four table words as one register, word `l` in lane `l`: one 8-byte load each, straight
 /// into the vector register (`vmovq`, `vmovhpd`), no gather.

@@ -240,6 +240,11 @@ pub(crate) trait SubBlocks: BlockFormat {
     /// +4.5 / +4.6 %; iq1_s −3 / −0 %, iq1_m −10 / −4 %, iq2_xs ±1 % (the extra operand left
     /// them fewer registers), so only iq4_xs sets it.
     const ABS_ACTS: bool = false;
+    /// Whether the AVX2 mat-vec takes `Σa` of every 16 activations precomputed once for every
+    /// weight row and multiplies the values plus 9 (unsigned) by the activations as they are
+    /// (`simd.rs`'s `ACTS_SUMS`): for formats whose every sub-block is
+    /// [`SubBlock::Shifted`] (iq1_s, iq1_m), whose values lie in `-9..=9`.
+    const OFFSET_ACTS: bool = false;
 }
 
 impl<F: SubBlocks> KDot for F {

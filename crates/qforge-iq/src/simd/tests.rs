@@ -57,7 +57,7 @@ fn forced<F: SubBlocks, const P: bool>(w: &[F::Block], a: &[BlockQ8K]) -> f32 {
     let avx2 = Avx2::detect().expect("the caller checked AVX2");
     // SAFETY: `Avx2::detect` checked AVX2, FMA and F16C, and `vnni_form` gives the VNNI form
     // the CPU runs (if any); the caller guarantees `P`'s condition on `a`.
-    let [v] = unsafe { rows_at::<F, 1, P, false>(vnni_form(), w, [a], [&[]], avx2) };
+    let [v] = unsafe { rows_at::<F, 1, P, ACTS_NONE>(vnni_form(), w, [a], [Extra::default()], avx2) };
     v
 }
 
