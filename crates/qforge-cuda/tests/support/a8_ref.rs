@@ -5,7 +5,7 @@
 //! same order), rounded once to the output type.
 
 use super::gemm_ref::{EDGE_SHAPES, KS, MS, NS};
-use qforge_core::{DType, Format, Params, QuantTensor, Shape};
+use qforge_core::{DType, Format, Params, QuantTensor};
 use qforge_cpu::ActQuant;
 
 /// The GEMM under test: `(weights, activations, m, out)` → m × N values of `out`, as
@@ -59,7 +59,7 @@ fn to_bytes(y: &[f32], out: DType) -> Vec<u8> {
 /// One shape against the CPU, bit for bit; panics with the first differing output.
 pub fn check(f: &'static dyn Format, gemm: A8Gemm<'_>, (m, n, k): (usize, usize, usize), out: DType) {
     let seed = (m * 1_000_003 + n * 1009 + k) as u64;
-    let w = qforge_cpu::quantize(f, Shape::new([n, k]).unwrap(), &qforge_golden::signal(n * k, seed), None).unwrap();
+    let w = super::weights(f, n, k, seed);
     let x = activations(m, k, seed ^ 0x5eed);
     let cpu = qforge_cpu::matmul(&w, &x, m, ActQuant::Int8Dyn).unwrap();
     let want = to_bytes(&cpu, out);

@@ -3,7 +3,7 @@
 //! to the tensor-core input type (f16 / bf16, round to nearest even, with `half`), products
 //! summed in f64; and the odd shapes every format runs.
 
-use qforge_core::{DType, Format, QuantTensor, Shape};
+use qforge_core::{DType, Format, QuantTensor};
 
 /// The shapes of the issue: K, N and M off every tile and block boundary.
 pub const KS: [usize; 7] = [1, 33, 100, 128, 257, 288, 4097];
@@ -89,7 +89,7 @@ fn check(
 ) {
     let name = f.desc().name;
     let seed = (m * 1_000_003 + n * 1009 + k) as u64;
-    let w = qforge_cpu::quantize(f, Shape::new([n, k]).unwrap(), &qforge_golden::signal(n * k, seed), None).unwrap();
+    let w = super::weights(f, n, k, seed);
     let wd: Vec<f64> = qforge_cpu::dequantize(&w).unwrap().iter().map(|&v| round_to(v, mma)).collect();
     let x = qforge_golden::signal(m * k, seed ^ 0x5eed);
     let xd: Vec<f64> = x.iter().map(|&v| round_to(v, mma)).collect();

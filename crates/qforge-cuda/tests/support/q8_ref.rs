@@ -8,7 +8,7 @@
 //! `d·Σ` and `m·s` included), plus one rounding of the output type.
 
 use super::gemm_ref::{EDGE_SHAPES, KS, MS, NS, out_eps, out_tiny, widen};
-use qforge_core::{DType, Format, OutRow, QuantTensor, Shape};
+use qforge_core::{DType, Format, OutRow, QuantTensor};
 use qforge_cpu::{ActQuant, QuantAct};
 
 /// The GEMM under test: `(weights, activations, m, out)` → m × N values of `out`, as
@@ -34,7 +34,7 @@ pub fn activations(m: usize, k: usize, seed: u64) -> Vec<f32> {
 /// One shape against the CPU's native mat-mul within the bound above.
 pub fn check(f: &'static dyn Format, gemm: Q8Gemm<'_>, (m, n, k): (usize, usize, usize), out: DType) {
     let seed = (m * 1_000_003 + n * 1009 + k) as u64;
-    let w = qforge_cpu::quantize(f, Shape::new([n, k]).unwrap(), &qforge_golden::signal(n * k, seed), None).unwrap();
+    let w = super::weights(f, n, k, seed);
     let x = activations(m, k, seed ^ 0x5eed);
     let cpu = qforge_cpu::matmul(&w, &x, m, ActQuant::Native).unwrap();
     let got = widen(&gemm(&w, &x, m, out), out);
