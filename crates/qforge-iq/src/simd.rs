@@ -309,8 +309,13 @@ macro_rules! rows_kernel {
                 }
                 // SAFETY: as above.
                 SubBlock::Shifted(g, shifts) if X == ACTS_SUMS => Values::Offset(unsafe { offset_values(g, shifts) }),
-                // SAFETY: as above.
-                sb => Values::Signed(unsafe { signed_values(sb) }),
+                sb => {
+                    // `ACTS_SUMS` takes `9 · Σa` back from every sub-block: a format that sets
+                    // `OFFSET_ACTS` gives only `Shifted` ones.
+                    debug_assert!(X != ACTS_SUMS, "{}: OFFSET_ACTS with a sub-block that is not Shifted", F::DESC.name);
+                    // SAFETY: as above.
+                    Values::Signed(unsafe { signed_values(sb) })
+                }
             };
             // Values 0..16 (low lane) take the scale of group 2·ib, 16..32 that of 2·ib + 1:
             // bytes `2ib, 2ib + 1` of each lane, repeated.
