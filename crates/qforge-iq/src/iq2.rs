@@ -6,7 +6,9 @@ use crate::common::QK_K;
 use crate::lattice::{Lattice, levels_of};
 use crate::search::{GridSearch, Refine, Signs, Start, block_weights, scale_code, search_sub_blocks};
 use crate::tables::{IQ2S_GRID, IQ2XS_GRID, IQ2XXS_GRID, KMASK_IQ2XS, KSIGNS_IQ2XS};
-use crate::unpack::{GridSigns, GridWords, SubBlock, SubBlocks, ksigns_byte, no_gather_word, per32, spread_bytes};
+use crate::unpack::{
+    GridSigns, GridWords, ScaleFields, SubBlock, SubBlocks, ksigns_byte, no_gather_word, per32, spread_bytes,
+};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
@@ -311,12 +313,6 @@ impl BlockFormat for Iq2S {
 // multiplied by the odd scale `2s + 1`, summed per block in i32, scaled by `d·d_y` in f32, and
 // the row's sum by 1/8 at the end.
 
-/// `2·nibble + 1` for the sub-block scales of iq2_xs / iq2_s (one nibble per 16 values).
-#[inline(always)]
-fn odd_nibble16(scales: &[u8; 8], k: usize) -> i32 {
-    2 * i32::from((scales[k / 2] >> (4 * (k % 2))) & 0xf) + 1
-}
-
 impl SubBlocks for Iq2Xxs {
     // The sign bytes computed for the block ahead (`ksigns_byte` over the 32 codes, as iq3_xxs
     // once did) measured 16.2 -> 11.8 Gel/s here: the 7-bit codes come out of one word with a
@@ -392,9 +388,15 @@ impl SubBlocks for Iq2Xs {
 
     #[inline(always)]
     fn scales(b: &BlockIq2Xs) -> [i16; QK_K / 16] {
-        std::array::from_fn(|k| odd_nibble16(&b.scales, k) as i16)
+        IQ2XS_SCALES.scales(bytemuck::bytes_of(b))
     }
+
+    const SCALE_FIELDS: Option<ScaleFields> = Some(IQ2XS_SCALES);
 }
+
+/// iq2_xs's scales: nibble `k` of `scales`, bits `4 (k % 4)` .. of its word `k / 4`.
+const IQ2XS_SCALES: ScaleFields =
+    ScaleFields::strided(size_of::<BlockIq2Xs>(), std::mem::offset_of!(BlockIq2Xs, scales), 1, 4, (0, 4, 4));
 
 impl SubBlocks for Iq2S {
     /// The 32 grid indices.
@@ -432,9 +434,15 @@ impl SubBlocks for Iq2S {
 
     #[inline(always)]
     fn scales(b: &BlockIq2S) -> [i16; QK_K / 16] {
-        std::array::from_fn(|k| odd_nibble16(&b.scales, k) as i16)
+        IQ2S_SCALES.scales(bytemuck::bytes_of(b))
     }
+
+    const SCALE_FIELDS: Option<ScaleFields> = Some(IQ2S_SCALES);
 }
+
+/// iq2_s's scales: nibble `k` of `scales`, bits `4 (k % 4)` .. of its word `k / 4`.
+const IQ2S_SCALES: ScaleFields =
+    ScaleFields::strided(size_of::<BlockIq2S>(), std::mem::offset_of!(BlockIq2S, scales), 1, 4, (0, 4, 4));
 
 #[cfg(test)]
 mod tests {

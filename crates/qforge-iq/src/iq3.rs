@@ -6,7 +6,7 @@ use crate::iq2::{emit8, groups8, u32_at};
 use crate::lattice::{Lattice, levels_of};
 use crate::search::{GridSearch, Refine, Signs, Start, block_weights, scale_code, search_sub_blocks};
 use crate::tables::{IQ3S_GRID, IQ3XXS_GRID, KSIGNS_IQ2XS};
-use crate::unpack::{GridSigns, GridWords, SubBlock, SubBlocks, per32};
+use crate::unpack::{GridSigns, GridWords, ScaleFields, SubBlock, SubBlocks, per32};
 use bytemuck::{Pod, Zeroable};
 use qforge_core::le::F16Le;
 use qforge_core::{BlockFormat, Elem, FormatDesc, Role};
@@ -273,6 +273,12 @@ impl SubBlocks for Iq3S {
 
     #[inline(always)]
     fn scales(b: &BlockIq3S) -> [i16; QK_K / 16] {
-        per32(|ib| 2 * i16::from((b.scales[ib / 2] >> (4 * (ib % 2))) & 0xf) + 1)
+        IQ3S_SCALES.scales(bytemuck::bytes_of(b))
     }
+
+    const SCALE_FIELDS: Option<ScaleFields> = Some(IQ3S_SCALES);
 }
+
+/// iq3_s's scales: per 32 values nibble `ib` of `scales`, bits `4 (ib % 4)` .. of its word `ib / 4`.
+const IQ3S_SCALES: ScaleFields =
+    ScaleFields::strided(size_of::<BlockIq3S>(), std::mem::offset_of!(BlockIq3S, scales), 2, 4, (0, 4, 4));

@@ -41,7 +41,7 @@ use std::arch::x86_64::*;
 
 use crate::common::QK_K;
 use crate::tables::KVALUES_IQ4NL;
-use crate::unpack::{GridSigns, GridWords, SubBlock, SubBlocks};
+use crate::unpack::{GridSigns, GridWords, ScaleFields, SubBlock, SubBlocks};
 use qforge_k::BlockQ8K;
 use qforge_simd::bytemask::bytes_from_bits;
 use qforge_simd::rows::{RowKernel, by_rows};
@@ -284,10 +284,15 @@ macro_rules! rows_kernel {
         // that one `vpshufb` per sub-block picks its pair (ggml's `scales16` of iq2_s). LLVM
         // builds the array in registers; forced through memory (`black_box`) it measured
         // 10-20 % slower here, as did a scalar load and broadcast per sub-block.
-        let scales = F::scales(b);
-        // SAFETY: `scales` is 16 `i16`, exactly the 32 bytes the unaligned load reads.
-        let scales = unsafe { _mm256_loadu_si256(scales.as_ptr().cast()) };
-        let scales = _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_shuffle_epi8(scales, split));
+        let scales = if F::SCALE_FIELDS.is_some() {
+            // SAFETY: this function has AVX2 enabled.
+            unsafe { field_scales::<F>(b) }
+        } else {
+            let scales = F::scales(b);
+            // SAFETY: `scales` is 16 `i16`, exactly the 32 bytes the unaligned load reads.
+            let scales = unsafe { _mm256_loadu_si256(scales.as_ptr().cast()) };
+            _mm256_permute4x64_epi64::<0b11_01_10_00>(_mm256_shuffle_epi8(scales, split))
+        };
         let mut acc = [_mm256_setzero_si256(); R];
         // Sub-block `$ib` (a constant) against every row, its lanes then put through a fence
         // (`fence_ymm`: the next sub-block's table loads wait for it). The eight are spelled
@@ -425,6 +430,68 @@ rows_kernel!(
     "avx2,fma,f16c,avxvnni",
     VEX
 );
+
+/// The kernel's scales register (the even groups' scales in the low lane, the odd groups' in
+/// the high one) straight from the block's [`ScaleFields`]: the 16-byte window in both lanes,
+/// each lane's word picked by `vpshufb`, its field moved to the top bits by `vpmullw` (a left
+/// shift by `16 − bits − shift`) and down by one `vpsrlw`, then `2s + 1`.
+///
+/// # Safety
+/// The CPU must have AVX2 (the caller is compiled with it); `F::SCALE_FIELDS` is `Some`.
+#[inline(always)]
+unsafe fn field_scales<F: SubBlocks>(b: &F::Block) -> __m256i {
+    let f = FieldConsts::<F>::FIELDS;
+    let (mask, mult) = (FieldConsts::<F>::MASK, FieldConsts::<F>::MULT);
+    let win: &[u8; 16] = bytemuck::bytes_of(b)[f.at..f.at + 16].try_into().expect("a window inside the block");
+    // SAFETY: the caller guarantees AVX2; `win`, `mask` and `mult` are 16, 32 and 32 bytes,
+    // exactly what the unaligned loads read.
+    unsafe {
+        let v = _mm256_broadcastsi128_si256(_mm_loadu_si128(win.as_ptr().cast()));
+        let w = _mm256_shuffle_epi8(v, _mm256_loadu_si256(mask.as_ptr().cast()));
+        let x = _mm256_mullo_epi16(w, _mm256_loadu_si256(mult.as_ptr().cast()));
+        let x = _mm256_srl_epi16(x, _mm_cvtsi32_si128(16 - i32::from(f.bits)));
+        _mm256_add_epi16(_mm256_add_epi16(x, x), _mm256_set1_epi16(1))
+    }
+}
+
+/// [`field_scales`]' constants for `F`, in the kernel's lane order: lane `p` holds group
+/// `2p` (`p < 8`) or `2(p − 8) + 1`.
+struct FieldConsts<F>(std::marker::PhantomData<F>);
+
+impl<F: SubBlocks> FieldConsts<F> {
+    /// `F`'s fields; for a format without them (whose kernel never calls [`field_scales`],
+    /// but whose constants are still evaluated where it is instantiated) any valid value.
+    const FIELDS: ScaleFields = match F::SCALE_FIELDS {
+        Some(f) => f,
+        None => ScaleFields { at: 0, word: [0; QK_K / 16], shift: [0; QK_K / 16], bits: 1 },
+    };
+    const fn group(p: usize) -> usize {
+        if p < 8 { 2 * p } else { 2 * (p - 8) + 1 }
+    }
+    /// Bytes `2p`, `2p + 1`: those of lane `p`'s word in the window.
+    const MASK: [i8; 32] = {
+        let mut m = [0i8; 32];
+        let mut p = 0;
+        while p < 16 {
+            let w = Self::FIELDS.word[Self::group(p)] as i8;
+            m[2 * p] = 2 * w;
+            m[2 * p + 1] = 2 * w + 1;
+            p += 1;
+        }
+        m
+    };
+    /// `2^(16 − bits − shift)` of lane `p`'s group (`2^15` as the `i16` of its bits).
+    const MULT: [i16; 16] = {
+        let mut m = [0i16; 16];
+        let mut p = 0;
+        while p < 16 {
+            let f = Self::FIELDS;
+            m[p] = (1u32 << (16 - f.bits as u32 - f.shift[Self::group(p)] as u32)) as u16 as i16;
+            p += 1;
+        }
+        m
+    };
+}
 
 /// `acc + Σ₂ p·s` per `i32` lane (`vpmaddwd`, `vpaddd`): the pair sums `p` times the group
 /// scales `s`, wrapping like the reference's `i32` lanes (exact for real blocks).
