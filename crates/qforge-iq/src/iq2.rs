@@ -386,11 +386,6 @@ impl SubBlocks for Iq2Xs {
         )
     }
 
-    #[inline(always)]
-    fn scales(b: &BlockIq2Xs) -> [i16; QK_K / 16] {
-        IQ2XS_SCALES.scales(bytemuck::bytes_of(b))
-    }
-
     const SCALE_FIELDS: Option<ScaleFields> = Some(IQ2XS_SCALES);
 }
 
@@ -430,11 +425,6 @@ impl SubBlocks for Iq2S {
             GridWords::W64(std::array::from_fn(|l| &grid[no_gather_word(u64::from(idx[4 * ib + l])) as usize & 1023])),
             GridSigns::Bits(signs[4 * ib..4 * ib + 4].try_into().expect("4 sign bytes")),
         )
-    }
-
-    #[inline(always)]
-    fn scales(b: &BlockIq2S) -> [i16; QK_K / 16] {
-        IQ2S_SCALES.scales(bytemuck::bytes_of(b))
     }
 
     const SCALE_FIELDS: Option<ScaleFields> = Some(IQ2S_SCALES);

@@ -271,11 +271,6 @@ impl SubBlocks for Iq3S {
         )
     }
 
-    #[inline(always)]
-    fn scales(b: &BlockIq3S) -> [i16; QK_K / 16] {
-        IQ3S_SCALES.scales(bytemuck::bytes_of(b))
-    }
-
     const SCALE_FIELDS: Option<ScaleFields> = Some(IQ3S_SCALES);
 }
 

@@ -232,14 +232,21 @@ pub(crate) trait SubBlocks: BlockFormat {
     }
     /// The values of sub-block `ib` (`0..8`); `pre` is the block's [`SubBlocks::prepare`].
     fn sub_block<'a>(b: &'a Self::Block, pre: &Self::Pre, ib: usize) -> SubBlock<'a>;
-    /// The integer scale of each 16-value group (`|value · scale| < 2^15`).
-    fn scales(b: &Self::Block) -> [i16; QK_K / 16];
+    /// The integer scale of each 16-value group (`|value · scale| < 2^15`). Read from
+    /// [`SubBlocks::SCALE_FIELDS`] where a format sets them; a format that does not must
+    /// implement it (else a compile-time error where it is used).
+    #[inline(always)]
+    fn scales(b: &Self::Block) -> [i16; QK_K / 16] {
+        const { Self::SCALE_FIELDS.expect("a SubBlocks format without SCALE_FIELDS implements `scales`") }
+            .scales(bytemuck::bytes_of(b))
+    }
     /// Where the odd scales `2s + 1` lie in the block, each one bit field of a little-endian
-    /// `u16` ([`ScaleFields`]), for the AVX2 kernel to build its scales register from with five
-    /// vector instructions instead of [`SubBlocks::scales`]' sixteen scalar extractions and
-    /// insertions (`None`: from `scales`). Zen 4, mat-vec 4096², AVX2 / VNNI: iq2_xs +6 / +4
-    /// to 14 %, iq2_s +8 / +5 %, iq3_s +1 / +2 %; iq1_s / iq1_m, whose scales are cheaper to
-    /// extract, −1 / −5 % and +4 / −1 % (noise), so they leave it `None`.
+    /// `u16` ([`ScaleFields`]): [`SubBlocks::scales`] reads them, and the AVX2 kernel builds its
+    /// scales register from them with five vector instructions instead of sixteen scalar
+    /// extractions and insertions (`None`: the format's own `scales`). Zen 4, mat-vec 4096²,
+    /// AVX2 / VNNI: iq2_xs +6 / +4 to 14 %, iq2_s +8 / +5 %, iq3_s +1 / +2 %; iq1_s / iq1_m,
+    /// whose scales are cheaper to extract, −1 / −5 % and +4 / −1 % (noise), so they leave it
+    /// `None`.
     const SCALE_FIELDS: Option<ScaleFields> = None;
     /// Whether the AVX2 mat-vec takes `|a|` of the activation row precomputed once for every
     /// weight row, instead of one `vpabsb` per sub-block and row, for the products of signed
@@ -274,8 +281,8 @@ impl ScaleFields {
     /// The fields of a block of `block_bytes` bytes whose `u16` scale words start at byte
     /// `words_at`: field `j` (of groups `g·j .. g·j + g`, `g = groups_per_field`) is bits
     /// `base + stride · (j % per_word)` .. of word `j / per_word`, `bits` wide. The window is
-    /// the last 16 bytes of the block, or those from `words_at` if that lies before them.
-    /// Out of the block or of a word: a compile-time error where a format's constant is built.
+    /// the 16 bytes from `words_at`, or the block's last 16 where those would run past its
+    /// end. Out of the block or of a word: a compile-time error where the constant is built.
     pub const fn strided(
         block_bytes: usize,
         words_at: usize,
