@@ -272,7 +272,8 @@ macro_rules! rows_kernel {
     // copy of the next block's into the current one would be a vector store just before the
     // narrow loads, the same wait. (iq1_s / iq1_m / iq2_s build theirs with
     // `std::array::from_fn`, which LLVM leaves out of line here: a call per block. Built by a
-    // plain loop, inline, it measured 3–10 % slower on an Emerald Rapids Xeon, so it stays.)
+    // plain loop, inline, it measured 3–10 % slower on an Emerald Rapids Xeon and 4–6 %
+    // slower on a Zen 4 (2026-12-02, docs/matmul.md), so it stays.)
     let mut pres = [w.first().map(F::prepare).unwrap_or_default(); 2];
     for (i, b) in w.iter().enumerate() {
         if let Some(nb) = w.get(i + 1) {
