@@ -219,6 +219,14 @@ pub fn f32_to_f16_slice(src: &[f32], dst: &mut [crate::f16]) {
     }
 }
 
+/// bf16 conversion is one instruction on this thread ([`avx512vnni`] and a CPU with AVX-512
+/// DQ and BF16: `vcvtneps2bf16`, `vfpclassps`), where the AVX2 rounding formula takes five per
+/// 8 values: [`f32_to_bf16_slice`] and the decoders' AVX-512 BF16 builds run there.
+#[inline]
+pub fn bf16_native() -> bool {
+    avx512vnni() && detected().bf16
+}
+
 /// `dst[i] = bf16::from_f32(src[i])` (round to nearest even, NaN stays NaN with its top
 /// payload bits and the quiet bit set), `dst.len() == src.len()`: `vcvtneps2bf16` sixteen at a
 /// time where [`avx512vnni`] allows it and the CPU has AVX-512 BF16, else the branch-free
@@ -229,8 +237,8 @@ pub fn f32_to_f16_slice(src: &[f32], dst: &mut [crate::f16]) {
 pub fn f32_to_bf16_slice(src: &[f32], dst: &mut [crate::bf16]) {
     assert_eq!(src.len(), dst.len(), "one output per input");
     #[cfg(target_arch = "x86_64")]
-    if avx512vnni() && detected().bf16 {
-        // SAFETY: `avx512vnni()` says the CPU has AVX2, FMA, F16C and AVX-512 F / BW / VL /
+    if bf16_native() {
+        // SAFETY: `bf16_native()` (`avx512vnni()`) says the CPU has AVX2, FMA, F16C and AVX-512 F / BW / VL /
         // VNNI, and `detected().bf16` AVX-512 DQ and BF16 (`detect_bf16`): every feature the
         // `#[target_feature]` function enables.
         unsafe { x86::to_bf16_avx512(src, dst) };

@@ -2,8 +2,10 @@
 //! with two `vcvtps2ph` (f16) or the rounding formula on 8 lanes (bf16), its low and high
 //! bytes split into two `vpshufb` tables, the codes looked up in both and the bytes unpacked
 //! into 16-bit values; a [`Tables::Linear`] group's 5-bit codes widened, multiplied and
-//! rounded value by value ([`scaled_i8x32`]). The same bits as the portable loop
-//! (`half_lut`'s tests hold both).
+//! rounded value by value ([`crate::store8::scaled_i8x32`]). Where the CPU has AVX-512 BF16
+//! the row loop is built a second time for bf16 output, rounding with `vcvtne2ps2bf16`
+//! instead of the formula (the `BF16` parameter of the helpers). The same bits as the
+//! portable loop either way (`half_lut`'s tests and qforge-cpu's level tests hold them).
 //!
 //! Only the row loop is `#[target_feature]`. The helpers below are `#[inline(always)]` unsafe
 //! functions instead (a `#[target_feature]` function cannot be forced inline, and the group
@@ -14,52 +16,76 @@
 use std::arch::x86_64::*;
 
 use crate::half_lut::{Codes32, Fifth, GroupSink, Half, Line, TableGroups, Tables};
-use crate::store8::{bf16_bits, bf16_bits_not_nan, scaled_i8x32};
+use crate::store8::{bf16_bits, bf16_bits_not_nan, scaled_i8x32_with};
 use qforge_core::{Elem, OutRow, bf16, f16};
 
 /// [`crate::half_lut`]'s whole blocks (`out.len() == blocks.len() · F::BLOCK`) on the AVX2
-/// kernel, as `T`: the bits of `H` (`T = u16`), or f32 (`T = H = f32`).
+/// kernel, as `T`: the bits of `H` (`T = u16`), or f32 (`T = H = f32`). bf16 where the CPU
+/// converts it in one instruction ([`qforge_core::cpu::bf16_native`]) takes the AVX-512 BF16
+/// build, which rounds its tables and its [`Tables::Linear`] groups with `vcvtne2ps2bf16`
+/// (q4_k 0.57–0.83× of its f32 rows on Zen 4 with the AVX2 formula).
 #[inline]
-pub(crate) fn whole_blocks<F: TableGroups, T, H>(token: crate::Avx2, blocks: &[F::Block], out: &mut [T])
+pub(crate) fn whole_blocks<F: TableGroups, T, H: 'static>(token: crate::Avx2, blocks: &[F::Block], out: &mut [T])
 where
-    for<'a> Sink<'a, T, H>: GroupSink,
+    for<'a> Sink<'a, T, H, false>: GroupSink,
+    for<'a> Sink<'a, T, H, true>: GroupSink,
 {
-    // SAFETY: the `Avx2` token exists only where the CPU has AVX2, FMA and F16C, everything
-    // the `#[target_feature]` function enables.
-    unsafe { whole_blocks_avx2::<F, T, H>(token, blocks, out) }
+    if std::any::TypeId::of::<H>() == std::any::TypeId::of::<bf16>() && qforge_core::cpu::bf16_native() {
+        // SAFETY: `bf16_native` says the CPU has AVX-512 F / BW / VL / DQ / BF16, and the
+        // `Avx2` token that it has AVX2, FMA and F16C: everything the function enables.
+        unsafe { whole_blocks_bf16::<F, T, H>(token, blocks, out) }
+    } else {
+        // SAFETY: the `Avx2` token exists only where the CPU has AVX2, FMA and F16C,
+        // everything the `#[target_feature]` function enables.
+        unsafe { whole_blocks_avx2::<F, T, H>(token, blocks, out) }
+    }
 }
 
 #[target_feature(enable = "avx2,fma,f16c")]
 fn whole_blocks_avx2<F: TableGroups, T, H>(token: crate::Avx2, blocks: &[F::Block], out: &mut [T])
 where
-    for<'a> Sink<'a, T, H>: GroupSink,
+    for<'a> Sink<'a, T, H, false>: GroupSink,
 {
     for (b, dst) in blocks.iter().zip(out.chunks_exact_mut(F::BLOCK)) {
         let (groups, _) = dst.as_chunks_mut::<32>();
-        F::groups(b, Sink { _token: token, groups: groups.iter_mut(), half: std::marker::PhantomData::<H> });
+        F::groups(b, Sink::<T, H, false> { _token: token, groups: groups.iter_mut(), half: std::marker::PhantomData });
+    }
+}
+
+/// [`whole_blocks_avx2`] with AVX-512 BF16 (the caller checked it).
+#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")]
+fn whole_blocks_bf16<F: TableGroups, T, H>(token: crate::Avx2, blocks: &[F::Block], out: &mut [T])
+where
+    for<'a> Sink<'a, T, H, true>: GroupSink,
+{
+    for (b, dst) in blocks.iter().zip(out.chunks_exact_mut(F::BLOCK)) {
+        let (groups, _) = dst.as_chunks_mut::<32>();
+        F::groups(b, Sink::<T, H, true> { _token: token, groups: groups.iter_mut(), half: std::marker::PhantomData });
     }
 }
 
 /// The row loops' [`GroupSink`]: each group into the next 32 elements of `groups`, as `T`
-/// (u16 bits of `H`, or f32). Made only with the token that proves AVX2 and F16C.
+/// (u16 bits of `H`, or f32). Made only with the token that proves AVX2 and F16C, and with
+/// `BF16` only where the CPU has AVX-512 BF16 ([`whole_blocks`]): its stores use it.
 /// A struct, not a closure: its `#[inline(always)]` method inlines into the format's
 /// `groups` whatever the size of the lookup (see [`GroupSink`]).
-pub(crate) struct Sink<'a, T, H> {
+pub(crate) struct Sink<'a, T, H, const BF16: bool> {
     _token: crate::Avx2,
     groups: std::slice::IterMut<'a, [T; 32]>,
     half: std::marker::PhantomData<H>,
 }
 
-impl<H: Half> GroupSink for Sink<'_, u16, H> {
+impl<H: Half, const BF16: bool> GroupSink for Sink<'_, u16, H, BF16> {
     #[inline(always)]
     fn group(&mut self, tables: Tables, codes: Codes32<'_>, fifth: Fifth<'_>) {
         let Some(g) = self.groups.next() else { return };
-        // SAFETY: the sink's token proves AVX2 and F16C.
-        unsafe { group::<H>(&tables, codes, fifth, g) }
+        // SAFETY: the sink's token proves AVX2 and F16C, and `BF16` (see the struct) the
+        // AVX-512 BF16 of the stores.
+        unsafe { group::<H, BF16>(&tables, codes, fifth, g) }
     }
 }
 
-impl GroupSink for Sink<'_, f32, f32> {
+impl<const BF16: bool> GroupSink for Sink<'_, f32, f32, BF16> {
     #[inline(always)]
     fn group(&mut self, tables: Tables, codes: Codes32<'_>, fifth: Fifth<'_>) {
         let Some(g) = self.groups.next() else { return };
@@ -81,7 +107,7 @@ unsafe fn group_f32(tables: &Tables, codes: Codes32<'_>, fifth: Fifth<'_>, out: 
     unsafe {
         let c = code_bytes(codes);
         if let Tables::Linear(line) = *tables {
-            return linear_store(c, fifth, line, out);
+            return linear_store::<f32, false>(c, fifth, line, out);
         }
         let (c0, c1) = (_mm256_castsi256_si128(c), _mm256_extracti128_si256::<1>(c));
         let halves = [f32_half(tables, 0), f32_half(tables, 1)];
@@ -126,35 +152,41 @@ unsafe fn f32_half(tables: &Tables, h: usize) -> (__m256, __m256, bool) {
 /// One group: the tables in `vpshufb` form, the codes as bytes, the lookup, the stores.
 ///
 /// # Safety
-/// The CPU must have AVX2 and F16C.
+/// The CPU must have AVX2 and F16C, and with `BF16` AVX-512 F / VL / DQ / BF16.
 #[inline(always)]
-unsafe fn group<H: Half>(tables: &Tables, codes: Codes32<'_>, fifth: Fifth<'_>, out: &mut [u16; 32]) {
-    // SAFETY: the caller guarantees AVX2 and F16C, all the helpers need.
-    unsafe { lookup_store::<H>(tables, code_bytes(codes), fifth, out) }
+unsafe fn group<H: Half, const BF16: bool>(tables: &Tables, codes: Codes32<'_>, fifth: Fifth<'_>, out: &mut [u16; 32]) {
+    // SAFETY: the caller guarantees AVX2 and F16C (and `BF16`'s features), all the helpers need.
+    unsafe { lookup_store::<H, BF16>(tables, code_bytes(codes), fifth, out) }
 }
 
 /// The values of the codes `c` (bytes `0..16`, elements `0..16` in lane 0; the fifth bits
-/// from `fifth`) in `tables`, rounded to `H`, stored into `out`.
+/// from `fifth`) in `tables`, rounded to `H` (bf16 by `vcvtne2ps2bf16` where `BF16`: the
+/// tables, or a [`Tables::Linear`] group's values), stored into `out`.
 ///
 /// # Safety
-/// The CPU must have AVX2 and F16C.
+/// The CPU must have AVX2 and F16C, and with `BF16` AVX-512 F / VL / DQ / BF16.
 #[inline(always)]
-pub(crate) unsafe fn lookup_store<H: Half>(tables: &Tables, c: __m256i, fifth: Fifth<'_>, out: &mut [u16; 32]) {
+pub(crate) unsafe fn lookup_store<H: Half, const BF16: bool>(
+    tables: &Tables,
+    c: __m256i,
+    fifth: Fifth<'_>,
+    out: &mut [u16; 32],
+) {
     // SAFETY: the caller guarantees AVX2 and F16C, all the intrinsics and helpers need.
     unsafe {
         let (l, h) = match tables {
-            Tables::One(t) => lookup(broadcast(split_bytes::<H>(t)), c),
-            Tables::Halves([a, b]) => lookup(lanes(split_bytes::<H>(a), split_bytes::<H>(b)), c),
-            Tables::Halves8([a, b]) => lookup(split_bytes8::<H>(a, b), c),
+            Tables::One(t) => lookup(broadcast(split_bytes::<H, BF16>(t)), c),
+            Tables::Halves([a, b]) => lookup(lanes(split_bytes::<H, BF16>(a), split_bytes::<H, BF16>(b)), c),
+            Tables::Halves8([a, b]) => lookup(split_bytes8::<H, BF16>(a, b), c),
             Tables::Signed8([a, b]) => {
                 // Codes 8..16 read the same low bytes and the high bytes with the sign bit
                 // flipped: the rounded value of `-x` is the rounded `x` negated, NaN included.
-                let x = lane_bytes::<H>(_mm256_loadu_ps(a.as_ptr()), _mm256_loadu_ps(b.as_ptr()));
+                let x = lane_bytes::<H, BF16>(_mm256_loadu_ps(a.as_ptr()), _mm256_loadu_ps(b.as_ptr()));
                 let flip = _mm256_set_epi64x(0x8080_8080_8080_8080u64 as i64, 0, 0x8080_8080_8080_8080u64 as i64, 0);
                 lookup((_mm256_unpacklo_epi64(x, x), _mm256_xor_si256(_mm256_unpackhi_epi64(x, x), flip)), c)
             }
             Tables::Linear(line) => {
-                return linear_store(c, fifth, *line, bytemuck::cast_mut::<[u16; 32], [H; 32]>(out));
+                return linear_store::<H, BF16>(c, fifth, *line, bytemuck::cast_mut::<[u16; 32], [H; 32]>(out));
             }
         };
         // Lane 0 holds elements 0..16 and lane 1 elements 16..32; each unpack interleaves half
@@ -170,12 +202,12 @@ pub(crate) unsafe fn lookup_store<H: Half>(tables: &Tables, c: __m256i, fifth: F
 /// A [`Tables::Linear`] group: the 5-bit codes (`c` and the fifth bits) less `offset` as
 /// signed bytes, widened, converted, times `scale`, the tail applied, rounded and stored as
 /// `O` ([`scaled_i8x32`]), with the NaN case only where `scale` or the tail's `m` is not
-/// finite (no other group can make a NaN).
+/// finite (no other group can make a NaN); bf16 by `vcvtne2ps2bf16` where `BF16`.
 ///
 /// # Safety
-/// The CPU must have AVX2 and F16C.
+/// The CPU must have AVX2 and F16C, and with `BF16` AVX-512 F / VL / DQ / BF16.
 #[inline(always)]
-unsafe fn linear_store<O: Elem>(c: __m256i, fifth: Fifth<'_>, line: Line, out: &mut [O; 32]) {
+unsafe fn linear_store<O: Elem, const BF16: bool>(c: __m256i, fifth: Fifth<'_>, line: Line, out: &mut [O; 32]) {
     let Line { offset, scale, tail } = line;
     // SAFETY: the caller guarantees AVX2 and F16C, all the intrinsics and `scaled_i8x32` need.
     unsafe {
@@ -184,9 +216,9 @@ unsafe fn linear_store<O: Elem>(c: __m256i, fifth: Fifth<'_>, line: Line, out: &
         // Codes below 32 less an offset of at most 32: `i8` without wrapping.
         let q = _mm256_sub_epi8(_mm256_or_si256(c, high), _mm256_set1_epi8(offset as i8));
         if tail.finite_with(scale) {
-            scaled_i8x32::<O, false>(q, [scale; 2], [tail; 2], None, out);
+            scaled_i8x32_with::<O, false, BF16>(q, [scale; 2], [tail; 2], None, out);
         } else {
-            scaled_i8x32::<O, true>(q, [scale; 2], [tail; 2], None, out);
+            scaled_i8x32_with::<O, true, BF16>(q, [scale; 2], [tail; 2], None, out);
         }
     }
 }
@@ -211,12 +243,12 @@ pub unsafe fn group_from_codes<O: Elem>(tables: &Tables, codes: __m256i, out: &m
             OutRow::F32(_) => false,
             OutRow::F16(o) => {
                 let Ok(o) = <&mut [f16; 32]>::try_from(o) else { return false };
-                lookup_store::<f16>(tables, codes, Fifth::None, bytemuck::cast_mut(o));
+                lookup_store::<f16, false>(tables, codes, Fifth::None, bytemuck::cast_mut(o));
                 true
             }
             OutRow::Bf16(o) => {
                 let Ok(o) = <&mut [bf16; 32]>::try_from(o) else { return false };
-                lookup_store::<bf16>(tables, codes, Fifth::None, bytemuck::cast_mut(o));
+                lookup_store::<bf16, false>(tables, codes, Fifth::None, bytemuck::cast_mut(o));
                 true
             }
         }
@@ -298,12 +330,12 @@ unsafe fn fifth_mask(fifth: Fifth<'_>) -> __m256i {
 /// # Safety
 /// The CPU must have AVX2 and F16C, and `t` must be 16 values.
 #[inline(always)]
-unsafe fn split_bytes<H: Half>(t: &[f32]) -> __m256i {
+unsafe fn split_bytes<H: Half, const BF16: bool>(t: &[f32]) -> __m256i {
     debug_assert_eq!(t.len(), 16);
     // SAFETY: the caller guarantees AVX2, F16C and 16 values in `t`: the two unaligned 8-value
     // loads stay inside.
     unsafe {
-        let x = lane_bytes::<H>(_mm256_loadu_ps(t.as_ptr()), _mm256_loadu_ps(t.as_ptr().add(8)));
+        let x = lane_bytes::<H, BF16>(_mm256_loadu_ps(t.as_ptr()), _mm256_loadu_ps(t.as_ptr().add(8)));
         // The two lanes' low halves together, then their high halves.
         _mm256_permute4x64_epi64::<0b11_01_10_00>(x)
     }
@@ -315,22 +347,27 @@ unsafe fn split_bytes<H: Half>(t: &[f32]) -> __m256i {
 /// # Safety
 /// The CPU must have AVX2 and F16C.
 #[inline(always)]
-unsafe fn split_bytes8<H: Half>(a: &[f32; 8], b: &[f32; 8]) -> (__m256i, __m256i) {
+unsafe fn split_bytes8<H: Half, const BF16: bool>(a: &[f32; 8], b: &[f32; 8]) -> (__m256i, __m256i) {
     // SAFETY: the caller guarantees AVX2 and F16C; `a` and `b` are 8 f32 each, so the
     // unaligned loads stay inside.
     unsafe {
-        let x = lane_bytes::<H>(_mm256_loadu_ps(a.as_ptr()), _mm256_loadu_ps(b.as_ptr()));
+        let x = lane_bytes::<H, BF16>(_mm256_loadu_ps(a.as_ptr()), _mm256_loadu_ps(b.as_ptr()));
         (x, _mm256_unpackhi_epi64(x, x))
     }
 }
 
-/// `v0` and `v1` rounded to `H`, each in its lane as `[its 8 low bytes | its 8 high bytes]`.
+/// `v0` and `v1` rounded to `H`, each in its lane as `[its 8 low bytes | its 8 high bytes]`;
+/// bf16 by `vcvtne2ps2bf16` where `BF16` (the formula for a table with a subnormal entry,
+/// which that instruction reads as zero).
 ///
 /// # Safety
-/// The CPU must have AVX2 and F16C.
+/// The CPU must have AVX2 and F16C, and with `BF16` AVX-512 F / VL / DQ / BF16.
 #[inline(always)]
-unsafe fn lane_bytes<H: Half>(v0: __m256, v1: __m256) -> __m256i {
-    // SAFETY: the caller guarantees AVX2 and F16C.
+unsafe fn lane_bytes<H: Half, const BF16: bool>(v0: __m256, v1: __m256) -> __m256i {
+    /// `vfpclassps` category: subnormal.
+    const SUBNORMAL: i32 = 0x20;
+    // SAFETY: the caller guarantees AVX2 and F16C, and with `BF16` the AVX-512 VL / DQ / BF16
+    // of `vfpclassps` and `vcvtne2ps2bf16`.
     unsafe {
         // The 16 results as u16, `v0`'s in lane 0 and `v1`'s in lane 1.
         let w = if H::F16 {
@@ -338,6 +375,9 @@ unsafe fn lane_bytes<H: Half>(v0: __m256, v1: __m256) -> __m256i {
                 _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v1),
                 _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v0),
             )
+        } else if BF16 && _mm256_fpclass_ps_mask::<SUBNORMAL>(v0) | _mm256_fpclass_ps_mask::<SUBNORMAL>(v1) == 0 {
+            // `__m256bh` and `__m256i` are both 32 bytes of plain bits.
+            std::mem::transmute::<__m256bh, __m256i>(_mm256_cvtne2ps_pbh(v1, v0))
         } else {
             // A table without NaN (a finite scale's) rounds without the NaN case: one compare
             // of both vectors instead of four instructions each.

@@ -22,6 +22,19 @@ use qforge_core::{Elem, OutRow};
 /// The CPU must have AVX2 and F16C.
 #[inline(always)]
 pub unsafe fn store16<O: Elem, const NAN: bool>(v0: __m256, v1: __m256, dst: &mut [O; 16]) {
+    // SAFETY: the caller guarantees AVX2 and F16C, all `store16_with` needs without `BF16`.
+    unsafe { store16_with::<O, NAN, false>(v0, v1, dst) }
+}
+
+/// [`store16`], bf16 with `vcvtne2ps2bf16` where `BF16` (the same bits: a vector holding a
+/// subnormal lane, which that instruction reads as zero, takes the formula instead).
+///
+/// # Safety
+/// The CPU must have AVX2 and F16C, and with `BF16` AVX-512 F / VL / DQ / BF16 too
+/// ([`qforge_core::cpu::bf16_native`]); the caller's `#[target_feature]` set must enable them,
+/// since this inlines into it.
+#[inline(always)]
+pub unsafe fn store16_with<O: Elem, const NAN: bool, const BF16: bool>(v0: __m256, v1: __m256, dst: &mut [O; 16]) {
     // The match is on the type, so it folds away once inlined.
     match O::out_row(dst) {
         OutRow::F32(o) => {
@@ -50,8 +63,18 @@ pub unsafe fn store16<O: Elem, const NAN: bool>(v0: __m256, v1: __m256, dst: &mu
         OutRow::Bf16(o) => {
             if let Ok(o) = <&mut [qforge_core::bf16; 16]>::try_from(o) {
                 // SAFETY: `o` is 16 bf16, the 32 bytes the unaligned store writes; the caller
-                // guarantees AVX2.
+                // guarantees AVX2, and with `BF16` the AVX-512 VL / DQ / BF16 of
+                // `vfpclassps` and `vcvtne2ps2bf16`.
                 unsafe {
+                    /// `vfpclassps` category: subnormal.
+                    const SUBNORMAL: i32 = 0x20;
+                    if BF16 && _mm256_fpclass_ps_mask::<SUBNORMAL>(v0) | _mm256_fpclass_ps_mask::<SUBNORMAL>(v1) == 0 {
+                        // Lanes 0..8 from `v0`, 8..16 from `v1` (the second operand first).
+                        let h = _mm256_cvtne2ps_pbh(v1, v0);
+                        // `__m256bh` and `__m256i` are both 32 bytes of plain bits.
+                        _mm256_storeu_si256(o.as_mut_ptr().cast(), std::mem::transmute::<__m256bh, __m256i>(h));
+                        return;
+                    }
                     let (b0, b1) = if NAN {
                         (bf16_bits(v0), bf16_bits(v1))
                     } else {
@@ -83,6 +106,22 @@ pub unsafe fn scaled_i8x32<O: Elem, const NAN: bool>(
     negate: Option<__m256i>,
     dst: &mut [O; 32],
 ) {
+    // SAFETY: the caller guarantees AVX2 and F16C, all `scaled_i8x32_with` needs without `BF16`.
+    unsafe { scaled_i8x32_with::<O, NAN, false>(v, factors, tails, negate, dst) }
+}
+
+/// [`scaled_i8x32`] stored by [`store16_with`]`::<O, NAN, BF16>`.
+///
+/// # Safety
+/// As [`store16_with`].
+#[inline(always)]
+pub unsafe fn scaled_i8x32_with<O: Elem, const NAN: bool, const BF16: bool>(
+    v: __m256i,
+    factors: [f32; 2],
+    tails: [Tail; 2],
+    negate: Option<__m256i>,
+    dst: &mut [O; 32],
+) {
     // SAFETY: the caller guarantees AVX2 and F16C, all the intrinsics here need.
     unsafe {
         let (sixteens, _) = dst.as_chunks_mut::<16>();
@@ -100,7 +139,7 @@ pub unsafe fn scaled_i8x32<O: Elem, const NAN: bool>(
                     (x0, x1) = (_mm256_sub_ps(x0, m), _mm256_sub_ps(x1, m));
                 }
             }
-            store16::<O, NAN>(x0, x1, o);
+            store16_with::<O, NAN, BF16>(x0, x1, o);
         }
     }
 }
@@ -215,6 +254,7 @@ mod tests {
         ];
         values.extend((0..8000).map(|_| f32::from_bits(rng.next_u64() as u32)));
         values.resize(values.len().next_multiple_of(8), 0.5);
+        let mut native = 0;
         for x in values.as_chunks::<8>().0 {
             // SAFETY: AVX2 and F16C checked above; `x` is 8 f32, the 32 bytes loaded.
             let w = unsafe {
@@ -231,6 +271,18 @@ mod tests {
                 store16::<f16, false>(w[0], w[1], &mut b2);
                 store16::<bf16, false>(w[0], w[1], &mut c2);
             }
+            if qforge_core::cpu::bf16_native() {
+                let (mut c3, mut c4) = ([bf16::ZERO; 16], [bf16::ZERO; 16]);
+                // SAFETY: `bf16_native` says the CPU has AVX-512 F / VL / DQ / BF16 besides.
+                unsafe { native_bf16(w, &mut c3, &mut c4) };
+                for i in 0..16 {
+                    assert_eq!(c3[i].to_bits(), c[i].to_bits(), "native bf16 of {:#x}", want_bits(x, i));
+                    if !f32::from_bits(want_bits(x, i)).is_nan() {
+                        assert_eq!(c4[i].to_bits(), c[i].to_bits(), "native bf16 (not NaN) of {:#x}", want_bits(x, i));
+                    }
+                }
+                native += 1;
+            }
             // Lanes 0..8 are `x`, 8..16 `x` in reverse order within each 128-bit half.
             let want: Vec<f32> = x.iter().copied().chain([3, 2, 1, 0, 7, 6, 5, 4].map(|i| x[i])).collect();
             for (i, &x) in want.iter().enumerate() {
@@ -242,6 +294,26 @@ mod tests {
                     assert_eq!(c2[i].to_bits(), c[i].to_bits(), "bf16 (not NaN) of {:#x}", x.to_bits());
                 }
             }
+        }
+        // The native build ran wherever this CPU has it (every chunk), else nowhere.
+        assert_eq!(native > 0, qforge_core::cpu::bf16_native());
+    }
+
+    /// Lane `i` of the two vectors the test stores (`x`, then `x` reversed in each half).
+    fn want_bits(x: &[f32; 8], i: usize) -> u32 {
+        x[if i < 8 { i } else { [3, 2, 1, 0, 7, 6, 5, 4][i - 8] }].to_bits()
+    }
+
+    /// `store16_with::<bf16, NAN, true>` of `w`, with and without the NaN case.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, F16C and AVX-512 F / VL / DQ / BF16.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")]
+    unsafe fn native_bf16(w: [__m256; 2], nan: &mut [bf16; 16], not_nan: &mut [bf16; 16]) {
+        // SAFETY: this function's features are all `store16_with` needs with `BF16`.
+        unsafe {
+            store16_with::<bf16, true, true>(w[0], w[1], nan);
+            store16_with::<bf16, false, true>(w[0], w[1], not_nan);
         }
     }
 }
