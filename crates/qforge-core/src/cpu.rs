@@ -238,9 +238,9 @@ pub fn f32_to_bf16_slice(src: &[f32], dst: &mut [crate::bf16]) {
     assert_eq!(src.len(), dst.len(), "one output per input");
     #[cfg(target_arch = "x86_64")]
     if bf16_native() {
-        // SAFETY: `bf16_native()` (`avx512vnni()`) says the CPU has AVX2, FMA, F16C and AVX-512 F / BW / VL /
-        // VNNI, and `detected().bf16` AVX-512 DQ and BF16 (`detect_bf16`): every feature the
-        // `#[target_feature]` function enables.
+        // SAFETY: `bf16_native()` says the CPU has AVX2, FMA, F16C and AVX-512 F / BW / VL /
+        // VNNI (`avx512vnni()`), and AVX-512 DQ and BF16 (`detected().bf16`, `detect_bf16`):
+        // every feature the `#[target_feature]` function enables.
         unsafe { x86::to_bf16_avx512(src, dst) };
         return;
     }

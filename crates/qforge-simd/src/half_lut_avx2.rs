@@ -16,7 +16,7 @@
 use std::arch::x86_64::*;
 
 use crate::half_lut::{Codes32, Fifth, GroupSink, Half, Line, TableGroups, Tables};
-use crate::store8::{bf16_bits, bf16_bits_not_nan, scaled_i8x32_with};
+use crate::store8::{bf16_bits, bf16_bits_not_nan, bf16_pair_native, native_bf16, scaled_i8x32_with};
 use qforge_core::{Elem, OutRow, bf16, f16};
 
 /// [`crate::half_lut`]'s whole blocks (`out.len() == blocks.len() · F::BLOCK`) on the AVX2
@@ -25,13 +25,13 @@ use qforge_core::{Elem, OutRow, bf16, f16};
 /// build, which rounds its tables and its [`Tables::Linear`] groups with `vcvtne2ps2bf16`
 /// (q4_k 0.57–0.83× of its f32 rows on Zen 4 with the AVX2 formula).
 #[inline]
-pub(crate) fn whole_blocks<F: TableGroups, T, H: 'static>(token: crate::Avx2, blocks: &[F::Block], out: &mut [T])
+pub(crate) fn whole_blocks<F: TableGroups, T, H: Elem>(token: crate::Avx2, blocks: &[F::Block], out: &mut [T])
 where
     for<'a> Sink<'a, T, H, false>: GroupSink,
     for<'a> Sink<'a, T, H, true>: GroupSink,
 {
-    if std::any::TypeId::of::<H>() == std::any::TypeId::of::<bf16>() && qforge_core::cpu::bf16_native() {
-        // SAFETY: `bf16_native` says the CPU has AVX-512 F / BW / VL / DQ / BF16, and the
+    if native_bf16::<H>() {
+        // SAFETY: `native_bf16` says the CPU has AVX-512 F / BW / VL / DQ / BF16, and the
         // `Avx2` token that it has AVX2, FMA and F16C: everything the function enables.
         unsafe { whole_blocks_bf16::<F, T, H>(token, blocks, out) }
     } else {
@@ -46,10 +46,7 @@ fn whole_blocks_avx2<F: TableGroups, T, H>(token: crate::Avx2, blocks: &[F::Bloc
 where
     for<'a> Sink<'a, T, H, false>: GroupSink,
 {
-    for (b, dst) in blocks.iter().zip(out.chunks_exact_mut(F::BLOCK)) {
-        let (groups, _) = dst.as_chunks_mut::<32>();
-        F::groups(b, Sink::<T, H, false> { _token: token, groups: groups.iter_mut(), half: std::marker::PhantomData });
-    }
+    rows::<F, T, H, false>(token, blocks, out);
 }
 
 /// [`whole_blocks_avx2`] with AVX-512 BF16 (the caller checked it).
@@ -58,9 +55,19 @@ fn whole_blocks_bf16<F: TableGroups, T, H>(token: crate::Avx2, blocks: &[F::Bloc
 where
     for<'a> Sink<'a, T, H, true>: GroupSink,
 {
+    rows::<F, T, H, true>(token, blocks, out);
+}
+
+/// The row loop of both builds, inlined into each (its sink's stores take the build's
+/// features).
+#[inline(always)]
+fn rows<F: TableGroups, T, H, const BF16: bool>(token: crate::Avx2, blocks: &[F::Block], out: &mut [T])
+where
+    for<'a> Sink<'a, T, H, BF16>: GroupSink,
+{
     for (b, dst) in blocks.iter().zip(out.chunks_exact_mut(F::BLOCK)) {
         let (groups, _) = dst.as_chunks_mut::<32>();
-        F::groups(b, Sink::<T, H, true> { _token: token, groups: groups.iter_mut(), half: std::marker::PhantomData });
+        F::groups(b, Sink::<T, H, BF16> { _token: token, groups: groups.iter_mut(), half: std::marker::PhantomData });
     }
 }
 
@@ -364,8 +371,6 @@ unsafe fn split_bytes8<H: Half, const BF16: bool>(a: &[f32; 8], b: &[f32; 8]) ->
 /// The CPU must have AVX2 and F16C, and with `BF16` AVX-512 F / VL / DQ / BF16.
 #[inline(always)]
 unsafe fn lane_bytes<H: Half, const BF16: bool>(v0: __m256, v1: __m256) -> __m256i {
-    /// `vfpclassps` category: subnormal.
-    const SUBNORMAL: i32 = 0x20;
     // SAFETY: the caller guarantees AVX2 and F16C, and with `BF16` the AVX-512 VL / DQ / BF16
     // of `vfpclassps` and `vcvtne2ps2bf16`.
     unsafe {
@@ -375,9 +380,8 @@ unsafe fn lane_bytes<H: Half, const BF16: bool>(v0: __m256, v1: __m256) -> __m25
                 _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v1),
                 _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v0),
             )
-        } else if BF16 && _mm256_fpclass_ps_mask::<SUBNORMAL>(v0) | _mm256_fpclass_ps_mask::<SUBNORMAL>(v1) == 0 {
-            // `__m256bh` and `__m256i` are both 32 bytes of plain bits.
-            std::mem::transmute::<__m256bh, __m256i>(_mm256_cvtne2ps_pbh(v1, v0))
+        } else if let Some(w) = if BF16 { bf16_pair_native(v0, v1) } else { None } {
+            w
         } else {
             // A table without NaN (a finite scale's) rounds without the NaN case: one compare
             // of both vectors instead of four instructions each.

@@ -66,13 +66,8 @@ pub unsafe fn store16_with<O: Elem, const NAN: bool, const BF16: bool>(v0: __m25
                 // guarantees AVX2, and with `BF16` the AVX-512 VL / DQ / BF16 of
                 // `vfpclassps` and `vcvtne2ps2bf16`.
                 unsafe {
-                    /// `vfpclassps` category: subnormal.
-                    const SUBNORMAL: i32 = 0x20;
-                    if BF16 && _mm256_fpclass_ps_mask::<SUBNORMAL>(v0) | _mm256_fpclass_ps_mask::<SUBNORMAL>(v1) == 0 {
-                        // Lanes 0..8 from `v0`, 8..16 from `v1` (the second operand first).
-                        let h = _mm256_cvtne2ps_pbh(v1, v0);
-                        // `__m256bh` and `__m256i` are both 32 bytes of plain bits.
-                        _mm256_storeu_si256(o.as_mut_ptr().cast(), std::mem::transmute::<__m256bh, __m256i>(h));
+                    if let Some(h) = if BF16 { bf16_pair_native(v0, v1) } else { None } {
+                        _mm256_storeu_si256(o.as_mut_ptr().cast(), h);
                         return;
                     }
                     let (b0, b1) = if NAN {
@@ -175,6 +170,38 @@ unsafe fn quarter(x: __m256i, k: usize) -> __m128i {
     unsafe {
         let half = if k < 2 { _mm256_castsi256_si128(x) } else { _mm256_extracti128_si256::<1>(x) };
         if k.is_multiple_of(2) { half } else { _mm_unpackhi_epi64(half, half) }
+    }
+}
+
+/// Whether a decoder's `O` output takes its AVX-512 BF16 build on this thread: bf16, where
+/// [`qforge_core::cpu::bf16_native`] says the conversion is one instruction. The decoders
+/// with such a build ask this once per row and pass `BF16` to [`store16_with`] /
+/// [`scaled_i8x32_with`] (and `half_lut`'s tables) from there.
+#[inline]
+pub fn native_bf16<O: Elem>() -> bool {
+    O::DTYPE == qforge_core::DType::Bf16 && qforge_core::cpu::bf16_native()
+}
+
+/// `qforge_core::round::f32_to_bf16_bits` of the 16 lanes of `v0` then `v1` as 16 `u16`
+/// (`v0`'s in the low 128-bit lane) by one `vcvtne2ps2bf16`, or `None` where a lane is
+/// subnormal (the instruction reads it as zero; the caller takes the formula). NaN lanes come
+/// out as the formula's (its top bits, quiet bit set).
+///
+/// # Safety
+/// The CPU must have AVX-512 F / VL / DQ / BF16, and the caller's `#[target_feature]` set
+/// must enable them.
+#[inline(always)]
+pub(crate) unsafe fn bf16_pair_native(v0: __m256, v1: __m256) -> Option<__m256i> {
+    /// `vfpclassps` category: subnormal.
+    const SUBNORMAL: i32 = 0x20;
+    // SAFETY: the caller guarantees AVX-512 VL / DQ / BF16, all the three intrinsics need;
+    // `__m256bh` and `__m256i` are both 32 bytes of plain bits.
+    unsafe {
+        if _mm256_fpclass_ps_mask::<SUBNORMAL>(v0) | _mm256_fpclass_ps_mask::<SUBNORMAL>(v1) != 0 {
+            return None;
+        }
+        // The second operand fills the low half.
+        Some(std::mem::transmute::<__m256bh, __m256i>(_mm256_cvtne2ps_pbh(v1, v0)))
     }
 }
 

@@ -34,13 +34,13 @@ pub(crate) fn decode_row<F: Q8KCodes, O: Elem>(blocks: &[F::Block], out: &mut [O
     let Some(avx2) = Avx2::detect() else {
         return false;
     };
-    let native_bf16 = O::DTYPE == DType::Bf16 && qforge_core::cpu::bf16_native();
+    let native_bf16 = qforge_simd::store8::native_bf16::<O>();
     qforge_simd::block_rows::<_, O, QK_K>(blocks, out, |b, o| blocks_with::<F, O>(avx2, native_bf16, b, o));
     true
 }
 
 /// [`blocks_avx2`] behind the proof of AVX2, or [`blocks_bf16`] where `native_bf16`
-/// ([`qforge_core::cpu::bf16_native`] said so for bf16 output).
+/// ([`qforge_simd::store8::native_bf16`] said so).
 #[inline]
 fn blocks_with<F: Q8KCodes, O: Elem>(_: Avx2, native_bf16: bool, blocks: &[F::Block], out: &mut [[O; QK_K]]) {
     // SAFETY: the `Avx2` token exists only where the CPU has AVX2, FMA and F16C, everything
