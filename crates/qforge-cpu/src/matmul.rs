@@ -69,15 +69,13 @@ pub(crate) fn quantize_rows(
     if x.len() != want {
         return Err(QuantError::ShapeMismatch { what: "activation elements (M x K)", expected: want, actual: x.len() });
     }
-    x.par_chunks(k.max(1))
-        .enumerate()
-        .map(|(r, xr)| {
-            QuantAct::new(kind, xr, kp).map_err(|e| match e {
-                QuantError::NonFinite { index, value } => QuantError::NonFinite { index: r * k + index, value },
-                e => e,
-            })
+    let k1 = k.max(1);
+    qforge_pool::try_map(x.len().div_ceil(k1), |r| {
+        QuantAct::new(kind, &x[r * k1..(r * k1 + k1).min(x.len())], kp).map_err(|e| match e {
+            QuantError::NonFinite { index, value } => QuantError::NonFinite { index: r * k + index, value },
+            e => e,
         })
-        .collect()
+    })
 }
 
 /// Elements in one padded weight row (whole blocks or groups; a grid layout's rows are not
@@ -132,7 +130,10 @@ pub fn matmul_into(
             reason: "dot kernel refused a row it accepted before".into(),
         };
         let per = int_rows_per_task(n);
-        out_t.par_chunks_mut(m * per).zip(rows.par_chunks(rb * per)).enumerate().try_for_each(|(task, (o, wr))| {
+        // On qforge-pool's hot threads: a mat-vec is too short to wait for sleeping rayon
+        // workers (docs/matmul.md, Threads).
+        qforge_pool::try_for_each_chunk(&mut out_t, m * per, |task, o| {
+            let wr = &rows[task * per * rb..][..o.len() / m * rb];
             if let [a] = rows_acts[..] {
                 // Mat-vec: the task's weight rows in one call (the per-row dispatch and
                 // activation checks paid once per task).
@@ -177,14 +178,16 @@ pub fn matmul_into(
 /// strided writes missed the cache on every one (a serial 1.3 ms of a 64 × 4096 mat-mul's 15,
 /// which held two threads to 1.6× of one).
 pub(crate) fn transpose_into(out_t: &[f32], m: usize, n: usize, out: &mut [f32]) {
-    out.par_chunks_mut((TRANSPOSE_BAND * n).max(1)).enumerate().for_each(|(b, band)| {
+    let bands = qforge_pool::try_for_each_chunk(out, (TRANSPOSE_BAND * n).max(1), |b, band| {
         let (i0, h) = (b * TRANSPOSE_BAND, band.len() / n.max(1));
         for (j, col) in out_t.chunks_exact(m.max(1)).take(n).enumerate() {
             for (r, v) in col[i0..i0 + h].iter().enumerate() {
                 band[r * n + j] = *v;
             }
         }
+        Ok::<(), std::convert::Infallible>(())
     });
+    let Ok(()) = bands;
 }
 
 /// Output rows per band of [`transpose_into`]: one 64-byte line of each column read at once.

@@ -143,34 +143,33 @@ impl PackedMatrix {
         // as runs, and each output row is then the tasks' runs side by side. (Scattered into
         // a weight-row-major N × M buffer and transposed afterwards, as before, one write per
         // cache line took 1.3 ms of a 9.6 ms q4_k mat-mul at M = 64 on Zen 4.)
-        let blocks = self
-            .data
-            .par_chunks((per * gb).max(1))
-            .map_init(Vec::new, |col: &mut Vec<f32>, p| {
-                let rows = p.len() / gb.max(1) * pr;
-                let mut blk = vec![0f32; rows * m];
-                // A few groups at a time against every activation row, so that they stay in
-                // L2 while the activation rows stream past. Up to `MAX_PACKED_DOT_ROWS`
-                // activation rows per call: the kernels that can decode each packed block
-                // once for many of them.
-                let mut r0 = 0;
-                for p in p.chunks(tile * gb) {
-                    let len = p.len() / gb.max(1) * pr;
-                    for (c, acts) in rows_acts.chunks(MAX_PACKED_DOT_ROWS).enumerate() {
-                        col.resize(len * acts.len(), 0.0);
-                        self.format.packed_dot_rows(p, self.row_bytes, acts, col).ok_or_else(refused)??;
-                        for (k, part) in col.chunks_exact(len.max(1)).enumerate() {
-                            let mi = c * MAX_PACKED_DOT_ROWS + k;
-                            blk[mi * rows + r0..][..len].copy_from_slice(part);
-                        }
+        let chunk = (per * gb).max(1);
+        let blocks = qforge_pool::try_map(self.data.len().div_ceil(chunk), |t| {
+            let p = &self.data[t * chunk..(t * chunk + chunk).min(self.data.len())];
+            let mut col = Vec::new();
+            let rows = p.len() / gb.max(1) * pr;
+            let mut blk = vec![0f32; rows * m];
+            // A few groups at a time against every activation row, so that they stay in
+            // L2 while the activation rows stream past. Up to `MAX_PACKED_DOT_ROWS`
+            // activation rows per call: the kernels that can decode each packed block
+            // once for many of them.
+            let mut r0 = 0;
+            for p in p.chunks(tile * gb) {
+                let len = p.len() / gb.max(1) * pr;
+                for (c, acts) in rows_acts.chunks(MAX_PACKED_DOT_ROWS).enumerate() {
+                    col.resize(len * acts.len(), 0.0);
+                    self.format.packed_dot_rows(p, self.row_bytes, acts, &mut col).ok_or_else(refused)??;
+                    for (k, part) in col.chunks_exact(len.max(1)).enumerate() {
+                        let mi = c * MAX_PACKED_DOT_ROWS + k;
+                        blk[mi * rows + r0..][..len].copy_from_slice(part);
                     }
-                    r0 += len;
                 }
-                Ok::<_, QuantError>(blk)
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+                r0 += len;
+            }
+            Ok::<_, QuantError>(blk)
+        })?;
         let mut out = vec![0f32; len];
-        out.par_chunks_mut(n).enumerate().for_each(|(mi, orow)| {
+        let rows = qforge_pool::try_for_each_chunk(&mut out, n, |mi, orow| {
             let mut at = 0;
             for blk in &blocks {
                 let rows = blk.len() / m;
@@ -179,7 +178,9 @@ impl PackedMatrix {
                 orow[at..at + take].copy_from_slice(&blk[mi * rows..][..take]);
                 at += take;
             }
+            Ok::<(), std::convert::Infallible>(())
         });
+        let Ok(()) = rows;
         Ok(out)
     }
 

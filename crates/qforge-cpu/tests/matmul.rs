@@ -102,6 +102,36 @@ fn wrong_sizes_are_errors_not_panics() {
     assert!(matches!(matmul(&w, &x, 1, ActQuant::Int8Dyn), Err(qforge_core::QuantError::NonFinite { index: 17, .. })));
 }
 
+/// The same bits at every thread count (the loops run on qforge-pool's helpers, or on rayon
+/// where those are busy: here several tests run at once), mat-vec and mat-mul, and an error
+/// names the same element.
+#[test]
+fn results_do_not_depend_on_threads() {
+    for name in ["q4_k", "q8_0", "iq2_xxs", "tq2_0"] {
+        let f = qforge_formats::get(name).unwrap();
+        let w = quantized(f, 333, 512, 3);
+        let x = data(21 * 512, 4);
+        let run = |t: usize, m: usize| {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(t).build().unwrap();
+            pool.install(|| matmul(&w, &x[..m * 512], m, ActQuant::Native).unwrap())
+        };
+        for m in [1, 21] {
+            let one = run(1, m);
+            for t in [2, 3, 7] {
+                let y = run(t, m);
+                assert!(y.iter().zip(&one).all(|(a, b)| a.to_bits() == b.to_bits()), "{name} M={m}: {t} threads differ");
+            }
+        }
+        let mut bad = x.clone();
+        bad[5 * 512 + 9] = f32::INFINITY;
+        for t in [1, 2, 3] {
+            let pool = rayon::ThreadPoolBuilder::new().num_threads(t).build().unwrap();
+            let r = pool.install(|| matmul(&w, &bad, 21, ActQuant::Native));
+            assert!(matches!(r, Err(qforge_core::QuantError::NonFinite { index, .. }) if index == 5 * 512 + 9), "{r:?}");
+        }
+    }
+}
+
 /// torchao's 8da4w reference, written from its documented formulas (not from qforge code):
 /// weights int4 symmetric per group (scale = absmax/7.5 in f16), activations per-token
 /// asymmetric int8, both fake-quantized, product in f64.
