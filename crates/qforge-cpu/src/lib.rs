@@ -1,7 +1,8 @@
 //! qforge-cpu: CPU kernels over any registered format — dequantize a [`QuantTensor`] to
 //! f32 / f16 / bf16, quantize f32 data into one, and mat-vec / mat-mul `Y = X · Wᵀ` with f32,
 //! native (ggml `vec_dot_type`), per-token int8 or fp8 1×128 activations ([`ActQuant`]),
-//! rows in parallel with rayon. [`PackedMatrix`] copies a weight once into its format's
+//! rows in parallel with rayon (mat-vec and mat-mul on `qforge-pool`'s hot threads, rayon's
+//! thread count). [`PackedMatrix`] copies a weight once into its format's
 //! row-interleaved layout, where it has one, for faster native mat-vec / mat-mul.
 //!
 //! The per-row work goes through [`qforge_core::Format`], i.e. the format crate's

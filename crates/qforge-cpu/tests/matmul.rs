@@ -119,7 +119,10 @@ fn results_do_not_depend_on_threads() {
             let one = run(1, m);
             for t in [2, 3, 7] {
                 let y = run(t, m);
-                assert!(y.iter().zip(&one).all(|(a, b)| a.to_bits() == b.to_bits()), "{name} M={m}: {t} threads differ");
+                assert!(
+                    y.iter().zip(&one).all(|(a, b)| a.to_bits() == b.to_bits()),
+                    "{name} M={m}: {t} threads differ"
+                );
             }
         }
         let mut bad = x.clone();
@@ -127,7 +130,10 @@ fn results_do_not_depend_on_threads() {
         for t in [1, 2, 3] {
             let pool = rayon::ThreadPoolBuilder::new().num_threads(t).build().unwrap();
             let r = pool.install(|| matmul(&w, &bad, 21, ActQuant::Native));
-            assert!(matches!(r, Err(qforge_core::QuantError::NonFinite { index, .. }) if index == 5 * 512 + 9), "{r:?}");
+            assert!(
+                matches!(r, Err(qforge_core::QuantError::NonFinite { index, .. }) if index == 5 * 512 + 9),
+                "{r:?}"
+            );
         }
     }
 }
