@@ -380,7 +380,7 @@ unsafe fn lane_bytes<H: Half, const BF16: bool>(v0: __m256, v1: __m256) -> __m25
                 _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v1),
                 _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v0),
             )
-        } else if let Some(w) = if BF16 { bf16_pair_native(v0, v1) } else { None } {
+        } else if let Some(w) = if BF16 { bf16_pair_native(v0, v1, false) } else { None } {
             w
         } else {
             // A table without NaN (a finite scale's) rounds without the NaN case: one compare

@@ -35,6 +35,22 @@ pub unsafe fn store16<O: Elem, const NAN: bool>(v0: __m256, v1: __m256, dst: &mu
 /// since this inlines into it.
 #[inline(always)]
 pub unsafe fn store16_with<O: Elem, const NAN: bool, const BF16: bool>(v0: __m256, v1: __m256, dst: &mut [O; 16]) {
+    // SAFETY: the caller guarantees what `store16_lanes` needs.
+    unsafe { store16_lanes::<O, NAN, BF16, false>(v0, v1, dst) }
+}
+
+/// [`store16_with`]; `NORMAL`: the caller knows that no lane is subnormal, so bf16 with
+/// `BF16` has no check for one and no formula to fall back to (on the Xeon of
+/// docs/matmul.md the loop with both made q6_k's bf16 dequant 0.58× of the one without).
+///
+/// # Safety
+/// As [`store16_with`].
+#[inline(always)]
+unsafe fn store16_lanes<O: Elem, const NAN: bool, const BF16: bool, const NORMAL: bool>(
+    v0: __m256,
+    v1: __m256,
+    dst: &mut [O; 16],
+) {
     // The match is on the type, so it folds away once inlined.
     match O::out_row(dst) {
         OutRow::F32(o) => {
@@ -66,7 +82,7 @@ pub unsafe fn store16_with<O: Elem, const NAN: bool, const BF16: bool>(v0: __m25
                 // guarantees AVX2, and with `BF16` the AVX-512 VL / DQ / BF16 of
                 // `vfpclassps` and `vcvtne2ps2bf16`.
                 unsafe {
-                    if let Some(h) = if BF16 { bf16_pair_native(v0, v1) } else { None } {
+                    if let Some(h) = if BF16 { bf16_pair_native(v0, v1, NORMAL) } else { None } {
                         _mm256_storeu_si256(o.as_mut_ptr().cast(), h);
                         return;
                     }
@@ -117,6 +133,44 @@ pub unsafe fn scaled_i8x32_with<O: Elem, const NAN: bool, const BF16: bool>(
     negate: Option<__m256i>,
     dst: &mut [O; 32],
 ) {
+    // SAFETY: the caller guarantees what `scaled_i8x32_lanes` needs.
+    unsafe { scaled_i8x32_lanes::<O, NAN, BF16, false>(v, factors, tails, negate, dst) }
+}
+
+/// [`scaled_i8x32_with`] for a caller that knows every factor and tail value passes
+/// [`never_subnormal`] (so that no lane is subnormal): bf16 with `BF16` takes
+/// `vcvtne2ps2bf16` without a check per 16 lanes. A decoder decides it once per block (the
+/// K-quants: `d`, `dmin` from f16 times integer scales and mins) and runs one build of its
+/// loop or the other.
+///
+/// # Safety
+/// As [`store16_with`]; every `factors[h]` and tail value must pass [`never_subnormal`]
+/// (else a subnormal lane may come out as zero: wrong, never undefined).
+#[inline(always)]
+pub unsafe fn scaled_i8x32_normal<O: Elem, const NAN: bool, const BF16: bool>(
+    v: __m256i,
+    factors: [f32; 2],
+    tails: [Tail; 2],
+    negate: Option<__m256i>,
+    dst: &mut [O; 32],
+) {
+    debug_assert!(factors.iter().all(|f| never_subnormal(*f)) && tails.iter().all(|t| t.never_subnormal()));
+    // SAFETY: the caller guarantees what `scaled_i8x32_lanes` needs, and the factors.
+    unsafe { scaled_i8x32_lanes::<O, NAN, BF16, true>(v, factors, tails, negate, dst) }
+}
+
+/// The body of [`scaled_i8x32_with`] (`NORMAL`: of [`scaled_i8x32_normal`]).
+///
+/// # Safety
+/// As [`store16_with`].
+#[inline(always)]
+unsafe fn scaled_i8x32_lanes<O: Elem, const NAN: bool, const BF16: bool, const NORMAL: bool>(
+    v: __m256i,
+    factors: [f32; 2],
+    tails: [Tail; 2],
+    negate: Option<__m256i>,
+    dst: &mut [O; 32],
+) {
     // SAFETY: the caller guarantees AVX2 and F16C, all the intrinsics here need.
     unsafe {
         let (sixteens, _) = dst.as_chunks_mut::<16>();
@@ -134,7 +188,29 @@ pub unsafe fn scaled_i8x32_with<O: Elem, const NAN: bool, const BF16: bool>(
                     (x0, x1) = (_mm256_sub_ps(x0, m), _mm256_sub_ps(x1, m));
                 }
             }
-            store16_with::<O, NAN, BF16>(x0, x1, o);
+            store16_lanes::<O, NAN, BF16, NORMAL>(x0, x1, o);
+        }
+    }
+}
+
+/// Whether every `x · c` (`c` a nonzero integer), and every difference or sum of two such
+/// values, is zero or a normal f32: `x` is zero, or at least 2^-100 in magnitude (infinite
+/// included; NaN is not). Then `|x · c| ≥ 2^-100` (rounding is monotonic and 2^-100 is a
+/// float), and two values that are each 0 or at least 2^-100 are multiples of 2^-123 (the
+/// spacing of floats there), so is their exact difference, which is therefore zero or at
+/// least 2^-123, above the largest subnormal (below 2^-126); its rounding too.
+#[inline(always)]
+pub fn never_subnormal(x: f32) -> bool {
+    x == 0.0 || x.abs() >= f32::from_bits(0x0d80_0000)
+}
+
+impl Tail {
+    /// [`never_subnormal`] of the added or subtracted term (true without one).
+    #[inline(always)]
+    fn never_subnormal(self) -> bool {
+        match self {
+            Tail::None => true,
+            Tail::Add(m) | Tail::Sub(m) => never_subnormal(m),
         }
     }
 }
@@ -185,19 +261,21 @@ pub fn native_bf16<O: Elem>() -> bool {
 /// `qforge_core::round::f32_to_bf16_bits` of the 16 lanes of `v0` then `v1` as 16 `u16`
 /// (`v0`'s in the low 128-bit lane) by one `vcvtne2ps2bf16`, or `None` where a lane is
 /// subnormal (the instruction reads it as zero; the caller takes the formula). NaN lanes come
-/// out as the formula's (its top bits, quiet bit set).
+/// out as the formula's (its top bits, quiet bit set). `normal`: the caller knows no lane is
+/// subnormal, and the check is skipped.
 ///
 /// # Safety
 /// The CPU must have AVX-512 F / VL / DQ / BF16, and the caller's `#[target_feature]` set
-/// must enable them.
+/// must enable them. With `normal`, no lane may be subnormal (else it comes out as zero:
+/// wrong, never undefined).
 #[inline(always)]
-pub(crate) unsafe fn bf16_pair_native(v0: __m256, v1: __m256) -> Option<__m256i> {
+pub(crate) unsafe fn bf16_pair_native(v0: __m256, v1: __m256, normal: bool) -> Option<__m256i> {
     /// `vfpclassps` category: subnormal.
     const SUBNORMAL: i32 = 0x20;
     // SAFETY: the caller guarantees AVX-512 VL / DQ / BF16, all the three intrinsics need;
     // `__m256bh` and `__m256i` are both 32 bytes of plain bits.
     unsafe {
-        if _mm256_fpclass_ps_mask::<SUBNORMAL>(v0) | _mm256_fpclass_ps_mask::<SUBNORMAL>(v1) != 0 {
+        if !normal && _mm256_fpclass_ps_mask::<SUBNORMAL>(v0) | _mm256_fpclass_ps_mask::<SUBNORMAL>(v1) != 0 {
             return None;
         }
         // The second operand fills the low half.
@@ -341,6 +419,93 @@ mod tests {
         unsafe {
             store16_with::<bf16, true, true>(w[0], w[1], nan);
             store16_with::<bf16, false, true>(w[0], w[1], not_nan);
+        }
+    }
+    /// `scaled_i8x32_with` for every kind of factor and tail — zero, subnormal products
+    /// (which must take the checked path), the `never_subnormal` bound and just below it,
+    /// normal, huge, infinite, NaN — against `Tail::apply(factor · c)` rounded by
+    /// `Elem::from_f32`, bit for bit, with the AVX2 formula and (where the CPU has AVX-512
+    /// BF16) `vcvtne2ps2bf16`.
+    #[test]
+    fn scaled_bytes_round_like_from_f32_at_every_scale() {
+        assert!(is_x86_feature_detected!("avx2") && is_x86_feature_detected!("f16c"), "needs AVX2 and F16C");
+        let mut rng = qforge_core::rand::Rng::new(11);
+        let bound = f32::from_bits(0x0d80_0000);
+        let mut scales = vec![0.0, -0.0, 1e-45, 1e-40, 2e-38, bound, -bound, bound / 2.0, 1e-30, 0.37, -3.5, 6e37];
+        scales.extend([f32::INFINITY, f32::NAN, f32::MIN_POSITIVE, f32::MIN_POSITIVE * 64.0]);
+        scales.extend((0..40).map(|_| f32::from_bits(rng.next_u64() as u32)));
+        let mut native = 0;
+        for (i, &f0) in scales.iter().enumerate() {
+            let f1 = scales[(i * 7 + 3) % scales.len()];
+            let t = scales[(i * 5 + 1) % scales.len()];
+            for tails in [[Tail::None, Tail::Sub(t)], [Tail::Add(t), Tail::None], [Tail::Sub(f0), Tail::Add(-f1)]] {
+                let codes: [i8; 32] =
+                    std::array::from_fn(|j| if j < 4 { [-128, 127, 1, -1][j] } else { rng.next_u64() as i8 });
+                let want: Vec<u16> = (0..32)
+                    .map(|j| {
+                        let h = j / 16;
+                        let x = tails[h].apply([f0, f1][h] * f32::from(codes[j]));
+                        <bf16 as Elem>::from_f32(x).to_bits()
+                    })
+                    .collect();
+                let (mut a, mut b) = ([bf16::ZERO; 32], [bf16::ZERO; 32]);
+                // SAFETY: AVX2 and F16C checked above; the load reads the 32 bytes of `codes`.
+                let v = unsafe { _mm256_loadu_si256(codes.as_ptr().cast()) };
+                // SAFETY: as above.
+                unsafe { scaled_i8x32_with::<bf16, true, false>(v, [f0, f1], tails, None, &mut a) };
+                let got: Vec<u16> = a.iter().map(|x| x.to_bits()).collect();
+                assert_eq!(got, want, "formula, factors {f0:e} {f1:e}, tails {tails:?}");
+                if qforge_core::cpu::bf16_native() {
+                    let normal =
+                        [f0, f1].iter().all(|f| never_subnormal(*f)) && tails.iter().all(|t| t.never_subnormal());
+                    // SAFETY: `bf16_native` says the CPU has AVX-512 F / VL / DQ / BF16 besides;
+                    // `normal` is what `native_scaled` asks of it.
+                    unsafe { native_scaled(v, [f0, f1], tails, normal, &mut b) };
+                    let got: Vec<u16> = b.iter().map(|x| x.to_bits()).collect();
+                    assert_eq!(got, want, "vcvtne2ps2bf16, factors {f0:e} {f1:e}, tails {tails:?}");
+                    native += 1;
+                }
+            }
+        }
+        assert_eq!(native > 0, qforge_core::cpu::bf16_native());
+    }
+
+    /// The bound `never_subnormal` relies on, on random operands: `x · c − t` (and `+ t`) is
+    /// zero or normal whenever `x` and `t` pass it.
+    #[test]
+    fn products_of_never_subnormal_factors_are_never_subnormal() {
+        let mut rng = qforge_core::rand::Rng::new(5);
+        let mut checked = 0;
+        while checked < 200_000 {
+            // Exponents near the bound, where it matters.
+            let near = |r: u64| f32::from_bits((r as u32 & 0x807f_ffff) | ((90 + (r >> 40) % 30) as u32) << 23);
+            let (x, t) = (near(rng.next_u64()), near(rng.next_u64()));
+            if !(never_subnormal(x) && never_subnormal(t)) {
+                continue;
+            }
+            let c = f32::from(rng.next_u64() as i8);
+            for v in [x * c - t, x * c + t, x * c] {
+                assert!(!v.is_subnormal(), "{x:e} * {c} -/+ {t:e} = {v:e}");
+            }
+            checked += 1;
+        }
+        assert!(!never_subnormal(f32::from_bits(0x0d7f_ffff)) && never_subnormal(f32::from_bits(0x0d80_0000)));
+    }
+
+    /// `scaled_i8x32_normal::<bf16, true, true>` where `normal`, else `scaled_i8x32_with`.
+    ///
+    /// # Safety
+    /// The CPU must have AVX2, F16C and AVX-512 F / VL / DQ / BF16.
+    #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")]
+    unsafe fn native_scaled(v: __m256i, factors: [f32; 2], tails: [Tail; 2], normal: bool, out: &mut [bf16; 32]) {
+        // SAFETY: this function's features are all `scaled_i8x32_with` needs with `BF16`, and
+        // `normal` says the factors pass `never_subnormal`.
+        unsafe {
+            if normal {
+                scaled_i8x32_normal::<bf16, true, true>(v, factors, tails, None, out)
+            } else {
+                scaled_i8x32_with::<bf16, true, true>(v, factors, tails, None, out)
+            }
         }
     }
 }

@@ -22,7 +22,7 @@ use qforge_core::{DType, Elem};
 use qforge_simd::Avx2;
 use qforge_simd::Tail;
 use qforge_simd::half_lut::{Tables, group_from_codes, scaled8};
-use qforge_simd::store8::scaled_i8x32_with;
+use qforge_simd::store8::{never_subnormal, scaled_i8x32_normal, scaled_i8x32_with};
 
 use crate::QK_K;
 use crate::dot::Q8KCodes;
@@ -84,22 +84,27 @@ unsafe fn blocks<F: Q8KCodes, O: Elem, const BF16: bool>(blocks: &[F::Block], ou
         // times a zero makes one).
         // SAFETY: the caller guarantees the features `block` needs (with `BF16`, its own).
         unsafe {
-            if d.is_finite() && dmin.is_finite() {
-                block::<F, O, false, BF16>(b, d, dmin, o)
+            if !(d.is_finite() && dmin.is_finite()) {
+                block::<F, O, true, BF16, false>(b, d, dmin, o)
+            } else if BF16 && never_subnormal(d) && never_subnormal(dmin) {
+                // `d · scale` and `dmin · min` (integer scales and mins) then pass it too: no
+                // value is subnormal, and `vcvtne2ps2bf16` runs without a check.
+                block::<F, O, false, BF16, true>(b, d, dmin, o)
             } else {
-                block::<F, O, true, BF16>(b, d, dmin, o)
+                block::<F, O, false, BF16, false>(b, d, dmin, o)
             }
         }
     }
 }
 
 /// One block with super-block scale `d`, its NaN lanes rounded as NaN where `NAN` (else
-/// there are none), bf16 by `vcvtne2ps2bf16` where `BF16`.
+/// there are none), bf16 by `vcvtne2ps2bf16` where `BF16`, without a subnormal check where
+/// `NORMAL` (`d` and `dmin` pass `store8::never_subnormal`).
 ///
 /// # Safety
 /// As [`blocks`].
 #[inline(always)]
-unsafe fn block<F: Q8KCodes, O: Elem, const NAN: bool, const BF16: bool>(
+unsafe fn block<F: Q8KCodes, O: Elem, const NAN: bool, const BF16: bool, const NORMAL: bool>(
     b: &F::Block,
     d: f32,
     dmin: f32,
@@ -141,7 +146,11 @@ unsafe fn block<F: Q8KCodes, O: Elem, const NAN: bool, const BF16: bool>(
             } else {
                 [Tail::None; 2]
             };
-            scaled_i8x32_with::<O, NAN, BF16>(v, factors, tails, None, dst);
+            if NORMAL {
+                scaled_i8x32_normal::<O, NAN, BF16>(v, factors, tails, None, dst);
+            } else {
+                scaled_i8x32_with::<O, NAN, BF16>(v, factors, tails, None, dst);
+            }
         }
     }
 }
