@@ -81,6 +81,30 @@ pub fn try_for_each_chunk<T: Send, E: Send>(
     }
 }
 
+/// [`try_for_each_chunk`] of a loop that cannot fail.
+pub fn for_each_chunk<T: Send>(out: &mut [T], chunk: usize, f: impl Fn(usize, &mut [T]) + Sync) {
+    let done = try_for_each_chunk(out, chunk, |i, c| {
+        f(i, c);
+        Ok::<(), std::convert::Infallible>(())
+    });
+    let Ok(()) = done;
+}
+
+/// `[f(0, c0), f(1, c1), …]` of the `chunk`-element chunks `c_i` of `data` (the last one
+/// shorter where `chunk` does not divide `data.len()`; `chunk == 0` is taken as 1), computed
+/// as [`try_for_each_chunk`] runs its chunks.
+///
+/// # Errors
+/// The first error `f` returned.
+pub fn try_map_chunks<T: Sync, R: Send, E: Send>(
+    data: &[T],
+    chunk: usize,
+    f: impl Fn(usize, &[T]) -> Result<R, E> + Sync,
+) -> Result<Vec<R>, E> {
+    let chunk = chunk.max(1);
+    try_map(data.len().div_ceil(chunk), |i| f(i, &data[i * chunk..data.len().min(i * chunk + chunk)]))
+}
+
 /// `[f(0), f(1), …, f(tasks − 1)]`, computed as [`try_for_each_chunk`] runs its chunks.
 ///
 /// # Errors

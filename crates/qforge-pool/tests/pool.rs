@@ -4,7 +4,7 @@
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::Duration;
 
-use qforge_pool::{try_for_each_chunk, try_map};
+use qforge_pool::{for_each_chunk, try_for_each_chunk, try_map, try_map_chunks};
 
 fn pool(threads: usize) -> rayon::ThreadPool {
     rayon::ThreadPoolBuilder::new().num_threads(threads).build().expect("a rayon pool")
@@ -35,6 +35,24 @@ fn every_chunk_exactly_once_at_every_thread_count() {
             for (len, chunk) in [(0, 4), (1, 1), (7, 3), (100, 1), (1000, 64), (4096, 4096), (10, 0), (5, 100)] {
                 let out = fill(len, chunk);
                 assert!(out.iter().enumerate().all(|(j, v)| *v == j + 1), "{threads} threads, {len} / {chunk}");
+            }
+        });
+    }
+}
+
+#[test]
+fn chunk_maps_and_infallible_loops_see_every_chunk() {
+    for threads in [1, 3] {
+        pool(threads).install(|| {
+            for (len, chunk) in [(0, 3), (10, 0), (10, 3), (1000, 64)] {
+                let data: Vec<usize> = (0..len).collect();
+                let got = try_map_chunks(&data, chunk, |i, c| Ok::<_, ()>((i, c.to_vec()))).expect("no task fails");
+                let want: Vec<(usize, Vec<usize>)> =
+                    data.chunks(chunk.max(1)).map(<[usize]>::to_vec).enumerate().collect();
+                assert_eq!(got, want, "{threads} threads, {len} / {chunk}");
+                let mut out = vec![0usize; len];
+                for_each_chunk(&mut out, chunk, |i, c| c.iter_mut().for_each(|v| *v = i + 1));
+                assert!(out.iter().enumerate().all(|(j, v)| *v == j / chunk.max(1) + 1));
             }
         });
     }

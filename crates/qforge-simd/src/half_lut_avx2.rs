@@ -16,7 +16,7 @@
 use std::arch::x86_64::*;
 
 use crate::half_lut::{Codes32, Fifth, GroupSink, Half, Line, TableGroups, Tables};
-use crate::store8::{bf16_bits, bf16_bits_not_nan, bf16_pair_native, native_bf16, scaled_i8x32_with};
+use crate::store8::{bf16_bits, bf16_bits_not_nan, bf16_pair_native, native_bf16, never_subnormal, scaled_i8x32_with};
 use qforge_core::{Elem, OutRow, bf16, f16};
 
 /// [`crate::half_lut`]'s whole blocks (`out.len() == blocks.len() · F::BLOCK`) on the AVX2
@@ -222,10 +222,14 @@ unsafe fn linear_store<O: Elem, const BF16: bool>(c: __m256i, fifth: Fifth<'_>, 
         let high = _mm256_and_si256(fifth_mask(fifth), _mm256_set1_epi8(16));
         // Codes below 32 less an offset of at most 32: `i8` without wrapping.
         let q = _mm256_sub_epi8(_mm256_or_si256(c, high), _mm256_set1_epi8(offset as i8));
-        if tail.finite_with(scale) {
-            scaled_i8x32_with::<O, false, BF16>(q, [scale; 2], [tail; 2], None, out);
+        if !tail.finite_with(scale) {
+            scaled_i8x32_with::<O, true, BF16, false>(q, [scale; 2], [tail; 2], None, out);
+        } else if BF16 && never_subnormal(scale) && tail.never_subnormal() {
+            // No lane can be subnormal (an f16 scale and min's lines always): the unchecked
+            // `vcvtne2ps2bf16`.
+            scaled_i8x32_with::<O, false, BF16, true>(q, [scale; 2], [tail; 2], None, out);
         } else {
-            scaled_i8x32_with::<O, true, BF16>(q, [scale; 2], [tail; 2], None, out);
+            scaled_i8x32_with::<O, false, BF16, false>(q, [scale; 2], [tail; 2], None, out);
         }
     }
 }

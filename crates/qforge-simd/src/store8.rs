@@ -40,8 +40,7 @@ pub unsafe fn store16_with<O: Elem, const NAN: bool, const BF16: bool>(v0: __m25
 }
 
 /// [`store16_with`]; `NORMAL`: the caller knows that no lane is subnormal, so bf16 with
-/// `BF16` has no check for one and no formula to fall back to (on the Xeon of
-/// docs/matmul.md the loop with both made q6_k's bf16 dequant 0.58× of the one without).
+/// `BF16` has no check for one and no formula to fall back to ([`scaled_i8x32_with`]).
 ///
 /// # Safety
 /// As [`store16_with`].
@@ -117,60 +116,33 @@ pub unsafe fn scaled_i8x32<O: Elem, const NAN: bool>(
     negate: Option<__m256i>,
     dst: &mut [O; 32],
 ) {
-    // SAFETY: the caller guarantees AVX2 and F16C, all `scaled_i8x32_with` needs without `BF16`.
-    unsafe { scaled_i8x32_with::<O, NAN, false>(v, factors, tails, negate, dst) }
+    // SAFETY: the caller guarantees AVX2 and F16C, all `scaled_i8x32_with` needs without `BF16`
+    // and `NORMAL`.
+    unsafe { scaled_i8x32_with::<O, NAN, false, false>(v, factors, tails, negate, dst) }
 }
 
-/// [`scaled_i8x32`] stored by [`store16_with`]`::<O, NAN, BF16>`.
+/// [`scaled_i8x32`] stored by [`store16_with`]`::<O, NAN, BF16>`; with `NORMAL` the caller
+/// knows every factor and tail value passes [`never_subnormal`] (so that no lane is
+/// subnormal), and bf16 with `BF16` takes `vcvtne2ps2bf16` without a check per 16 lanes (on
+/// the Xeon of docs/matmul.md the checked loop made q6_k's bf16 dequant 0.58× of the
+/// unchecked one). A decoder decides `NORMAL` once per block or group (the K-quants: `d`,
+/// `dmin` from f16 times integer scales and mins) and runs one build or the other.
 ///
 /// # Safety
-/// As [`store16_with`].
+/// As [`store16_with`]; with `NORMAL`, every `factors[h]` and tail value must pass
+/// [`never_subnormal`] (else a subnormal lane may come out as zero: wrong, never undefined).
 #[inline(always)]
-pub unsafe fn scaled_i8x32_with<O: Elem, const NAN: bool, const BF16: bool>(
+pub unsafe fn scaled_i8x32_with<O: Elem, const NAN: bool, const BF16: bool, const NORMAL: bool>(
     v: __m256i,
     factors: [f32; 2],
     tails: [Tail; 2],
     negate: Option<__m256i>,
     dst: &mut [O; 32],
 ) {
-    // SAFETY: the caller guarantees what `scaled_i8x32_lanes` needs.
-    unsafe { scaled_i8x32_lanes::<O, NAN, BF16, false>(v, factors, tails, negate, dst) }
-}
-
-/// [`scaled_i8x32_with`] for a caller that knows every factor and tail value passes
-/// [`never_subnormal`] (so that no lane is subnormal): bf16 with `BF16` takes
-/// `vcvtne2ps2bf16` without a check per 16 lanes. A decoder decides it once per block (the
-/// K-quants: `d`, `dmin` from f16 times integer scales and mins) and runs one build of its
-/// loop or the other.
-///
-/// # Safety
-/// As [`store16_with`]; every `factors[h]` and tail value must pass [`never_subnormal`]
-/// (else a subnormal lane may come out as zero: wrong, never undefined).
-#[inline(always)]
-pub unsafe fn scaled_i8x32_normal<O: Elem, const NAN: bool, const BF16: bool>(
-    v: __m256i,
-    factors: [f32; 2],
-    tails: [Tail; 2],
-    negate: Option<__m256i>,
-    dst: &mut [O; 32],
-) {
-    debug_assert!(factors.iter().all(|f| never_subnormal(*f)) && tails.iter().all(|t| t.never_subnormal()));
-    // SAFETY: the caller guarantees what `scaled_i8x32_lanes` needs, and the factors.
-    unsafe { scaled_i8x32_lanes::<O, NAN, BF16, true>(v, factors, tails, negate, dst) }
-}
-
-/// The body of [`scaled_i8x32_with`] (`NORMAL`: of [`scaled_i8x32_normal`]).
-///
-/// # Safety
-/// As [`store16_with`].
-#[inline(always)]
-unsafe fn scaled_i8x32_lanes<O: Elem, const NAN: bool, const BF16: bool, const NORMAL: bool>(
-    v: __m256i,
-    factors: [f32; 2],
-    tails: [Tail; 2],
-    negate: Option<__m256i>,
-    dst: &mut [O; 32],
-) {
+    debug_assert!(
+        !NORMAL || factors.iter().all(|f| never_subnormal(*f)) && tails.iter().all(|t| t.never_subnormal()),
+        "scaled_i8x32_with::<NORMAL>: a factor or tail may make a subnormal lane"
+    );
     // SAFETY: the caller guarantees AVX2 and F16C, all the intrinsics here need.
     unsafe {
         let (sixteens, _) = dst.as_chunks_mut::<16>();
@@ -207,7 +179,7 @@ pub fn never_subnormal(x: f32) -> bool {
 impl Tail {
     /// [`never_subnormal`] of the added or subtracted term (true without one).
     #[inline(always)]
-    fn never_subnormal(self) -> bool {
+    pub(crate) fn never_subnormal(self) -> bool {
         match self {
             Tail::None => true,
             Tail::Add(m) | Tail::Sub(m) => never_subnormal(m),
@@ -452,7 +424,7 @@ mod tests {
                 // SAFETY: AVX2 and F16C checked above; the load reads the 32 bytes of `codes`.
                 let v = unsafe { _mm256_loadu_si256(codes.as_ptr().cast()) };
                 // SAFETY: as above.
-                unsafe { scaled_i8x32_with::<bf16, true, false>(v, [f0, f1], tails, None, &mut a) };
+                unsafe { scaled_i8x32_with::<bf16, true, false, false>(v, [f0, f1], tails, None, &mut a) };
                 let got: Vec<u16> = a.iter().map(|x| x.to_bits()).collect();
                 assert_eq!(got, want, "formula, factors {f0:e} {f1:e}, tails {tails:?}");
                 if qforge_core::cpu::bf16_native() {
@@ -492,7 +464,7 @@ mod tests {
         assert!(!never_subnormal(f32::from_bits(0x0d7f_ffff)) && never_subnormal(f32::from_bits(0x0d80_0000)));
     }
 
-    /// `scaled_i8x32_normal::<bf16, true, true>` where `normal`, else `scaled_i8x32_with`.
+    /// `scaled_i8x32_with::<bf16, true, true, NORMAL>`, `NORMAL` = `normal`.
     ///
     /// # Safety
     /// The CPU must have AVX2, F16C and AVX-512 F / VL / DQ / BF16.
@@ -502,9 +474,9 @@ mod tests {
         // `normal` says the factors pass `never_subnormal`.
         unsafe {
             if normal {
-                scaled_i8x32_normal::<bf16, true, true>(v, factors, tails, None, out)
+                scaled_i8x32_with::<bf16, true, true, true>(v, factors, tails, None, out)
             } else {
-                scaled_i8x32_with::<bf16, true, true>(v, factors, tails, None, out)
+                scaled_i8x32_with::<bf16, true, true, false>(v, factors, tails, None, out)
             }
         }
     }

@@ -22,7 +22,7 @@ use qforge_core::{DType, Elem};
 use qforge_simd::Avx2;
 use qforge_simd::Tail;
 use qforge_simd::half_lut::{Tables, group_from_codes, scaled8};
-use qforge_simd::store8::{never_subnormal, scaled_i8x32_normal, scaled_i8x32_with};
+use qforge_simd::store8::{never_subnormal, scaled_i8x32_with};
 
 use crate::QK_K;
 use crate::dot::Q8KCodes;
@@ -179,11 +179,7 @@ unsafe fn block<F: Q8KCodes, O: Elem, const NAN: bool, const BF16: bool, const N
             } else {
                 [Tail::None; 2]
             };
-            if NORMAL {
-                scaled_i8x32_normal::<O, NAN, BF16>(v, factors, tails, None, dst);
-            } else {
-                scaled_i8x32_with::<O, NAN, BF16>(v, factors, tails, None, dst);
-            }
+            scaled_i8x32_with::<O, NAN, BF16, NORMAL>(v, factors, tails, None, dst);
         }
     }
 }
