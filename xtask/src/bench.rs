@@ -27,6 +27,9 @@
 //! leaving the normal builds portable) for comparison; figures from it are not what users of
 //! a plain build get. Native flags cannot change qforge's results: Rust never contracts
 //! `a*b+c` into an FMA.
+//!
+//! Before measuring, the release binary is disassembled (`objdump`) and every qforge function
+//! that calls an intrinsic out of line is named on stderr ([`crate::outlined`]).
 
 use anyhow::{Context, Result, bail};
 use std::path::{Path, PathBuf};
@@ -254,6 +257,17 @@ pub fn run(a: &Args<'_>) -> Result<bool> {
     }
     let qforge = build_cli(native)?;
     let flags = rustflags(native);
+    // Kernels whose intrinsics are calls measure 10-50x slow; say so before the figures.
+    match crate::outlined::scan(&qforge) {
+        None => eprintln!("xtask: objdump (binutils) not found: the intrinsics inlining check is skipped"),
+        Some(found) => {
+            for (f, calls) in &found {
+                eprintln!(
+                    "xtask: WARNING: {f} calls {calls} intrinsics out of line (a closure or a helper without the kernel's target features)"
+                );
+            }
+        }
+    }
     let peer = peer(cpu)?;
     if !json {
         let how = if flags.is_empty() { "a plain release build".to_string() } else { format!("RUSTFLAGS='{flags}'") };

@@ -16,6 +16,7 @@ mod bench;
 mod build_kernels;
 mod gpu;
 mod matrix;
+mod outlined;
 mod setup_cuda;
 
 use clap::{Parser, Subcommand};
