@@ -83,6 +83,9 @@ impl BlockFormat for Mxfp4 {
 }
 /// One group per block: `E2M1_X2[c]·2^(e-128)`, `decode_group`'s product.
 impl TableGroups for Mxfp4 {
+    /// f32 rows by table lookup too: 5.9 -> 12.1 Gel/s against the own block decode (Zen 5,
+    /// one thread, 1M elements; 6.5 -> 12.5 at the AVX2 level).
+    const F32: bool = true;
     type Block = BlockMxfp4;
     const BLOCK: usize = QK_MXFP4;
     #[inline(always)]

@@ -21,6 +21,13 @@ pub(crate) trait DecodeBlock: BlockFormat {
     /// [`DecodeBlock::groups`] describes: f16 / bf16 rows then skip the f32 pass.
     const TABLE_GROUPS: bool = false;
 
+    /// Whether f32 rows take the table lookup too (`half_lut`'s `vpermps` path; only with
+    /// [`DecodeBlock::TABLE_GROUPS`]) rather than [`DecodeBlock::decode_f32`]: q2_k and q3_k,
+    /// whose plane loops it beats (Zen 5, one thread, 1M elements: q2_k 11.4 -> 13.4 Gel/s,
+    /// q3_k 7.3 -> 11.3, at the AVX2 level alike); q4_k's and q5_k's own loops are faster
+    /// (14.3 against 9.5, 9.7 against 7.6).
+    const F32_BY_TABLE: bool = false;
+
     /// The 32-element groups of `b` (`qforge_simd::half_lut::TableGroups::groups`), for the
     /// formats with [`DecodeBlock::TABLE_GROUPS`]; nothing for the others.
     #[inline(always)]
@@ -33,6 +40,7 @@ pub(crate) trait DecodeBlock: BlockFormat {
 struct Groups<F>(std::marker::PhantomData<F>);
 
 impl<F: DecodeBlock> TableGroups for Groups<F> {
+    const F32: bool = F::F32_BY_TABLE;
     type Block = F::Block;
     const BLOCK: usize = QK_K;
     #[inline(always)]

@@ -61,6 +61,7 @@ impl DecodeBlock for Q2K {
     }
 
     const TABLE_GROUPS: bool = true;
+    const F32_BY_TABLE: bool = true;
 
     /// [`decode::two_bit_planes`]' groups: bits `2k..2k+2` of `qs[32h..32h+32]`, one table per
     /// 16-element sub-block with `decode_f32`'s `dl·c - ml`.

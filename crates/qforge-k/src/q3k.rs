@@ -49,6 +49,7 @@ impl DecodeBlock for Q3K {
     }
 
     const TABLE_GROUPS: bool = true;
+    const F32_BY_TABLE: bool = true;
 
     /// [`decode::two_bit_planes`]' groups: bits `2k..2k+2` of `qs[32h..32h+32]` with bit
     /// `4h + k` of `hmask` as the code's bit 2, one table per 16-element sub-block with
