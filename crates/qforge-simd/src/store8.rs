@@ -43,9 +43,10 @@ pub unsafe fn store16_with<O: Elem, const NAN: bool, const BF16: bool>(v0: __m25
 /// `BF16` has no check for one and no formula to fall back to ([`scaled_i8x32_with`]).
 ///
 /// # Safety
-/// As [`store16_with`].
+/// As [`store16_with`]; with `NORMAL`, no lane of `v0` / `v1` may be subnormal (else it may
+/// come out as zero: wrong, never undefined).
 #[inline(always)]
-unsafe fn store16_lanes<O: Elem, const NAN: bool, const BF16: bool, const NORMAL: bool>(
+pub unsafe fn store16_lanes<O: Elem, const NAN: bool, const BF16: bool, const NORMAL: bool>(
     v0: __m256,
     v1: __m256,
     dst: &mut [O; 16],
