@@ -316,7 +316,7 @@ pub fn decode_row<F: TableGroups, O: Elem>(blocks: &[F::Block], out: &mut [O]) -
 }
 
 #[cfg(target_arch = "x86_64")]
-pub use crate::half_lut_avx2::{group_from_codes, scaled8};
+pub use crate::half_lut_avx2::{group_from_codes, group_from_codes_with, scaled8};
 
 /// [`decode_row`] into the bits of `H`.
 #[inline]

@@ -245,8 +245,24 @@ unsafe fn linear_store<O: Elem, const BF16: bool>(c: __m256i, fifth: Fifth<'_>, 
 /// The CPU must have AVX2 and F16C.
 #[inline(always)]
 pub unsafe fn group_from_codes<O: Elem>(tables: &Tables, codes: __m256i, out: &mut [O; 32]) -> bool {
-    // SAFETY: the caller guarantees AVX2 and F16C; each arm's `out` is the 32 elements of
-    // 16 bits that the lookup stores.
+    // SAFETY: the caller guarantees AVX2 and F16C, all the build without `BF16` needs.
+    unsafe { group_from_codes_with::<O, false>(tables, codes, out) }
+}
+
+/// [`group_from_codes`], the bf16 tables rounded with `vcvtne2ps2bf16` where `BF16` (a
+/// decoder's AVX-512 BF16 build, [`crate::store8::native_bf16`]).
+///
+/// # Safety
+/// The CPU must have AVX2 and F16C, and with `BF16` AVX-512 F / VL / DQ / BF16; the caller's
+/// `#[target_feature]` set must enable them, since this inlines into it.
+#[inline(always)]
+pub unsafe fn group_from_codes_with<O: Elem, const BF16: bool>(
+    tables: &Tables,
+    codes: __m256i,
+    out: &mut [O; 32],
+) -> bool {
+    // SAFETY: the caller guarantees AVX2 and F16C (and with `BF16` the rest the lookup
+    // needs); each arm's `out` is the 32 elements of 16 bits that the lookup stores.
     unsafe {
         // No closures here: one would not take the caller's features, and every intrinsic
         // in it would become a call.
@@ -259,7 +275,7 @@ pub unsafe fn group_from_codes<O: Elem>(tables: &Tables, codes: __m256i, out: &m
             }
             OutRow::Bf16(o) => {
                 let Ok(o) = <&mut [bf16; 32]>::try_from(o) else { return false };
-                lookup_store::<bf16, false>(tables, codes, Fifth::None, bytemuck::cast_mut(o));
+                lookup_store::<bf16, BF16>(tables, codes, Fifth::None, bytemuck::cast_mut(o));
                 true
             }
         }
