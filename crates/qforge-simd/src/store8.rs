@@ -222,6 +222,41 @@ unsafe fn quarter(x: __m256i, k: usize) -> __m128i {
     }
 }
 
+/// Defines a decoder's two builds of its row loop `body` (an `unsafe fn` with the generic
+/// parameters `generics` then `const BF16: bool`, and the arguments `args`): `avx2`, compiled
+/// for AVX2, FMA and F16C, which runs it with `BF16 = false`, and `bf16`, compiled for
+/// AVX-512 F / BW / VL / DQ / BF16 besides, with `BF16 = true`, for the CPUs where
+/// [`native_bf16`] says so. The caller picks one per row.
+///
+/// ```ignore
+/// qforge_simd::bf16_builds! {
+///     avx2: blocks_avx2, bf16: blocks_bf16, body: blocks,
+///     generics: [F: GridValues, O: Elem], args: (blocks: &[F::Block], out: &mut [O]),
+/// }
+/// ```
+#[macro_export]
+macro_rules! bf16_builds {
+    (
+        avx2: $avx2:ident, bf16: $bf16:ident, body: $body:ident,
+        generics: [$($g:ident: $b:path),* $(,)?], args: ($($a:ident: $t:ty),* $(,)?) $(,)?
+    ) => {
+        /// The row loop compiled for AVX2, FMA and F16C (bf16 by the AVX2 formula).
+        #[target_feature(enable = "avx2,fma,f16c")]
+        fn $avx2<$($g: $b),*>($($a: $t),*) {
+            // SAFETY: this function's features are all the row loop needs without `BF16`.
+            unsafe { self::$body::<$($g,)* false>($($a),*) }
+        }
+
+        /// The row loop with bf16 rounded by `vcvtne2ps2bf16`: only where the CPU has
+        /// AVX-512 F / BW / VL / DQ / BF16 (`store8::native_bf16`).
+        #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")]
+        fn $bf16<$($g: $b),*>($($a: $t),*) {
+            // SAFETY: this function's features are all the row loop needs with `BF16`.
+            unsafe { self::$body::<$($g,)* true>($($a),*) }
+        }
+    };
+}
+
 /// Whether a decoder's `O` output takes its AVX-512 BF16 build on this thread: bf16, where
 /// [`qforge_core::cpu::bf16_native`] says the conversion is one instruction. The decoders
 /// with such a build ask this once per row and pass `BF16` to [`store16_with`] /

@@ -6,7 +6,7 @@
 //! ([`qforge_simd::store8::scaled_i8x32`]). To f16 / bf16 the values go by table instead
 //! ([`group_16bit`]: each value's magnitude index and sign as a code, 8 rounded products per
 //! 16 values looked up), no f32 row either way; bf16 tables with `vcvtne2ps2bf16` where the
-//! CPU has AVX-512 BF16 (a second build of the row loop, [`blocks_bf16`]).
+//! CPU has AVX-512 BF16 (a second build of the row loop).
 //!
 //! The same bits as each format's `decode` (ggml's `dequantize_row_iq*`): ggml computes
 //! `d · (0.5 + s) · 0.25 · g · ±1` (iq2_xxs; the others alike), here `±((d · D_MUL · (2s +
@@ -43,8 +43,9 @@ pub(crate) fn decode_row<F: GridValues, O: Elem>(blocks: &[F::Block], out: &mut 
     true
 }
 
-/// [`blocks_avx2`] behind the proof of AVX2, or [`blocks_bf16`] where bf16 rounds in one
-/// instruction ([`native_bf16`]).
+/// [`blocks`] compiled for AVX2 behind its proof, or its AVX-512 BF16 build where bf16 rounds
+/// in one instruction ([`native_bf16`]; with the AVX2 formula iq1_m's bf16 rows read 0.69x of
+/// its f32 rows on a Zen 5, iq2_xs / iq2_s 0.80x).
 #[inline]
 fn blocks_with<F: GridValues, O: Elem>(_: Avx2, blocks: &[F::Block], out: &mut [[O; QK_K]]) {
     // SAFETY: the `Avx2` token exists only where the CPU has AVX2, FMA and F16C, everything
@@ -53,19 +54,9 @@ fn blocks_with<F: GridValues, O: Elem>(_: Avx2, blocks: &[F::Block], out: &mut [
     unsafe { if native_bf16::<O>() { blocks_bf16::<F, O>(blocks, out) } else { blocks_avx2::<F, O>(blocks, out) } }
 }
 
-/// Whole blocks, block `i` into `out[i]`.
-#[target_feature(enable = "avx2,fma,f16c")]
-fn blocks_avx2<F: GridValues, O: Elem>(blocks: &[F::Block], out: &mut [[O; QK_K]]) {
-    // SAFETY: this function's features are all `blocks` needs without `BF16`.
-    unsafe { self::blocks::<F, O, false>(blocks, out) }
-}
-
-/// [`blocks_avx2`] with the bf16 tables rounded by `vcvtne2ps2bf16` (with the AVX2 formula
-/// iq1_m's bf16 rows read 0.69x of its f32 rows on a Zen 5, iq2_xs / iq2_s 0.80x).
-#[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")]
-fn blocks_bf16<F: GridValues, O: Elem>(blocks: &[F::Block], out: &mut [[O; QK_K]]) {
-    // SAFETY: this function's features are all `blocks` needs with `BF16`.
-    unsafe { self::blocks::<F, O, true>(blocks, out) }
+qforge_simd::bf16_builds! {
+    avx2: blocks_avx2, bf16: blocks_bf16, body: blocks,
+    generics: [F: GridValues, O: Elem], args: (blocks: &[F::Block], out: &mut [[O; QK_K]]),
 }
 
 /// The row loop of both builds.
