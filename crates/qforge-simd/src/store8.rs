@@ -228,7 +228,7 @@ unsafe fn quarter(x: __m256i, k: usize) -> __m128i {
 /// AVX-512 F / BW / VL / DQ / BF16 besides, with `BF16 = true`, for the CPUs where
 /// [`native_bf16`] says so. The caller picks one per row.
 ///
-/// ```ignore
+/// ```text
 /// qforge_simd::bf16_builds! {
 ///     avx2: blocks_avx2, bf16: blocks_bf16, body: blocks,
 ///     generics: [F: GridValues, O: Elem], args: (blocks: &[F::Block], out: &mut [O]),
