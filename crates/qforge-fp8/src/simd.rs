@@ -12,28 +12,17 @@
 use std::arch::x86_64::*;
 
 use qforge_core::Elem;
-use qforge_simd::Avx2;
-use qforge_simd::store8::{native_bf16, never_subnormal, store16_lanes};
+use qforge_simd::store8::{never_subnormal, store16_lanes};
 
 use crate::grid::BLOCK;
 use crate::{Fp8Kind, decode};
 
-/// `out[i] = O::from_f32(to_f32(bytes[i]) · s)`, `s` the scale of element `i`'s 128-element
-/// block, with AVX2 (bf16 with `vcvtne2ps2bf16` where the CPU has AVX-512 BF16: with the
-/// AVX2 formula's five instructions per 8 values fp8_e4m3's bf16 rows read 0.57x of its f32
-/// rows on a Zen 5).
-#[inline]
-pub(crate) fn decode_row<K: Fp8Kind, O: Elem>(_: Avx2, bytes: &[u8], scales: impl Iterator<Item = f32>, out: &mut [O]) {
-    // SAFETY: the `Avx2` token exists only where the CPU has AVX2, FMA and F16C, everything
-    // `row_avx2` enables; `native_bf16` says true only where it has AVX-512 F / BW / VL / DQ /
-    // BF16 besides, the rest of what `row_bf16` enables.
-    unsafe {
-        if native_bf16::<O>() { row_bf16::<K, O>(bytes, scales, out) } else { row_avx2::<K, O>(bytes, scales, out) }
-    }
-}
-
+// `decode_row`: `out[i] = O::from_f32(to_f32(bytes[i]) · s)`, `s` the scale of element `i`'s
+// 128-element block, with AVX2 (bf16 with `vcvtne2ps2bf16` where the CPU has AVX-512 BF16:
+// with the AVX2 formula's five instructions per 8 values fp8_e4m3's bf16 rows read 0.57x of
+// its f32 rows on a Zen 5).
 qforge_simd::bf16_builds! {
-    avx2: row_avx2, bf16: row_bf16, body: row,
+    pick: pub(crate) decode_row, avx2: row_avx2, bf16: row_bf16, body: row, out: O,
     generics: [K: Fp8Kind, O: Elem], args: (bytes: &[u8], scales: impl Iterator<Item = f32>, out: &mut [O]),
 }
 
@@ -144,6 +133,7 @@ mod tests {
     use crate::{E4m3, E5m2};
     use qforge_core::rand::Rng;
     use qforge_core::{bf16, f16};
+    use qforge_simd::Avx2;
 
     /// Rows of every length 0..=300 with and without special codes, finite scales of both
     /// signs and sizes (so both [`block_finite`] and the special-code path run, and bf16 with

@@ -61,28 +61,14 @@ mod avx2 {
     use std::arch::x86_64::*;
 
     use super::I8Groups;
-    use crate::store8::{native_bf16, never_subnormal, scaled_i8x32_with};
+    use crate::store8::{never_subnormal, scaled_i8x32_with};
     use qforge_core::Elem;
 
-    /// [`super::whole_blocks`] on the AVX2 kernel, or on its AVX-512 BF16 build where bf16
-    /// rounds in one instruction ([`native_bf16`]; with the AVX2 formula's five instructions
-    /// per 8 values q8_0 / q8_k bf16 rows read 0.52x / 0.54x of their f32 rows on a Zen 5).
-    #[inline]
-    pub(super) fn whole_blocks<F: I8Groups, O: Elem>(_: crate::Avx2, blocks: &[F::Block], out: &mut [O]) {
-        // SAFETY: the `Avx2` token exists only where the CPU has AVX2, FMA and F16C,
-        // everything `whole_blocks_avx2` enables; `native_bf16` says true only where it has
-        // AVX-512 F / BW / VL / DQ / BF16 besides, the rest of what `whole_blocks_bf16` enables.
-        unsafe {
-            if native_bf16::<O>() {
-                whole_blocks_bf16::<F, O>(blocks, out)
-            } else {
-                whole_blocks_avx2::<F, O>(blocks, out)
-            }
-        }
-    }
-
+    // `whole_blocks`: [`super::whole_blocks`] on the AVX2 kernel, or on its AVX-512 BF16 build
+    // where bf16 rounds in one instruction (with the AVX2 formula's five instructions per 8
+    // values q8_0 / q8_k bf16 rows read 0.52x / 0.54x of their f32 rows on a Zen 5).
     crate::bf16_builds! {
-        avx2: whole_blocks_avx2, bf16: whole_blocks_bf16, body: whole_blocks_with,
+        pick: pub(super) whole_blocks, avx2: whole_blocks_avx2, bf16: whole_blocks_bf16, body: whole_blocks_with, out: O,
         generics: [F: I8Groups, O: Elem], args: (blocks: &[F::Block], out: &mut [O]),
     }
 

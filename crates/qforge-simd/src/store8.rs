@@ -223,23 +223,40 @@ unsafe fn quarter(x: __m256i, k: usize) -> __m128i {
 }
 
 /// Defines a decoder's two builds of its row loop `body` (an `unsafe fn` with the generic
-/// parameters `generics` then `const BF16: bool`, and the arguments `args`): `avx2`, compiled
-/// for AVX2, FMA and F16C, which runs it with `BF16 = false`, and `bf16`, compiled for
-/// AVX-512 F / BW / VL / DQ / BF16 besides, with `BF16 = true`, for the CPUs where
-/// [`native_bf16`] says so. The caller picks one per row.
+/// parameters `generics` then `const BF16: bool`, and the arguments `args`) and the function
+/// that picks one: `avx2`, compiled for AVX2, FMA and F16C, runs it with `BF16 = false`;
+/// `bf16`, compiled for AVX-512 F / BW / VL / DQ / BF16 besides, with `BF16 = true`; `pick`
+/// (taking the [`crate::Avx2`] proof first; a visibility may precede its name) runs `bf16` where [`native_bf16`] says so for the
+/// output type `out` (one of `generics`), else `avx2`.
 ///
 /// ```text
 /// qforge_simd::bf16_builds! {
-///     avx2: blocks_avx2, bf16: blocks_bf16, body: blocks,
+///     pick: blocks_with, avx2: blocks_avx2, bf16: blocks_bf16, body: blocks, out: O,
 ///     generics: [F: GridValues, O: Elem], args: (blocks: &[F::Block], out: &mut [O]),
 /// }
 /// ```
 #[macro_export]
 macro_rules! bf16_builds {
     (
-        avx2: $avx2:ident, bf16: $bf16:ident, body: $body:ident,
+        pick: $pv:vis $pick:ident, avx2: $avx2:ident, bf16: $bf16:ident, body: $body:ident, out: $o:ident,
         generics: [$($g:ident: $b:path),* $(,)?], args: ($($a:ident: $t:ty),* $(,)?) $(,)?
     ) => {
+        /// The row loop's AVX-512 BF16 build where bf16 rounds in one instruction
+        /// (`store8::native_bf16`), else its AVX2 build.
+        #[inline]
+        $pv fn $pick<$($g: $b),*>(_: $crate::Avx2, $($a: $t),*) {
+            // SAFETY: the `Avx2` proof exists only where the CPU has AVX2, FMA and F16C,
+            // everything the AVX2 build enables; `native_bf16` says true only where it has
+            // AVX-512 F / BW / VL / DQ / BF16 besides, the rest of what the bf16 build enables.
+            unsafe {
+                if $crate::store8::native_bf16::<$o>() {
+                    self::$bf16::<$($g),*>($($a),*)
+                } else {
+                    self::$avx2::<$($g),*>($($a),*)
+                }
+            }
+        }
+
         /// The row loop compiled for AVX2, FMA and F16C (bf16 by the AVX2 formula).
         #[target_feature(enable = "avx2,fma,f16c")]
         fn $avx2<$($g: $b),*>($($a: $t),*) {

@@ -25,7 +25,7 @@ use qforge_core::{DType, Elem};
 use qforge_simd::Avx2;
 use qforge_simd::Tail;
 use qforge_simd::half_lut::{Tables, group_from_codes_with, scaled8};
-use qforge_simd::store8::{native_bf16, scaled_i8x32};
+use qforge_simd::store8::scaled_i8x32;
 
 use super::{grid_signs, signed_values};
 use crate::common::QK_K;
@@ -43,19 +43,11 @@ pub(crate) fn decode_row<F: GridValues, O: Elem>(blocks: &[F::Block], out: &mut 
     true
 }
 
-/// [`blocks`] compiled for AVX2 behind its proof, or its AVX-512 BF16 build where bf16 rounds
-/// in one instruction ([`native_bf16`]; with the AVX2 formula iq1_m's bf16 rows read 0.69x of
-/// its f32 rows on a Zen 5, iq2_xs / iq2_s 0.80x).
-#[inline]
-fn blocks_with<F: GridValues, O: Elem>(_: Avx2, blocks: &[F::Block], out: &mut [[O; QK_K]]) {
-    // SAFETY: the `Avx2` token exists only where the CPU has AVX2, FMA and F16C, everything
-    // `blocks_avx2` enables; `native_bf16` says true only where it has AVX-512 F / BW / VL /
-    // DQ / BF16 besides, the rest of what `blocks_bf16` enables.
-    unsafe { if native_bf16::<O>() { blocks_bf16::<F, O>(blocks, out) } else { blocks_avx2::<F, O>(blocks, out) } }
-}
-
+// `blocks_with`: [`blocks`] compiled for AVX2 behind its proof, or its AVX-512 BF16 build where
+// bf16 rounds in one instruction (with the AVX2 formula iq1_m's bf16 rows read 0.69x of its
+// f32 rows on a Zen 5, iq2_xs / iq2_s 0.80x).
 qforge_simd::bf16_builds! {
-    avx2: blocks_avx2, bf16: blocks_bf16, body: blocks,
+    pick: blocks_with, avx2: blocks_avx2, bf16: blocks_bf16, body: blocks, out: O,
     generics: [F: GridValues, O: Elem], args: (blocks: &[F::Block], out: &mut [[O; QK_K]]),
 }
 

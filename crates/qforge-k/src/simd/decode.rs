@@ -34,25 +34,15 @@ pub(crate) fn decode_row<F: Q8KCodes, O: Elem>(blocks: &[F::Block], out: &mut [O
     let Some(avx2) = Avx2::detect() else {
         return false;
     };
-    let native_bf16 = qforge_simd::store8::native_bf16::<O>();
-    qforge_simd::block_rows::<_, O, QK_K>(blocks, out, |b, o| blocks_with::<F, O>(avx2, native_bf16, b, o));
+    qforge_simd::block_rows::<_, O, QK_K>(blocks, out, |b, o| blocks_with::<F, O>(avx2, b, o));
     true
 }
 
-/// The row loop compiled for AVX2 behind its proof, or its AVX-512 BF16 build where
-/// `native_bf16` ([`qforge_simd::store8::native_bf16`] said so; with the AVX2 formula's five
-/// instructions per 8 values q5_k's and q6_k's bf16 rows read 0.82x and 0.67x of their f32
-/// rows on Zen 4).
-#[inline]
-fn blocks_with<F: Q8KCodes, O: Elem>(_: Avx2, native_bf16: bool, blocks: &[F::Block], out: &mut [[O; QK_K]]) {
-    // SAFETY: the `Avx2` token exists only where the CPU has AVX2, FMA and F16C, everything
-    // `blocks_avx2` enables; `native_bf16` only where it has AVX-512 F / BW / VL / DQ / BF16
-    // besides, the rest of what `blocks_bf16` enables.
-    unsafe { if native_bf16 { blocks_bf16::<F, O>(blocks, out) } else { blocks_avx2::<F, O>(blocks, out) } }
-}
-
+// `blocks_with`: the row loop compiled for AVX2 behind its proof, or its AVX-512 BF16 build
+// where bf16 rounds in one instruction (with the AVX2 formula's five instructions per 8 values
+// q5_k's and q6_k's bf16 rows read 0.82x and 0.67x of their f32 rows on Zen 4).
 qforge_simd::bf16_builds! {
-    avx2: blocks_avx2, bf16: blocks_bf16, body: blocks,
+    pick: blocks_with, avx2: blocks_avx2, bf16: blocks_bf16, body: blocks, out: O,
     generics: [F: Q8KCodes, O: Elem], args: (blocks: &[F::Block], out: &mut [[O; QK_K]]),
 }
 
