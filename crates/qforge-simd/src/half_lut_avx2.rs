@@ -16,22 +16,23 @@
 use std::arch::x86_64::*;
 
 use crate::half_lut::{Codes32, Fifth, GroupSink, Half, Line, TableGroups, Tables};
-use crate::store8::{bf16_bits, bf16_bits_not_nan, bf16_pair_native, native_bf16, never_subnormal, scaled_i8x32_with};
+use crate::store8::{bf16_bits, bf16_bits_not_nan, bf16_pair_native, never_subnormal, scaled_i8x32_with};
 use qforge_core::{Elem, OutRow, bf16, f16};
 
 /// [`crate::half_lut`]'s whole blocks (`out.len() == blocks.len() · F::BLOCK`) on the AVX2
-/// kernel, as `T`: the bits of `H` (`T = u16`), or f32 (`T = H = f32`). bf16 where the CPU
-/// converts it in one instruction ([`qforge_core::cpu::bf16_native`]) takes the AVX-512 BF16
-/// build, which rounds its tables and its [`Tables::Linear`] groups with `vcvtne2ps2bf16`
-/// (q4_k 0.57–0.83× of its f32 rows on Zen 4 with the AVX2 formula).
+/// kernel, as `T`: the bits of `H` (`T = u16`), or f32 (`T = H = f32`). Where the CPU has
+/// AVX-512 BF16 ([`qforge_core::cpu::bf16_native`]) every output type takes the AVX-512
+/// build: it rounds bf16 tables and [`Tables::Linear`] groups with `vcvtne2ps2bf16` (q4_k
+/// 0.57–0.83× of its f32 rows on Zen 4 with the AVX2 formula) and looks tables up with
+/// `vpermw` / `vpermps` ([`crate::half_lut_avx512`]).
 #[inline]
 pub(crate) fn whole_blocks<F: TableGroups, T, H: Elem>(token: crate::Avx2, blocks: &[F::Block], out: &mut [T])
 where
     for<'a> Sink<'a, T, H, false>: GroupSink,
     for<'a> Sink<'a, T, H, true>: GroupSink,
 {
-    if native_bf16::<H>() {
-        // SAFETY: `native_bf16` says the CPU has AVX-512 F / BW / VL / DQ / BF16, and the
+    if qforge_core::cpu::bf16_native() {
+        // SAFETY: `bf16_native` says the CPU has AVX-512 F / BW / VL / DQ / BF16, and the
         // `Avx2` token that it has AVX2, FMA and F16C: everything the function enables.
         unsafe { whole_blocks_bf16::<F, T, H>(token, blocks, out) }
     } else {
@@ -96,25 +97,30 @@ impl<const BF16: bool> GroupSink for Sink<'_, f32, f32, BF16> {
     #[inline(always)]
     fn group(&mut self, tables: Tables, codes: Codes32<'_>, fifth: Fifth<'_>) {
         let Some(g) = self.groups.next() else { return };
-        // SAFETY: the sink's token proves AVX2.
-        unsafe { group_f32(&tables, codes, fifth, g) }
+        // SAFETY: the sink's token proves AVX2 and F16C, and `BF16` the AVX-512 of the
+        // lookup.
+        unsafe { group_f32::<BF16>(&tables, codes, fifth, g) }
     }
 }
 
 /// One group to f32: per 8 codes, each 16-entry table's two halves looked up with `vpermps`
 /// and blended by the code's bit 3 (the negated half of [`Tables::Signed8`] by a sign flip);
-/// [`Tables::Linear`] computed as for f16 / bf16.
+/// [`Tables::Linear`] computed as for f16 / bf16. With `BF16`, the AVX-512 lookup
+/// ([`crate::half_lut_avx512::lookup_store_f32`]).
 ///
 /// # Safety
-/// The CPU must have AVX2.
+/// The CPU must have AVX2 and F16C, and with `BF16` AVX-512 F / BW / VL / DQ / BF16.
 #[inline(always)]
-unsafe fn group_f32(tables: &Tables, codes: Codes32<'_>, fifth: Fifth<'_>, out: &mut [f32; 32]) {
-    // SAFETY: the caller guarantees AVX2; every table load reads 8 f32 of an array of at
-    // least 8, and every store writes 8 of `out`'s 32 (`k < 4`).
+unsafe fn group_f32<const BF16: bool>(tables: &Tables, codes: Codes32<'_>, fifth: Fifth<'_>, out: &mut [f32; 32]) {
+    // SAFETY: the caller guarantees AVX2 and F16C (and `BF16`'s features); every table load
+    // reads 8 f32 of an array of at least 8, and every store writes 8 of `out`'s 32 (`k < 4`).
     unsafe {
         let c = code_bytes(codes);
         if let Tables::Linear(line) = *tables {
-            return linear_store::<f32, false>(c, fifth, line, out);
+            return linear_store::<f32, BF16>(c, fifth, line, out);
+        }
+        if BF16 && crate::half_lut_avx512::lookup_store_f32(tables, c, out) {
+            return;
         }
         let (c0, c1) = (_mm256_castsi256_si128(c), _mm256_extracti128_si256::<1>(c));
         let halves = [f32_half(tables, 0), f32_half(tables, 1)];
@@ -179,8 +185,12 @@ pub(crate) unsafe fn lookup_store<H: Half, const BF16: bool>(
     fifth: Fifth<'_>,
     out: &mut [u16; 32],
 ) {
-    // SAFETY: the caller guarantees AVX2 and F16C, all the intrinsics and helpers need.
+    // SAFETY: the caller guarantees AVX2 and F16C, all the intrinsics and helpers need, and
+    // with `BF16` the AVX-512 of `lookup_store16`.
     unsafe {
+        if BF16 && crate::half_lut_avx512::lookup_store16::<H>(tables, c, out) {
+            return;
+        }
         let (l, h) = match tables {
             Tables::One(t) => lookup(broadcast(split_bytes::<H, BF16>(t)), c),
             Tables::Halves([a, b]) => lookup(lanes(split_bytes::<H, BF16>(a), split_bytes::<H, BF16>(b)), c),
@@ -222,6 +232,9 @@ unsafe fn linear_store<O: Elem, const BF16: bool>(c: __m256i, fifth: Fifth<'_>, 
         let high = _mm256_and_si256(fifth_mask(fifth), _mm256_set1_epi8(16));
         // Codes below 32 less an offset of at most 32: `i8` without wrapping.
         let q = _mm256_sub_epi8(_mm256_or_si256(c, high), _mm256_set1_epi8(offset as i8));
+        if BF16 && crate::half_lut_avx512::linear_store(q, line, out) {
+            return;
+        }
         if !tail.finite_with(scale) {
             scaled_i8x32_with::<O, true, BF16, false>(q, [scale; 2], [tail; 2], None, out);
         } else if BF16 && never_subnormal(scale) && tail.never_subnormal() {
@@ -383,19 +396,34 @@ unsafe fn split_bytes8<H: Half, const BF16: bool>(a: &[f32; 8], b: &[f32; 8]) ->
     }
 }
 
-/// `v0` and `v1` rounded to `H`, each in its lane as `[its 8 low bytes | its 8 high bytes]`;
-/// bf16 by `vcvtne2ps2bf16` where `BF16` (the formula for a table with a subnormal entry,
-/// which that instruction reads as zero).
+/// `v0` and `v1` rounded to `H`, each in its lane as `[its 8 low bytes | its 8 high bytes]`
+/// ([`words16`], its bytes split for `vpshufb`).
+///
+/// # Safety
+/// As [`words16`].
+#[inline(always)]
+unsafe fn lane_bytes<H: Half, const BF16: bool>(v0: __m256, v1: __m256) -> __m256i {
+    // SAFETY: the caller guarantees what `words16` needs, and AVX2.
+    unsafe {
+        let split = _mm256_setr_epi8(
+            0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,
+        );
+        _mm256_shuffle_epi8(words16::<H, BF16>(v0, v1), split)
+    }
+}
+
+/// `v0` and `v1` rounded to `H`, as 16 u16 in order (`v0`'s in lane 0); bf16 by
+/// `vcvtne2ps2bf16` where `BF16` (the formula for a table with a subnormal entry, which that
+/// instruction reads as zero).
 ///
 /// # Safety
 /// The CPU must have AVX2 and F16C, and with `BF16` AVX-512 F / VL / DQ / BF16.
 #[inline(always)]
-unsafe fn lane_bytes<H: Half, const BF16: bool>(v0: __m256, v1: __m256) -> __m256i {
+pub(crate) unsafe fn words16<H: Half, const BF16: bool>(v0: __m256, v1: __m256) -> __m256i {
     // SAFETY: the caller guarantees AVX2 and F16C, and with `BF16` the AVX-512 VL / DQ / BF16
     // of `vfpclassps` and `vcvtne2ps2bf16`.
     unsafe {
-        // The 16 results as u16, `v0`'s in lane 0 and `v1`'s in lane 1.
-        let w = if H::F16 {
+        if H::F16 {
             _mm256_set_m128i(
                 _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v1),
                 _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v0),
@@ -413,11 +441,7 @@ unsafe fn lane_bytes<H: Half, const BF16: bool>(v0: __m256, v1: __m256) -> __m25
             } else {
                 bf16_pair(bf16_bits_not_nan(v0), bf16_bits_not_nan(v1))
             }
-        };
-        let split = _mm256_setr_epi8(
-            0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,
-        );
-        _mm256_shuffle_epi8(w, split)
+        }
     }
 }
 

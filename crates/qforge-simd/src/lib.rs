@@ -157,6 +157,8 @@ pub mod bytemask;
 pub mod half_lut;
 #[cfg(target_arch = "x86_64")]
 mod half_lut_avx2;
+#[cfg(target_arch = "x86_64")]
+mod half_lut_avx512;
 pub mod i8_groups;
 pub mod lut;
 pub mod planes;
