@@ -11,7 +11,7 @@
 
 use std::arch::x86_64::*;
 
-use qforge_core::Elem;
+use qforge_core::{DType, Elem};
 use qforge_simd::store8::{never_subnormal, store16_lanes};
 
 use crate::grid::BLOCK;
@@ -20,9 +20,10 @@ use crate::{Fp8Kind, decode};
 // `decode_row`: `out[i] = O::from_f32(to_f32(bytes[i]) · s)`, `s` the scale of element `i`'s
 // 128-element block, with AVX2 (bf16 with `vcvtne2ps2bf16` where the CPU has AVX-512 BF16:
 // with the AVX2 formula's five instructions per 8 values fp8_e4m3's bf16 rows read 0.57x of
-// its f32 rows on a Zen 5).
+// its f32 rows on a Zen 5). Only bf16: f16 rows read 0.69x in that build on Zen 4 (the
+// plain-Rust special-code scan widened to 512 bits), and f32 rows gain nothing there.
 qforge_simd::bf16_builds! {
-    pick: pub(crate) decode_row, avx2: row_avx2, bf16: row_bf16, body: row, out: O,
+    pick: pub(crate) decode_row, avx2: row_avx2, bf16: row_bf16, body: row, wide: O::DTYPE == DType::Bf16,
     generics: [K: Fp8Kind, O: Elem], args: (bytes: &[u8], scales: impl Iterator<Item = f32>, out: &mut [O]),
 }
 

@@ -8,7 +8,9 @@
 //! bits), rounded once to f16 / bf16, and the 32 codes looked up in the 16-bit table. Under
 //! AVX2 that is two `vpshufb` (the low and the high bytes of the table) and two unpacks per
 //! 32 values, where decoding to f32 and then converting makes a second pass of 0.25 (f16) to
-//! 0.4 (bf16) cycles per value over the row. 5-bit codes (q5_0, q5_1, q5_k) would need 32
+//! 0.4 (bf16) cycles per value over the row; where the CPU has AVX-512 BF16 (the decoders'
+//! second build, [`crate::bf16_builds!`]) one `vpermw` looks up all 32 codes in a register
+//! holding the group's tables. 5-bit codes (q5_0, q5_1, q5_k) would need 32
 //! entries per 32 values, as many roundings as values: their groups describe the line instead
 //! ([`Tables::Linear`]), and each value is computed and rounded in registers.
 //!

@@ -17,7 +17,7 @@ use std::arch::x86_64::*;
 
 use crate::half_lut::{Codes32, Fifth, GroupSink, Half, Line, TableGroups, Tables};
 use crate::store8::{bf16_bits, bf16_bits_not_nan, bf16_pair_native, never_subnormal, scaled_i8x32_with};
-use qforge_core::{Elem, OutRow, bf16, f16};
+use qforge_core::{DType, Elem, OutRow, bf16, f16};
 
 /// [`crate::half_lut`]'s whole blocks (`out.len() == blocks.len() · F::BLOCK`) on the AVX2
 /// kernel, as `T`: the bits of `H` (`T = u16`), or f32 (`T = H = f32`). Where the CPU has
@@ -232,7 +232,11 @@ unsafe fn linear_store<O: Elem, const BF16: bool>(c: __m256i, fifth: Fifth<'_>, 
         let high = _mm256_and_si256(fifth_mask(fifth), _mm256_set1_epi8(16));
         // Codes below 32 less an offset of at most 32: `i8` without wrapping.
         let q = _mm256_sub_epi8(_mm256_or_si256(c, high), _mm256_set1_epi8(offset as i8));
-        if BF16 && crate::half_lut_avx512::linear_store(q, line, out) {
+        if BF16 && (O::DTYPE != DType::Bf16 || never_subnormal(scale) && tail.never_subnormal()) {
+            // The 512-bit form, called once here rather than through `scaled_i8x32_with`'s
+            // three builds below (which made q5_1's f16 rows 18 % slower on Zen 4: a larger
+            // group, no longer inlined). No bf16 lane can be subnormal, as `NORMAL` asks.
+            crate::scaled_avx512::scaled_i8x32::<O, true>(q, [scale; 2], [tail; 2], None, out);
             return;
         }
         if !tail.finite_with(scale) {
@@ -263,7 +267,7 @@ pub unsafe fn group_from_codes<O: Elem>(tables: &Tables, codes: __m256i, out: &m
 }
 
 /// [`group_from_codes`], the bf16 tables rounded with `vcvtne2ps2bf16` where `BF16` (a
-/// decoder's AVX-512 BF16 build, [`crate::store8::native_bf16`]).
+/// decoder's AVX-512 BF16 build, `crate::bf16_builds!`).
 ///
 /// # Safety
 /// The CPU must have AVX2 and F16C, and with `BF16` AVX-512 F / VL / DQ / BF16; the caller's

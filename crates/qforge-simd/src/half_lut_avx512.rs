@@ -7,16 +7,13 @@
 //! ([`crate::half_lut_avx2::words16`]), so the bits are the same.
 //!
 //! [`Tables::Linear`] groups have no table: their values are computed and converted sixteen
-//! at a time ([`linear_store`]).
+//! at a time (`crate::scaled_avx512`, through `store8::scaled_i8x32_with`).
 #![allow(unsafe_code)]
 
 use std::arch::x86_64::*;
 
-use crate::Tail;
-use crate::half_lut::{Half, Line, Tables};
+use crate::half_lut::{Half, Tables};
 use crate::half_lut_avx2::words16;
-use crate::store8::never_subnormal;
-use qforge_core::{DType, Elem, OutRow};
 
 /// Word `i` of a 32-word index vector: 0 for elements `0..16`, `add` for `16..32` (the
 /// second half's table sits at word `add`).
@@ -141,57 +138,4 @@ unsafe fn codes_below(c: __m256i, n: u8) -> bool {
     // SAFETY: the caller guarantees AVX; the store writes the 32 bytes of `b`.
     unsafe { _mm256_storeu_si256(b.as_mut_ptr().cast(), c) };
     b.iter().all(|&x| x < n)
-}
-
-/// A [`Tables::Linear`] group (`q`: its 32 codes less the line's offset, as signed bytes in
-/// element order) sixteen lanes at a time: widened, converted, times the scale, the tail
-/// applied (the AVX2 kernel's expression, so the same f32 bits), and stored as `O` with one
-/// conversion per 16 values. `false` with nothing written for bf16 where a lane could be
-/// subnormal (`vcvtne2ps2bf16` reads it as zero: the AVX2 kernel's checked path takes it).
-///
-/// # Safety
-/// As [`lookup_store16`].
-#[inline(always)]
-pub(crate) unsafe fn linear_store<O: Elem>(q: __m256i, line: Line, out: &mut [O; 32]) -> bool {
-    let Line { scale, tail, .. } = line;
-    if O::DTYPE == DType::Bf16 && !(never_subnormal(scale) && tail.never_subnormal()) {
-        return false;
-    }
-    // SAFETY: the caller guarantees AVX-512 F / BW / VL / DQ / BF16 and F16C; each store
-    // writes the 128 (f32) or 64 (f16, bf16) bytes of `out`.
-    unsafe {
-        // No closures: one would not take the caller's features, and its intrinsics would
-        // stay calls.
-        let f = _mm512_set1_ps(scale);
-        let mut v = [
-            _mm512_mul_ps(f, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_castsi256_si128(q)))),
-            _mm512_mul_ps(f, _mm512_cvtepi32_ps(_mm512_cvtepi8_epi32(_mm256_extracti128_si256::<1>(q)))),
-        ];
-        for x in &mut v {
-            *x = match tail {
-                Tail::None => *x,
-                Tail::Add(m) => _mm512_add_ps(*x, _mm512_set1_ps(m)),
-                Tail::Sub(m) => _mm512_sub_ps(*x, _mm512_set1_ps(m)),
-            };
-        }
-        match O::out_row(out) {
-            OutRow::F32(o) => {
-                _mm512_storeu_ps(o.as_mut_ptr(), v[0]);
-                _mm512_storeu_ps(o.as_mut_ptr().add(16), v[1]);
-            }
-            OutRow::F16(o) => {
-                let (h0, h1) = (
-                    _mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v[0]),
-                    _mm512_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v[1]),
-                );
-                _mm512_storeu_si512(o.as_mut_ptr().cast(), _mm512_inserti64x4::<1>(_mm512_castsi256_si512(h0), h1));
-            }
-            OutRow::Bf16(o) => {
-                // The second operand fills the low half.
-                let h = std::mem::transmute::<__m512bh, __m512i>(_mm512_cvtne2ps_pbh(v[1], v[0]));
-                _mm512_storeu_si512(o.as_mut_ptr().cast(), h);
-            }
-        }
-        true
-    }
 }

@@ -10,14 +10,16 @@
 //! * [`planes`]: codes of 8 weight rows interleaved in bit planes, the code layout of the
 //!   packed (row-interleaved) weight layouts, and their AVX2 extraction.
 //! * [`half_lut`]: f16 / bf16 rows of the 1- to 5-bit-coded formats by table lookup, with no f32
-//!   pass (portable reference + AVX2).
+//!   pass (portable reference, AVX2, and `vpermw` lookups where the CPU has AVX-512 BF16:
+//!   `half_lut_avx512`).
 //! * [`lut`]: 16-entry table lookups of packed nibbles, branch-free code LLVM vectorizes.
 //! * `bytemask` (x86-64): AVX2 byte masks from packed bits (one bit per element spread over
 //!   32 bytes), shared by the kernels here and the grid I-quants' signs in `qforge-iq`.
 //! * [`i8_groups`]: f32 / f16 / bf16 rows of the formats whose values are signed bytes times
 //!   a factor per 16 elements (q8_0, q8_k), in one pass (portable reference + AVX2).
 //! * `store8` (x86-64): 8 f32 lanes stored as f32, f16 or bf16 in the decoder's own pass
-//!   (the grid I-quants' dequant).
+//!   (the grid I-quants' dequant), 16 at a time in the decoders' AVX-512 builds
+//!   (`scaled_avx512`; [`bf16_builds!`] makes the two builds of a row loop).
 //! * `totals` (x86-64): exact totals of two blocks' `i32` lanes at once, for the kernels that
 //!   sum one integer per block.
 //! * [`barrier`]: optimization barriers for scalar code feeding the SIMD kernels.
@@ -29,7 +31,7 @@
 //!   AVX-512 VNNI kernels ([`qforge_core::cpu::Level::Avx512Vnni`]).
 //!
 //! `unsafe` lives only in the x86-64 kernel modules (`q8/avx2.rs`, `planes_avx2.rs`,
-//! `half_lut_avx2.rs`, `store8.rs`, `totals.rs`, `vnni.rs`, `i8_groups.rs`' AVX2 module), the
+//! `half_lut_avx2.rs`, `half_lut_avx512.rs`, `scaled_avx512.rs`, `store8.rs`, `totals.rs`, `vnni.rs`, `i8_groups.rs`' AVX2 module), the
 //! empty `asm!` of [`barrier`] and `bytemask` (the AVX-512 form of its byte select), each
 //! block with its `SAFETY` comment.
 #![deny(unsafe_code)]
@@ -166,6 +168,8 @@ pub mod planes;
 mod planes_avx2;
 pub mod q8;
 pub mod rows;
+#[cfg(target_arch = "x86_64")]
+mod scaled_avx512;
 #[cfg(target_arch = "x86_64")]
 pub mod store8;
 #[cfg(target_arch = "x86_64")]

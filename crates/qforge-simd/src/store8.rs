@@ -144,8 +144,12 @@ pub unsafe fn scaled_i8x32_with<O: Elem, const NAN: bool, const BF16: bool, cons
         !NORMAL || factors.iter().all(|f| never_subnormal(*f)) && tails.iter().all(|t| t.never_subnormal()),
         "scaled_i8x32_with::<NORMAL>: a factor or tail may make a subnormal lane"
     );
-    // SAFETY: the caller guarantees AVX2 and F16C, all the intrinsics here need.
+    // SAFETY: the caller guarantees AVX2 and F16C, all the intrinsics here need, and with
+    // `BF16` the AVX-512 features of `scaled_avx512` (and `NORMAL`'s promise, as it asks).
     unsafe {
+        if BF16 && crate::scaled_avx512::scaled_i8x32::<O, NORMAL>(v, factors, tails, negate, dst) {
+            return;
+        }
         let (sixteens, _) = dst.as_chunks_mut::<16>();
         for (h, o) in sixteens.iter_mut().enumerate() {
             let f = _mm256_set1_ps(factors[h]);
@@ -226,30 +230,36 @@ unsafe fn quarter(x: __m256i, k: usize) -> __m128i {
 /// parameters `generics` then `const BF16: bool`, and the arguments `args`) and the function
 /// that picks one: `avx2`, compiled for AVX2, FMA and F16C, runs it with `BF16 = false`;
 /// `bf16`, compiled for AVX-512 F / BW / VL / DQ / BF16 besides, with `BF16 = true`; `pick`
-/// (taking the [`crate::Avx2`] proof first; a visibility may precede its name) runs `bf16` where [`native_bf16`] says so for the
-/// output type `out` (one of `generics`), else `avx2`.
+/// (taking the [`crate::Avx2`] proof first; a visibility may precede its name) runs `bf16`
+/// where [`qforge_core::cpu::bf16_native`] says so and the optional `wide` (a `bool`
+/// expression over `generics`) holds, else `avx2`. `wide` keeps the AVX2 build for the
+/// output types where the other measured slower (fp8's f32 / f16 rows, whose plain-Rust
+/// parts LLVM then widens to 512 bits: 0.69x on Zen 4). With
+/// `BF16`, [`scaled_i8x32_with`] and `half_lut`'s lookups work on 512-bit registers (f32 and
+/// f16 rows gain from that too: one `vpermw` per 32 codes, one `vcvtps2ph` per 16 values) and
+/// bf16 rounds with `vcvtne2ps2bf16`.
 ///
 /// ```text
 /// qforge_simd::bf16_builds! {
-///     pick: blocks_with, avx2: blocks_avx2, bf16: blocks_bf16, body: blocks, out: O,
+///     pick: blocks_with, avx2: blocks_avx2, bf16: blocks_bf16, body: blocks,
 ///     generics: [F: GridValues, O: Elem], args: (blocks: &[F::Block], out: &mut [O]),
 /// }
 /// ```
 #[macro_export]
 macro_rules! bf16_builds {
     (
-        pick: $pv:vis $pick:ident, avx2: $avx2:ident, bf16: $bf16:ident, body: $body:ident, out: $o:ident,
+        pick: $pv:vis $pick:ident, avx2: $avx2:ident, bf16: $bf16:ident, body: $body:ident, $(wide: $w:expr,)?
         generics: [$($g:ident: $b:path),* $(,)?], args: ($($a:ident: $t:ty),* $(,)?) $(,)?
     ) => {
-        /// The row loop's AVX-512 BF16 build where bf16 rounds in one instruction
-        /// (`store8::native_bf16`), else its AVX2 build.
+        /// The row loop's AVX-512 BF16 build where the CPU has those features
+        /// (`qforge_core::cpu::bf16_native`), else its AVX2 build.
         #[inline]
         $pv fn $pick<$($g: $b),*>(_: $crate::Avx2, $($a: $t),*) {
             // SAFETY: the `Avx2` proof exists only where the CPU has AVX2, FMA and F16C,
-            // everything the AVX2 build enables; `native_bf16` says true only where it has
+            // everything the AVX2 build enables; `bf16_native` says true only where it has
             // AVX-512 F / BW / VL / DQ / BF16 besides, the rest of what the bf16 build enables.
             unsafe {
-                if $crate::store8::native_bf16::<$o>() {
+                if $crate::__core::cpu::bf16_native() $(&& $w)? {
                     self::$bf16::<$($g),*>($($a),*)
                 } else {
                     self::$avx2::<$($g),*>($($a),*)
@@ -264,23 +274,14 @@ macro_rules! bf16_builds {
             unsafe { self::$body::<$($g,)* false>($($a),*) }
         }
 
-        /// The row loop with bf16 rounded by `vcvtne2ps2bf16`: only where the CPU has
-        /// AVX-512 F / BW / VL / DQ / BF16 (`store8::native_bf16`).
+        /// The row loop on 512-bit registers, bf16 rounded by `vcvtne2ps2bf16`: only where
+        /// the CPU has AVX-512 F / BW / VL / DQ / BF16 (`qforge_core::cpu::bf16_native`).
         #[target_feature(enable = "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512dq,avx512bf16")]
         fn $bf16<$($g: $b),*>($($a: $t),*) {
             // SAFETY: this function's features are all the row loop needs with `BF16`.
             unsafe { self::$body::<$($g,)* true>($($a),*) }
         }
     };
-}
-
-/// Whether a decoder's `O` output takes its AVX-512 BF16 build on this thread: bf16, where
-/// [`qforge_core::cpu::bf16_native`] says the conversion is one instruction. The decoders
-/// with such a build ask this once per row and pass `BF16` to [`store16_with`] /
-/// [`scaled_i8x32_with`] (and `half_lut`'s tables) from there.
-#[inline]
-pub fn native_bf16<O: Elem>() -> bool {
-    O::DTYPE == qforge_core::DType::Bf16 && qforge_core::cpu::bf16_native()
 }
 
 /// `qforge_core::round::f32_to_bf16_bits` of the 16 lanes of `v0` then `v1` as 16 `u16`

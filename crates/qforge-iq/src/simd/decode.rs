@@ -25,7 +25,7 @@ use qforge_core::{DType, Elem};
 use qforge_simd::Avx2;
 use qforge_simd::Tail;
 use qforge_simd::half_lut::{Tables, group_from_codes_with, scaled8};
-use qforge_simd::store8::scaled_i8x32;
+use qforge_simd::store8::scaled_i8x32_with;
 
 use super::{grid_signs, signed_values};
 use crate::common::QK_K;
@@ -47,7 +47,7 @@ pub(crate) fn decode_row<F: GridValues, O: Elem>(blocks: &[F::Block], out: &mut 
 // bf16 rounds in one instruction (with the AVX2 formula iq1_m's bf16 rows read 0.69x of its
 // f32 rows on a Zen 5, iq2_xs / iq2_s 0.80x).
 qforge_simd::bf16_builds! {
-    pick: blocks_with, avx2: blocks_avx2, bf16: blocks_bf16, body: blocks, out: O,
+    pick: blocks_with, avx2: blocks_avx2, bf16: blocks_bf16, body: blocks,
     generics: [F: GridValues, O: Elem], args: (blocks: &[F::Block], out: &mut [[O; QK_K]]),
 }
 
@@ -109,8 +109,9 @@ unsafe fn block<F: GridValues, O: Elem, const NAN: bool, const BF16: bool>(b: &F
                 continue;
             }
         }
-        // SAFETY: the caller guarantees the AVX2 and F16C the stores need.
-        unsafe { scaled_i8x32::<O, NAN>(v, factors, [Tail::None; 2], negate, dst) };
+        // SAFETY: the caller guarantees the AVX2 and F16C the stores need (with `BF16`, the
+        // AVX-512 features of their 512-bit form).
+        unsafe { scaled_i8x32_with::<O, NAN, BF16, false>(v, factors, [Tail::None; 2], negate, dst) };
     }
 }
 
