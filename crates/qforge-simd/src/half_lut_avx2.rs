@@ -433,12 +433,14 @@ pub(crate) unsafe fn words16<H: Half, const BF16: bool>(v0: __m256, v1: __m256) 
                 _mm256_cvtps_ph::<_MM_FROUND_TO_NEAREST_INT>(v0),
             )
         } else if BF16 {
-            // The formula only for the rare table with a subnormal entry, out of line: beside
-            // the instruction, inlined, it made iq4_xs's bf16 rows 2.5x slower (Zen 4; the
-            // group no longer inlined into the format's block loop).
+            // The formula (NaN case included) only for the rare table with a subnormal entry,
+            // inline: with a call anywhere in the group (the NaN case's, out of line) the
+            // row loop keeps its vectors in memory across it (iq4_xs's bf16 rows 11.0 ->
+            // 12.2 Gel/s without one, Zen 4). The check itself still costs: without it (a
+            // timing experiment, wrong for subnormal tables) they read 18.
             match bf16_pair_native(v0, v1, false) {
                 Some(w) => w,
-                None => bf16_pair_cold(v0, v1),
+                None => bf16_pair(bf16_bits(v0), bf16_bits(v1)),
             }
         } else {
             // A table without NaN (a finite scale's) rounds without the NaN case: one compare
@@ -456,7 +458,7 @@ pub(crate) unsafe fn words16<H: Half, const BF16: bool>(v0: __m256, v1: __m256) 
 }
 
 /// [`bf16_bits`] of `v0` and `v1`, narrowed by [`bf16_pair`]: the rare table that holds a
-/// NaN (a NaN scale's), or with AVX-512 BF16 a subnormal, kept out of the common path's code.
+/// NaN (a NaN scale's), kept out of the AVX2 path's code.
 ///
 /// # Safety
 /// The CPU must have AVX2.
