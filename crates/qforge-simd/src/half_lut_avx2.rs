@@ -233,19 +233,16 @@ unsafe fn linear_store<O: Elem, const BF16: bool>(c: __m256i, fifth: Fifth<'_>, 
         // Codes below 32 less an offset of at most 32: `i8` without wrapping.
         let q = _mm256_sub_epi8(_mm256_or_si256(c, high), _mm256_set1_epi8(offset as i8));
         if BF16 && (O::DTYPE != DType::Bf16 || never_subnormal(scale) && tail.never_subnormal()) {
-            // The 512-bit form, called once here rather than through `scaled_i8x32_with`'s
-            // three builds below (which made q5_1's f16 rows 18 % slower on Zen 4: a larger
-            // group, no longer inlined). No bf16 lane can be subnormal, as `NORMAL` asks.
+            // The 512-bit form, unchecked: no bf16 lane can be subnormal (an f16 scale and
+            // min's lines always), as `NORMAL` asks. Called here once rather than through
+            // `scaled_i8x32_with`'s builds below (with a third build for this case, q5_1's
+            // f16 rows read 18 % slower on Zen 4: a larger group, no longer inlined).
             crate::scaled_avx512::scaled_i8x32::<O, true>(q, [scale; 2], [tail; 2], None, out);
-            return;
-        }
-        if !tail.finite_with(scale) {
+        } else if !tail.finite_with(scale) {
             scaled_i8x32_with::<O, true, BF16, false>(q, [scale; 2], [tail; 2], None, out);
-        } else if BF16 && never_subnormal(scale) && tail.never_subnormal() {
-            // No lane can be subnormal (an f16 scale and min's lines always): the unchecked
-            // `vcvtne2ps2bf16`.
-            scaled_i8x32_with::<O, false, BF16, true>(q, [scale; 2], [tail; 2], None, out);
         } else {
+            // Without `BF16` there is nothing to skip; with it, only a bf16 line whose lanes
+            // may be subnormal comes here (checked per 16 lanes).
             scaled_i8x32_with::<O, false, BF16, false>(q, [scale; 2], [tail; 2], None, out);
         }
     }

@@ -31,9 +31,9 @@
 //!   AVX-512 VNNI kernels ([`qforge_core::cpu::Level::Avx512Vnni`]).
 //!
 //! `unsafe` lives only in the x86-64 kernel modules (`q8/avx2.rs`, `planes_avx2.rs`,
-//! `half_lut_avx2.rs`, `half_lut_avx512.rs`, `scaled_avx512.rs`, `store8.rs`, `totals.rs`, `vnni.rs`, `i8_groups.rs`' AVX2 module), the
-//! empty `asm!` of [`barrier`] and `bytemask` (the AVX-512 form of its byte select), each
-//! block with its `SAFETY` comment.
+//! `half_lut_avx2.rs`, `half_lut_avx512.rs`, `scaled_avx512.rs`, `store8.rs`, `totals.rs`,
+//! `vnni.rs`, `i8_groups.rs`' AVX2 module), the empty `asm!` of [`barrier`] and `bytemask`
+//! (the AVX-512 form of its byte select), each block with its `SAFETY` comment.
 #![deny(unsafe_code)]
 
 pub mod barrier;

@@ -234,10 +234,10 @@ unsafe fn quarter(x: __m256i, k: usize) -> __m128i {
 /// where [`qforge_core::cpu::bf16_native`] says so and the optional `wide` (a `bool`
 /// expression over `generics`) holds, else `avx2`. `wide` keeps the AVX2 build for the
 /// output types where the other measured slower (fp8's f32 / f16 rows, whose plain-Rust
-/// parts LLVM then widens to 512 bits: 0.69x on Zen 4). With
-/// `BF16`, [`scaled_i8x32_with`] and `half_lut`'s lookups work on 512-bit registers (f32 and
-/// f16 rows gain from that too: one `vpermw` per 32 codes, one `vcvtps2ph` per 16 values) and
-/// bf16 rounds with `vcvtne2ps2bf16`.
+/// parts LLVM then widens to 512 bits: 0.69x on Zen 4). With `BF16`, [`scaled_i8x32_with`]
+/// and `half_lut`'s lookups work on 512-bit registers (f32 and f16 rows gain from that too:
+/// one `vpermw` per 32 codes, one `vcvtps2ph` per 16 values) and bf16 rounds with
+/// `vcvtne2ps2bf16`.
 ///
 /// ```text
 /// qforge_simd::bf16_builds! {
