@@ -115,6 +115,8 @@ impl TableGroups for Nvfp4 {
     const F32: bool = true;
     type Block = BlockNvfp4;
     const BLOCK: usize = QK_NVFP4;
+    /// Half a ue4m3 scale (a multiple of 2^-10) times e2m1 values doubled (integers).
+    const NEVER_SUBNORMAL: bool = true;
     #[inline(always)]
     fn groups(b: &BlockNvfp4, mut f: impl GroupSink) {
         for (g, qs) in b.qs.as_chunks::<16>().0.iter().enumerate() {

@@ -232,6 +232,8 @@ impl<S: ScaleKind, const H: usize> BlockFormat for Int4g<S, H> {
 impl<S: ScaleKind, const H: usize> TableGroups for Int4g<S, H> {
     type Block = BlockInt4g<S, H>;
     const BLOCK: usize = 2 * H;
+    /// f16 scales times `c - 8`; bf16 and f32 scales reach below 2^-126.
+    const NEVER_SUBNORMAL: bool = matches!(S::DTYPE, qforge_core::DType::F16);
     #[inline(always)]
     fn groups(b: &Self::Block, mut f: impl GroupSink) {
         let s = S::decode(b.d);

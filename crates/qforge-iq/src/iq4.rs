@@ -310,6 +310,8 @@ impl TableGroups for Iq4Nl {
     const F32: bool = true;
     type Block = BlockIq4Nl;
     const BLOCK: usize = 32;
+    /// An f16 `d` times integer values.
+    const NEVER_SUBNORMAL: bool = true;
     #[inline(always)]
     fn groups(b: &BlockIq4Nl, mut f: impl GroupSink) {
         let d = b.d.get();
@@ -323,6 +325,8 @@ impl TableGroups for Iq4Xs {
     const F32: bool = true;
     type Block = BlockIq4Xs;
     const BLOCK: usize = QK_K;
+    /// An f16 `d` times integer scales and values.
+    const NEVER_SUBNORMAL: bool = true;
     #[inline(always)]
     fn groups(b: &BlockIq4Xs, mut f: impl GroupSink) {
         let d = b.d.get();

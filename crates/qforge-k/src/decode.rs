@@ -43,6 +43,9 @@ impl<F: DecodeBlock> TableGroups for Groups<F> {
     const F32: bool = F::F32_BY_TABLE;
     type Block = F::Block;
     const BLOCK: usize = QK_K;
+    /// The formats with `TABLE_GROUPS` (q2_k … q5_k): f16 `d` and `dmin` times integer
+    /// scales, mins and codes.
+    const NEVER_SUBNORMAL: bool = true;
     #[inline(always)]
     fn groups(b: &F::Block, f: impl GroupSink) {
         F::groups(b, f);

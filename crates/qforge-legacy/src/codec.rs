@@ -140,6 +140,8 @@ struct Groups<B>(std::marker::PhantomData<B>);
 impl<B: LegacyBlock> TableGroups for Groups<B> {
     type Block = B;
     const BLOCK: usize = QK;
+    /// f16 `d` and `m` times integer codes.
+    const NEVER_SUBNORMAL: bool = true;
 
     #[inline(always)]
     fn groups(b: &B, mut f: impl GroupSink) {

@@ -118,6 +118,8 @@ macro_rules! lowbit_format {
             const BLOCK: usize = <$fmt as spec::Spec>::QK;
             /// f32 rows by table lookup too: the codes-by-bit decode ran at ~1 Gel/s.
             const F32: bool = true;
+            /// An f16 `d` times integer levels.
+            const NEVER_SUBNORMAL: bool = true;
 
             #[inline(always)]
             fn groups(

@@ -249,6 +249,33 @@ pub trait TableGroups {
     /// `vpermps`): for a format whose own f32 decode is slower than that (q1_0 / q2_0, whose
     /// codes are 1 or 2 bits packed LSB first; nvfp4, iq4_xs, tq2_0, measured).
     const F32: bool = false;
+
+    /// Whether no table entry of any block, whatever its bytes, is an f32 subnormal. Then the
+    /// AVX-512 BF16 build rounds the bf16 tables with `vcvtne2ps2bf16` (which reads a
+    /// subnormal as zero) without checking them first: the check (`vfpclassps` on every
+    /// table, with the formula beside it) cost a third of iq4_xs's bf16 rows on Zen 4.
+    ///
+    /// True where every entry is computed with f32 operations from f16 (or ue4m3) scales and
+    /// mins and integers: each operand is a multiple of 2^-24, so (f32 rounding keeps a
+    /// multiple of 2^-24 one: below `2^-1` the grid is finer, above it coarser and a multiple)
+    /// every result is zero, at least 2^-24 in magnitude, or not finite — never below the
+    /// smallest normal f32, 2^-126. Products of a few such values (multiples of 2^-48 or
+    /// 2^-72) stay normal the same way. Not for scales that reach below 2^-100 (e8m0, bf16,
+    /// f32). A wrong `true` is caught by a debug assertion on every table (the tests).
+    const NEVER_SUBNORMAL: bool = false;
+}
+
+/// Whether no entry of `tables` is an f32 subnormal ([`TableGroups::NEVER_SUBNORMAL`]'s
+/// promise, checked by the kernels' debug assertions; a line's values are checked where
+/// they are computed).
+pub(crate) fn entries_normal(tables: &Tables) -> bool {
+    let normal = |t: &[f32]| t.iter().all(|v| !v.is_subnormal());
+    match tables {
+        Tables::One(t) => normal(t),
+        Tables::Halves(t) => t.iter().all(|t| normal(t)),
+        Tables::Halves8(t) | Tables::Signed8(t) => t.iter().all(|t| normal(t)),
+        Tables::Linear(_) => true,
+    }
 }
 
 /// Where [`TableGroups::groups`] sends each group: any `FnMut(Tables, Codes32, Fifth)` closure

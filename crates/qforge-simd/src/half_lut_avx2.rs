@@ -68,7 +68,11 @@ where
 {
     for (b, dst) in blocks.iter().zip(out.chunks_exact_mut(F::BLOCK)) {
         let (groups, _) = dst.as_chunks_mut::<32>();
-        F::groups(b, Sink::<T, H, BF16> { _token: token, groups: groups.iter_mut(), half: std::marker::PhantomData });
+        let normal = F::NEVER_SUBNORMAL;
+        F::groups(
+            b,
+            Sink::<T, H, BF16> { _token: token, groups: groups.iter_mut(), normal, half: std::marker::PhantomData },
+        );
     }
 }
 
@@ -80,6 +84,9 @@ where
 pub(crate) struct Sink<'a, T, H, const BF16: bool> {
     _token: crate::Avx2,
     groups: std::slice::IterMut<'a, [T; 32]>,
+    /// The format's [`TableGroups::NEVER_SUBNORMAL`]: a constant once the sink is inlined
+    /// into the row loop, so a format that sets it has no subnormal check in its code.
+    normal: bool,
     half: std::marker::PhantomData<H>,
 }
 
@@ -87,9 +94,15 @@ impl<H: Half, const BF16: bool> GroupSink for Sink<'_, u16, H, BF16> {
     #[inline(always)]
     fn group(&mut self, tables: Tables, codes: Codes32<'_>, fifth: Fifth<'_>) {
         let Some(g) = self.groups.next() else { return };
+        debug_assert!(
+            !self.normal || crate::half_lut::entries_normal(&tables),
+            "a subnormal table entry of a NEVER_SUBNORMAL format: {tables:?}"
+        );
         // SAFETY: the sink's token proves AVX2 and F16C, and `BF16` (see the struct) the
-        // AVX-512 BF16 of the stores.
-        unsafe { group::<H, BF16>(&tables, codes, fifth, g) }
+        // AVX-512 BF16 of the stores; `normal` is the format's promise, checked above in
+        // debug builds (only its speed rests on it: a wrong promise rounds a subnormal
+        // entry to zero, nothing unsound).
+        unsafe { group::<H, BF16>(&tables, codes, fifth, g, self.normal) }
     }
 }
 
@@ -167,14 +180,22 @@ unsafe fn f32_half(tables: &Tables, h: usize) -> (__m256, __m256, bool) {
 /// # Safety
 /// The CPU must have AVX2 and F16C, and with `BF16` AVX-512 F / VL / DQ / BF16.
 #[inline(always)]
-unsafe fn group<H: Half, const BF16: bool>(tables: &Tables, codes: Codes32<'_>, fifth: Fifth<'_>, out: &mut [u16; 32]) {
+unsafe fn group<H: Half, const BF16: bool>(
+    tables: &Tables,
+    codes: Codes32<'_>,
+    fifth: Fifth<'_>,
+    out: &mut [u16; 32],
+    normal: bool,
+) {
     // SAFETY: the caller guarantees AVX2 and F16C (and `BF16`'s features), all the helpers need.
-    unsafe { lookup_store::<H, BF16>(tables, code_bytes(codes), fifth, out) }
+    unsafe { lookup_store::<H, BF16>(tables, code_bytes(codes), fifth, out, normal) }
 }
 
 /// The values of the codes `c` (bytes `0..16`, elements `0..16` in lane 0; the fifth bits
 /// from `fifth`) in `tables`, rounded to `H` (bf16 by `vcvtne2ps2bf16` where `BF16`: the
-/// tables, or a [`Tables::Linear`] group's values), stored into `out`.
+/// tables, or a [`Tables::Linear`] group's values), stored into `out`. `normal`: no table
+/// entry is an f32 subnormal, so `vcvtne2ps2bf16` needs no check ([`words16`]; a subnormal
+/// entry would come out as zero).
 ///
 /// # Safety
 /// The CPU must have AVX2 and F16C, and with `BF16` AVX-512 F / VL / DQ / BF16.
@@ -184,11 +205,12 @@ pub(crate) unsafe fn lookup_store<H: Half, const BF16: bool>(
     c: __m256i,
     fifth: Fifth<'_>,
     out: &mut [u16; 32],
+    normal: bool,
 ) {
     // SAFETY: the caller guarantees AVX2 and F16C, all the intrinsics and helpers need, and
     // with `BF16` the AVX-512 of `lookup_store16`.
     unsafe {
-        if BF16 && crate::half_lut_avx512::lookup_store16::<H>(tables, c, out) {
+        if BF16 && crate::half_lut_avx512::lookup_store16::<H>(tables, c, out, normal) {
             return;
         }
         let (l, h) = match tables {
@@ -260,11 +282,13 @@ unsafe fn linear_store<O: Elem, const BF16: bool>(c: __m256i, fifth: Fifth<'_>, 
 #[inline(always)]
 pub unsafe fn group_from_codes<O: Elem>(tables: &Tables, codes: __m256i, out: &mut [O; 32]) -> bool {
     // SAFETY: the caller guarantees AVX2 and F16C, all the build without `BF16` needs.
-    unsafe { group_from_codes_with::<O, false>(tables, codes, out) }
+    unsafe { group_from_codes_with::<O, false>(tables, codes, out, false) }
 }
 
 /// [`group_from_codes`], the bf16 tables rounded with `vcvtne2ps2bf16` where `BF16` (a
-/// decoder's AVX-512 BF16 build, `crate::bf16_builds!`).
+/// decoder's AVX-512 BF16 build, `crate::bf16_builds!`); with `normal` (the decoder's
+/// constant: see [`crate::half_lut::TableGroups::NEVER_SUBNORMAL`]) without checking the
+/// tables for subnormal entries (one would come out as zero).
 ///
 /// # Safety
 /// The CPU must have AVX2 and F16C, and with `BF16` AVX-512 F / VL / DQ / BF16; the caller's
@@ -274,7 +298,9 @@ pub unsafe fn group_from_codes_with<O: Elem, const BF16: bool>(
     tables: &Tables,
     codes: __m256i,
     out: &mut [O; 32],
+    normal: bool,
 ) -> bool {
+    debug_assert!(!normal || crate::half_lut::entries_normal(tables), "a subnormal table entry: {tables:?}");
     // SAFETY: the caller guarantees AVX2 and F16C (and with `BF16` the rest the lookup
     // needs); each arm's `out` is the 32 elements of 16 bits that the lookup stores.
     unsafe {
@@ -284,12 +310,12 @@ pub unsafe fn group_from_codes_with<O: Elem, const BF16: bool>(
             OutRow::F32(_) => false,
             OutRow::F16(o) => {
                 let Ok(o) = <&mut [f16; 32]>::try_from(o) else { return false };
-                lookup_store::<f16, false>(tables, codes, Fifth::None, bytemuck::cast_mut(o));
+                lookup_store::<f16, false>(tables, codes, Fifth::None, bytemuck::cast_mut(o), false);
                 true
             }
             OutRow::Bf16(o) => {
                 let Ok(o) = <&mut [bf16; 32]>::try_from(o) else { return false };
-                lookup_store::<bf16, BF16>(tables, codes, Fifth::None, bytemuck::cast_mut(o));
+                lookup_store::<bf16, BF16>(tables, codes, Fifth::None, bytemuck::cast_mut(o), normal);
                 true
             }
         }
@@ -409,18 +435,19 @@ unsafe fn lane_bytes<H: Half, const BF16: bool>(v0: __m256, v1: __m256) -> __m25
         let split = _mm256_setr_epi8(
             0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15, 0, 2, 4, 6, 8, 10, 12, 14, 1, 3, 5, 7, 9, 11, 13, 15,
         );
-        _mm256_shuffle_epi8(words16::<H, BF16>(v0, v1), split)
+        _mm256_shuffle_epi8(words16::<H, BF16>(v0, v1, false), split)
     }
 }
 
 /// `v0` and `v1` rounded to `H`, as 16 u16 in order (`v0`'s in lane 0); bf16 by
 /// `vcvtne2ps2bf16` where `BF16` (the formula for a table with a subnormal entry, which that
-/// instruction reads as zero).
+/// instruction reads as zero; with `normal`, a constant saying no lane is subnormal, no check:
+/// a subnormal lane would come out as zero).
 ///
 /// # Safety
 /// The CPU must have AVX2 and F16C, and with `BF16` AVX-512 F / VL / DQ / BF16.
 #[inline(always)]
-pub(crate) unsafe fn words16<H: Half, const BF16: bool>(v0: __m256, v1: __m256) -> __m256i {
+pub(crate) unsafe fn words16<H: Half, const BF16: bool>(v0: __m256, v1: __m256, normal: bool) -> __m256i {
     // SAFETY: the caller guarantees AVX2 and F16C, and with `BF16` the AVX-512 VL / DQ / BF16
     // of `vfpclassps` and `vcvtne2ps2bf16`.
     unsafe {
@@ -435,7 +462,7 @@ pub(crate) unsafe fn words16<H: Half, const BF16: bool>(v0: __m256, v1: __m256) 
             // row loop keeps its vectors in memory across it (iq4_xs's bf16 rows 11.0 ->
             // 12.2 Gel/s without one, Zen 4). The check itself still costs: without it (a
             // timing experiment, wrong for subnormal tables) they read 18.
-            match bf16_pair_native(v0, v1, false) {
+            match bf16_pair_native(v0, v1, normal) {
                 Some(w) => w,
                 None => bf16_pair(bf16_bits(v0), bf16_bits(v1)),
             }

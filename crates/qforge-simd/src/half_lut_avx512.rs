@@ -30,34 +30,38 @@ unsafe fn second_half(add: u16) -> __m512i {
 /// in `tables`, rounded to `H`, into `out`; `false` with nothing written for
 /// [`Tables::Linear`]. Codes must be below 16 (below 8 for [`Tables::Halves8`]; the
 /// magnitude below 8 and bit 3 the sign for [`Tables::Signed8`]), as the format contract of
-/// [`Tables`] says.
+/// [`Tables`] says. `normal`: no table entry is an f32 subnormal (the format's
+/// [`crate::half_lut::TableGroups::NEVER_SUBNORMAL`]), so bf16 tables round unchecked (a
+/// subnormal entry would come out as zero).
 ///
 /// # Safety
 /// The CPU must have AVX2, F16C and AVX-512 F / BW / VL / DQ / BF16, and the caller's
 /// `#[target_feature]` set must enable them (this inlines into it).
 #[inline(always)]
-pub(crate) unsafe fn lookup_store16<H: Half>(tables: &Tables, c: __m256i, out: &mut [u16; 32]) -> bool {
+pub(crate) unsafe fn lookup_store16<H: Half>(tables: &Tables, c: __m256i, out: &mut [u16; 32], normal: bool) -> bool {
     // SAFETY: the caller guarantees the features of every intrinsic here and of `words16`'s
     // bf16 build; every load reads 8 f32 of an array of 8 or 16, and the store writes the 64
     // bytes of `out`.
     unsafe {
         let idx = _mm512_cvtepu8_epi16(c);
         let (table, idx) = match tables {
-            Tables::One(t) => (_mm512_castsi256_si512(words16::<H, true>(load8(t, 0), load8(t, 8))), idx),
+            Tables::One(t) => (_mm512_castsi256_si512(words16::<H, true>(load8(t, 0), load8(t, 8), normal)), idx),
             Tables::Halves([a, b]) => {
-                let (a, b) =
-                    (words16::<H, true>(load8(a, 0), load8(a, 8)), words16::<H, true>(load8(b, 0), load8(b, 8)));
+                let (a, b) = (
+                    words16::<H, true>(load8(a, 0), load8(a, 8), normal),
+                    words16::<H, true>(load8(b, 0), load8(b, 8), normal),
+                );
                 (_mm512_inserti64x4::<1>(_mm512_castsi256_si512(a), b), _mm512_or_si512(idx, second_half(16)))
             }
             Tables::Halves8([a, b]) => {
                 debug_assert!(codes_below(c, 8), "Halves8 codes are below 8");
-                let t = words16::<H, true>(load8(a, 0), load8(b, 0));
+                let t = words16::<H, true>(load8(a, 0), load8(b, 0), normal);
                 (_mm512_castsi256_si512(t), _mm512_or_si512(idx, second_half(8)))
             }
             Tables::Signed8([a, b]) => {
                 // [a | b] rounded, spread to [a, -a | b, -b]: the rounded value of `-x` is the
                 // rounded `x` with its sign flipped, NaN included.
-                let t = _mm512_castsi256_si512(words16::<H, true>(load8(a, 0), load8(b, 0)));
+                let t = _mm512_castsi256_si512(words16::<H, true>(load8(a, 0), load8(b, 0), normal));
                 const SPREAD: [u16; 32] = [
                     0, 1, 2, 3, 4, 5, 6, 7, 0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 8, 9, 10, 11, 12, 13,
                     14, 15,

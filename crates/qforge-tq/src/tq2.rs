@@ -125,6 +125,8 @@ impl TableGroups for Tq2_0 {
     const F32: bool = true;
     type Block = BlockTq2_0;
     const BLOCK: usize = QK_K;
+    /// An f16 `d` times `c - 1`.
+    const NEVER_SUBNORMAL: bool = true;
     #[inline(always)]
     fn groups(b: &BlockTq2_0, mut f: impl GroupSink) {
         let d = b.d.get();

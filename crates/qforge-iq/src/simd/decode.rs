@@ -145,7 +145,9 @@ unsafe fn group_16bit<F: GridValues, O: Elem, const BF16: bool>(
         // LLVM then rounds once).
         let first = scaled8(mags, f0);
         let tables = Tables::Signed8([first, if F::SCALE_GROUP == 32 { first } else { scaled8(mags, f1) }]);
-        group_from_codes_with::<O, BF16>(&tables, _mm256_or_si256(index, sign), dst);
+        // `normal`: every grid I-quant's factor is its f16 `d` times integer scales (iq1's
+        // `8·g ± 1` over 8), a multiple of 2^-27: never a subnormal entry.
+        group_from_codes_with::<O, BF16>(&tables, _mm256_or_si256(index, sign), dst, true);
     }
 }
 
