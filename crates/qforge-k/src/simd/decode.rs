@@ -41,10 +41,12 @@ pub(crate) fn decode_row<F: Q8KCodes, O: Elem>(blocks: &[F::Block], out: &mut [O
 // `blocks_with`: the row loop compiled for AVX2 behind its proof, or its AVX-512 BF16 build
 // where bf16 rounds in one instruction (with the AVX2 formula's five instructions per 8 values
 // q5_k's and q6_k's bf16 rows read 0.82x and 0.67x of their f32 rows on Zen 4), for every
-// output type (16 lanes a register) but tq1_0's f16 by table, which read 0.62x in it on Zen 4.
+// output type (16 lanes a register) but tq1_0's f16 and bf16 by table: LLVM widens its code
+// unpacking in that build, and both read 0.6x there on Zen 4 (one table per block, so the
+// wider rounding has nothing to save).
 qforge_simd::bf16_builds! {
     pick: blocks_with, avx2: blocks_avx2, bf16: blocks_bf16, body: blocks,
-    wide: O::DTYPE == DType::Bf16 || !by_table::<F, O>(),
+    wide: !by_table::<F, O>(),
     generics: [F: Q8KCodes, O: Elem], args: (blocks: &[F::Block], out: &mut [[O; QK_K]]),
 }
 
