@@ -165,6 +165,33 @@ fn form_for(l: Level, cpu: Level, avxvnni: bool) -> VnniForm {
     if cpu == Level::Avx512Vnni && !(l == Level::AvxVnni && avxvnni) { VnniForm::Evex } else { VnniForm::Vex }
 }
 
+/// Whether the 256-bit VNNI kernels may run in AVX-VNNI's VEX form even where [`vnni_ymm`]
+/// says EVEX: [`level`] is at least [`Level::AvxVnni`] and the CPU has AVX-VNNI. (A kernel
+/// that measured faster in its VEX build on a CPU with both forms asks this, with
+/// [`intel`].)
+#[inline]
+pub fn vex_vnni() -> bool {
+    level() >= Level::AvxVnni && detected().avxvnni
+}
+
+/// Whether the CPU is Intel's (`GenuineIntel`): for the few kernel choices measured to differ
+/// between Intel and AMD cores with the same instruction sets.
+pub fn intel() -> bool {
+    static INTEL: OnceLock<bool> = OnceLock::new();
+    *INTEL.get_or_init(|| {
+        #[cfg(target_arch = "x86_64")]
+        {
+            // CPUID leaf 0 exists on every x86-64 CPU: EBX, EDX, ECX spell the vendor.
+            let r = std::arch::x86_64::__cpuid(0);
+            [r.ebx, r.edx, r.ecx] == [0x756e_6547, 0x4965_6e69, 0x6c65_746e]
+        }
+        #[cfg(not(target_arch = "x86_64"))]
+        {
+            false
+        }
+    })
+}
+
 /// Runs `f` compiled for the highest [`level`] this thread may run: `f` is inlined into a
 /// function with that level's target features, so plain Rust inside it (a format's row
 /// decoder, say) is vectorized for AVX2 or AVX-512 where the CPU has them, with no

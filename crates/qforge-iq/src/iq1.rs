@@ -543,6 +543,7 @@ const _: () = assert!(IQ1S_DELTA * 8.0 == 1.0 && IQ1M_DELTA * 8.0 == 1.0);
 
 /// iq1_s: `ls = 2s + 1` per 32 values, one shift sign per 32 values.
 impl SubBlocks for Iq1S {
+    const VEX_ON_INTEL: bool = true;
     const D_MUL: f32 = IQ1S_DELTA;
     /// The block's 32 grid indices.
     type Pre = [u16; QK_K / 8];
@@ -615,6 +616,7 @@ fn iq1s_qh(b: &BlockIq1S, ib: usize) -> u16 {
 
 /// iq1_m: `ls = 2s + 1` per 16 values, one shift sign per 8 values.
 impl SubBlocks for Iq1M {
+    const VEX_ON_INTEL: bool = true;
     const D_MUL: f32 = IQ1M_DELTA;
     /// The block's 32 grid indices.
     type Pre = [u16; QK_K / 8];

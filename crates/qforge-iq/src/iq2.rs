@@ -314,6 +314,7 @@ impl BlockFormat for Iq2S {
 // the row's sum by 1/8 at the end.
 
 impl SubBlocks for Iq2Xxs {
+    const VEX_ON_INTEL: bool = true;
     // The sign bytes computed for the block ahead (`ksigns_byte` over the 32 codes, as iq3_xxs
     // once did) measured 16.2 -> 11.8 Gel/s here: the 7-bit codes come out of one word with a
     // shift each.
@@ -346,6 +347,7 @@ impl SubBlocks for Iq2Xxs {
 }
 
 impl SubBlocks for Iq2Xs {
+    const VEX_ON_INTEL: bool = true;
     const D_MUL: f32 = 0.125;
     /// The 32 grid indices and the 32 sign bytes (`KSIGNS_IQ2XS` of the 7-bit codes).
     type Pre = ([u16; QK_K / 8], [u8; QK_K / 8]);
@@ -394,6 +396,7 @@ const IQ2XS_SCALES: ScaleFields =
     ScaleFields::strided(size_of::<BlockIq2Xs>(), std::mem::offset_of!(BlockIq2Xs, scales), 1, 4, (0, 4, 4));
 
 impl SubBlocks for Iq2S {
+    const VEX_ON_INTEL: bool = true;
     /// The 32 grid indices.
     type Pre = [u16; QK_K / 8];
     const D_MUL: f32 = 0.125;

@@ -53,7 +53,7 @@ use qforge_simd::{Avx2, totals};
 pub(crate) fn vec_dot<F: SubBlocks>(w: &[F::Block], a: &[BlockQ8K]) -> Option<f32> {
     let avx2 = Avx2::detect()?;
     let n = w.len().min(a.len());
-    let k = Kernel::<F> { w: &w[..n], avx2, vnni: vnni_form() };
+    let k = Kernel::<F> { w: &w[..n], avx2, vnni: vnni_form::<F>() };
     Some(RowKernel::<&[BlockQ8K]>::rows::<1>(&k, [&a])[0])
 }
 
@@ -70,7 +70,7 @@ pub(crate) fn vec_dot_weight_rows<F: SubBlocks>(w: &[F::Block], a: &[BlockQ8K], 
     // A short activation row truncates every weight row.
     let m = n.min(a.len());
     let a = &a[..m];
-    let vnni = vnni_form();
+    let vnni = vnni_form::<F>();
     if F::OFFSET_ACTS {
         // `−OFFSET · Σa` of every 16 quants, once for every weight row ([`ACTS_SUMS`]): any
         // activations, -128 included.
@@ -129,14 +129,20 @@ pub(crate) fn vec_dot_rows<F: SubBlocks>(w: &[F::Block], a: &[&[BlockQ8K]], out:
         }
         return true;
     }
-    by_rows(&Kernel::<F> { w, avx2, vnni: vnni_form() }, a, out);
+    by_rows(&Kernel::<F> { w, avx2, vnni: vnni_form::<F>() }, a, out);
     true
 }
 
-/// The VNNI form the 256-bit VNNI kernels run in here (`VnniYmm::detect`), or `None`.
+/// The VNNI form `F`'s 256-bit VNNI kernel runs in here (`VnniYmm::detect`'s, but VEX on an
+/// Intel CPU with both forms where `F` sets [`SubBlocks::VEX_ON_INTEL`]), or `None`.
 #[inline]
-fn vnni_form() -> Option<Form> {
-    VnniYmm::detect().map(VnniYmm::form)
+fn vnni_form<F: SubBlocks>() -> Option<Form> {
+    let form = VnniYmm::detect().map(VnniYmm::form)?;
+    Some(if form == EVEX && F::VEX_ON_INTEL && qforge_core::cpu::vex_vnni() && qforge_core::cpu::intel() {
+        VEX
+    } else {
+        form
+    })
 }
 
 /// The row kernel of the VNNI form `vnni` (`rows_vnni`, `rows_avxvnni`), or `rows_avx2`.

@@ -259,6 +259,13 @@ pub(crate) trait SubBlocks: BlockFormat {
     /// (`simd.rs`'s `ACTS_SUMS`): for formats whose every sub-block is
     /// [`SubBlock::Shifted`] (iq1_s, iq1_m), whose values lie in `-9..=9`.
     const OFFSET_ACTS: bool = false;
+    /// Whether the row kernel runs its VEX build (AVX-VNNI) rather than its EVEX one on an
+    /// Intel CPU that has both forms (Sapphire Rapids and later). Set by the formats whose
+    /// sub-blocks are 8-byte grid entries (iq1_s, iq1_m, iq2_xxs, iq2_xs, iq2_s): on an Intel
+    /// Xeon (family 6 model 167), mat-vec 4096², one thread, EVEX → VEX: iq1_s 11.0 → 13.4
+    /// Gel/s, iq2_xxs 11.1 → 12.9, iq2_xs 12.3 → 13.4, iq2_s 10.7 → 13.8, iq1_m 10.4 → 11.0;
+    /// iq3_xxs and iq3_s even, iq4_xs 20.6 → 18.3, so they stay EVEX (docs/matmul.md).
+    const VEX_ON_INTEL: bool = false;
 }
 
 /// A format's 16 group scales as bit fields of its block: group `k`'s scale is

@@ -52,12 +52,18 @@ fn set_d<F: SubBlocks>(b: &mut [u8], d: u16) {
 
 /// The kernel of the thread's SIMD level (`rows_vnni` / `rows_avxvnni` where a VNNI level is
 /// on, else `rows_avx2`), called directly with `P`; the caller has checked AVX2 (and, for
-/// `ACT_SIGNED`, that no quant of `a` is -128).
+/// `ACT_SIGNED`, that no quant of `a` is -128). Where the format's own choice
+/// ([`vnni_form`], `SubBlocks::VEX_ON_INTEL`) differs from the level's form, both run and
+/// must agree, so that the EVEX build stays tested on an Intel CPU with both forms.
 fn forced<F: SubBlocks, const P: bool>(w: &[F::Block], a: &[BlockQ8K]) -> f32 {
     let avx2 = Avx2::detect().expect("the caller checked AVX2");
-    // SAFETY: `Avx2::detect` checked AVX2, FMA and F16C, and `vnni_form` gives the VNNI form
-    // the CPU runs (if any); the caller guarantees `P`'s condition on `a`.
-    let [v] = unsafe { rows_at::<F, 1, P, ACTS_NONE>(vnni_form(), w, [a], [Extra::default()], avx2) };
+    let level_form = VnniYmm::detect().map(VnniYmm::form);
+    // SAFETY: `Avx2::detect` checked AVX2, FMA and F16C, and `VnniYmm::detect` / `vnni_form`
+    // give VNNI forms the CPU runs (if any); the caller guarantees `P`'s condition on `a`.
+    let [v] = unsafe { rows_at::<F, 1, P, ACTS_NONE>(level_form, w, [a], [Extra::default()], avx2) };
+    // SAFETY: as above.
+    let [u] = unsafe { rows_at::<F, 1, P, ACTS_NONE>(vnni_form::<F>(), w, [a], [Extra::default()], avx2) };
+    assert!(same(u, v), "{}: the format's VNNI form {u:e}, the level's {v:e}", F::DESC.name);
     v
 }
 
