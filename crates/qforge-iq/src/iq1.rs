@@ -580,21 +580,25 @@ impl SubBlocks for Iq1S {
     }
 }
 
-/// Bits `3l .. 3l + 3` of `h` in 16-bit lane `l` (`l` in `0..4`): one multiplication puts a
-/// copy of the low 12 bits at bit `13l`, so triple `l` of copy `l` lands at `16l`; the copies
-/// do not overlap (no carries) and the mask keeps only those triples.
+/// Bits `3l .. 3l + 3` of `h` in 16-bit lane `l` (`l` in `0..4`): a copy of the low 12 bits
+/// at bit `13l`, so triple `l` of copy `l` lands at `16l`; the copies do not overlap and the
+/// mask keeps only those triples. Shifts and ORs, not one multiplication by `1 | 1 << 13 |
+/// …` (the same bits, no carries): without AVX-512 DQ a 64-bit vector multiplication is
+/// several `vpmuludq`, shifts and adds.
 #[inline(always)]
 fn spread_triples(h: u64) -> u64 {
-    ((h & 0xFFF) * (1 | 1 << 13 | 1 << 26 | 1 << 39)) & 0x0007_0007_0007_0007
+    let x = h & 0xFFF;
+    (x | x << 13 | x << 26 | x << 39) & 0x0007_0007_0007_0007
 }
 
 /// The low 3 bits of nibble `l` of the 16-bit `h` in 16-bit lane `l`: the even nibbles'
-/// triples (bits 0, 8) and the odd ones' (bits 4, 12) each moved by one multiplication whose
-/// two copies do not overlap (no carries), as [`spread_triples`].
+/// triples (bits 0, 8) and the odd ones' (bits 4, 12) each copied twice by shifts whose
+/// copies do not overlap, as [`spread_triples`].
 #[inline(always)]
 fn spread_nibble_triples(h: u64) -> u64 {
-    let even = ((h & 0x0707) * (1 | 1 << 24)) & 0x0000_0007_0000_0007;
-    let odd = ((h & 0x7070) * (1 << 12 | 1 << 36)) & 0x0007_0000_0007_0000;
+    let (e, o) = (h & 0x0707, h & 0x7070);
+    let even = (e | e << 24) & 0x0000_0007_0000_0007;
+    let odd = (o << 12 | o << 36) & 0x0007_0000_0007_0000;
     even | odd
 }
 
