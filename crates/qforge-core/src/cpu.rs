@@ -165,18 +165,24 @@ fn form_for(l: Level, cpu: Level, avxvnni: bool) -> VnniForm {
     if cpu == Level::Avx512Vnni && !(l == Level::AvxVnni && avxvnni) { VnniForm::Evex } else { VnniForm::Vex }
 }
 
-/// Whether the 256-bit VNNI kernels may run in AVX-VNNI's VEX form even where [`vnni_ymm`]
-/// says EVEX: [`level`] is at least [`Level::AvxVnni`] and the CPU has AVX-VNNI. (A kernel
-/// that measured faster in its VEX build on a CPU with both forms asks this, with
-/// [`intel`].)
+/// [`vnni_ymm`] for a kernel that measured faster in its VEX build than in its EVEX one on
+/// Intel's cores: VEX where the CPU is Intel's and has AVX-VNNI besides AVX-512 VNNI
+/// (Sapphire Rapids and later), else [`vnni_ymm`]'s form. AMD's Zen 5 has both forms too and
+/// keeps EVEX: measured on Intel only (docs/matmul.md, "VEX for the grid I-quants").
 #[inline]
-pub fn vex_vnni() -> bool {
-    level() >= Level::AvxVnni && detected().avxvnni
+pub fn vnni_ymm_vex_on_intel() -> Option<VnniForm> {
+    let d = detected();
+    vnni_ymm().map(|f| vex_on_intel(f, d.avxvnni, intel()))
 }
 
-/// Whether the CPU is Intel's (`GenuineIntel`): for the few kernel choices measured to differ
-/// between Intel and AMD cores with the same instruction sets.
-pub fn intel() -> bool {
+/// [`vnni_ymm_vex_on_intel`]'s rule: the form `f` that [`vnni_ymm`] gives, on a CPU that has
+/// (`avxvnni`) AVX-VNNI or not and is (`intel`) Intel's or not.
+fn vex_on_intel(f: VnniForm, avxvnni: bool, intel: bool) -> VnniForm {
+    if avxvnni && intel { VnniForm::Vex } else { f }
+}
+
+/// Whether the CPU is Intel's (`GenuineIntel` in CPUID leaf 0), read once.
+fn intel() -> bool {
     static INTEL: OnceLock<bool> = OnceLock::new();
     *INTEL.get_or_init(|| {
         #[cfg(target_arch = "x86_64")]
@@ -545,6 +551,14 @@ mod tests {
         assert_eq!(form_for(Avx512Vnni, Avx512Vnni, true), Evex);
         assert_eq!(form_for(AvxVnni, Avx512Vnni, false), Evex); // Ice Lake, Zen 4
         assert_eq!(form_for(AvxVnni, AvxVnni, true), Vex); // Alder Lake
+        // The Intel preference: only where the VEX form exists, only on Intel.
+        assert_eq!(vex_on_intel(Evex, true, true), Vex); // Sapphire Rapids
+        assert_eq!(vex_on_intel(Evex, true, false), Evex); // Zen 5
+        assert_eq!(vex_on_intel(Evex, false, true), Evex); // Ice Lake
+        assert_eq!(vex_on_intel(Vex, true, false), Vex);
+        let preferred = vnni_ymm_vex_on_intel();
+        assert_eq!(preferred.is_some(), vnni_ymm().is_some());
+        assert!(preferred != Some(Vex) || d.avxvnni || vnni_ymm() == Some(Vex));
         assert!(testable_levels().contains(&Level::Scalar));
         assert!(testable_levels().contains(&cpu_level()));
     }

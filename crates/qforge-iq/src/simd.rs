@@ -133,16 +133,11 @@ pub(crate) fn vec_dot_rows<F: SubBlocks>(w: &[F::Block], a: &[&[BlockQ8K]], out:
     true
 }
 
-/// The VNNI form `F`'s 256-bit VNNI kernel runs in here (`VnniYmm::detect`'s, but VEX on an
-/// Intel CPU with both forms where `F` sets [`SubBlocks::VEX_ON_INTEL`]), or `None`.
+/// The VNNI form `F`'s 256-bit VNNI kernel runs in here (`VnniYmm::detect`'s, or
+/// `VnniYmm::detect_vex_on_intel`'s where `F` sets [`SubBlocks::VEX_ON_INTEL`]), or `None`.
 #[inline]
 fn vnni_form<F: SubBlocks>() -> Option<Form> {
-    let form = VnniYmm::detect().map(VnniYmm::form)?;
-    Some(if form == EVEX && F::VEX_ON_INTEL && qforge_core::cpu::vex_vnni() && qforge_core::cpu::intel() {
-        VEX
-    } else {
-        form
-    })
+    if F::VEX_ON_INTEL { VnniYmm::detect_vex_on_intel() } else { VnniYmm::detect() }.map(VnniYmm::form)
 }
 
 /// The row kernel of the VNNI form `vnni` (`rows_vnni`, `rows_avxvnni`), or `rows_avx2`.

@@ -43,12 +43,23 @@ impl VnniYmm {
     /// The token, or `None` below [`qforge_core::cpu::Level::AvxVnni`].
     #[inline]
     pub fn detect() -> Option<VnniYmm> {
-        qforge_core::cpu::vnni_ymm().map(|f| VnniYmm {
+        qforge_core::cpu::vnni_ymm().map(VnniYmm::of)
+    }
+
+    /// [`VnniYmm::detect`] for a kernel whose VEX build measured faster on Intel's cores: the
+    /// VEX form on an Intel CPU with both forms ([`qforge_core::cpu::vnni_ymm_vex_on_intel`]).
+    #[inline]
+    pub fn detect_vex_on_intel() -> Option<VnniYmm> {
+        qforge_core::cpu::vnni_ymm_vex_on_intel().map(VnniYmm::of)
+    }
+
+    fn of(f: VnniForm) -> VnniYmm {
+        VnniYmm {
             form: match f {
                 VnniForm::Vex => VEX,
                 VnniForm::Evex => EVEX,
             },
-        })
+        }
     }
 
     /// [`VEX`] or [`EVEX`].
