@@ -143,10 +143,11 @@ pub(crate) fn q8k_vec_dot_with<F: Q8KDot>(
 ///
 /// This is the f32 order of the packed layout's kernels ([`crate::packed`]), so a packed
 /// matrix, the plain row kernels and the mat-mul tile kernel give every row the same bits,
-/// and a mat-mul row those of its mat-vec. With `UNIT_SCALES` the `bsums` term is taken in
-/// the kernel's `i16` lanes: lane `k < 16` of the block, `Σ_c (u·a.qs)[32c+2k, 32c+2k+1] −
-/// ZERO·a.bsums[k]`, wrapping in `i16` (ggml's `vpsubw`; exact for every quantizer-written
-/// q8_k block), and `T` is the wrapping `i32` sum of those lanes.
+/// and a mat-mul row those of its mat-vec. With `UNIT_SCALES` the pair sums are taken in
+/// the kernel's `i16` lanes, `P_k = Σ_c (u·a.qs)[32c+2k, 32c+2k+1]` (exact: see
+/// `UNIT_SCALES`), and `T = Σ_k P_k − ZERO·Σ_k a.bsums[k]`, each term widened to `i32` and
+/// summed wrapping in `i32` (ggml's AVX2 kernel subtracts the `bsums` in `i16` with `vpsubw`:
+/// the same integer for every quantizer-written q8_k block, where `|bsums| ≤ 16·128`).
 ///
 /// Each block enters as one exact integer times its scale, so the f32 error stays relative
 /// to `Σ|w·a|` per block. Like ggml's own SIMD kernels, this trusts a q8_k block's `bsums`
@@ -299,11 +300,11 @@ pub(crate) fn codes_lanes<F: Q8KCodes>(
                 s16[k] = s16[k].wrapping_add(pair as i16);
             }
         }
-        for (s, bsum) in s16.iter_mut().zip(&a.bsums) {
-            *s = s.wrapping_sub(bsum.get().wrapping_mul(i16::from(F::ZERO)));
-        }
+        // Then the zero code's `bsums` term in `i32` (exact: `2 · 2^15 · ZERO < 2^31`).
+        let z = -i32::from(F::ZERO);
         for (j, v) in isum.iter_mut().enumerate() {
-            *v = i32::from(s16[2 * j]) + i32::from(s16[2 * j + 1]);
+            let zero = (a.bsums[2 * j].get() as i32 + a.bsums[2 * j + 1].get() as i32) * z;
+            *v = (i32::from(s16[2 * j]) + i32::from(s16[2 * j + 1])).wrapping_add(zero);
         }
     } else {
         for (c, (u, a)) in u.iter().zip(a.qs.chunks_exact(32)).enumerate() {

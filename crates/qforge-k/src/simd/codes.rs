@@ -6,8 +6,8 @@
 //! lane, `2c + 1` in the high lane of chunk `c`'s). Per row, per chunk: `vpmaddubsw` (unsigned
 //! codes × signed activations: pair sums `≤ 2·63·128`, exact for every `i8`, `-128` included),
 //! `vpmaddwd` with the scales into eight `i32` lanes, `bsums` against `min[g]` (the mins)
-//! and against `−ZERO·scale[g]` (the zero code; with unit scales a `vpsubw` of the `bsums`
-//! before one `vpmaddwd` per block), and the blocks go into the row's accumulators as exact totals, two blocks at a time:
+//! and against `−ZERO·scale[g]` (the zero code; with unit scales the pair sums added in
+//! `i16`, one `vpmaddwd` per block widens them and another takes the `bsums`), and the blocks go into the row's accumulators as exact totals, two blocks at a time:
 //! three `vphaddd` and one add reduce both blocks' `isum` and `summs` lanes to `[T0, M0, T1,
 //! M1]`, then two dependent `vfmadd` (block 0's, then block 1's) update `[acc, accm]` in
 //! the lanes of one vector, the order [`Q8KCodes`] defines. All integer steps are exact or
@@ -21,9 +21,9 @@
 //! scaled pair sums and the zero code's `bsums` term. `vpdpwssd` adds both `i16` products
 //! of a lane to the accumulator modulo `2^32`, exactly what `vpmaddwd` then `vpaddd` give
 //! (the one case `vpmaddwd` wraps, `2·(−2^15)^2`, wraps the same), so the lanes and the bits
-//! are the same at both levels. Formats with unit scales (tq1_0, tq2_0) sum their blocks in
-//! `i16` lanes, which `vpdpwssd` does not shorten: they run the AVX2 build at both levels
-//! (where LLVM vectorizes their unpacking with AVX-512 it made tq1_0 30–50 % slower).
+//! are the same at both levels. Formats with unit scales (tq1_0, tq2_0) take one `vpdpbusd`
+//! per chunk instead (four exact `u·a` per `i32` lane: the `i16` pair sums' totals, which
+//! never wrap), in the VEX build only ([`vnni_form`]).
 
 use std::arch::x86_64::*;
 
@@ -31,7 +31,7 @@ use crate::dot::{Field, GROUPS, Q8KCodes, finish};
 use crate::q8k::BlockQ8K;
 use qforge_simd::barrier::fence_ymm;
 use qforge_simd::rows::{RowKernel, by_rows};
-use qforge_simd::vnni::{EVEX, Form, NONE, VEX, VnniYmm, dpwssd};
+use qforge_simd::vnni::{EVEX, Form, NONE, VEX, VnniYmm, dpbusd, dpwssd};
 use qforge_simd::{Avx2, totals};
 
 /// [`crate::dot::q8k_codes_vec_dot_rows`] with AVX2 (rows taken up to four at a time; the
@@ -65,11 +65,17 @@ pub(crate) fn codes_dot_weight_rows<F: Q8KCodes>(w: &[F::Block], n: usize, a: &[
     true
 }
 
-/// The VNNI form whose build runs `F` (`VnniYmm::detect`'s), or `None`: the AVX2 build, also
-/// for the formats whose scales are all 1 (tq), which gain nothing from `vpdpwssd`.
+/// The VNNI form whose build runs `F` (`VnniYmm::detect`'s), or `None`: the AVX2 build. The
+/// formats whose scales are all 1 (tq) run the VEX build where `detect_vex_on_intel` picks it
+/// (Intel's CPUs with AVX-VNNI), else the AVX2 one: where LLVM vectorized their unpacking
+/// with AVX-512 (the EVEX build) tq1_0 read 30–50 % slower, and their `vpdpbusd` form is
+/// measured on Intel only (tq2_0 +10 % there, tq1_0 even).
 #[inline]
 fn vnni_form<F: Q8KCodes>() -> Option<Form> {
-    VnniYmm::detect().map(VnniYmm::form).filter(|_| !F::UNIT_SCALES)
+    if F::UNIT_SCALES {
+        return VnniYmm::detect_vex_on_intel().map(VnniYmm::form).filter(|&f| f == VEX);
+    }
+    VnniYmm::detect().map(VnniYmm::form)
 }
 
 /// The weight row, the proof of AVX2 and the VNNI form whose build may run (`vnni_form`).
@@ -413,18 +419,28 @@ unsafe fn block_lanes<F: Q8KCodes, const FORM: Form>(u: &Unpacked, a: &BlockQ8K)
     unsafe {
         let mut acc = _mm256_setzero_si256();
         let bsums = _mm256_loadu_si256(a.bsums.as_ptr().cast());
-        if F::UNIT_SCALES {
-            // u ≤ 15: eight chunks of pair sums stay within `i16` (see the trait); the zero
-            // code's `bsums` term subtracted there, wrapping as the portable kernel does.
+        // The zero code's `bsums` term of the unit-scale formats, `−ZERO·bsums` per `i32` lane.
+        let zero = _mm256_set1_epi16(-i16::from(F::ZERO));
+        if F::UNIT_SCALES && FORM != NONE {
+            // `vpdpbusd`: four `u·a` per `i32` lane, exact, so lane `j` is `P_2j + P_2j+1` of
+            // the `i16` form below (which never wraps), in one instruction per chunk.
+            for (q, a) in u.q.iter().zip(qs) {
+                acc = dpbusd::<FORM>(acc, *q, _mm256_loadu_si256(a.as_ptr().cast()));
+            }
+            if F::ZERO != 0 {
+                acc = dpwssd::<FORM>(acc, bsums, zero);
+            }
+        } else if F::UNIT_SCALES {
+            // u ≤ 15: eight chunks of pair sums stay within `i16` (see the trait), widened
+            // once; the zero code's `bsums` term in `i32`, as the portable kernel takes it.
             let mut acc16 = _mm256_setzero_si256();
             for (q, a) in u.q.iter().zip(qs) {
                 acc16 = _mm256_add_epi16(acc16, _mm256_maddubs_epi16(*q, _mm256_loadu_si256(a.as_ptr().cast())));
             }
-            if F::ZERO != 0 {
-                let z = if F::ZERO == 1 { bsums } else { _mm256_mullo_epi16(bsums, _mm256_set1_epi16(F::ZERO.into())) };
-                acc16 = _mm256_sub_epi16(acc16, z);
-            }
             acc = _mm256_madd_epi16(acc16, _mm256_set1_epi16(1));
+            if F::ZERO != 0 {
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(bsums, zero));
+            }
         } else if FORM != NONE {
             // `vpdpwssd` = `vpmaddwd` + `vpaddd` (modulo 2^32 both): two chains, even and odd
             // chunks, the zero code's `bsums` term starting the second.
