@@ -282,6 +282,7 @@ fn xs_scale(b: &BlockIq4Xs, ib: usize) -> i32 {
 impl SubBlocks for Iq4Xs {
     type Pre = ();
     const ABS_ACTS: bool = true;
+    const SCALE_PICK_TABLE: bool = true;
     #[inline(always)]
     fn d_bits(b: &BlockIq4Xs) -> u16 {
         b.d.bits()

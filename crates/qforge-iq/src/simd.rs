@@ -275,6 +275,9 @@ macro_rules! rows_kernel {
     // `std::array::from_fn`, which LLVM leaves out of line here: a call per block. Built by a
     // plain loop, inline, it measured 3–10 % slower on an Emerald Rapids Xeon and 4–6 %
     // slower on a Zen 4 (2026-12-02, docs/matmul.md), so it stays.)
+    // Each sub-block's `vpshufb` control for its pair of group scales, read from memory
+    // (behind `opaque_ref`) where the format asks for it (`SubBlocks::SCALE_PICK_TABLE`).
+    let picks = qforge_simd::barrier::opaque_ref(&PICK_SCALES);
     let mut pres = [w.first().map(F::prepare).unwrap_or_default(); 2];
     for (i, b) in w.iter().enumerate() {
         if let Some(nb) = w.get(i + 1) {
@@ -326,8 +329,13 @@ macro_rules! rows_kernel {
             };
             // Values 0..16 (low lane) take the scale of group 2·ib, 16..32 that of 2·ib + 1:
             // bytes `2ib, 2ib + 1` of each lane, repeated.
-            let pick = i16::from_le_bytes([2 * ib as u8, 2 * ib as u8 + 1]);
-            let s = _mm256_shuffle_epi8(scales, _mm256_set1_epi16(pick));
+            let pick = if F::SCALE_PICK_TABLE {
+                // SAFETY: `picks[ib]` is 32 bytes, exactly what the unaligned load reads.
+                unsafe { _mm256_loadu_si256(picks[ib].as_ptr().cast()) }
+            } else {
+                _mm256_set1_epi16(i16::from_le_bytes([2 * ib as u8, 2 * ib as u8 + 1]))
+            };
+            let s = _mm256_shuffle_epi8(scales, pick);
             for r in 0..R {
                 let q: &[i8; 32] = a[r][i].qs[32 * ib..32 * ib + 32].try_into().expect("32 bytes");
                 // SAFETY: `q` is 32 bytes, exactly what the unaligned 32-byte load reads.
@@ -432,6 +440,22 @@ rows_kernel!(
     "avx2,fma,f16c,avxvnni",
     VEX
 );
+
+/// Sub-block `ib`'s `vpshufb` control: bytes `2ib, 2ib + 1` of each lane, repeated (values
+/// 0..16, the low lane, take the scale of group `2ib`, 16..32 that of `2ib + 1`).
+static PICK_SCALES: [[u8; 32]; 8] = {
+    let mut t = [[0u8; 32]; 8];
+    let mut ib = 0;
+    while ib < 8 {
+        let mut b = 0;
+        while b < 32 {
+            t[ib][b] = (2 * ib + b % 2) as u8;
+            b += 1;
+        }
+        ib += 1;
+    }
+    t
+};
 
 /// The kernel's scales register (the even groups' scales in the low lane, the odd groups' in
 /// the high one) straight from the block's [`ScaleFields`]: the 16-byte window in both lanes,
