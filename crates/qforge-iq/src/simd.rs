@@ -277,7 +277,7 @@ macro_rules! rows_kernel {
     // slower on a Zen 4 (2026-12-02, docs/matmul.md), so it stays.)
     // Each sub-block's `vpshufb` control for its pair of group scales, read from memory
     // (behind `opaque_ref`) where the format asks for it (`SubBlocks::SCALE_PICK_TABLE`).
-    let picks = qforge_simd::barrier::opaque_ref(&PICK_SCALES);
+    let picks = qforge_simd::barrier::opaque_ref(&qforge_simd::lut::PICK_I16);
     let mut pres = [w.first().map(F::prepare).unwrap_or_default(); 2];
     for (i, b) in w.iter().enumerate() {
         if let Some(nb) = w.get(i + 1) {
@@ -440,22 +440,6 @@ rows_kernel!(
     "avx2,fma,f16c,avxvnni",
     VEX
 );
-
-/// Sub-block `ib`'s `vpshufb` control: bytes `2ib, 2ib + 1` of each lane, repeated (values
-/// 0..16, the low lane, take the scale of group `2ib`, 16..32 that of `2ib + 1`).
-static PICK_SCALES: [[u8; 32]; 8] = {
-    let mut t = [[0u8; 32]; 8];
-    let mut ib = 0;
-    while ib < 8 {
-        let mut b = 0;
-        while b < 32 {
-            t[ib][b] = (2 * ib + b % 2) as u8;
-            b += 1;
-        }
-        ib += 1;
-    }
-    t
-};
 
 /// The kernel's scales register (the even groups' scales in the low lane, the odd groups' in
 /// the high one) straight from the block's [`ScaleFields`]: the 16-byte window in both lanes,

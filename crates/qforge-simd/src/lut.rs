@@ -51,6 +51,24 @@ pub const fn max16(t: &[u8; 16]) -> u8 {
     m
 }
 
+/// `vpshufb` control `c` (`c < 8`): the `i16` at index `c` of each 128-bit lane, repeated over
+/// that lane (bytes `2c, 2c + 1`). The kernels broadcast a chunk's (or sub-block's) pair of
+/// group scales with it, read from memory: with a constant control LLVM rewrites the
+/// `vpshufb` as `vpshuflw` / `vpshufhw` and `vpshufd`.
+pub static PICK_I16: [[u8; 32]; 8] = {
+    let mut t = [[0u8; 32]; 8];
+    let mut c = 0;
+    while c < 8 {
+        let mut b = 0;
+        while b < 32 {
+            t[c][b] = (2 * c + b % 2) as u8;
+            b += 1;
+        }
+        c += 1;
+    }
+    t
+};
+
 #[cfg(test)]
 mod tests {
     use super::*;

@@ -209,21 +209,6 @@ rows_kernels!(weight_rows_avx2, rows_avx2, "avx2,fma,f16c", NONE);
 rows_kernels!(weight_rows_vnni, rows_vnni, "avx2,fma,f16c,avx512f,avx512bw,avx512vl,avx512vnni", EVEX);
 rows_kernels!(weight_rows_avxvnni, rows_avxvnni, "avx2,fma,f16c,avxvnni", VEX);
 
-/// The `vpshufb` controls of [`unpack`]'s scales: chunk `c` picks `i16` `c` of each lane.
-static PICK_SCALE: [[u8; 32]; 8] = {
-    let mut t = [[0u8; 32]; 8];
-    let mut c = 0;
-    while c < 8 {
-        let mut b = 0;
-        while b < 32 {
-            t[c][b] = (2 * c + b % 2) as u8;
-            b += 1;
-        }
-        c += 1;
-    }
-    t
-};
-
 /// One weight block, ready for the rows.
 struct Unpacked {
     /// The codes of chunk `c` (elements `32c .. 32c + 32`), unsigned bytes.
@@ -316,7 +301,7 @@ unsafe fn unpacked(q: [__m256i; 8], eo: __m256i, off: __m256i, mins: __m256i, dm
         if table {
             // One `vpshufb` each, its control read from memory (behind `black_box`: with
             // constant controls LLVM turns each into `vpshuflw` / `vpshufhw` + `vpshufd`).
-            let pick = std::hint::black_box(&PICK_SCALE);
+            let pick = std::hint::black_box(&qforge_simd::lut::PICK_I16);
             for (v, pick) in sc.iter_mut().zip(pick) {
                 *v = _mm256_shuffle_epi8(eo, _mm256_loadu_si256(pick.as_ptr().cast()));
             }
