@@ -275,9 +275,9 @@ macro_rules! rows_kernel {
     // `std::array::from_fn`, which LLVM leaves out of line here: a call per block. Built by a
     // plain loop, inline, it measured 3–10 % slower on an Emerald Rapids Xeon and 4–6 %
     // slower on a Zen 4 (2026-12-02, docs/matmul.md), so it stays.)
-    // Each sub-block's `vpshufb` control for its pair of group scales, read from memory
-    // (behind `opaque_ref`) where the format asks for it (`SubBlocks::SCALE_PICK_TABLE`).
-    let picks = qforge_simd::barrier::opaque_ref(&qforge_simd::lut::PICK_I16);
+    // Each sub-block's `vpshufb` control for its pair of group scales, read from memory where
+    // the format asks for it (`SubBlocks::SCALE_PICK_TABLE`).
+    let picks = qforge_simd::lut::pick_i16();
     let mut pres = [w.first().map(F::prepare).unwrap_or_default(); 2];
     for (i, b) in w.iter().enumerate() {
         if let Some(nb) = w.get(i + 1) {

@@ -158,8 +158,10 @@ pub trait Q8KCodes: BlockFormat {
     const HAS_MINS: bool;
     /// The code of the value 0 (at most 32).
     const ZERO: u8;
-    /// Every scale is 1 and every code below 16 (the ternary formats): the AVX2 kernel then sums a block's `vpmaddubsw` pairs in `i16` (exact: `8·2·15·128 < 2^15`),
-    /// subtracts `ZERO·bsums` there and widens once, instead of once per chunk.
+    /// Every scale is 1 and every code below 16 (the ternary formats): the AVX2 kernel then
+    /// sums a block's `vpmaddubsw` pairs in `i16` (exact: `8·2·15·128 < 2^15`) and widens
+    /// them once, instead of once per chunk; the VEX build takes one `vpdpbusd` per chunk.
+    /// The zero code's `bsums` term is taken in `i32` either way.
     const UNIT_SCALES: bool = false;
     /// A code-generation choice of the AVX2 kernel, the same result either way: broadcast
     /// each chunk's scales with one `vpshufb` whose control is read from a table, instead of
@@ -291,8 +293,7 @@ pub(crate) fn codes_lanes<F: Q8KCodes>(
 ) -> ([i32; LANES], [i32; LANES]) {
     let (mut isum, mut summs) = ([0i32; LANES], [0i32; LANES]);
     if F::UNIT_SCALES {
-        // The `i16` lanes of the AVX2 kernel: pair sums (exact, see `UNIT_SCALES`), then the
-        // zero code's `bsums` term, wrapping as `vpsubw` does.
+        // The `i16` pair sums of the AVX2 kernel (exact, see `UNIT_SCALES`), widened.
         let mut s16 = [0i16; 2 * LANES];
         for (u, a) in u.iter().zip(a.qs.chunks_exact(32)) {
             for (k, (u, a)) in u.chunks_exact(2).zip(a.chunks_exact(2)).enumerate() {
@@ -300,11 +301,8 @@ pub(crate) fn codes_lanes<F: Q8KCodes>(
                 s16[k] = s16[k].wrapping_add(pair as i16);
             }
         }
-        // Then the zero code's `bsums` term in `i32` (exact: `2 · 2^15 · ZERO < 2^31`).
-        let z = -i32::from(F::ZERO);
         for (j, v) in isum.iter_mut().enumerate() {
-            let zero = (a.bsums[2 * j].get() as i32 + a.bsums[2 * j + 1].get() as i32) * z;
-            *v = (i32::from(s16[2 * j]) + i32::from(s16[2 * j + 1])).wrapping_add(zero);
+            *v = i32::from(s16[2 * j]) + i32::from(s16[2 * j + 1]);
         }
     } else {
         for (c, (u, a)) in u.iter().zip(a.qs.chunks_exact(32)).enumerate() {
@@ -313,10 +311,12 @@ pub(crate) fn codes_lanes<F: Q8KCodes>(
                 isum[j] = isum[j].wrapping_add(i32::from(sc[2 * c + j / 4]).wrapping_mul(dot));
             }
         }
-        for (g, bsum) in a.bsums.iter().enumerate() {
-            let bsum = i32::from(bsum.get());
-            isum[g / 2] = isum[g / 2].wrapping_add(bsum * (-i32::from(F::ZERO) * i32::from(sc[g])));
-        }
+    }
+    // The zero code's `bsums` term in `i32`, unit scales included (`|bsum · ZERO · scale| <
+    // 2^15 · 32 · 128`).
+    for (g, bsum) in a.bsums.iter().enumerate() {
+        let bsum = i32::from(bsum.get());
+        isum[g / 2] = isum[g / 2].wrapping_add(bsum * (-i32::from(F::ZERO) * i32::from(sc[g])));
     }
     for (g, bsum) in a.bsums.iter().enumerate() {
         summs[g / 2] = summs[g / 2].wrapping_add(i32::from(bsum.get()) * i32::from(mins[g]));

@@ -84,6 +84,7 @@ impl Q8KCodes for Tq1_0 {
     const ZERO: u8 = 1;
     const UNIT_SCALES: bool = true;
     const CODE_BITS: u32 = 2;
+
     #[inline(always)]
     fn d_dmin(b: &BlockTq1_0) -> [F16Le; 2] {
         [b.d, F16Le([0, 0])]
@@ -219,24 +220,6 @@ mod tests {
                     let want: [u8; 32] = std::array::from_fn(|l| unpack(src[l], pow[l]));
                     assert_eq!(codes32(src, pow), want, "byte {byte} pow3 {p}, {q}");
                 }
-            }
-        }
-    }
-
-    #[test]
-    fn chunks_are_the_codes_in_element_order() {
-        // Random-looking blocks: chunk `c` holds the codes of elements 32c .. 32c + 32.
-        let mut x = 0x9e37_79b9u32;
-        for _ in 0..64 {
-            let mut b = BlockTq1_0::zeroed();
-            for v in b.qs.iter_mut().chain(b.qh.iter_mut()) {
-                x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
-                *v = (x >> 24) as u8;
-            }
-            let mut codes = [0u8; QK_K];
-            Tq1_0::unpack_block(&b, &mut codes, |t| t);
-            for c in 0..8 {
-                assert_eq!(Tq1_0::chunk(&b, c)[..], codes[32 * c..32 * c + 32], "chunk {c}");
             }
         }
     }

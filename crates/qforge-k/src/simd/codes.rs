@@ -299,9 +299,9 @@ unsafe fn unpacked(q: [__m256i; 8], eo: __m256i, off: __m256i, mins: __m256i, dm
         // Chunk c: `i16` c of each lane, broadcast over that lane.
         let mut sc = [eo; 8];
         if table {
-            // One `vpshufb` each, its control read from memory (behind `black_box`: with
-            // constant controls LLVM turns each into `vpshuflw` / `vpshufhw` + `vpshufd`).
-            let pick = std::hint::black_box(&qforge_simd::lut::PICK_I16);
+            // One `vpshufb` each, its control read from memory (`pick_i16`: with constant
+            // controls LLVM turns each into `vpshuflw` / `vpshufhw` + `vpshufd`).
+            let pick = qforge_simd::lut::pick_i16();
             for (v, pick) in sc.iter_mut().zip(pick) {
                 *v = _mm256_shuffle_epi8(eo, _mm256_loadu_si256(pick.as_ptr().cast()));
             }
@@ -404,8 +404,6 @@ unsafe fn block_lanes<F: Q8KCodes, const FORM: Form>(u: &Unpacked, a: &BlockQ8K)
     unsafe {
         let mut acc = _mm256_setzero_si256();
         let bsums = _mm256_loadu_si256(a.bsums.as_ptr().cast());
-        // The zero code's `bsums` term of the unit-scale formats, `−ZERO·bsums` per `i32` lane.
-        let zero = _mm256_set1_epi16(-i16::from(F::ZERO));
         if F::UNIT_SCALES && FORM != NONE {
             // `vpdpbusd`: four `u·a` per `i32` lane, exact, so lane `j` is `P_2j + P_2j+1` of
             // the `i16` form below (which never wraps), in one instruction per chunk.
@@ -413,7 +411,7 @@ unsafe fn block_lanes<F: Q8KCodes, const FORM: Form>(u: &Unpacked, a: &BlockQ8K)
                 acc = dpbusd::<FORM>(acc, *q, _mm256_loadu_si256(a.as_ptr().cast()));
             }
             if F::ZERO != 0 {
-                acc = dpwssd::<FORM>(acc, bsums, zero);
+                acc = dpwssd::<FORM>(acc, bsums, u.off);
             }
         } else if F::UNIT_SCALES {
             // u ≤ 15: eight chunks of pair sums stay within `i16` (see the trait), widened
@@ -424,7 +422,7 @@ unsafe fn block_lanes<F: Q8KCodes, const FORM: Form>(u: &Unpacked, a: &BlockQ8K)
             }
             acc = _mm256_madd_epi16(acc16, _mm256_set1_epi16(1));
             if F::ZERO != 0 {
-                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(bsums, zero));
+                acc = _mm256_add_epi32(acc, _mm256_madd_epi16(bsums, u.off));
             }
         } else if FORM != NONE {
             // `vpdpwssd` = `vpmaddwd` + `vpaddd` (modulo 2^32 both): two chains, even and odd
