@@ -68,10 +68,11 @@ static PICK_I16: [[u8; 32]; 8] = {
     t
 };
 
-/// [`PICK_I16`] behind `black_box`, so that the kernels load each control from memory: with a
-/// constant control LLVM rewrites the `vpshufb` as `vpshuflw` / `vpshufhw` and `vpshufd`, two
-/// or three shuffles where one does. (Through [`crate::barrier::opaque_ref`] instead, the
-/// K-quant kernel's q2_k / q4_k mat-vec read 30 % slower on an Intel Xeon.)
+/// The `vpshufb` controls that broadcast an i16 lane pair, one per lane `c` (bytes `2c, 2c + 1`),
+/// behind `black_box`, so that the kernels load each control from memory: with a constant
+/// control LLVM rewrites the `vpshufb` as `vpshuflw` / `vpshufhw` and `vpshufd`, two or three
+/// shuffles where one does. (Through [`crate::barrier::opaque_ref`] instead, the K-quant
+/// kernel's q2_k / q4_k mat-vec read 30 % slower on an Intel Xeon.)
 #[inline(always)]
 pub fn pick_i16() -> &'static [[u8; 32]; 8] {
     std::hint::black_box(&PICK_I16)
