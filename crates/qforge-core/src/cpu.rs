@@ -181,8 +181,10 @@ fn vex_on_intel(f: VnniForm, avxvnni: bool, intel: bool) -> VnniForm {
     if avxvnni && intel { VnniForm::Vex } else { f }
 }
 
-/// Whether the CPU is Intel's (`GenuineIntel` in CPUID leaf 0), read once.
-fn intel() -> bool {
+/// Whether the CPU is Intel's (`GenuineIntel` in CPUID leaf 0), read once: for the few
+/// kernel choices that measured one way on Intel's cores and the other on AMD's (Intel's
+/// cores run 256-bit shuffles on one port, Zen's on two), each named where it is made.
+pub fn intel() -> bool {
     static INTEL: OnceLock<bool> = OnceLock::new();
     *INTEL.get_or_init(|| {
         #[cfg(target_arch = "x86_64")]

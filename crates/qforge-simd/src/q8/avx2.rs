@@ -313,7 +313,9 @@ impl<'a, W: Q8Weight, A: Q8Act> RowKernel<&'a [A]> for Kernel<'_, W> {
         // constructors check).
         unsafe {
             match (W::VALUES, self.sign) {
-                (Values::Signed8, SignTrick::Widen) => rows_avx2::<W, A, R, WIDEN>(self.w, a, [&[]; R]),
+                // (No VNNI form for `WIDEN`; several rows read their scales from memory.)
+                (Values::Signed8, SignTrick::Widen) if R > 1 => rows_avx2::<W, A, R, WIDEN, true>(self.w, a, [&[]; R]),
+                (Values::Signed8, SignTrick::Widen) => rows_avx2::<W, A, R, WIDEN, false>(self.w, a, [&[]; R]),
                 (Values::Signed8, SignTrick::Acts) => rows_at::<W, A, R, ABS_W>(self.vnni, self.w, a, [&[]; R]),
                 _ => rows_at::<W, A, R, ABS_A>(self.vnni, self.w, a, [&[]; R]),
             }
@@ -360,12 +362,45 @@ unsafe fn rows_at<W: Q8Weight, A: Q8Act, const R: usize, const P: u8>(
 ) -> [f32; R] {
     // SAFETY: the caller's contract.
     unsafe {
-        match vnni.map(VnniYmm::form) {
-            Some(EVEX) => rows_vnni::<W, A, R, P>(w, a, pre),
-            Some(_) => rows_avxvnni::<W, A, R, P>(w, a, pre),
-            None => rows_avx2::<W, A, R, P>(w, a, pre),
+        if R > 1 || scales_from_memory() {
+            rows_in::<W, A, R, P, true>(vnni, w, a, pre)
+        } else {
+            rows_in::<W, A, R, P, false>(vnni, w, a, pre)
         }
     }
+}
+
+/// [`rows_at`] with the kernels' `MEM` chosen.
+///
+/// # Safety
+/// As [`rows_at`].
+#[inline(always)]
+unsafe fn rows_in<W: Q8Weight, A: Q8Act, const R: usize, const P: u8, const MEM: bool>(
+    vnni: Option<VnniYmm>,
+    w: &[W],
+    a: [&[A]; R],
+    pre: [&[PreBatch]; R],
+) -> [f32; R] {
+    // SAFETY: the caller's contract.
+    unsafe {
+        match vnni.map(VnniYmm::form) {
+            Some(EVEX) => rows_vnni::<W, A, R, P, MEM>(w, a, pre),
+            Some(_) => rows_avxvnni::<W, A, R, P, MEM>(w, a, pre),
+            None => rows_avx2::<W, A, R, P, MEM>(w, a, pre),
+        }
+    }
+}
+
+/// Whether a one-row kernel (mat-vec) broadcasts its units' scales from memory, as the
+/// several-row kernels always do (the kernels' `MEM`), rather than picking each lane out of
+/// a register: on Intel's cores, where those picks (`vmovshdup`, `vshufps`, `vpermpd`,
+/// `vextractf128`: two per unit) share the one 256-bit shuffle port with the codes'
+/// `vpshufb`. Mat-vec 4096², median of 5 alternated on an Intel Xeon (family 6 model 167),
+/// memory against registers at AVX2: q4_1 +6 %, q5_1 +6 %, q4_0 +4 %, iq4_nl +3 %, q1_0 +3 %;
+/// at AVX-512 VNNI q5_1 +8 %, iq4_nl +7 %, q4_0 −3 %. On AMD Zen 4 (two shuffle ports) the
+/// registers had measured 3–13 % faster, so AMD keeps them.
+fn scales_from_memory() -> bool {
+    qforge_core::cpu::intel()
 }
 
 /// [`isum`]'s products, by [`SignTrick`]: `maddubs(|a|, w·sgn a)` (every format but the
@@ -387,7 +422,7 @@ macro_rules! rows_kernel {
     ($(#[$doc:meta])* $name:ident, $features:literal, $form:expr, $mask:literal) => {
         $(#[$doc])*
         #[target_feature(enable = $features)]
-        fn $name<W: Q8Weight, A: Q8Act, const R: usize, const P: u8>(
+        fn $name<W: Q8Weight, A: Q8Act, const R: usize, const P: u8, const MEM: bool>(
     w: &[W],
     a: [&[A]; R],
     pre: [&[PreBatch]; R],
@@ -451,11 +486,12 @@ macro_rules! rows_kernel {
                     unsafe { _mm256_storeu_ps(d.as_mut_ptr(), v) };
                 }
             }
-            // With several rows, each unit's scale broadcast from memory (`vbroadcastss`, one
-            // load): LLVM otherwise forwards the stores above and picks each lane out of the
-            // registers with two or three shuffles per row and unit (mat-mul +5–12 % on Zen 4;
-            // with one row, mat-vec, the registers measured 3–13 % faster).
-            let d = if R > 1 { std::hint::black_box(&d) } else { &d };
+            // With `MEM`, each unit's scale broadcast from memory (`vbroadcastss`, one load):
+            // LLVM otherwise forwards the stores above and picks each lane out of the
+            // registers with two or three shuffles per row and unit (`MEM` is the callers'
+            // choice: always with several rows, mat-mul +5–12 % on Zen 4; with one row,
+            // mat-vec, where `scales_from_memory` says).
+            let d = if MEM { std::hint::black_box(&d) } else { &d };
             // Units in pairs, `h` = 0 / 1 the accumulator: constant indices keep the
             // accumulators in registers whether or not LLVM unrolls the pairs.
             for p in 0..BATCH / 2 {
