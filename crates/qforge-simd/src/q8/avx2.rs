@@ -313,9 +313,8 @@ impl<'a, W: Q8Weight, A: Q8Act> RowKernel<&'a [A]> for Kernel<'_, W> {
         // constructors check).
         unsafe {
             match (W::VALUES, self.sign) {
-                // (No VNNI form for `WIDEN`; several rows read their scales from memory.)
-                (Values::Signed8, SignTrick::Widen) if R > 1 => rows_avx2::<W, A, R, WIDEN, true>(self.w, a, [&[]; R]),
-                (Values::Signed8, SignTrick::Widen) => rows_avx2::<W, A, R, WIDEN, false>(self.w, a, [&[]; R]),
+                // `WIDEN` has no VNNI form: the AVX2 kernel, its scales read as `rows_at` decides.
+                (Values::Signed8, SignTrick::Widen) => rows_at::<W, A, R, WIDEN>(None, self.w, a, [&[]; R]),
                 (Values::Signed8, SignTrick::Acts) => rows_at::<W, A, R, ABS_W>(self.vnni, self.w, a, [&[]; R]),
                 _ => rows_at::<W, A, R, ABS_A>(self.vnni, self.w, a, [&[]; R]),
             }
@@ -607,17 +606,15 @@ rows_kernel!(
     false
 );
 
-/// The f16 weight scales of a batch's 8 units widened to f32 (block `j / UNITS`'s for unit
-/// `j`). With one unit per block, eight scales spelled out ([`widen`]); with several, each
-/// block's scale is repeated over its units' 16-bit lanes of a 64-bit word by one multiply
-/// (`d · 0x0001_0001_…`) where spelling them out took a shift and an OR per lane: for q1_0
-/// (four units a block) 20 general-register instructions per batch became 4.
+/// The f16 weight scales of a batch's 8 units widened to f32, exactly (`vcvtph2ps`; block
+/// `j / UNITS`'s for unit `j`). Each 64-bit word holds four lanes, built in general
+/// registers: a block's scale repeated over its units' lanes by one multiply (`d ·
+/// 0x0001_0001_…`; with one unit per block a shift per lane). Spelled out lane by lane, q1_0
+/// (four units a block) took 20 general-register instructions per batch where this takes 4.
+/// (Words rather than a vector of eight `u16`: see [`widen`].)
 #[target_feature(enable = "avx2,fma,f16c")]
 #[inline]
 fn weight_scales<W: Q8Weight>(w: &[W]) -> __m256 {
-    if W::UNITS == 1 {
-        return widen(unit_d_bits(w));
-    }
     // Lanes `4h .. 4h + 4`: block `b`'s scale over the lanes of its units in that half.
     let word = |h: usize| {
         let (mut v, mut lane) = (0u64, 0);
@@ -631,23 +628,6 @@ fn weight_scales<W: Q8Weight>(w: &[W]) -> __m256 {
         crate::barrier::opaque(v) as i64
     };
     _mm256_cvtph_ps(_mm_set_epi64x(word(1), word(0)))
-}
-
-/// The f16 weight scale bits of each of 8 units (block `j / UNITS` for unit `j`), spelled out:
-/// LLVM then inserts them into one register.
-#[inline(always)]
-fn unit_d_bits<W: Q8Weight>(w: &[W]) -> [u16; BATCH] {
-    let u = W::UNITS;
-    [
-        w[0].d_bits(),
-        w[1 / u].d_bits(),
-        w[2 / u].d_bits(),
-        w[3 / u].d_bits(),
-        w[4 / u].d_bits(),
-        w[5 / u].d_bits(),
-        w[6 / u].d_bits(),
-        w[7 / u].d_bits(),
-    ]
 }
 
 /// The f16 scale bits of 8 activation blocks.
