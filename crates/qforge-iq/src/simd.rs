@@ -277,7 +277,7 @@ macro_rules! rows_kernel {
     // slower on a Zen 4 (2026-12-02, docs/matmul.md), so it stays.)
     // Each sub-block's `vpshufb` control for its pair of group scales, read from memory where
     // the format asks for it (`SubBlocks::SCALE_PICK_TABLE`).
-    let picks = qforge_simd::lut::pick_i16();
+    let picks = F::SCALE_PICK_TABLE.then(qforge_simd::lut::pick_i16);
     let mut pres = [w.first().map(F::prepare).unwrap_or_default(); 2];
     for (i, b) in w.iter().enumerate() {
         if let Some(nb) = w.get(i + 1) {
@@ -329,13 +329,7 @@ macro_rules! rows_kernel {
             };
             // Values 0..16 (low lane) take the scale of group 2·ib, 16..32 that of 2·ib + 1:
             // bytes `2ib, 2ib + 1` of each lane, repeated.
-            let pick = if F::SCALE_PICK_TABLE {
-                // SAFETY: `picks[ib]` is 32 bytes, exactly what the unaligned load reads.
-                unsafe { _mm256_loadu_si256(picks[ib].as_ptr().cast()) }
-            } else {
-                _mm256_set1_epi16(i16::from_le_bytes([2 * ib as u8, 2 * ib as u8 + 1]))
-            };
-            let s = _mm256_shuffle_epi8(scales, pick);
+            let s = _mm256_shuffle_epi8(scales, qforge_simd::lut::pick_i16_control(picks, ib));
             for r in 0..R {
                 let q: &[i8; 32] = a[r][i].qs[32 * ib..32 * ib + 32].try_into().expect("32 bytes");
                 // SAFETY: `q` is 32 bytes, exactly what the unaligned 32-byte load reads.

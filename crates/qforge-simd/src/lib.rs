@@ -32,8 +32,9 @@
 //!
 //! `unsafe` lives only in the x86-64 kernel modules (`q8/avx2.rs`, `planes_avx2.rs`,
 //! `half_lut_avx2.rs`, `half_lut_avx512.rs`, `scaled_avx512.rs`, `store8.rs`, `totals.rs`,
-//! `vnni.rs`, `i8_groups.rs`' AVX2 module), the empty `asm!` of [`barrier`] and `bytemask`
-//! (the AVX-512 form of its byte select), each block with its `SAFETY` comment.
+//! `vnni.rs`, `i8_groups.rs`' AVX2 module), the empty `asm!` of [`barrier`], `bytemask`
+//! (the AVX-512 form of its byte select) and [`lut::pick_i16_control`]'s load, each block with
+//! its `SAFETY` comment.
 #![deny(unsafe_code)]
 
 pub mod barrier;

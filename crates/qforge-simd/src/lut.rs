@@ -78,6 +78,27 @@ pub fn pick_i16() -> &'static [[u8; 32]; 8] {
     std::hint::black_box(&PICK_I16)
 }
 
+/// `vpshufb` control `c` (`c < 8`) of [`pick_i16`]'s table: loaded from `table` where the
+/// kernel holds one (its `pick_i16()`), else the constant, which LLVM may rewrite as other
+/// shuffles. The K-quant and I-quant kernels broadcast their group scales with it, each
+/// format choosing the form that measured faster.
+///
+/// # Safety
+/// The CPU must have AVX2. A caller that is itself `#[target_feature(enable = "avx2")]` (every
+/// AVX2 kernel) calls it without `unsafe`: that caller's own contract covers it.
+#[cfg(target_arch = "x86_64")]
+#[target_feature(enable = "avx2")]
+#[inline]
+#[allow(unsafe_code)]
+pub fn pick_i16_control(table: Option<&[[u8; 32]; 8]>, c: usize) -> std::arch::x86_64::__m256i {
+    use std::arch::x86_64::*;
+    match table {
+        // SAFETY: `t[c]` is 32 bytes, exactly what the unaligned 32-byte load reads.
+        Some(t) => unsafe { _mm256_loadu_si256(t[c].as_ptr().cast()) },
+        None => _mm256_set1_epi16(i16::from_le_bytes([2 * c as u8, 2 * c as u8 + 1])),
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

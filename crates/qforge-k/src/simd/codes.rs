@@ -298,18 +298,11 @@ unsafe fn unpacked(q: [__m256i; 8], eo: __m256i, off: __m256i, mins: __m256i, dm
     unsafe {
         // Chunk c: `i16` c of each lane, broadcast over that lane.
         let mut sc = [eo; 8];
-        if table {
-            // One `vpshufb` each, its control read from memory (`pick_i16`: with constant
-            // controls LLVM turns each into `vpshuflw` / `vpshufhw` + `vpshufd`).
-            let pick = qforge_simd::lut::pick_i16();
-            for (v, pick) in sc.iter_mut().zip(pick) {
-                *v = _mm256_shuffle_epi8(eo, _mm256_loadu_si256(pick.as_ptr().cast()));
-            }
-        } else {
-            for (c, v) in sc.iter_mut().enumerate() {
-                let c = c as u8;
-                *v = _mm256_shuffle_epi8(eo, _mm256_set1_epi16(i16::from_le_bytes([2 * c, 2 * c + 1])));
-            }
+        // One `vpshufb` each, its control read from memory where `table` (`pick_i16`: with
+        // constant controls LLVM turns each into `vpshuflw` / `vpshufhw` + `vpshufd`).
+        let picks = table.then(qforge_simd::lut::pick_i16);
+        for (c, v) in sc.iter_mut().enumerate() {
+            *v = _mm256_shuffle_epi8(eo, qforge_simd::lut::pick_i16_control(picks, c));
         }
         let dm = _mm_cvtph_ps(_mm_cvtsi32_si128(i32::from(dm[0]) | i32::from(dm[1]) << 16));
         Unpacked { q, sc, off, mins, dm: [_mm_cvtss_f32(dm), _mm_cvtss_f32(_mm_movehdup_ps(dm))] }
